@@ -1,0 +1,214 @@
+"""`atari-data`: build, check and inspect game-decision datasets.
+
+Bad input never ends in a traceback: it is printed as one line
+``error: <file>[:<line>]: <field>: <what is wrong>`` and the exit code is 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import dataclass, fields
+
+from atari_data.errors import AtariDataError
+from atari_data.generate import GenerateConfig
+
+EXAMPLES = """examples:
+  atari-data generate --root data/atari --games Pong,Breakout --source random2f --frames 2
+  atari-data validate data/atari --images
+  atari-data stats data/atari
+"""
+
+
+@dataclass
+class ValidateConfig:
+    root: str
+    sources: list[str] | None = None
+    games: list[str] | None = None
+    images: bool = False
+    max_lines: int = 50
+
+
+def _csv(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _default(cls, name):
+    return next(f.default for f in fields(cls) if f.name == name)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="atari-data", description="Game-decision datasets for vision-language policies: "
+        "one frozen record schema, written and checked the same way for every source.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    v = sub.add_parser("validate", help="check every ready game of a layout and report every defect",
+                       description="Check every ready game under ROOT (<root>/<source>/<Game>/...) against "
+                       "the frozen schema and its meta.json. Prints a summary table and exits 0 when "
+                       "valid; otherwise prints one line per defect (file:line: field: problem) and "
+                       "exits 2. Games without _READY are listed as not ready, not as errors.")
+    v.add_argument("root", help="layout root folder")
+    v.add_argument("--source", dest="sources", type=_csv, help="only these sources (comma-separated)")
+    v.add_argument("--game", dest="games", type=_csv, help="only these games (comma-separated)")
+    v.add_argument("--images", action="store_true",
+                   help="also decode every frame and check its size and mode against frame_format")
+    v.add_argument("--max-lines", type=int, default=_default(ValidateConfig, "max_lines"),
+                   help="print at most this many defect lines, then a count (default %(default)s)")
+
+    s = sub.add_parser("stats", help="a table of records, episodes and labels per (source, game)",
+                       description="Summarise every game folder under ROOT: records and episodes per "
+                       "split, frame format, label distribution and its entropy, whether records carry "
+                       "a soft target, and whether the game is ready.")
+    s.add_argument("root", help="layout root folder")
+    s.add_argument("--source", dest="sources", type=_csv, help="only these sources (comma-separated)")
+    s.add_argument("--game", dest="games", type=_csv, help="only these games (comma-separated)")
+    s.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+
+    g = sub.add_parser("generate", help="play ALE and write a dataset through the shared writer",
+                       description="Play ALE v5 (sticky actions 0.25, 4 frames per decision, auto-FIRE) "
+                       "and record every decision: the raw 210x160 RGB frame, the action, and for "
+                       "two-frame sources the previous decision's frame. Val episodes are numbered from "
+                       "1000 and train episodes from 2000; each episode's seed derives from (--seed, "
+                       "game, episode), so the same command gives the same bytes. A complete game is "
+                       "skipped unless --force; an interrupted one is redone cleanly.")
+    d = GenerateConfig
+    g.add_argument("--root", required=True, help="layout root folder to write into")
+    g.add_argument("--games", type=_csv, default=_default_factory(d, "games"),
+                   help="ALE v5 game names, comma-separated (default %(default)s)")
+    g.add_argument("--source", default=d.source, help="source folder name (default %(default)s)")
+    g.add_argument("--frames", type=int, choices=(1, 2), default=d.frames,
+                   help="2 to record the previous frame as prev_image (default %(default)s)")
+    g.add_argument("--policy", choices=("random",), default="random",
+                   help="behaviour policy: uniform random over the minimal action set")
+    g.add_argument("--train-episodes", type=int, default=d.train_episodes, help="(default %(default)s)")
+    g.add_argument("--val-episodes", type=int, default=d.val_episodes, help="(default %(default)s)")
+    g.add_argument("--train-frames", type=int, default=d.train_frames,
+                   help="train cap per game; episodes are subsampled evenly to fit (default %(default)s)")
+    g.add_argument("--val-frames", type=int, default=d.val_frames,
+                   help="val cap per game (default %(default)s)")
+    g.add_argument("--decision-cap", type=int, default=d.decision_cap,
+                   help="decisions per episode at most (default %(default)s)")
+    g.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
+    g.add_argument("--force", action="store_true", help="rewrite games that are already complete")
+
+    sub.add_parser("games", help="list the ALE v5 games and their minimal action sets")
+
+    sc = sub.add_parser("schema", help="print the frozen schema (JSON Schema or the docs table)")
+    sc.add_argument("--of", choices=("record", "meta"), default="record", help="(default %(default)s)")
+    sc.add_argument("--markdown", action="store_true", help="print the docs table instead of JSON Schema")
+    return p
+
+
+def _default_factory(cls, name):
+    return next(f.default_factory() for f in fields(cls) if f.name == name)
+
+
+def cmd_validate(a) -> int:
+    from atari_data.stats import stats_table
+    from atari_data.validate import validate
+
+    cfg = ValidateConfig(a.root, a.sources, a.games, a.images, a.max_lines)
+    report = validate(cfg.root, cfg.sources, cfg.games, images=cfg.images)
+    for g in report.not_ready:
+        print(f"not ready: {g.source}/{g.game} (no _READY; ignored)", file=sys.stderr)
+    if not report.ok:
+        for e in report.defects[: cfg.max_lines]:
+            print(e.render())
+        more = len(report.defects) - cfg.max_lines
+        if more > 0:
+            print(f"... and {more} more defects")
+        print(f"{len(report.defects)} defects in {len(report.games)} ready games", file=sys.stderr)
+        return 2
+    if not report.games:
+        print(f"no ready games under {cfg.root}", file=sys.stderr)
+        return 2
+    _print_table(stats_table(cfg.root, cfg.sources, cfg.games).filter(ready=True))
+    print(f"valid: {len(report.games)} games, {report.records} records"
+          f"{', frames decoded' if cfg.images else ''}")
+    return 0
+
+
+def cmd_stats(a) -> int:
+    from atari_data.stats import stats_table
+
+    table = stats_table(a.root, a.sources, a.games)
+    if a.json:
+        print(json.dumps(table.to_dicts(), indent=2))
+    else:
+        _print_table(table)
+    return 0
+
+
+def cmd_generate(a) -> int:
+    from tqdm import tqdm
+
+    from atari_data.actions import resolve_game
+    from atari_data.generate import generate_game
+
+    cfg = GenerateConfig(root=a.root, games=[resolve_game(x) for x in a.games], source=a.source,
+                         frames=a.frames, train_episodes=a.train_episodes, val_episodes=a.val_episodes,
+                         train_frames=a.train_frames, val_frames=a.val_frames,
+                         decision_cap=a.decision_cap, seed=a.seed, force=a.force)
+    for game in cfg.games:
+        with tqdm(total=cfg.train_episodes + cfg.val_episodes, desc=f"{cfg.source}/{game}",
+                  unit="episode", disable=None) as bar:
+            meta = generate_game(cfg, game, bar)
+        if meta is None:
+            print(f"{cfg.source}/{game}: already complete (use --force to redo)")
+        else:
+            print(f"{cfg.source}/{game}: {meta['train']['records']} train and {meta['val']['records']} "
+                  f"val records")
+    return 0
+
+
+def cmd_games(a) -> int:
+    from atari_data.actions import all_games, minimal_actions
+
+    for game in all_games():
+        print(f"{game:<20} {' '.join(minimal_actions(game))}")
+    return 0
+
+
+def cmd_schema(a) -> int:
+    from atari_data import schema
+
+    if a.markdown:
+        print(schema.markdown_table(schema.RECORD if a.of == "record" else schema.META))
+    else:
+        print(json.dumps(schema.json_schema(a.of), indent=2))
+    return 0
+
+
+def _print_table(df) -> None:
+    import polars as pl
+
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60,
+                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        print(df)
+
+
+COMMANDS = {"validate": cmd_validate, "stats": cmd_stats, "generate": cmd_generate,
+            "games": cmd_games, "schema": cmd_schema}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return COMMANDS[args.command](args)
+    except AtariDataError as e:
+        print(f"error: {e.render()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to redo unfinished games", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

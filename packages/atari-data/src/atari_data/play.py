@@ -1,0 +1,105 @@
+"""Playing ALE under the evaluation protocol, one decision at a time.
+
+Each decision repeats one action for ``frameskip`` emulator frames (sticky actions applied by
+ALE per frame) and sums the raw rewards. Games whose minimal set has FIRE get FIRE pressed
+automatically after reset and after each lost life; those presses are not decisions, but their
+rewards count. The frame a decision is taken on is the raw RGB screen after the last frame.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from atari_data.actions import minimal_actions, rom_id
+from atari_data.protocol import AUTO_FIRE_RULE, Protocol
+
+
+@dataclass
+class Decision:
+    """What a policy sees before choosing: the screen, and whether FIRE was just auto-pressed."""
+
+    frame: np.ndarray  # uint8 [210, 160, 3]
+    after_fire: bool
+    step: int
+
+
+class AtariGame:
+    """One ALE game played by the protocol's rules."""
+
+    def __init__(self, game: str, protocol: Protocol | None = None):
+        # ale_py.env pulls in gymnasium; import late so `import atari_data` stays light.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        from ale_py.env import AtariEnv
+
+        self.game = game
+        self.protocol = protocol or Protocol.ale_v5(game)
+        self.actions = minimal_actions(game)
+        self.env = AtariEnv(
+            game=rom_id(game), frameskip=1, full_action_space=self.protocol.action_set == "full",
+            repeat_action_probability=self.protocol.repeat_action_probability,
+            max_num_frames_per_episode=self.protocol.max_frames_per_episode)
+        self.ale = self.env.ale
+        self._fire = (self.actions.index("FIRE")
+                      if "FIRE" in self.actions and self.protocol.auto_fire == AUTO_FIRE_RULE else None)
+        self.score = 0.0
+        self.done = True
+
+    def reset(self, seed: int) -> bool:
+        """Start an episode; returns whether FIRE was auto-pressed."""
+        self.env.reset(seed=seed)
+        self.score, self.done = 0.0, False
+        self._lives = self.ale.lives()
+        return self._auto_fire()
+
+    def act(self, action: int) -> tuple[float, bool]:
+        """Play one decision; returns (reward, whether FIRE was auto-pressed after it)."""
+        reward = self._repeat(self.env._action_set[action])
+        fired = False
+        lives = self.ale.lives()
+        if not self.done and lives < self._lives:
+            fired = self._auto_fire()
+        self._lives = lives
+        return reward, fired
+
+    def screen(self) -> np.ndarray:
+        return self.ale.getScreenRGB()
+
+    def _repeat(self, ale_action) -> float:
+        reward = 0.0
+        for _ in range(self.protocol.frameskip):
+            reward += self.ale.act(ale_action)
+            if self.ale.game_over():
+                break
+        self.score += reward
+        self.done = self.ale.game_over()
+        return reward
+
+    def _auto_fire(self) -> bool:
+        if self._fire is None or self.done:
+            return False
+        self._repeat(self.env._action_set[self._fire])
+        return True
+
+
+def play_episode(game: AtariGame, seed: int, choose: Callable[[Decision], int],
+                 decision_cap: int | None = None) -> Iterator[tuple[Decision, int]]:
+    """Play one episode; yields each decision with the action ``choose`` picked, before it is played."""
+    fired = game.reset(seed)
+    cap = decision_cap if decision_cap is not None else game.protocol.decision_cap
+    step = 0
+    while not game.done and (cap is None or step < cap):
+        d = Decision(game.screen(), fired, step)
+        action = choose(d)
+        yield d, action
+        _, fired = game.act(action)
+        step += 1
+
+
+def episode_seed(seed: int, game: str, episode: int) -> int:
+    """A per-episode ALE seed derived from (seed, game, episode), stable across runs and machines."""
+    ss = np.random.SeedSequence([seed, int.from_bytes(game.encode(), "little") % (2**63), episode])
+    return int(ss.generate_state(1)[0])

@@ -1,0 +1,296 @@
+"""The one episode writer every generator and importer goes through.
+
+A source yields episodes, each a stream of :class:`Step` s. The writer applies, in one place:
+the caps per split, even subsampling across episodes, the split by episode, the two-frame rule,
+write-time validation of every record, and a meta.json computed from what was actually written.
+A game is assembled in a hidden folder and moved into place whole; ``_READY`` comes last.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import shutil
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from atari_data.actions import minimal_actions
+from atari_data.errors import AtariDataError
+from atari_data.layout import META, READY, SPLITS, GameDir, write_atomic
+from atari_data.protocol import Protocol
+from atari_data.records import GameRules
+from atari_data.schema import FRAME_FORMAT_RE, SCHEMA_VERSION, check_structure
+from atari_data.schema import META as META_SCHEMA
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CAPS = {"train": 20_000, "val": 1_000}
+PNG_COMPRESS_LEVEL = 6
+
+Frame = np.ndarray | bytes  # an array to encode, or an already encoded PNG / JPEG
+
+
+@dataclass
+class Step:
+    """One decision of an episode, as a source yields it.
+
+    ``after_fire`` marks the first decision after an auto-FIRE: its previous frame is a copy of
+    its own (as on an episode's first decision). ``prev_frame`` overrides the previous frame for
+    sources that record it themselves.
+    """
+
+    frame: Frame
+    label: int
+    target: Sequence[float] | None = None
+    provenance: dict | None = None
+    after_fire: bool = False
+    prev_frame: Frame | None = None
+
+
+@dataclass
+class _Kept:
+    episode: int
+    step: int
+    label: int
+    target: list | None
+    provenance: dict | None
+    image: bytes
+    prev: bytes | None
+
+
+def encode_frame(frame: Frame, level: int = PNG_COMPRESS_LEVEL) -> bytes:
+    if isinstance(frame, bytes):
+        return frame
+    buf = io.BytesIO()
+    Image.fromarray(frame).save(buf, format="PNG", compress_level=level)
+    return buf.getvalue()
+
+
+def _suffix(data: bytes) -> str:
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return ".png"
+    if data[:3] == b"\xff\xd8\xff":
+        return ".jpg"
+    raise AtariDataError("encoded frame is neither PNG nor JPEG", field="image")
+
+
+class _EvenSampler:
+    """Keeps an even subset of each episode's steps, and of the pool across episodes.
+
+    Within an episode, a stride-doubling reservoir: keep steps at multiples of the stride, and
+    double the stride (dropping the steps in between) whenever more than ``cap`` are held, so an
+    episode of any length costs at most ``cap`` frames of memory. Across episodes, the pool is
+    halved the same way when it grows past four caps; the final pick is evenly spaced.
+    """
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.pool: list[_Kept] = []
+
+    def stride_for(self, held: int, stride: int) -> int:
+        return stride * 2 if held > self.cap else stride
+
+    def add_episode(self, kept: list[_Kept]) -> None:
+        self.pool.extend(kept)
+        if self.cap and len(self.pool) > 4 * self.cap:
+            self.pool = self.pool[::2]
+
+    def pick(self) -> list[_Kept]:
+        n = len(self.pool)
+        if n <= self.cap:
+            return list(self.pool)
+        idx = np.linspace(0, n - 1, self.cap).round().astype(int)
+        return [self.pool[i] for i in idx]
+
+
+@dataclass
+class GameWriter:
+    """Write one (source, game) folder of a layout.
+
+    >>> w = GameWriter(root, "expert2f", "Pong", frames=2, frame_format="rgb_210x160",
+    ...                origin="built-in expert", license="MIT")
+    >>> if not w.complete:
+    ...     for n, split, steps in episodes:
+    ...         w.add_episode(n, split, steps)
+    ...     w.finish()
+    """
+
+    root: Path | str
+    source: str
+    game: str
+    frame_format: str
+    origin: str
+    license: str
+    frames: int = 1
+    actions: Sequence[str] | None = None
+    caps: dict = field(default_factory=lambda: dict(DEFAULT_CAPS))
+    platform: str = "ale"
+    protocol: Protocol | None = None
+    seed: int | None = None
+    force: bool = False
+    png_compress_level: int = PNG_COMPRESS_LEVEL
+
+    def __post_init__(self):
+        self.root = Path(self.root)
+        self.dir = GameDir(self.root, self.source, self.game)
+        if self.actions is None:
+            self.actions = minimal_actions(self.game)
+        self.rules = GameRules(self.source, self.game, tuple(self.actions), self.frames)
+        m = FRAME_FORMAT_RE.match(self.frame_format)
+        if not m:
+            raise AtariDataError(f"{self.frame_format!r} is not <rgb|gray>_<height>x<width>",
+                                 field="frame_format")
+        self._shape = (int(m[2]), int(m[3])) + ((3,) if m[1] == "rgb" else ())
+        unknown = set(self.caps) - set(SPLITS)
+        if unknown:
+            raise AtariDataError(f"unknown split {sorted(unknown)} (expected train, val)", field="caps")
+        self.caps = {s: int(self.caps.get(s, DEFAULT_CAPS[s])) for s in SPLITS}
+        self._samplers = {s: _EvenSampler(self.caps[s]) for s in SPLITS}
+        self._episodes: dict[int, str] = {}
+        self.dropped: Counter = Counter()
+
+    @property
+    def complete(self) -> bool:
+        """The game is already written and ready (and ``force`` is off): nothing to do."""
+        return self.dir.ready and not self.force
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        """Count frames the source could not write, by reason (they go into meta.json)."""
+        self.dropped[reason] += n
+
+    def add_episode(self, episode: int, split: str, steps: Iterable[Step]) -> int:
+        """Consume one episode's steps; returns how many decisions it had."""
+        if split not in SPLITS:
+            raise AtariDataError(f"unknown split {split!r} (expected train or val)", field="split")
+        if episode in self._episodes:
+            raise AtariDataError(f"episode {episode} was already added (to {self._episodes[episode]}); "
+                                 "episode numbers must be unique per game", field="episode")
+        self._episodes[episode] = split
+        sampler = self._samplers[split]
+        kept: list[_Kept] = []
+        stride, n = 1, 0
+        last_frame: Frame | None = None
+        last_png: tuple[int, bytes] | None = None  # (step, bytes) of the last encoded frame
+        for n, st in enumerate(steps):
+            if n % stride == 0 and sampler.cap:
+                png = encode_frame(self._checked(st.frame, episode, n), self.png_compress_level)
+                prev = None
+                if self.frames == 2:
+                    prev = self._prev_png(st, n, last_frame, last_png, png)
+                target = None if st.target is None else [float(x) for x in st.target]
+                kept.append(_Kept(episode, n, int(st.label), target, st.provenance, png, prev))
+                last_png = (n, png)
+                new_stride = sampler.stride_for(len(kept), stride)
+                if new_stride != stride:
+                    stride = new_stride
+                    kept = [k for k in kept if k.step % stride == 0]
+            last_frame = st.frame
+        sampler.add_episode(kept)
+        return n + 1 if last_frame is not None else 0
+
+    def _prev_png(self, st: Step, n: int, last_frame, last_png, png: bytes) -> bytes:
+        if st.prev_frame is not None:
+            return encode_frame(self._checked(st.prev_frame, -1, n), self.png_compress_level)
+        if n == 0 or st.after_fire:
+            return png
+        if last_png is not None and last_png[0] == n - 1:
+            return last_png[1]  # the previous decision was kept too: reuse its encoding
+        return encode_frame(last_frame, self.png_compress_level)
+
+    def _checked(self, frame: Frame, episode: int, step: int) -> Frame:
+        if isinstance(frame, np.ndarray) and (frame.shape != self._shape or frame.dtype != np.uint8):
+            raise AtariDataError(
+                f"episode {episode} step {step}: frame is {frame.dtype} {frame.shape}, expected uint8 "
+                f"{self._shape} for {self.frame_format}", field="image")
+        return frame
+
+    def finish(self, baselines: dict | None = None) -> dict:
+        """Write the game folder, then ``_READY``; returns the meta.json written."""
+        picked = {s: sorted(self._samplers[s].pick(), key=lambda k: (k.episode, k.step)) for s in SPLITS}
+        parent = self.dir.path.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = parent / f".{self.game}.partial"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        (tmp / "images").mkdir(parents=True)
+
+        splits = {}
+        for split in SPLITS:
+            lines, labels, episodes = [], Counter(), set()
+            for k in picked[split]:
+                rec = self.rules.record(k.episode, k.step, k.label, k.target, k.provenance,
+                                        suffix=_suffix(k.image))
+                defects = self.rules.check(rec)
+                if defects:
+                    f, msg = defects[0]
+                    raise AtariDataError(msg, file=f"{self.source}/{self.game}/{split}.jsonl", field=f)
+                (tmp / rec["image"]).write_bytes(k.image)
+                if k.prev is not None:
+                    (tmp / rec["prev_image"]).write_bytes(k.prev)
+                lines.append(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
+                labels[self.actions[k.label]] += 1
+                episodes.add(k.episode)
+            _write_file(tmp / f"{split}.jsonl", "".join(line + "\n" for line in lines))
+            splits[split] = {"records": len(lines), "episodes": len(episodes),
+                             "labels": {a: labels[a] for a in self.actions if labels[a]}}
+
+        meta = {
+            "schema_version": SCHEMA_VERSION, "source": self.source, "game": self.game,
+            "platform": self.platform, "frame_format": self.frame_format, "frames": self.frames,
+            "actions": list(self.actions), "caps": dict(self.caps), **splits,
+            "dropped": dict(sorted(self.dropped.items())), "origin": self.origin, "license": self.license,
+        }
+        if self.protocol is not None:
+            meta["protocol"] = self.protocol.to_dict()
+        if baselines is not None:
+            meta["baselines"] = baselines
+        if self.seed is not None:
+            meta["seed"] = self.seed
+        defects = check_structure(meta, META_SCHEMA)
+        if defects:
+            f, msg = defects[0]
+            raise AtariDataError(msg, file=f"{self.source}/{self.game}/meta.json", field=f)
+        _write_file(tmp / META, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+
+        # Swap the finished folder into place; an old or half-written one goes only after.
+        final = self.dir.path
+        old = parent / f".{self.game}.old"
+        if old.exists():
+            shutil.rmtree(old)
+        if final.exists():
+            os.replace(final, old)
+        os.replace(tmp, final)
+        if old.exists():
+            shutil.rmtree(old)
+        write_atomic(final / READY, b"")
+        log.info("%s/%s: %d train, %d val records", self.source, self.game,
+                 splits["train"]["records"], splits["val"]["records"])
+        return meta
+
+
+def _write_file(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def assign_splits(episodes: Sequence[int], val_fraction: float = 0.05) -> dict[int, str]:
+    """Split episode numbers about ``val_fraction`` to val, evenly spread, deterministic.
+
+    With two or more episodes at least one goes to val and at least one to train.
+    """
+    eps = sorted(episodes)
+    if len(eps) < 2:
+        return {e: "train" for e in eps}
+    n_val = min(len(eps) - 1, max(1, round(len(eps) * val_fraction)))
+    # The centres of n_val equal bins over the sorted episodes.
+    val_idx = {int((i + 0.5) * len(eps) / n_val) for i in range(n_val)}
+    return {e: "val" if i in val_idx else "train" for i, e in enumerate(eps)}
