@@ -44,6 +44,9 @@ class Type:
     def hf(self):
         raise NotImplementedError
 
+    def describe(self) -> str:
+        raise NotImplementedError
+
 
 def _kind(v) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
@@ -55,6 +58,9 @@ class Str(Type):
     pattern: re.Pattern | None = None
     choices: tuple[str, ...] | None = None
     doc: str = "string"
+
+    def describe(self):
+        return "string" + (f" ({' / '.join(self.choices)})" if self.choices else "")
 
     def check(self, v, path, out):
         if type(v) is not str:
@@ -83,6 +89,11 @@ class Int(Type):
     choices: tuple[int, ...] | None = None
     doc: str = "integer"
 
+    def describe(self):
+        if self.choices:
+            return "integer (" + " / ".join(map(str, self.choices)) + ")"
+        return "integer" + (f" >= {self.minimum}" if self.minimum is not None else "")
+
     def check(self, v, path, out):
         if type(v) is not int:
             out.append((path, f"expected an integer, got {_kind(v)}"))
@@ -108,6 +119,9 @@ class Int(Type):
 class Num(Type):
     doc: str = "number"
 
+    def describe(self):
+        return "number"
+
     def check(self, v, path, out):
         if type(v) not in (int, float):
             out.append((path, f"expected a number, got {_kind(v)}"))
@@ -127,6 +141,9 @@ class Image(Type):
     """A frame file, as a path relative to the game folder (``images/<id>.png``)."""
     doc: str = "image path"
 
+    def describe(self):
+        return "image path (HF `Image`)"
+
     def check(self, v, path, out):
         Str().check(v, path, out)
 
@@ -144,6 +161,9 @@ class List(Type):
     min_items: int = 0
     unique: bool = False
     doc: str = "list"
+
+    def describe(self):
+        return f"list of {self.item.describe()}"
 
     def check(self, v, path, out):
         if type(v) is not list:
@@ -175,6 +195,9 @@ class Map(Type):
     value: Type
     doc: str = "mapping"
 
+    def describe(self):
+        return f"mapping to {self.value.describe()} (JSON text in HF rows)"
+
     def check(self, v, path, out):
         if type(v) is not dict:
             out.append((path, f"expected an object, got {_kind(v)}"))
@@ -195,6 +218,9 @@ class Map(Type):
 class JSONValue(Type):
     """Any JSON value (provenance payloads: numbers, strings, lists, objects)."""
     doc: str = "JSON value"
+
+    def describe(self):
+        return "any JSON"
 
     def check(self, v, path, out):
         if isinstance(v, float) and not math.isfinite(v):
@@ -220,6 +246,9 @@ class JSONValue(Type):
 class Nullable(Type):
     inner: Type
     doc: str = ""
+
+    def describe(self):
+        return f"{self.inner.describe()} or null"
 
     def check(self, v, path, out):
         if v is not None:
@@ -248,6 +277,9 @@ class Object(Type):
     @cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields)
+
+    def describe(self):
+        return "object (" + ", ".join(self.names) + ")"
 
     def check(self, v, path, out, skip: frozenset = frozenset()):
         """Check every field but those in ``skip`` (already known to be right)."""
@@ -350,7 +382,7 @@ META = Object((
     Field("game", Str(pattern=GAME_RE), True, "equals the game folder"),
     Field("platform", Str(pattern=SOURCE_RE), True, "`ale` for Atari; ALE rules apply only there"),
     Field("frame_format", Str(pattern=FRAME_FORMAT_RE), True,
-          "`<rgb|gray>_<height>x<width>` of every frame, as the source gave it"),
+          "`rgb_<height>x<width>` or `gray_<height>x<width>` of every frame, as the source gave it"),
     Field("frames", Int(choices=(1, 2)), True, "2 when records carry `prev_image`"),
     Field("actions", List(Str(), min_items=1, unique=True), True, "the options of every record"),
     Field("caps", Object((Field("train", Int(), True, "train cap"), Field("val", Int(), True, "val cap"))),
@@ -391,8 +423,7 @@ def markdown_table(obj: Object = RECORD) -> str:
     """The docs table of the record fields."""
     rows = ["| field | type | required | meaning |", "| --- | --- | --- | --- |"]
     for f in obj.fields:
-        t = json.dumps(f.type.json_schema().get("type", "any"))
-        rows.append(f"| `{f.name}` | {t.strip(chr(34))} | {'yes' if f.required else 'no'} | {f.doc} |")
+        rows.append(f"| `{f.name}` | {f.type.describe()} | {'yes' if f.required else 'no'} | {f.doc} |")
     return "\n".join(rows)
 
 
