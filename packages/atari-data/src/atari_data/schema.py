@@ -142,7 +142,7 @@ class Image(Type):
     doc: str = "image path"
 
     def describe(self):
-        return "image path (HF `Image`)"
+        return "image path"
 
     def check(self, v, path, out):
         Str().check(v, path, out)
@@ -196,7 +196,7 @@ class Map(Type):
     doc: str = "mapping"
 
     def describe(self):
-        return f"mapping to {self.value.describe()} (JSON text in HF rows)"
+        return f"mapping to {self.value.describe()}"
 
     def check(self, v, path, out):
         if type(v) is not dict:
@@ -313,7 +313,9 @@ class Object(Type):
         }
 
     def hf(self):
-        return {f.name: f.type.hf() for f in self.fields}
+        # Nested objects travel as canonical JSON text too: one json.loads gives the record's value.
+        from datasets import Value
+        return Value("string")
 
 
 # -- the record ------------------------------------------------------------------------------------
@@ -413,18 +415,35 @@ def json_schema(kind: str = "record") -> dict:
 def hf_features(frames: int = 2):
     """HF ``datasets`` features of a record row: images as ``Image``, free mappings as JSON text."""
     from datasets import Features
-    feats = RECORD.hf()
+    feats = {f.name: f.type.hf() for f in RECORD.fields}
     if frames == 1:
         feats.pop("prev_image")
     return Features(feats)
 
 
 def markdown_table(obj: Object = RECORD) -> str:
-    """The docs table of the record fields."""
-    rows = ["| field | type | required | meaning |", "| --- | --- | --- | --- |"]
+    """The docs table of a schema object; for records, with the HF ``datasets`` feature of each field."""
+    hf = obj is RECORD
+    head = "| field | type | required |" + (" HF feature |" if hf else "") + " meaning |"
+    rows = [head, "|" + " --- |" * head.count(" |")]
     for f in obj.fields:
-        rows.append(f"| `{f.name}` | {f.type.describe()} | {'yes' if f.required else 'no'} | {f.doc} |")
+        feature = f" {_feature_name(f.type.hf())} |" if hf else ""
+        rows.append(f"| `{f.name}` | {f.type.describe()} | {'yes' if f.required else 'no'} |{feature} {f.doc} |")
     return "\n".join(rows)
+
+
+def _feature_name(feature) -> str:
+    from datasets import Image as HFImage
+    from datasets import List as HFList
+    from datasets import Value
+
+    if isinstance(feature, HFImage):
+        return "`Image`"
+    if isinstance(feature, HFList):
+        return f"list of `{feature.feature.dtype}`"
+    if isinstance(feature, Value):
+        return f"`{feature.dtype}`"
+    return type(feature).__name__
 
 
 def check_structure(value, obj: Object = RECORD) -> list[Defect]:

@@ -132,17 +132,17 @@ class _GameCheck:
                 if bad:
                     for fld, msg in bad:
                         self.defect(path, fld, msg, n)
-                    if type(rec) is not dict or any(
-                            fld.split(".")[0].split("[")[0] in ("id", "image", "episode", "step", "label")
-                            for fld, _ in bad):
+                    # Count what can still be trusted, so one bad field does not cascade.
+                    if type(rec) is not dict or any(fld in _KEY_FIELDS for fld, _ in bad):
                         continue
                 rid = rec["id"]
                 if rid in ids:
                     self.defect(path, "id", f"{rid!r} is repeated (ids must be unique per game)", n)
                 ids.add(rid)
                 episodes.add(rec["episode"])
-                if rec["label"] < len(actions):
-                    labels[actions[rec["label"]]] += 1
+                label = rec.get("label")
+                if type(label) is int and 0 <= label < len(actions):
+                    labels[actions[label]] += 1
                 self._frames(rec, path, n, present, size)
         self.report.records += n
         return n, episodes, labels
@@ -192,6 +192,9 @@ class _GameCheck:
                     k: v for k, v in labels.items() if v}:
                 self.defect(path, f"{split}.labels",
                             f"{stated['labels']} differ from the records' {dict(labels)}")
+
+
+_KEY_FIELDS = frozenset(("id", "image", "prev_image", "episode", "step"))
 
 
 def _is_str_list(v) -> bool:

@@ -85,9 +85,10 @@ class _EvenSampler:
     """Keeps an even subset of each episode's steps, and of the pool across episodes.
 
     Within an episode, a stride-doubling reservoir: keep steps at multiples of the stride, and
-    double the stride (dropping the steps in between) whenever more than ``cap`` are held, so an
-    episode of any length costs at most ``cap`` frames of memory. Across episodes, the pool is
-    halved the same way when it grows past four caps; the final pick is evenly spaced.
+    double the stride (dropping the steps in between) whenever more than two caps are held, so an
+    episode of any length costs at most two caps of memory and still holds at least one cap when
+    it is long enough. Across episodes, the pool is halved the same way when it grows past four
+    caps; the final pick is evenly spaced.
     """
 
     def __init__(self, cap: int):
@@ -95,7 +96,7 @@ class _EvenSampler:
         self.pool: list[_Kept] = []
 
     def stride_for(self, held: int, stride: int) -> int:
-        return stride * 2 if held > self.cap else stride
+        return stride * 2 if held > 2 * self.cap else stride
 
     def add_episode(self, kept: list[_Kept]) -> None:
         self.pool.extend(kept)

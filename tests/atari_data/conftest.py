@@ -1,0 +1,28 @@
+import shutil
+
+import pytest
+from atari_data.generate import GenerateConfig, generate_game
+
+
+def small_config(root, **kw) -> GenerateConfig:
+    base = dict(root=str(root), source="random2f", frames=2, train_episodes=2, val_episodes=1,
+                train_frames=120, val_frames=20, decision_cap=150, seed=0)
+    base.update(kw)
+    return GenerateConfig(**base)
+
+
+@pytest.fixture(scope="session")
+def layout_master(tmp_path_factory):
+    """A small valid layout from real ALE play: a two-frame Breakout and a one-frame Pong."""
+    root = tmp_path_factory.mktemp("layout")
+    generate_game(small_config(root), "Breakout")
+    generate_game(small_config(root, source="random", frames=1), "Pong")
+    return root
+
+
+@pytest.fixture
+def layout(layout_master, tmp_path):
+    """A private copy of the valid layout that a test may corrupt."""
+    root = tmp_path / "root"
+    shutil.copytree(layout_master, root)
+    return root

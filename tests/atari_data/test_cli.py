@@ -1,0 +1,58 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from atari_data.cli import build_parser, main
+
+
+def test_help_explains_every_command():
+    text = build_parser().format_help()
+    for cmd in ("validate", "stats", "generate", "games", "schema"):
+        assert cmd in text
+    for cmd in ("validate", "stats", "generate"):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, "--help"])
+        assert e.value.code == 0
+
+
+def test_stats_json(layout_master, capsys):
+    assert main(["stats", str(layout_master), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    by = {(r["source"], r["game"]): r for r in rows}
+    b = by[("random2f", "Breakout")]
+    meta = json.loads((layout_master / "random2f/Breakout/meta.json").read_text())
+    assert b["ready"] and b["frames"] == 2 and b["train"] == meta["train"]["records"]
+    assert json.loads(b["labels"]) == meta["train"]["labels"]
+    assert 0 < b["label_entropy_bits"] <= 2 and b["target"] is False
+
+
+def test_generate_then_validate_in_a_fresh_process(tmp_path):
+    root = tmp_path / "data"
+    cmd = [sys.executable, "-m", "atari_data.cli"]
+    gen = subprocess.run(cmd + ["generate", "--root", str(root), "--games", "Freeway", "--source", "random2f",
+                                "--frames", "2", "--train-episodes", "1", "--val-episodes", "1",
+                                "--train-frames", "30", "--val-frames", "10", "--decision-cap", "60"],
+                         capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    assert "random2f/Freeway: 30 train and 10 val records" in gen.stdout
+    again = subprocess.run(cmd + ["generate", "--root", str(root), "--games", "Freeway", "--source", "random2f"],
+                           capture_output=True, text=True)
+    assert "already complete" in again.stdout
+    val = subprocess.run(cmd + ["validate", str(root), "--images"], capture_output=True, text=True)
+    assert val.returncode == 0 and "valid: 1 games, 40 records" in val.stdout, val.stdout + val.stderr
+
+
+def test_unknown_game_is_a_one_line_error(tmp_path, capsys):
+    assert main(["generate", "--root", str(tmp_path), "--games", "Pongg"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: game: unknown ALE v5 game 'Pongg'; did you mean Pong?\n"
+
+
+def test_games_and_schema(capsys):
+    assert main(["games"]) == 0
+    out = capsys.readouterr().out
+    assert any(line.split()[0] == "Breakout" and line.split()[1:] == ["NOOP", "FIRE", "RIGHT", "LEFT"]
+               for line in out.splitlines())
+    assert main(["schema", "--of", "meta"]) == 0
+    assert "schema_version" in json.loads(capsys.readouterr().out)["properties"]

@@ -1,0 +1,259 @@
+"""Every defect the validator promises to catch, each with its one-line message."""
+
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+from atari_data.cli import main
+from atari_data.errors import AtariDataError
+from atari_data.validate import validate
+from PIL import Image
+
+B2 = "random2f/Breakout"  # two-frame game of the fixture layout
+P1 = "random/Pong"        # one-frame game
+LINE = re.compile(r"^\S+?(:\d+)?: [\w.\[\]()]+: .+$")
+
+
+def lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def rewrite(path, recs):
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def edit_record(root, game, split="train", i=0, **changes):
+    path = root / game / f"{split}.jsonl"
+    recs = lines(path)
+    for k, v in changes.items():
+        if v is DELETE:
+            recs[i].pop(k)
+        else:
+            recs[i][k] = v
+    rewrite(path, recs)
+
+
+def edit_meta(root, game, fn):
+    path = root / game / "meta.json"
+    meta = json.loads(path.read_text())
+    fn(meta)
+    path.write_text(json.dumps(meta))
+
+
+DELETE = object()
+
+
+def run_cli(root, *args, capsys):
+    rc = main(["validate", str(root), *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def expect(root, capsys, pattern, *args, file=None):
+    rc, out, err = run_cli(root, *args, capsys=capsys)
+    assert rc == 2, out + err
+    defect_lines = [x for x in out.splitlines() if not x.startswith("...")]
+    assert defect_lines and all(LINE.match(x) for x in defect_lines), out
+    assert "Traceback" not in out + err
+    hits = [x for x in defect_lines if re.search(pattern, x)]
+    assert hits, f"{pattern!r} not in:\n{out}"
+    if file:
+        assert any(file in h for h in hits), hits
+    return hits
+
+
+def test_valid_layout_passes_with_a_summary(layout, capsys):
+    rc, out, _ = run_cli(layout, "--images", capsys=capsys)
+    assert rc == 0
+    assert "Breakout" in out and "Pong" in out and "valid: 2 games" in out
+
+
+def test_unknown_field(layout, capsys):
+    edit_record(layout, B2, i=3, color="red")
+    hit = expect(layout, capsys, r"train\.jsonl:4: color: unknown field")
+    assert len(hit) == 1
+
+
+def test_missing_field(layout, capsys):
+    edit_record(layout, B2, step=DELETE)
+    expect(layout, capsys, r"train\.jsonl:1: step: is missing")
+
+
+def test_wrong_type(layout, capsys):
+    edit_record(layout, P1, episode="2000")
+    expect(layout, capsys, r"episode: expected an integer, got string")
+
+
+def test_id_format_and_consistency(layout, capsys):
+    edit_record(layout, B2, id="not-an-id")
+    expect(layout, capsys, r"id: 'not-an-id' does not match")
+    edit_record(layout, B2, i=1, id="random2f-Breakout-e002000-s000777")
+    expect(layout, capsys, r"train\.jsonl:2: id: .* does not match source, game, episode and step")
+
+
+def test_duplicate_id(layout, capsys):
+    path = layout / B2 / "train.jsonl"
+    recs = lines(path)
+    rewrite(path, recs + [recs[5]])
+    expect(layout, capsys, rf"train\.jsonl:{len(recs) + 1}: id: .* is repeated")
+
+
+def test_missing_image_file(layout, capsys):
+    rec = lines(layout / P1 / "val.jsonl")[2]
+    (layout / P1 / rec["image"]).unlink()
+    expect(layout, capsys, r"val\.jsonl:3: image: images/.*\.png does not exist")
+
+
+def test_image_path_leaving_the_folder(layout, capsys):
+    edit_record(layout, P1, image="../../../etc/passwd.png")
+    expect(layout, capsys, r"image: '\.\./\.\./\.\./etc/passwd\.png' is not images/<id>")
+
+
+def test_corrupt_and_wrong_sized_frames_with_images(layout, capsys):
+    recs = lines(layout / B2 / "train.jsonl")
+    (layout / B2 / recs[4]["image"]).write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    Image.fromarray(np.zeros((84, 84), np.uint8)).save(layout / B2 / recs[6]["prev_image"])
+    rc, _, _ = run_cli(layout, capsys=capsys)
+    assert rc == 0, "without --images frames are only checked to exist"
+    expect(layout, capsys, r"train\.jsonl:5: image: .* does not decode", "--images")
+    expect(layout, capsys, r"train\.jsonl:7: prev_image: .* is L 84x84, expected RGB 210x160", "--images")
+
+
+def test_prev_image_missing_in_two_frame_source(layout, capsys):
+    edit_record(layout, B2, i=2, prev_image=DELETE)
+    expect(layout, capsys, r"train\.jsonl:3: prev_image: is missing")
+
+
+def test_prev_image_in_one_frame_source(layout, capsys):
+    rec = lines(layout / P1 / "train.jsonl")[0]
+    edit_record(layout, P1, prev_image=rec["image"].replace(".png", "_prev.png"))
+    expect(layout, capsys, r"prev_image: is present in a one-frame source")
+
+
+def test_prev_image_differs_at_step_zero(layout, capsys):
+    rec = next(r for r in lines(layout / B2 / "train.jsonl") if r["step"] == 0)
+    other = lines(layout / B2 / "train.jsonl")[10]
+    shutil.copy(layout / B2 / other["image"], layout / B2 / rec["prev_image"])
+    expect(layout, capsys, r"prev_image: differs from image on the episode's first step")
+
+
+def test_actions_not_the_minimal_set(layout, capsys):
+    edit_meta(layout, B2, lambda m: m.update(actions=["NOOP", "FIRE", "LEFT", "RIGHT"]))
+    expect(layout, capsys, r"meta\.json: actions: .* differ from the ALE minimal set")
+    edit_record(layout, P1, actions=["NOOP", "FIRE"])
+    expect(layout, capsys, r"train\.jsonl:1: actions: .* differ from the game's action set")
+
+
+def test_label_out_of_range(layout, capsys):
+    edit_record(layout, B2, i=7, label=4)
+    expect(layout, capsys, r"train\.jsonl:8: label: 4 is out of range \(expected 0\.\.3\)")
+
+
+@pytest.mark.parametrize("target,message", [
+    ([0.5, 0.5], r"has 2 values, expected 4"),
+    ([1.2, -0.2, 0.0, 0.0], r"negative probability"),
+    ([0.3, 0.3, 0.3, 0.3], r"sums to 1\.2, expected 1"),
+    ([float("nan"), 0.5, 0.25, 0.25], r"target\[0\]: nan is not finite"),
+    (["0.25", 0.25, 0.25, 0.25], r"target\[0\]: expected a number"),
+])
+def test_bad_target(layout, capsys, target, message):
+    edit_record(layout, B2, target=target)
+    expect(layout, capsys, message)
+
+
+def test_good_target_is_accepted(layout, capsys):
+    edit_record(layout, B2, target=[0.1, 0.2, 0.3, 0.40005])
+    assert run_cli(layout, capsys=capsys)[0] == 0
+
+
+def test_question_differs(layout, capsys):
+    rec = lines(layout / P1 / "train.jsonl")[0]
+    q = dict(rec["question"], instructions="Play well.")
+    edit_record(layout, P1, question=q)
+    expect(layout, capsys, r"question: differs from atari_question")
+
+
+def test_source_and_game_must_match_the_folder(layout, capsys):
+    edit_record(layout, P1, source="random2f")
+    expect(layout, capsys, r"source: 'random2f' does not match the folder")
+    edit_meta(layout, B2, lambda m: m.update(game="Pong"))
+    expect(layout, capsys, r"meta\.json: game: 'Pong' does not match the folder")
+
+
+def test_train_and_val_episodes_overlap(layout, capsys):
+    val_path = layout / B2 / "val.jsonl"
+    recs = lines(val_path)
+    train_ep = lines(layout / B2 / "train.jsonl")[0]["episode"]
+    r = recs[0]
+    new_id = f"random2f-Breakout-e{train_ep:06d}-s099999"
+    for key, suffix in (("image", ".png"), ("prev_image", "_prev.png")):
+        (layout / B2 / r[key]).rename(layout / B2 / f"images/{new_id}{suffix}")
+        r[key] = f"images/{new_id}{suffix}"
+    r.update(id=new_id, episode=train_ep, step=99999)
+    rewrite(val_path, recs)
+    edit_meta(layout, B2, lambda m: m["val"].update(episodes=m["val"]["episodes"] + 1))
+    expect(layout, capsys, rf"val\.jsonl: episode: episodes \[{train_ep}\] are in both train and val")
+
+
+def test_caps_respected(layout, capsys):
+    edit_meta(layout, P1, lambda m: m["caps"].update(train=10))
+    expect(layout, capsys, r"train\.jsonl: \(records\): \d+ records exceed the cap 10")
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("records", 3, r"train\.records: says 3, the records have"),
+    ("episodes", 9, r"train\.episodes: says 9, the records have"),
+    ("labels", {"NOOP": 1}, r"train\.labels: .* differ from the records'"),
+])
+def test_meta_counts_must_match_the_records(layout, capsys, key, value, message):
+    edit_meta(layout, B2, lambda m: m["train"].update({key: value}))
+    expect(layout, capsys, message)
+
+
+def test_meta_structure(layout, capsys):
+    edit_meta(layout, B2, lambda m: m.update(schema_version=99, shiny=True))
+    expect(layout, capsys, r"meta\.json: schema_version: 99 is not one of 1")
+    expect(layout, capsys, r"meta\.json: shiny: unknown field")
+    (layout / P1 / "meta.json").write_text("{not json")
+    expect(layout, capsys, r"Pong/meta\.json: \(file\): is not valid JSON")
+
+
+def test_invalid_json_line(layout, capsys):
+    path = layout / P1 / "val.jsonl"
+    path.write_text(path.read_text() + "{oops\n")
+    expect(layout, capsys, r"val\.jsonl:\d+: \(record\): is not valid JSON")
+
+
+def test_games_without_ready_are_not_errors(layout, capsys):
+    (layout / P1 / "_READY").unlink()
+    (layout / P1 / "train.jsonl").write_text("garbage\n")
+    rc, out, err = run_cli(layout, capsys=capsys)
+    assert rc == 0
+    assert "not ready: random/Pong" in err
+    assert "valid: 1 games" in out
+
+
+def test_output_is_capped_with_a_count(layout, capsys):
+    path = layout / B2 / "train.jsonl"
+    recs = lines(path)
+    for r in recs:
+        r["label"] = 9
+    rewrite(path, recs)
+    rc, out, _ = run_cli(layout, "--max-lines", "5", capsys=capsys)
+    assert rc == 2
+    assert len(out.splitlines()) == 6
+    assert re.search(rf"\.\.\. and {len(recs) - 5 + 1} more defects", out)  # + the labels histogram
+
+
+def test_report_holds_only_the_package_error_type(layout):
+    edit_record(layout, B2, label="x", target=None, color=1)
+    report = validate(layout, images=True)
+    assert report.defects and all(isinstance(d, AtariDataError) for d in report.defects)
+
+
+def test_missing_root_is_a_one_line_error(tmp_path, capsys):
+    rc = main(["validate", str(tmp_path / "nope")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1

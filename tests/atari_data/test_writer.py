@@ -1,0 +1,181 @@
+import json
+
+import numpy as np
+import pytest
+from atari_data.errors import AtariDataError
+from atari_data.generate import generate_game
+from atari_data.layout import READY, GameDir, list_games
+from atari_data.validate import validate
+from atari_data.writer import GameWriter, Step, assign_splits
+
+from .conftest import small_config
+
+FMT = "gray_8x8"
+
+
+def synthetic(episode: int, n: int, fire_at=()):
+    """Frames whose pixels encode (episode, step), so tests can tell frames apart after decoding."""
+    for t in range(n):
+        frame = np.full((8, 8), t % 256, np.uint8)
+        frame[0, 0] = episode % 256
+        frame[0, 1] = t // 256
+        yield Step(frame, label=t % 4, target=[0.25] * 4, after_fire=t in fire_at)
+
+
+def writer(root, **kw):
+    base = dict(root=root, source="synth", game="Breakout", frame_format=FMT, origin="test",
+                license="CC0-1.0", frames=2)
+    base.update(kw)
+    return GameWriter(**base)
+
+
+def test_caps_and_even_subsampling_across_episodes(tmp_path):
+    w = writer(tmp_path, caps={"train": 100, "val": 10})
+    lengths = {2000: 300, 2001: 50, 2002: 1000, 2003: 7}
+    for ep, n in lengths.items():
+        w.add_episode(ep, "train", synthetic(ep, n))
+    w.add_episode(1000, "val", synthetic(1000, 40))
+    meta = w.finish()
+    g = GameDir(tmp_path, "synth", "Breakout")
+    recs = list(g.records("train"))
+    assert meta["train"]["records"] == len(recs) == 100
+    per_ep = {ep: [r["step"] for r in recs if r["episode"] == ep] for ep in lengths}
+    assert all(per_ep.values()), "every episode contributes"
+    # Not the first N: the long episode is covered end to end, evenly.
+    long = per_ep[2002]
+    assert max(long) > 800 and min(long) < 100
+    gaps = np.diff(long)
+    assert gaps.max() <= 3 * np.median(gaps)
+    assert meta["val"]["records"] == 10
+
+
+def test_two_frame_rule(tmp_path):
+    w = writer(tmp_path, caps={"train": 1000, "val": 10})
+    w.add_episode(2000, "train", synthetic(2000, 30, fire_at=(10,)))
+    w.finish()
+    g = GameDir(tmp_path, "synth", "Breakout")
+    for rec in g.records("train"):
+        cur, prev = g.frame(rec), g.frame(rec, prev=True)
+        if rec["step"] in (0, 10):
+            assert np.array_equal(prev, cur), "a copy on the first step and after auto-FIRE"
+        else:
+            assert prev[1, 1] == rec["step"] - 1, "otherwise the previous decision's frame"
+
+
+def test_two_frame_rule_holds_when_the_previous_step_was_not_kept(tmp_path):
+    w = writer(tmp_path, caps={"train": 8, "val": 10})
+    w.add_episode(2000, "train", synthetic(2000, 100))
+    w.finish()
+    g = GameDir(tmp_path, "synth", "Breakout")
+    recs = list(g.records("train"))
+    assert len(recs) == 8
+    for rec in recs[1:]:
+        assert g.frame(rec, prev=True)[1, 1] == rec["step"] - 1
+
+
+def test_meta_is_computed_from_what_was_written(tmp_path):
+    w = writer(tmp_path, caps={"train": 1000, "val": 1000}, seed=7)
+    w.add_episode(2000, "train", synthetic(2000, 9))
+    w.add_episode(1000, "val", synthetic(1000, 5))
+    w.drop("not_in_minimal_set", 3)
+    meta = w.finish()
+    on_disk = json.loads((tmp_path / "synth/Breakout/meta.json").read_text())
+    assert on_disk == meta
+    assert meta["train"] == {"records": 9, "episodes": 1, "labels": {"NOOP": 3, "FIRE": 2, "RIGHT": 2, "LEFT": 2}}
+    assert meta["val"]["records"] == 5 and meta["dropped"] == {"not_in_minimal_set": 3}
+    assert meta["actions"] == ["NOOP", "FIRE", "RIGHT", "LEFT"] and meta["seed"] == 7
+    assert validate(tmp_path, images=True).ok
+
+
+def test_complete_game_is_left_alone_and_force_rewrites(tmp_path):
+    w = writer(tmp_path)
+    w.add_episode(2000, "train", synthetic(2000, 5))
+    w.finish()
+    assert writer(tmp_path).complete
+    assert not writer(tmp_path, force=True).complete
+
+
+def test_incomplete_game_is_redone_cleanly(tmp_path):
+    # A crash after the folder moved into place but before _READY: a stale, unmarked folder.
+    w = writer(tmp_path)
+    w.add_episode(2000, "train", synthetic(2000, 5))
+    w.finish()
+    game = tmp_path / "synth/Breakout"
+    (game / READY).unlink()
+    (game / "train.jsonl").write_text("half a line")
+    (game / "images" / "stale.png").write_bytes(b"junk")
+    assert list_games(tmp_path) == [], "not ready, so readers ignore it"
+    w = writer(tmp_path)
+    assert not w.complete
+    w.add_episode(2000, "train", synthetic(2000, 5))
+    w.finish()
+    assert not (game / "images" / "stale.png").exists()
+    assert validate(tmp_path, images=True).ok
+    assert len(list(GameDir(tmp_path, "synth", "Breakout").records("train"))) == 5
+
+
+def test_a_crash_while_writing_leaves_no_ready_game(tmp_path, monkeypatch):
+    import atari_data.writer as wmod
+
+    w = writer(tmp_path)
+    w.add_episode(2000, "train", synthetic(2000, 5))
+    calls = []
+
+    def failing(path, text):
+        calls.append(path)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(wmod, "_write_file", failing)
+    with pytest.raises(OSError):
+        w.finish()
+    assert calls and not (tmp_path / "synth/Breakout").exists()
+    assert list_games(tmp_path, ready_only=False) == []
+
+
+def test_wrong_frame_shape_and_duplicate_episode_are_clear_errors(tmp_path):
+    w = writer(tmp_path)
+    with pytest.raises(AtariDataError, match=r"expected uint8 \(8, 8\)"):
+        w.add_episode(2000, "train", [Step(np.zeros((9, 8), np.uint8), 0)])
+    w = writer(tmp_path)
+    w.add_episode(2000, "train", synthetic(2000, 2))
+    with pytest.raises(AtariDataError, match="already added"):
+        w.add_episode(2000, "val", synthetic(2000, 2))
+
+
+def test_bad_records_are_refused_at_write_time(tmp_path):
+    w = writer(tmp_path)
+    w.add_episode(2000, "train", [Step(np.zeros((8, 8), np.uint8), label=7)])
+    with pytest.raises(AtariDataError, match="label: 7 is out of range"):
+        w.finish()
+    assert not (tmp_path / "synth/Breakout").exists()
+
+
+def test_assign_splits():
+    s = assign_splits(range(40))
+    assert sum(v == "val" for v in s.values()) == 2
+    assert assign_splits([5]) == {5: "train"}
+    two = assign_splits([1, 2])
+    assert sorted(two.values()) == ["train", "val"]
+    assert assign_splits(range(40)) == s
+
+
+def test_generation_is_deterministic(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        generate_game(small_config(root, train_episodes=1, val_episodes=1), "Pong")
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert files_a == files_b and len(files_a) > 10
+    for rel in files_a:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+def test_generated_frames_are_real_ale_screens(layout_master):
+    g = GameDir(layout_master, "random2f", "Breakout")
+    rec = next(g.records("train"))
+    frame = g.frame(rec)
+    assert frame.shape == (210, 160, 3) and frame.dtype == np.uint8
+    assert len(np.unique(frame.reshape(-1, 3), axis=0)) > 3, "a real screen has several colours"
+    meta = g.meta()
+    assert meta["protocol"]["env_id"] == "ALE/Breakout-v5"
+    assert meta["protocol"]["repeat_action_probability"] == 0.25
