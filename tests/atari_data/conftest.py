@@ -1,6 +1,7 @@
 import shutil
 
 import pytest
+
 from atari_data.generate import GenerateConfig, generate_game
 
 

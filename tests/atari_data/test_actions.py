@@ -1,6 +1,7 @@
 import ale_py
 import gymnasium as gym
 import pytest
+
 from atari_data.actions import FULL_ACTIONS, all_games, full_to_minimal, minimal_actions, resolve_game
 from atari_data.errors import AtariDataError
 

@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+
 from atari_data.cli import build_parser, main
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from atari_data import schema
 from atari_data.layout import list_games
 

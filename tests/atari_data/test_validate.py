@@ -6,10 +6,11 @@ import shutil
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from atari_data.cli import main
 from atari_data.errors import AtariDataError
 from atari_data.validate import validate
-from PIL import Image
 
 B2 = "random2f/Breakout"  # two-frame game of the fixture layout
 P1 = "random/Pong"        # one-frame game
@@ -155,7 +156,8 @@ def test_label_out_of_range(layout, capsys):
     ([0.5, 0.5], r"has 2 values, expected 4"),
     ([1.2, -0.2, 0.0, 0.0], r"negative probability"),
     ([0.3, 0.3, 0.3, 0.3], r"sums to 1\.2, expected 1"),
-    ([float("nan"), 0.5, 0.25, 0.25], r"target\[0\]: nan is not finite"),
+    ([float("nan"), 0.5, 0.25, 0.25], r"train\.jsonl:1: \(record\): is not valid JSON"),  # NaN is not JSON
+    ([1e309, 0.5, 0.25, 0.25], r"train\.jsonl:1: \(record\): is not valid JSON"),
     (["0.25", 0.25, 0.25, 0.25], r"target\[0\]: expected a number"),
 ])
 def test_bad_target(layout, capsys, target, message):

@@ -5,12 +5,13 @@ import json
 import shutil
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from atari_data import schema
 from atari_data.cli import main
 from atari_data.errors import AtariDataError
 from atari_data.validate import validate
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 GAME = "random2f/Breakout"
 

@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+
 from atari_data.errors import AtariDataError
 from atari_data.generate import generate_game
 from atari_data.layout import READY, GameDir, list_games

@@ -11,13 +11,9 @@ import math
 from dataclasses import dataclass, field
 
 from atari_data.questions import atari_question
-from atari_data.schema import ID_RE, IMAGE_SUFFIXES, RECORD, Defect
+from atari_data.schema import IMAGE_SUFFIXES, RECORD, Defect
 
 TARGET_TOLERANCE = 1e-4
-
-
-def record_id(source: str, game: str, episode: int, step: int) -> str:
-    return f"{source}-{game}-e{episode:06d}-s{step:06d}"
 
 
 def image_name(rid: str, suffix: str = ".png", prev: bool = False) -> str:
@@ -39,12 +35,18 @@ class GameRules:
         self.actions = tuple(self.actions)
         self.question = atari_question(self.game, self.actions)["action"]
         self._actions_list = list(self.actions)
-        self._skip = frozenset(("actions", "question"))
+        self._id_prefix = f"{self.source}-{self.game}-e"
+        # The compiled structural test, with the fields known from the folder compared outright;
+        # ids and paths are compared in _semantics. Anything it rejects is explained by RECORD.check.
+        self._fast = RECORD.compile(
+            skip=frozenset(("id", "image", "prev_image")),
+            equal={"actions": self._actions_list, "question": self.question, "source": self.source,
+                   "game": self.game})
 
     def record(self, episode: int, step: int, label: int, target=None, provenance=None,
                suffix: str = ".png") -> dict:
         """Build a record in schema field order."""
-        rid = record_id(self.source, self.game, episode, step)
+        rid = self.record_id(episode, step)
         rec = {"id": rid, "image": image_name(rid, suffix)}
         if self.frames == 2:
             rec["prev_image"] = image_name(rid, suffix, prev=True)
@@ -56,44 +58,60 @@ class GameRules:
             rec["provenance"] = provenance
         return rec
 
+    def record_id(self, episode: int, step: int) -> str:
+        """``<source>-<Game>-e<episode:06d>-s<step:06d>``."""
+        return f"{self._id_prefix}{episode:06d}-s{step:06d}"
+
     def check(self, rec) -> list[Defect]:
         """Every defect of one record, as (field, message) pairs; empty when it is valid."""
         out: list[Defect] = []
-        if type(rec) is not dict:
-            RECORD.check(rec, "", out)
+        # Fields that must equal a value known from the folder (options, question, names and
+        # paths) are compared with it; the compiled structural test covers the rest. Only a
+        # record that fails is taken apart field by field to say what is wrong.
+        if type(rec) is dict and self._fast(rec):
+            return self._semantics(rec, out)
+        RECORD.check(rec, "", out)
+        return out or self._explain(rec, self.record_id(rec["episode"], rec["step"]), out)
+
+    def _semantics(self, rec: dict, out: list[Defect]) -> list[Defect]:
+        # Only after the compiled test passed: options, question, source and game are right.
+        rid = f"{self._id_prefix}{rec['episode']:06d}-s{rec['step']:06d}"  # as record_id()
+        image = rec["image"]
+        n = len(self.actions)
+        if (rec["id"] == rid and rec["label"] < n
+                and (image == f"images/{rid}.png" or image == f"images/{rid}.jpg")
+                and rec.get("prev_image") == (f"{image[:-4]}_prev{image[-4:]}" if self.frames == 2 else None)):
+            target = rec.get("target")
+            if target is not None:
+                check_target(target, n, out)
             return out
-        # The options and the question are long and almost always exactly right: compare them
-        # with the expected values first and only take them apart when they differ.
-        actions_ok = rec.get("actions") == self._actions_list
-        question_ok = rec.get("question") == self.question
-        RECORD.check(rec, "", out, self._skip if actions_ok and question_ok else frozenset())
-        if out:
-            return out
-        if not actions_ok:
+        return self._explain(rec, rid, out)
+
+    def _explain(self, rec: dict, rid: str, out: list[Defect]) -> list[Defect]:
+        """The slow path of _semantics: name every field that differs from what it must be."""
+        if rec["actions"] != self._actions_list:
             out.append(("actions", f"{rec['actions']} differ from the game's action set "
                                    f"(expected {self._actions_list})"))
-        if not question_ok:
+        if rec["question"] != self.question:
             out.append(("question", "differs from atari_question(game, actions)['action']"))
         if rec["source"] != self.source:
             out.append(("source", f"{rec['source']!r} does not match the folder (expected {self.source!r})"))
         if rec["game"] != self.game:
             out.append(("game", f"{rec['game']!r} does not match the folder (expected {self.game!r})"))
-        rid = rec["id"]
-        expected_id = record_id(self.source, self.game, rec["episode"], rec["step"])
-        if rid != expected_id:
-            out.append(("id", f"{rid!r} does not match source, game, episode and step "
-                              f"(expected {expected_id!r})"))
+        if rec["id"] != rid:
+            out.append(("id", f"{rec['id']!r} does not match source, game, episode and step (expected {rid!r})"))
         image = rec["image"]
-        if not (image.startswith("images/") and image[7:-4] == rid and image[-4:] in IMAGE_SUFFIXES):
-            out.append(("image", f"{image!r} is not images/<id>.png or .jpg (expected "
-                                 f"{image_name(rid)!r})"))
+        suffix = image[-4:] if type(image) is str else ""
+        if suffix not in IMAGE_SUFFIXES or image != image_name(rid, suffix):
+            out.append(("image", f"{image!r} is not images/<id>.png or .jpg (expected {image_name(rid)!r})"))
+            suffix = ".png"
         prev = rec.get("prev_image")
         if self.frames == 2 and prev is None:
             out.append(("prev_image", "is missing (a two-frame source needs the previous frame)"))
         elif self.frames == 1 and prev is not None:
             out.append(("prev_image", "is present in a one-frame source (meta.json frames is 1)"))
-        elif prev is not None and prev != image_name(rid, image[-4:], prev=True):
-            out.append(("prev_image", f"{prev!r} is not images/<id>_prev{image[-4:]}"))
+        elif prev is not None and prev != image_name(rid, suffix, prev=True):
+            out.append(("prev_image", f"{prev!r} is not {image_name(rid, suffix, prev=True)!r}"))
         n = len(self.actions)
         if rec["label"] >= n:
             out.append(("label", f"{rec['label']} is out of range (expected 0..{n - 1})"))
@@ -113,8 +131,3 @@ def check_target(target: list, n: int, out: list[Defect]) -> None:
     total = math.fsum(target)
     if abs(total - 1.0) > TARGET_TOLERANCE:
         out.append(("target", f"sums to {total:.6g}, expected 1 (tolerance {TARGET_TOLERANCE:g})"))
-
-
-def parse_id(rid: str) -> tuple[str, str, int, int] | None:
-    m = ID_RE.match(rid)
-    return (m[1], m[2], int(m[3]), int(m[4])) if m else None

@@ -38,6 +38,14 @@ class Type:
     def check(self, v, path: str, out: list[Defect]) -> None:
         raise NotImplementedError
 
+    def expr(self, v: str, ns: dict, depth: int = 0) -> str:
+        """A Python expression, true exactly when the value named ``v`` passes :meth:`check`.
+
+        Compiled once into a fast yes/no test for the common case (valid data); :meth:`check`
+        explains the rare failures.
+        """
+        raise NotImplementedError
+
     def json_schema(self) -> dict:
         raise NotImplementedError
 
@@ -46,6 +54,13 @@ class Type:
 
     def describe(self) -> str:
         raise NotImplementedError
+
+
+def _const(ns: dict, value) -> str:
+    """Name a constant for a compiled expression."""
+    name = f"_c{len(ns)}"
+    ns[name] = value
+    return name
 
 
 def _kind(v) -> str:
@@ -69,6 +84,14 @@ class Str(Type):
             out.append((path, f"{v!r} is not one of {', '.join(self.choices)}"))
         elif self.pattern is not None and not self.pattern.match(v):
             out.append((path, f"{v!r} does not match {self.pattern.pattern.rstrip('Z').rstrip(chr(92))}"))
+
+    def expr(self, v, ns, depth=0):
+        e = f"type({v}) is str"
+        if self.choices is not None:
+            e += f" and {v} in {_const(ns, frozenset(self.choices))}"
+        elif self.pattern is not None:
+            e += f" and {_const(ns, self.pattern)}.match({v}) is not None"
+        return f"({e})"
 
     def json_schema(self):
         s: dict = {"type": "string"}
@@ -102,6 +125,14 @@ class Int(Type):
         elif self.minimum is not None and v < self.minimum:
             out.append((path, f"{v} is below the minimum {self.minimum}"))
 
+    def expr(self, v, ns, depth=0):
+        e = f"type({v}) is int"
+        if self.choices is not None:
+            e += f" and {v} in {_const(ns, frozenset(self.choices))}"
+        elif self.minimum is not None:
+            e += f" and {v} >= {self.minimum}"
+        return f"({e})"
+
     def json_schema(self):
         s: dict = {"type": "integer"}
         if self.minimum is not None:
@@ -128,6 +159,9 @@ class Num(Type):
         elif not math.isfinite(v):
             out.append((path, f"{v} is not finite"))
 
+    def expr(self, v, ns, depth=0):
+        return f"(type({v}) in {_const(ns, (int, float))} and {_const(ns, math.isfinite)}({v}))"
+
     def json_schema(self):
         return {"type": "number"}
 
@@ -145,7 +179,11 @@ class Image(Type):
         return "image path"
 
     def check(self, v, path, out):
-        Str().check(v, path, out)
+        if type(v) is not str:
+            out.append((path, f"expected a string, got {_kind(v)}"))
+
+    def expr(self, v, ns, depth=0):
+        return f"(type({v}) is str)"
 
     def json_schema(self):
         return {"type": "string", "pattern": r"^images/[^/]+\.(png|jpg)$"}
@@ -176,6 +214,15 @@ class List(Type):
         if self.unique and len(set(map(repr, v))) != len(v):
             out.append((path, "has repeated items"))
 
+    def expr(self, v, ns, depth=0):
+        x = f"_x{depth}"
+        e = f"type({v}) is list and all({self.item.expr(x, ns, depth + 1)} for {x} in {v})"
+        if self.min_items:
+            e += f" and len({v}) >= {self.min_items}"
+        if self.unique:
+            e += f" and len(set(map(repr, {v}))) == len({v})"
+        return f"({e})"
+
     def json_schema(self):
         s = {"type": "array", "items": self.item.json_schema()}
         if self.min_items:
@@ -204,6 +251,10 @@ class Map(Type):
             return
         for k, x in v.items():
             self.value.check(x, f"{path}.{k}", out)
+
+    def expr(self, v, ns, depth=0):
+        x = f"_x{depth}"
+        return f"(type({v}) is dict and all({self.value.expr(x, ns, depth + 1)} for {x} in {v}.values()))"
 
     def json_schema(self):
         return {"type": "object", "additionalProperties": self.value.json_schema()}
@@ -234,6 +285,13 @@ class JSONValue(Type):
         elif not isinstance(v, (str, int, float, bool, type(None))):
             out.append((path, f"expected a JSON value, got {type(v).__name__}"))
 
+    def expr(self, v, ns, depth=0):
+        def ok(value, check=self.check):
+            out: list = []
+            check(value, "", out)
+            return not out
+        return f"{_const(ns, ok)}({v})"
+
     def json_schema(self):
         return {}
 
@@ -253,6 +311,9 @@ class Nullable(Type):
     def check(self, v, path, out):
         if v is not None:
             self.inner.check(v, path, out)
+
+    def expr(self, v, ns, depth=0):
+        return f"({v} is None or {self.inner.expr(v, ns, depth)})"
 
     def json_schema(self):
         return {"anyOf": [self.inner.json_schema(), {"type": "null"}]}
@@ -303,6 +364,27 @@ class Object(Type):
     @cached_property
     def known(self) -> frozenset:
         return frozenset(self.names)
+
+    def expr(self, v, ns, depth=0, skip: frozenset = frozenset(), equal: dict | None = None):
+        parts = [f"type({v}) is dict", f"{v}.keys() <= {_const(ns, self.known)}"]
+        for name, value in (equal or {}).items():  # fields that must equal a known value
+            parts.append(f"{v}.get({name!r}) == {_const(ns, value)}")
+        required = frozenset(f.name for f in self.fields if f.required)
+        if required:
+            parts.append(f"{_const(ns, required)} <= {v}.keys()")
+        for f in self.fields:
+            if f.name in skip:
+                continue
+            item = f.type.expr(f"{v}[{f.name!r}]", ns, depth)
+            parts.append(item if f.required else f"({f.name!r} not in {v} or {item})")
+        return "(" + " and ".join(parts) + ")"
+
+    def compile(self, skip: frozenset = frozenset(), equal: dict | None = None):
+        """A fast predicate: does a value pass :meth:`check`, ignoring the fields in ``skip``, with
+        the fields in ``equal`` equal to the given values?"""
+        ns: dict = {}
+        skip = skip | frozenset(equal or ())
+        return eval(f"lambda _v: {self.expr('_v', ns, 0, skip, equal)}", ns)  # noqa: S307 - our own schema
 
     def json_schema(self):
         return {

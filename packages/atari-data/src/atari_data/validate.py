@@ -6,12 +6,12 @@ what was expected. Validation never stops at the first defect and never raises o
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
 from PIL import Image
 
 from atari_data.actions import all_games, minimal_actions
@@ -83,11 +83,11 @@ class _GameCheck:
 
     def _meta(self, path: Path) -> dict:
         try:
-            meta = json.loads(path.read_bytes())
+            meta = orjson.loads(path.read_bytes())
         except FileNotFoundError:
             self.defect(path, "(file)", "is missing")
             return {}
-        except (ValueError, RecursionError) as e:
+        except orjson.JSONDecodeError as e:
             self.defect(path, "(file)", f"is not valid JSON ({e})")
             return {}
         for f, msg in check_structure(meta, META_SCHEMA):
@@ -112,40 +112,47 @@ class _GameCheck:
 
     def _split(self, split: str, rules: GameRules, present: set, ids: set, size):
         path = self.g.split_file(split)
-        labels: Counter = Counter()
+        label_counts = [0] * len(rules.actions)
         episodes: set[int] = set()
         n = 0
         try:
-            f = open(path, "rb")
+            data = path.read_bytes()
         except OSError:
             self.defect(path, "(file)", "is missing")
-            return 0, episodes, labels
-        check, actions = rules.check, rules.actions
-        with f:
-            for n, line in enumerate(f, 1):
-                try:
-                    rec = json.loads(line)
-                except (ValueError, RecursionError) as e:
-                    self.defect(path, "(record)", f"is not valid JSON ({e})", n)
+            return 0, episodes, Counter()
+        # Split on newlines only: JSON text may hold other line separators (U+2028) verbatim.
+        lines = data.split(b"\n")
+        if lines[-1] == b"":
+            lines.pop()
+        check, loads, images, n_ids = rules.check, orjson.loads, self.images, len(ids)
+        for n, line in enumerate(lines, 1):
+            try:
+                rec = loads(line)
+            except orjson.JSONDecodeError as e:
+                self.defect(path, "(record)", f"is not valid JSON ({e})", n)
+                continue
+            bad = check(rec)
+            if bad:
+                for fld, msg in bad:
+                    self.defect(path, fld, msg, n)
+                # Count what can still be trusted, so one bad field does not cascade.
+                if type(rec) is not dict or any(fld in _KEY_FIELDS for fld, _ in bad):
                     continue
-                bad = check(rec)
-                if bad:
-                    for fld, msg in bad:
-                        self.defect(path, fld, msg, n)
-                    # Count what can still be trusted, so one bad field does not cascade.
-                    if type(rec) is not dict or any(fld in _KEY_FIELDS for fld, _ in bad):
-                        continue
-                rid = rec["id"]
-                if rid in ids:
-                    self.defect(path, "id", f"{rid!r} is repeated (ids must be unique per game)", n)
-                ids.add(rid)
-                episodes.add(rec["episode"])
-                label = rec.get("label")
-                if type(label) is int and 0 <= label < len(actions):
-                    labels[actions[label]] += 1
+            ids.add(rec["id"])
+            n_ids += 1
+            if len(ids) != n_ids:
+                n_ids -= 1
+                self.defect(path, "id", f"{rec['id']!r} is repeated (ids must be unique per game)", n)
+            episodes.add(rec["episode"])
+            label = rec.get("label")
+            if type(label) is int and 0 <= label < len(label_counts):
+                label_counts[label] += 1
+            image, prev = rec["image"], rec.get("prev_image")
+            if images or image not in present or (prev is not None and prev not in present) or (
+                    prev is not None and rec["step"] == 0):
                 self._frames(rec, path, n, present, size)
         self.report.records += n
-        return n, episodes, labels
+        return n, episodes, Counter({a: c for a, c in zip(rules.actions, label_counts, strict=True) if c})
 
     def _frames(self, rec: dict, path: Path, n: int, present: set, size) -> None:
         names = [("image", rec["image"])]

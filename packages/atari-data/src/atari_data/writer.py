@@ -235,7 +235,7 @@ class GameWriter:
                 (tmp / rec["image"]).write_bytes(k.image)
                 if k.prev is not None:
                     (tmp / rec["prev_image"]).write_bytes(k.prev)
-                lines.append(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
+                lines.append(json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
                 labels[self.actions[k.label]] += 1
                 episodes.add(k.episode)
             _write_file(tmp / f"{split}.jsonl", "".join(line + "\n" for line in lines))
@@ -258,7 +258,7 @@ class GameWriter:
         if defects:
             f, msg = defects[0]
             raise AtariDataError(msg, file=f"{self.source}/{self.game}/meta.json", field=f)
-        _write_file(tmp / META, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+        _write_file(tmp / META, json.dumps(meta, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
         # Swap the finished folder into place; an old or half-written one goes only after.
         final = self.dir.path

@@ -1,0 +1,108 @@
+"""How fast is `atari-data validate`, against the raw work it cannot avoid?
+
+Schema checks (no --images) are compared with plain `json.loads` of the same lines; frame checks
+(--images) with plain PNG decoding of the same files. Both references are measured in the same
+run, best of --repeats, so the ratios hold on a noisy shared machine.
+
+    uv run python tools/bench/validate.py [--root DIR] [--records 4000] [--repeats 3]
+
+Goals: schema validation >= 0.5x raw JSON parsing (`json.loads`); image checks >= 0.8x raw PNG
+decode. validate parses with orjson, so a row against orjson.loads shows the checks' own cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+from PIL import Image
+
+from atari_data.generate import GenerateConfig, generate_game
+from atari_data.layout import list_games
+from atari_data.validate import validate
+
+
+def build(root: Path, records: int) -> None:
+    for game in ("Pong", "Breakout"):
+        cfg = GenerateConfig(root=str(root), source="random2f", frames=2, train_episodes=4, val_episodes=1,
+                             train_frames=records // 2, val_frames=records // 20, decision_cap=2000)
+        generate_game(cfg, game)
+
+
+def best(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", help="an existing layout to measure (default: generate one)")
+    ap.add_argument("--records", type=int, default=4000, help="records to generate when no --root")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+
+    tmp = None
+    root = Path(args.root) if args.root else None
+    if root is None:
+        tmp = tempfile.TemporaryDirectory()
+        root = Path(tmp.name)
+        build(root, args.records)
+
+    games = list_games(root)
+    files = [g.split_file(s) for g in games for s in ("train", "val")]
+    lines = [line for f in files for line in f.read_bytes().splitlines()]
+    frames = []
+    for g in games:
+        for s in ("train", "val"):
+            for rec in g.records(s):
+                frames += [g.path / rec[k] for k in ("image", "prev_image") if k in rec]
+    n = len(lines)
+
+    def raw_json():
+        for line in lines:
+            json.loads(line)
+
+    def raw_orjson():
+        for line in lines:
+            orjson.loads(line)
+
+    def raw_png():
+        for p in frames:
+            with Image.open(p) as im:
+                im.load()
+
+    def check(images):
+        def run():
+            report = validate(root, images=images)
+            assert report.ok, report.defects[:3]
+        return run
+
+    t_json, t_schema = best(raw_json, args.repeats), best(check(False), args.repeats)
+    t_orjson = best(raw_orjson, args.repeats)
+    t_png, t_images = best(raw_png, args.repeats), best(check(True), args.repeats)
+
+    rows = [
+        ("validate (schema)", n / t_schema, "json.loads", n / t_json, t_json / t_schema, 0.5),
+        ("validate (schema)", n / t_schema, "orjson.loads", n / t_orjson, t_orjson / t_schema, None),
+        ("validate --images", n / t_images, "PNG decode", n / t_png, t_png / t_images, 0.8),
+    ]
+    print(f"{n} records, {len(frames)} frames, {len(games)} games, best of {args.repeats}")
+    print("| what | records/s | reference | records/s | ratio | goal |")
+    print("| --- | ---: | --- | ---: | ---: | ---: |")
+    for what, rate, ref, ref_rate, ratio, goal in rows:
+        goal = f">= {goal}x" if goal else "(the parser validate uses)"
+        print(f"| {what} | {rate:,.0f} | {ref} | {ref_rate:,.0f} | {ratio:.2f}x | {goal} |")
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
