@@ -6,8 +6,8 @@ from atari_data.generate import GenerateConfig, generate_game
 
 
 def small_config(root, **kw) -> GenerateConfig:
-    base = dict(root=str(root), source="random2f", frames=2, train_episodes=2, val_episodes=1,
-                train_frames=120, val_frames=20, decision_cap=150, seed=0)
+    base = dict(root=str(root), source="expert2f", train_frames=120, val_frames=20, min_train_episodes=2,
+                decision_cap=150, baseline_episodes=1, seed=0)
     base.update(kw)
     return GenerateConfig(**base)
 
@@ -17,7 +17,7 @@ def layout_master(tmp_path_factory):
     """A small valid layout from real ALE play: a two-frame Breakout and a one-frame Pong."""
     root = tmp_path_factory.mktemp("layout")
     generate_game(small_config(root), "Breakout")
-    generate_game(small_config(root, source="random", frames=1), "Pong")
+    generate_game(small_config(root, source="expert"), "Pong")
     return root
 
 

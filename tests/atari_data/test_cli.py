@@ -21,23 +21,23 @@ def test_stats_json(layout_master, capsys):
     assert main(["stats", str(layout_master), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     by = {(r["source"], r["game"]): r for r in rows}
-    b = by[("random2f", "Breakout")]
-    meta = json.loads((layout_master / "random2f/Breakout/meta.json").read_text())
+    b = by[("expert2f", "Breakout")]
+    meta = json.loads((layout_master / "expert2f/Breakout/meta.json").read_text())
     assert b["ready"] and b["frames"] == 2 and b["train"] == meta["train"]["records"]
     assert json.loads(b["labels"]) == meta["train"]["labels"]
-    assert 0 < b["label_entropy_bits"] <= 2 and b["target"] is False
+    assert 0 < b["label_entropy_bits"] <= 2 and b["target"] is True
 
 
 def test_generate_then_validate_in_a_fresh_process(tmp_path):
     root = tmp_path / "data"
     cmd = [sys.executable, "-m", "atari_data.cli"]
-    gen = subprocess.run(cmd + ["generate", "--root", str(root), "--games", "Freeway", "--source", "random2f",
-                                "--frames", "2", "--train-episodes", "1", "--val-episodes", "1",
-                                "--train-frames", "30", "--val-frames", "10", "--decision-cap", "60"],
+    gen = subprocess.run(cmd + ["generate", "--root", str(root), "--games", "Freeway", "--source", "expert2f",
+                                "--min-train-episodes", "1", "--train-frames", "30", "--val-frames", "10",
+                                "--decision-cap", "60", "--baseline-episodes", "1"],
                          capture_output=True, text=True)
     assert gen.returncode == 0, gen.stderr
-    assert "random2f/Freeway: 30 train and 10 val records" in gen.stdout
-    again = subprocess.run(cmd + ["generate", "--root", str(root), "--games", "Freeway", "--source", "random2f"],
+    assert "expert2f/Freeway: 30 train, 10 val records" in gen.stdout
+    again = subprocess.run(cmd + ["generate", "--root", str(root), "--games", "Freeway", "--source", "expert2f"],
                            capture_output=True, text=True)
     assert "already complete" in again.stdout
     val = subprocess.run(cmd + ["validate", str(root), "--images"], capture_output=True, text=True)

@@ -12,8 +12,8 @@ from atari_data.cli import main
 from atari_data.errors import AtariDataError
 from atari_data.validate import validate
 
-B2 = "random2f/Breakout"  # two-frame game of the fixture layout
-P1 = "random/Pong"        # one-frame game
+B2 = "expert2f/Breakout"  # two-frame game of the fixture layout
+P1 = "expert/Pong"        # one-frame game
 LINE = re.compile(r"^\S+?(:\d+)?: [\w.\[\]()]+: .+$")
 
 
@@ -90,7 +90,7 @@ def test_wrong_type(layout, capsys):
 def test_id_format_and_consistency(layout, capsys):
     edit_record(layout, B2, id="not-an-id")
     expect(layout, capsys, r"id: 'not-an-id' does not match")
-    edit_record(layout, B2, i=1, id="random2f-Breakout-e002000-s000777")
+    edit_record(layout, B2, i=1, id="expert2f-Breakout-e002000-s000777")
     expect(layout, capsys, r"train\.jsonl:2: id: .* does not match source, game, episode and step")
 
 
@@ -178,8 +178,8 @@ def test_question_differs(layout, capsys):
 
 
 def test_source_and_game_must_match_the_folder(layout, capsys):
-    edit_record(layout, P1, source="random2f")
-    expect(layout, capsys, r"source: 'random2f' does not match the folder")
+    edit_record(layout, P1, source="expert2f")
+    expect(layout, capsys, r"source: 'expert2f' does not match the folder")
     edit_meta(layout, B2, lambda m: m.update(game="Pong"))
     expect(layout, capsys, r"meta\.json: game: 'Pong' does not match the folder")
 
@@ -189,7 +189,7 @@ def test_train_and_val_episodes_overlap(layout, capsys):
     recs = lines(val_path)
     train_ep = lines(layout / B2 / "train.jsonl")[0]["episode"]
     r = recs[0]
-    new_id = f"random2f-Breakout-e{train_ep:06d}-s099999"
+    new_id = f"expert2f-Breakout-e{train_ep:06d}-s099999"
     for key, suffix in (("image", ".png"), ("prev_image", "_prev.png")):
         (layout / B2 / r[key]).rename(layout / B2 / f"images/{new_id}{suffix}")
         r[key] = f"images/{new_id}{suffix}"
@@ -233,7 +233,7 @@ def test_games_without_ready_are_not_errors(layout, capsys):
     (layout / P1 / "train.jsonl").write_text("garbage\n")
     rc, out, err = run_cli(layout, capsys=capsys)
     assert rc == 0
-    assert "not ready: random/Pong" in err
+    assert "not ready: expert/Pong" in err
     assert "valid: 1 games" in out
 
 

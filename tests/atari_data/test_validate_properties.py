@@ -13,7 +13,7 @@ from atari_data.cli import main
 from atari_data.errors import AtariDataError
 from atari_data.validate import validate
 
-GAME = "random2f/Breakout"
+GAME = "expert2f/Breakout"
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False) | st.text(max_size=8),

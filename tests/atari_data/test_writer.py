@@ -163,7 +163,7 @@ def test_assign_splits():
 def test_generation_is_deterministic(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for root in (a, b):
-        generate_game(small_config(root, train_episodes=1, val_episodes=1), "Pong")
+        generate_game(small_config(root, min_train_episodes=1), "Pong")
     files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     assert files_a == files_b and len(files_a) > 10
@@ -172,7 +172,7 @@ def test_generation_is_deterministic(tmp_path):
 
 
 def test_generated_frames_are_real_ale_screens(layout_master):
-    g = GameDir(layout_master, "random2f", "Breakout")
+    g = GameDir(layout_master, "expert2f", "Breakout")
     rec = next(g.records("train"))
     frame = g.frame(rec)
     assert frame.shape == (210, 160, 3) and frame.dtype == np.uint8

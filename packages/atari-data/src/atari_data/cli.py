@@ -16,7 +16,7 @@ from atari_data.errors import AtariDataError
 from atari_data.generate import GenerateConfig
 
 EXAMPLES = """examples:
-  atari-data generate --root data/atari --games Pong,Breakout --source random2f --frames 2
+  atari-data generate --root data/atari --games Pong,Breakout --source expert2f
   atari-data validate data/atari --images
   atari-data stats data/atari
 """
@@ -69,31 +69,44 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--game", dest="games", type=_csv, help="only these games (comma-separated)")
     s.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
 
-    g = sub.add_parser("generate", help="play ALE and write a dataset through the shared writer",
-                       description="Play ALE v5 (sticky actions 0.25, 4 frames per decision, auto-FIRE) "
-                       "and record every decision: the raw 210x160 RGB frame, the action, and for "
-                       "two-frame sources the previous decision's frame. Val episodes are numbered from "
-                       "1000 and train episodes from 2000; each episode's seed derives from (--seed, "
-                       "game, episode), so the same command gives the same bytes. A complete game is "
-                       "skipped unless --force; an interrupted one is redone cleanly.")
+    g = sub.add_parser("generate", help="play ALE with an expert and write expert / expert2f data",
+                       description="Play ALE v5 (sticky actions 0.25, 4 frames per decision, rewards summed, "
+                       "auto-FIRE after reset and lost lives) with an epsilon-expert and record every "
+                       "decision: the raw 210x160 RGB frame, the expert's distribution as `target`, its "
+                       "argmax as `label`, the move played in `provenance`, and for expert2f the previous "
+                       "decision's frame. Also measures expert (greedy) and uniform-random baselines into "
+                       "meta.json. Val episodes are numbered from 1000, train from 2000, baselines from "
+                       "900000 (expert) and 950000 (random); every seed derives from (--seed, game, "
+                       "episode), so the same command gives the same bytes. A complete game is skipped "
+                       "unless --force; an interrupted one is redone cleanly.")
     d = GenerateConfig
     g.add_argument("--root", required=True, help="layout root folder to write into")
     g.add_argument("--games", type=_csv, default=_default_factory(d, "games"),
                    help="ALE v5 game names, comma-separated (default %(default)s)")
-    g.add_argument("--source", default=d.source, help="source folder name (default %(default)s)")
-    g.add_argument("--frames", type=int, choices=(1, 2), default=d.frames,
-                   help="2 to record the previous frame as prev_image (default %(default)s)")
-    g.add_argument("--policy", choices=("random",), default="random",
-                   help="behaviour policy: uniform random over the minimal action set")
-    g.add_argument("--train-episodes", type=int, default=d.train_episodes, help="(default %(default)s)")
-    g.add_argument("--val-episodes", type=int, default=d.val_episodes, help="(default %(default)s)")
+    g.add_argument("--source", choices=("expert", "expert2f"), default=d.source,
+                   help="expert2f also records the previous frame as prev_image (default %(default)s)")
+    g.add_argument("--expert", default=d.expert,
+                   help="builtin (RAM-reading scripted experts), sb3:PATH, cleanrl:PATH or hub:REPO "
+                   "(default %(default)s)")
     g.add_argument("--train-frames", type=int, default=d.train_frames,
-                   help="train cap per game; episodes are subsampled evenly to fit (default %(default)s)")
+                   help="train records per game at most; episodes are played until there are this many "
+                   "decisions and subsampled evenly (default %(default)s)")
     g.add_argument("--val-frames", type=int, default=d.val_frames,
-                   help="val cap per game (default %(default)s)")
+                   help="val records per game at most (default %(default)s)")
+    g.add_argument("--min-train-episodes", type=int, default=d.min_train_episodes,
+                   help="play at least this many train episodes (default %(default)s)")
+    g.add_argument("--epsilon", type=float, default=d.epsilon,
+                   help="probability of a uniform random move instead of the expert's (default %(default)s)")
     g.add_argument("--decision-cap", type=int, default=d.decision_cap,
-                   help="decisions per episode at most (default %(default)s)")
+                   help="decisions per episode at most (default %(default)s, the v5 frame limit)")
+    g.add_argument("--baseline-episodes", type=int, default=d.baseline_episodes,
+                   help="episodes each for the expert and random baselines (default %(default)s)")
     g.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
+    g.add_argument("--workers", type=int, default=d.workers,
+                   help="games generated in parallel processes (default %(default)s)")
+    g.add_argument("--executor", choices=("local", "ray"), default=d.executor,
+                   help="ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one); "
+                   "needs atari-data[ray] (default %(default)s)")
     g.add_argument("--force", action="store_true", help="rewrite games that are already complete")
 
     sub.add_parser("games", help="list the ALE v5 games and their minimal action sets")
@@ -145,24 +158,21 @@ def cmd_stats(a) -> int:
 
 
 def cmd_generate(a) -> int:
-    from tqdm import tqdm
+    from atari_data.generate import generate
 
-    from atari_data.actions import resolve_game
-    from atari_data.generate import generate_game
-
-    cfg = GenerateConfig(root=a.root, games=[resolve_game(x) for x in a.games], source=a.source,
-                         frames=a.frames, train_episodes=a.train_episodes, val_episodes=a.val_episodes,
+    cfg = GenerateConfig(root=a.root, games=a.games, source=a.source, expert=a.expert,
                          train_frames=a.train_frames, val_frames=a.val_frames,
-                         decision_cap=a.decision_cap, seed=a.seed, force=a.force)
-    for game in cfg.games:
-        with tqdm(total=cfg.train_episodes + cfg.val_episodes, desc=f"{cfg.source}/{game}",
-                  unit="episode", disable=None) as bar:
-            meta = generate_game(cfg, game, bar)
+                         min_train_episodes=a.min_train_episodes, epsilon=a.epsilon,
+                         decision_cap=a.decision_cap, baseline_episodes=a.baseline_episodes, seed=a.seed,
+                         workers=a.workers, executor=a.executor, force=a.force)
+    for game, meta in generate(cfg).items():
         if meta is None:
             print(f"{cfg.source}/{game}: already complete (use --force to redo)")
-        else:
-            print(f"{cfg.source}/{game}: {meta['train']['records']} train and {meta['val']['records']} "
-                  f"val records")
+            continue
+        b = meta["baselines"]
+        print(f"{cfg.source}/{game}: {meta['train']['records']} train, {meta['val']['records']} val records; "
+              f"expert {b['expert_score_cap4500']:g} vs random {b['random_score_cap4500']:g} "
+              f"(mean of {len(b['expert_scores'])}, first 4500 decisions)")
     return 0
 
 

@@ -1,10 +1,17 @@
-"""Generate datasets by playing ALE and recording every decision through the shared writer.
+"""Generate expert datasets by playing ALE, through the shared episode writer.
 
-Episode numbers encode their role, and each episode's ALE seed derives from (seed, game,
-episode number), so val and train never share an episode and a rerun replays the same games:
+Behaviour: with probability ``epsilon`` a uniform random action, otherwise a sample from the
+expert's distribution. ``target`` is the expert's distribution before that mix (6 decimals),
+``label`` its argmax, and the move actually played goes into ``provenance["played"]``.
 
-    val episodes    1000 + i
-    train episodes  2000 + i
+Episode numbers encode their role, and every ALE seed and behaviour random stream derives from
+(seed, game, episode number), so roles never share an episode and a rerun replays the same
+games byte for byte:
+
+    val episodes           1000 + i
+    train episodes         2000 + i
+    expert baseline      900000 + i
+    random baseline      950000 + i
 """
 
 from __future__ import annotations
@@ -16,14 +23,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from atari_data.actions import resolve_game
+from atari_data.errors import AtariDataError
+from atari_data.experts import Expert, load_expert
+from atari_data.layout import GameDir
 from atari_data.play import AtariGame, episode_seed, play_episode
-from atari_data.protocol import Protocol
+from atari_data.protocol import BASELINE_CAP, Protocol
 from atari_data.writer import GameWriter, Step
 
 log = logging.getLogger(__name__)
 
 VAL_EPISODES_FROM = 1000
 TRAIN_EPISODES_FROM = 2000
+EXPERT_BASELINE_FROM = 900_000
+RANDOM_BASELINE_FROM = 950_000
+SOURCES = {"expert": 1, "expert2f": 2}  # source -> frames per record
 
 
 @dataclass
@@ -31,45 +44,160 @@ class GenerateConfig:
     """What `atari-data generate` plays and writes; every flag maps to one field."""
 
     root: str
-    games: list[str] = field(default_factory=lambda: ["Pong", "Breakout"])
-    source: str = "random"
-    frames: int = 1
-    train_episodes: int = 4
-    val_episodes: int = 1
+    games: list[str] = field(default_factory=lambda: ["Pong", "Breakout", "Freeway", "Boxing"])
+    source: str = "expert2f"
+    expert: str = "builtin"
     train_frames: int = 20_000
     val_frames: int = 1_000
+    min_train_episodes: int = 3
+    min_val_episodes: int = 1
+    epsilon: float = 0.1
     decision_cap: int | None = 27_000
+    baseline_episodes: int = 5
     seed: int = 0
+    workers: int = 1
+    executor: str = "local"
     force: bool = False
 
+    def __post_init__(self):
+        if self.source not in SOURCES:
+            raise AtariDataError(f"unknown source {self.source!r} (expected {' or '.join(SOURCES)})",
+                                 field="--source")
+        if not 0 <= self.epsilon <= 1:
+            raise AtariDataError(f"{self.epsilon} is not a probability", field="--epsilon")
+        self.games = [resolve_game(g) for g in self.games]
 
-def random_policy(n_actions: int, seed: int):
-    rng = np.random.default_rng(seed)
-    return lambda _decision: int(rng.integers(n_actions))
+
+def behaviour_rng(seed: int, game: str, episode: int) -> np.random.Generator:
+    """The random stream of an episode's behaviour policy, apart from the emulator's own."""
+    return np.random.default_rng(np.random.SeedSequence([episode_seed(seed, game, episode), 1]))
 
 
-def random_steps(game: AtariGame, episode_seed_: int) -> Iterator[Step]:
-    choose = random_policy(len(game.actions), episode_seed_)
-    for d, action in play_episode(game, episode_seed_, choose):
-        yield Step(d.frame, action, after_fire=d.after_fire)
+def expert_steps(game: AtariGame, expert: Expert, seed: int, episode: int, epsilon: float,
+                 decision_cap: int | None) -> Iterator[Step]:
+    """One episode of epsilon-expert play, as writer steps."""
+    rng = behaviour_rng(seed, game.game, episode)
+    n = len(game.actions)
+    expert.reset()
+    current: dict = {}
+
+    def choose(_decision) -> int:
+        p = expert.probs(game)
+        current["p"] = p
+        if rng.random() < epsilon:
+            return int(rng.integers(n))
+        return int(rng.choice(n, p=p))
+
+    for d, played in play_episode(game, episode_seed(seed, game.game, episode), choose, decision_cap):
+        target = np.round(current["p"], 6)
+        yield Step(d.frame, label=int(np.argmax(current["p"])), target=target.tolist(),
+                   provenance={"played": played}, after_fire=d.after_fire)
+
+
+def measure_baselines(game: AtariGame, expert: Expert, cfg: GenerateConfig) -> dict:
+    """Greedy-expert and uniform-random scores over ``baseline_episodes`` each: the final score
+    (up to the decision cap) and the score after the first 4,500 decisions, per episode."""
+    rng = behaviour_rng(cfg.seed, game.game, RANDOM_BASELINE_FROM)
+    n = len(game.actions)
+    policies = {
+        "expert": (EXPERT_BASELINE_FROM, lambda _d: int(np.argmax(expert.probs(game)))),
+        "random": (RANDOM_BASELINE_FROM, lambda _d: int(rng.integers(n))),
+    }
+    out: dict = {"expert": cfg.expert}
+    for who, (first, choose) in policies.items():
+        full, capped = [], []
+        for i in range(cfg.baseline_episodes):
+            expert.reset()
+            at_cap = None
+            for d, _ in play_episode(game, episode_seed(cfg.seed, game.game, first + i), choose, cfg.decision_cap):
+                if d.step == BASELINE_CAP:
+                    at_cap = game.score
+            full.append(game.score)
+            capped.append(game.score if at_cap is None else at_cap)
+        out[f"{who}_score"] = round(float(np.mean(full)), 4)
+        out[f"{who}_scores"] = full
+        out[f"{who}_score_cap{BASELINE_CAP}"] = round(float(np.mean(capped)), 4)
+        out[f"{who}_scores_cap{BASELINE_CAP}"] = capped
+    out["protocol"] = game.protocol.to_dict()
+    return out
+
+
+def _reusable_baselines(cfg: GenerateConfig, game: str) -> dict | None:
+    """The baselines another expert source already measured with the same expert and seed."""
+    for other in SOURCES:
+        g = GameDir(cfg.root, other, game) if other != cfg.source else None
+        if g is None or not g.ready:
+            continue
+        meta = g.meta()
+        b = meta.get("baselines")
+        if (b and b.get("expert") == cfg.expert and meta.get("seed") == cfg.seed
+                and len(b.get("expert_scores", [])) == cfg.baseline_episodes
+                and b.get("protocol", {}).get("decision_cap") == cfg.decision_cap):
+            return b
+    return None
 
 
 def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | None:
     """Write one game; returns its meta.json, or None when it was already complete."""
-    game_name = resolve_game(game_name)
-    proto = Protocol.ale_v5(game_name, decision_cap=cfg.decision_cap)
-    game = AtariGame(game_name, proto)
+    protocol = Protocol.ale_v5(game_name, decision_cap=cfg.decision_cap)
     writer = GameWriter(cfg.root, cfg.source, game_name, frame_format="rgb_210x160",
-                        origin="uniform-random policy, atari-data generate", license="MIT",
-                        frames=cfg.frames, caps={"train": cfg.train_frames, "val": cfg.val_frames},
-                        protocol=proto, seed=cfg.seed, force=cfg.force)
+                        origin=f"atari-data generate, expert {cfg.expert}, epsilon {cfg.epsilon}",
+                        license="MIT", frames=SOURCES[cfg.source],
+                        caps={"train": cfg.train_frames, "val": cfg.val_frames},
+                        protocol=protocol, seed=cfg.seed, force=cfg.force)
     if writer.complete:
         log.info("%s/%s is complete; skipping (use --force to redo)", cfg.source, game_name)
         return None
-    plan = [(VAL_EPISODES_FROM + i, "val") for i in range(cfg.val_episodes)]
-    plan += [(TRAIN_EPISODES_FROM + i, "train") for i in range(cfg.train_episodes)]
-    for episode, split in plan:
-        writer.add_episode(episode, split, random_steps(game, episode_seed(cfg.seed, game_name, episode)))
+    game = AtariGame(game_name, protocol)
+    expert = load_expert(cfg.expert, game_name)
+    for split, first, frames, min_episodes in (
+            ("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
+            ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)):
+        # Play until the split has enough decisions to fill its cap, and enough episodes.
+        played, i = 0, 0
+        while played < frames or i < min_episodes:
+            steps = expert_steps(game, expert, cfg.seed, first + i, cfg.epsilon, cfg.decision_cap)
+            played += writer.add_episode(first + i, split, steps)
+            i += 1
+            if progress is not None:
+                progress.set_postfix_str(f"{split} episode {i}, {played} decisions")
         if progress is not None:
             progress.update(1)
-    return writer.finish()
+    baselines = _reusable_baselines(cfg, game_name) or measure_baselines(game, expert, cfg)
+    if progress is not None:
+        progress.update(1)
+    return writer.finish(baselines=baselines)
+
+
+def _one(args) -> tuple[str, dict | None]:
+    cfg, game = args
+    return game, generate_game(cfg, game)
+
+
+def generate(cfg: GenerateConfig, progress: bool = True) -> dict[str, dict | None]:
+    """Generate every game of ``cfg``: in this process, a process pool (``workers``), or on Ray.
+
+    Games are independent and each is written whole, so every executor gives the same bytes.
+    """
+    from tqdm import tqdm
+
+    todo = [(cfg, g) for g in cfg.games]
+    if cfg.executor == "ray":
+        from atari_data.executors import ray_map
+        return dict(ray_map(_one, todo))
+    if cfg.executor != "local":
+        raise AtariDataError(f"unknown executor {cfg.executor!r} (expected local or ray)", field="--executor")
+    if cfg.workers <= 1 or len(todo) == 1:
+        out = {}
+        for c, g in todo:
+            with tqdm(total=3, desc=f"{c.source}/{g}", unit="stage", disable=None if progress else True) as bar:
+                out[g] = generate_game(c, g, bar)
+        return out
+    import multiprocessing as mp
+    with mp.get_context("spawn").Pool(min(cfg.workers, len(todo))) as pool, \
+            tqdm(total=len(todo), desc=cfg.source, unit="game", disable=None if progress else True) as bar:
+        out = {}
+        for g, meta in pool.imap_unordered(_one, todo):
+            out[g] = meta
+            bar.update(1)
+    return {g: out[g] for g in cfg.games}

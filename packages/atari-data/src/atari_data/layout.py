@@ -33,6 +33,9 @@ class GameDir:
     source: str
     game: str
 
+    def __post_init__(self):
+        object.__setattr__(self, "root", Path(self.root))
+
     @property
     def path(self) -> Path:
         return self.root / self.source / self.game

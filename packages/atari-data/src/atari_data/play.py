@@ -68,6 +68,9 @@ class AtariGame:
     def screen(self) -> np.ndarray:
         return self.ale.getScreenRGB()
 
+    def ram(self) -> np.ndarray:
+        return self.ale.getRAM()
+
     def _repeat(self, ale_action) -> float:
         reward = 0.0
         for _ in range(self.protocol.frameskip):

@@ -12,6 +12,10 @@ from dataclasses import asdict, dataclass
 #: whose minimal set contains FIRE; these presses are not decisions but their rewards count.
 AUTO_FIRE_RULE = "reset_and_life_loss"
 
+#: Baselines are also reported after this many decisions (auto-FIRE presses not counted), the
+#: evaluation's default decision cap.
+BASELINE_CAP = 4_500
+
 
 @dataclass(frozen=True)
 class Protocol:

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from atari_data.protocol import BASELINE_CAP
+
 SCHEMA_VERSION = 1
 KNOWN_VERSIONS = (1,)
 
@@ -449,10 +451,12 @@ PROTOCOL = Object((
 
 _BASELINE_FIELDS = []
 for _who in ("expert", "random"):
-    for _suffix in ("", "_cap4500"):
+    for _suffix in ("", f"_cap{BASELINE_CAP}"):
         _BASELINE_FIELDS += [
-            Field(f"{_who}_score{_suffix}", Num(), False, f"{_who} mean episode score{_suffix}"),
-            Field(f"{_who}_scores{_suffix}", List(Num()), False, f"{_who} per-episode scores{_suffix}"),
+            Field(f"{_who}_score{_suffix}", Num(), False,
+                  f"{_who} mean episode score" + (f", first {BASELINE_CAP} decisions" if _suffix else "")),
+            Field(f"{_who}_scores{_suffix}", List(Num()), False,
+                  f"{_who} per-episode scores" + (f", first {BASELINE_CAP} decisions" if _suffix else "")),
         ]
 BASELINES = Object((
     Field("expert", Str(), False, "which expert policy was measured"),
