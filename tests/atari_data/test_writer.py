@@ -180,3 +180,21 @@ def test_generated_frames_are_real_ale_screens(layout_master):
     meta = g.meta()
     assert meta["protocol"]["env_id"] == "ALE/Breakout-v5"
     assert meta["protocol"]["repeat_action_probability"] == 0.25
+
+
+@pytest.mark.parametrize("shape", [(210, 160, 3), (84, 84), (1, 1, 3), (7, 5)])
+def test_png_encoder_round_trips_through_pillow(shape):
+    import io
+
+    from PIL import Image
+
+    from atari_data.png import encode_png
+
+    a = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
+    data = encode_png(a)
+    with Image.open(io.BytesIO(data)) as im:
+        assert im.mode == ("RGB" if len(shape) == 3 else "L")
+        assert np.array_equal(np.asarray(im), a)
+    assert encode_png(a) == data
+    with pytest.raises(ValueError):
+        encode_png(a.astype(np.float32))

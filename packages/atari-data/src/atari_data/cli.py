@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--decision-cap", type=int, default=d.decision_cap,
                    help="decisions per episode at most (default %(default)s, the v5 frame limit)")
     g.add_argument("--baseline-episodes", type=int, default=d.baseline_episodes,
-                   help="episodes each for the expert and random baselines (default %(default)s)")
+                   help="episodes each for the expert and random baselines; 0 skips them "
+                   "(default %(default)s)")
     g.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
     g.add_argument("--workers", type=int, default=d.workers,
                    help="games generated in parallel processes (default %(default)s)")
@@ -169,10 +170,12 @@ def cmd_generate(a) -> int:
         if meta is None:
             print(f"{cfg.source}/{game}: already complete (use --force to redo)")
             continue
-        b = meta["baselines"]
-        print(f"{cfg.source}/{game}: {meta['train']['records']} train, {meta['val']['records']} val records; "
-              f"expert {b['expert_score_cap4500']:g} vs random {b['random_score_cap4500']:g} "
-              f"(mean of {len(b['expert_scores'])}, first 4500 decisions)")
+        line = f"{cfg.source}/{game}: {meta['train']['records']} train, {meta['val']['records']} val records"
+        b = meta.get("baselines")
+        if b:
+            line += (f"; expert {b['expert_score_cap4500']:g} vs random {b['random_score_cap4500']:g} "
+                     f"(mean of {len(b['expert_scores'])}, first 4500 decisions)")
+        print(line)
     return 0
 
 

@@ -86,7 +86,7 @@ def expert_steps(game: AtariGame, expert: Expert, seed: int, episode: int, epsil
         current["p"] = p
         if rng.random() < epsilon:
             return int(rng.integers(n))
-        return int(rng.choice(n, p=p))
+        return min(int(np.searchsorted(np.cumsum(p), rng.random(), side="right")), n - 1)
 
     for d, played in play_episode(game, episode_seed(seed, game.game, episode), choose, decision_cap):
         target = np.round(current["p"], 6)
@@ -163,7 +163,9 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
                 progress.set_postfix_str(f"{split} episode {i}, {played} decisions")
         if progress is not None:
             progress.update(1)
-    baselines = _reusable_baselines(cfg, game_name) or measure_baselines(game, expert, cfg)
+    baselines = None
+    if cfg.baseline_episodes > 0:
+        baselines = _reusable_baselines(cfg, game_name) or measure_baselines(game, expert, cfg)
     if progress is not None:
         progress.update(1)
     return writer.finish(baselines=baselines)

@@ -8,22 +8,22 @@ A game is assembled in a hidden folder and moved into place whole; ``_READY`` co
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
 import shutil
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from atari_data.actions import minimal_actions
 from atari_data.errors import AtariDataError
 from atari_data.layout import META, READY, SPLITS, GameDir, write_atomic
+from atari_data.png import encode_png
 from atari_data.protocol import Protocol
 from atari_data.records import GameRules
 from atari_data.schema import FRAME_FORMAT_RE, SCHEMA_VERSION, check_structure
@@ -32,7 +32,7 @@ from atari_data.schema import META as META_SCHEMA
 log = logging.getLogger(__name__)
 
 DEFAULT_CAPS = {"train": 20_000, "val": 1_000}
-PNG_COMPRESS_LEVEL = 6
+FILE_WRITERS = 8
 
 Frame = np.ndarray | bytes  # an array to encode, or an already encoded PNG / JPEG
 
@@ -65,12 +65,8 @@ class _Kept:
     prev: bytes | None
 
 
-def encode_frame(frame: Frame, level: int = PNG_COMPRESS_LEVEL) -> bytes:
-    if isinstance(frame, bytes):
-        return frame
-    buf = io.BytesIO()
-    Image.fromarray(frame).save(buf, format="PNG", compress_level=level)
-    return buf.getvalue()
+def encode_frame(frame: Frame) -> bytes:
+    return frame if isinstance(frame, bytes) else encode_png(frame)
 
 
 def _suffix(data: bytes) -> str:
@@ -136,7 +132,6 @@ class GameWriter:
     protocol: Protocol | None = None
     seed: int | None = None
     force: bool = False
-    png_compress_level: int = PNG_COMPRESS_LEVEL
 
     def __post_init__(self):
         self.root = Path(self.root)
@@ -181,7 +176,7 @@ class GameWriter:
         last_png: tuple[int, bytes] | None = None  # (step, bytes) of the last encoded frame
         for n, st in enumerate(steps):
             if n % stride == 0 and sampler.cap:
-                png = encode_frame(self._checked(st.frame, episode, n), self.png_compress_level)
+                png = encode_frame(self._checked(st.frame, episode, n))
                 prev = None
                 if self.frames == 2:
                     prev = self._prev_png(st, n, last_frame, last_png, png)
@@ -198,12 +193,12 @@ class GameWriter:
 
     def _prev_png(self, st: Step, n: int, last_frame, last_png, png: bytes) -> bytes:
         if st.prev_frame is not None:
-            return encode_frame(self._checked(st.prev_frame, -1, n), self.png_compress_level)
+            return encode_frame(self._checked(st.prev_frame, -1, n))
         if n == 0 or st.after_fire:
             return png
         if last_png is not None and last_png[0] == n - 1:
             return last_png[1]  # the previous decision was kept too: reuse its encoding
-        return encode_frame(last_frame, self.png_compress_level)
+        return encode_frame(last_frame)
 
     def _checked(self, frame: Frame, episode: int, step: int) -> Frame:
         if isinstance(frame, np.ndarray) and (frame.shape != self._shape or frame.dtype != np.uint8):
@@ -222,7 +217,7 @@ class GameWriter:
             shutil.rmtree(tmp)
         (tmp / "images").mkdir(parents=True)
 
-        splits = {}
+        splits, files = {}, []
         for split in SPLITS:
             lines, labels, episodes = [], Counter(), set()
             for k in picked[split]:
@@ -232,9 +227,9 @@ class GameWriter:
                 if defects:
                     f, msg = defects[0]
                     raise AtariDataError(msg, file=f"{self.source}/{self.game}/{split}.jsonl", field=f)
-                (tmp / rec["image"]).write_bytes(k.image)
+                files.append((tmp / rec["image"], k.image))
                 if k.prev is not None:
-                    (tmp / rec["prev_image"]).write_bytes(k.prev)
+                    files.append((tmp / rec["prev_image"], k.prev))
                 lines.append(json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
                 labels[self.actions[k.label]] += 1
                 episodes.add(k.episode)
@@ -242,6 +237,10 @@ class GameWriter:
             splits[split] = {"records": len(lines), "episodes": len(episodes),
                              "labels": {a: labels[a] for a in self.actions if labels[a]}}
 
+        # Creating many small files is latency-bound on shared disks; threads overlap the waits.
+        with ThreadPoolExecutor(FILE_WRITERS) as pool:
+            for _ in pool.map(lambda pf: pf[0].write_bytes(pf[1]), files):
+                pass
         meta = {
             "schema_version": SCHEMA_VERSION, "source": self.source, "game": self.game,
             "platform": self.platform, "frame_format": self.frame_format, "frames": self.frames,

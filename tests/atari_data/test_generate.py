@@ -1,0 +1,118 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import atari_data.generate as gen
+from atari_data.errors import AtariDataError
+from atari_data.experts import load_expert
+from atari_data.experts.builtin import joystick, joystick_probs
+from atari_data.layout import GameDir
+from atari_data.play import AtariGame
+from atari_data.validate import validate
+
+from .conftest import small_config
+
+
+def tree_bytes(root):
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_records_carry_expert_targets_labels_and_played_moves(layout_master):
+    for g in (GameDir(layout_master, "expert2f", "Breakout"), GameDir(layout_master, "expert", "Pong")):
+        recs = list(g.records("train")) + list(g.records("val"))
+        assert recs
+        differ = 0
+        for r in recs:
+            t = np.array(r["target"])
+            assert abs(t.sum() - 1) < 1e-4 and (t >= 0).all()
+            assert r["label"] == int(np.argmax(t))
+            played = r["provenance"]["played"]
+            assert 0 <= played < len(r["actions"])
+            differ += played != r["label"]
+        assert differ > 0, "sampling and epsilon make the played move differ from the label sometimes"
+        assert differ < len(recs) / 2
+
+
+def test_meta_has_protocol_and_baselines(layout_master):
+    meta = GameDir(layout_master, "expert2f", "Breakout").meta()
+    b = meta["baselines"]
+    assert b["expert"] == "builtin"
+    for who in ("expert", "random"):
+        assert len(b[f"{who}_scores"]) == 1 == len(b[f"{who}_scores_cap4500"])
+        assert b[f"{who}_score"] == pytest.approx(np.mean(b[f"{who}_scores"]))
+    assert b["protocol"] == meta["protocol"]
+    assert meta["protocol"]["decision_cap"] == 150 and meta["frames"] == 2
+
+
+@pytest.mark.parametrize("game", ["Breakout", "Boxing", "Pong"])
+def test_builtin_expert_beats_random(tmp_path, game):
+    cfg = small_config(tmp_path, decision_cap=1500, baseline_episodes=2)
+    game_ = AtariGame(game, gen.Protocol.ale_v5(game, decision_cap=1500))
+    b = gen.measure_baselines(game_, load_expert("builtin", game), cfg)
+    assert b["expert_score"] > b["random_score"] + 5, b
+
+
+def test_expert2f_reuses_the_expert_baselines(tmp_path, monkeypatch):
+    gen.generate_game(small_config(tmp_path, source="expert"), "Pong")
+    first = GameDir(tmp_path, "expert", "Pong").meta()["baselines"]
+
+    def fail(*a, **k):
+        raise AssertionError("baselines measured again")
+
+    monkeypatch.setattr(gen, "measure_baselines", fail)
+    gen.generate_game(small_config(tmp_path, source="expert2f"), "Pong")
+    assert GameDir(tmp_path, "expert2f", "Pong").meta()["baselines"] == first
+    with pytest.raises(AssertionError, match="measured again"):  # another seed measures anew
+        gen.generate_game(small_config(tmp_path, source="expert2f", seed=1, force=True), "Pong")
+
+
+def test_workers_give_the_same_bytes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    gen.generate(small_config(a, games=["Pong", "Freeway"], workers=1), progress=False)
+    gen.generate(small_config(b, games=["Pong", "Freeway"], workers=2), progress=False)
+    assert tree_bytes(a) == tree_bytes(b)
+    assert validate(a, images=True).ok
+
+
+def test_unknown_experts_are_clear_errors(tmp_path):
+    with pytest.raises(AtariDataError, match="no built-in expert for Seaquest"):
+        gen.generate_game(small_config(tmp_path), "Seaquest")
+    with pytest.raises(AtariDataError, match="unknown expert 'magic'"):
+        load_expert("magic", "Pong")
+    with pytest.raises(AtariDataError, match="unknown source"):
+        small_config(tmp_path, source="human")
+
+
+def test_joystick_probs_rank_buttons_by_distance():
+    actions = ("NOOP", "FIRE", "UP", "RIGHT", "LEFT", "DOWN", "UPRIGHT", "UPRIGHTFIRE")
+    assert joystick("UPRIGHTFIRE") == (1, 1, 1) and joystick("DOWN") == (0, -1, 0)
+    p = joystick_probs(actions, 1, 1, 0)
+    assert actions[int(np.argmax(p))] == "UPRIGHT"
+    assert p[actions.index("UPRIGHTFIRE")] > p[actions.index("NOOP")] > p[actions.index("LEFT")]
+    assert p.sum() == pytest.approx(1)
+    flat = joystick_probs(actions, None, None, None)
+    assert np.allclose(flat, 1 / len(actions))
+
+
+@pytest.mark.slow
+def test_sigkill_then_rerun_gives_the_uninterrupted_bytes(tmp_path):
+    args = ["generate", "--games", "Pong,Breakout", "--train-frames", "300", "--val-frames", "40",
+            "--min-train-episodes", "2", "--decision-cap", "400", "--baseline-episodes", "1"]
+    cmd = [sys.executable, "-m", "atari_data.cli"]
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    subprocess.run(cmd + args + ["--root", str(clean)], check=True, capture_output=True)
+    for delay in (1.0, 4.0):  # once while playing, once later on (writing or the second game)
+        p = subprocess.Popen(cmd + args + ["--root", str(killed)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    assert validate(killed).ok  # whatever is marked ready is whole
+    subprocess.run(cmd + args + ["--root", str(killed)], check=True, capture_output=True)
+    assert validate(killed, images=True).ok
+    assert tree_bytes(killed) == tree_bytes(clean)

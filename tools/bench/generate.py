@@ -1,0 +1,77 @@
+"""How fast does `atari-data generate` turn emulator decisions into expert2f records?
+
+The whole pipeline (epsilon-expert play, PNG encoding of frame and previous frame, writing,
+meta.json) against raw ALE stepping under the same protocol (4 frames per decision, sticky
+actions, random moves, no screen reads), both with the same number of worker processes, one game
+per worker, in one run.
+
+    uv run python tools/bench/generate.py [--records 8000] [--workers 2] [--dir .]
+
+Episodes are capped at --episode-decisions so that every decision played becomes a record
+(records and decisions then count the same thing). The layout is written under --dir: file
+creation on these shared disks is slow and noisy, so put it where the data would go.
+
+Goal: pipeline records/s >= 0.5x raw ALE decisions/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import tempfile
+import time
+
+import numpy as np
+
+from atari_data.generate import GenerateConfig, generate
+from atari_data.play import AtariGame
+
+GAMES = ["Pong", "Breakout", "Freeway", "Boxing"]
+
+
+def raw_decisions(args) -> int:
+    game, n = args
+    g = AtariGame(game)
+    rng = np.random.default_rng(0)
+    g.reset(0)
+    for _ in range(n):
+        if g.done:
+            g.reset(0)
+        g.act(int(rng.integers(len(g.actions))))
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=8000, help="train records per game")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--episode-decisions", type=int, default=500)
+    ap.add_argument("--dir", default=".", help="where to write the temporary layout (default: here)")
+    args = ap.parse_args()
+    games = GAMES[: args.workers]
+
+    with mp.get_context("spawn").Pool(args.workers) as pool:
+        pool.map(raw_decisions, [(g, 10) for g in games])  # warm the workers up
+        t = time.perf_counter()
+        n_raw = sum(pool.map(raw_decisions, [(g, args.records) for g in games]))
+        t_raw = time.perf_counter() - t
+
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix=".bench-generate-") as root:
+        cfg = GenerateConfig(root=root, games=games, source="expert2f", train_frames=args.records,
+                             val_frames=args.episode_decisions, min_train_episodes=1, baseline_episodes=0,
+                             decision_cap=args.episode_decisions, workers=args.workers)
+        t = time.perf_counter()
+        metas = generate(cfg, progress=False)
+        t_gen = time.perf_counter() - t
+        n_rec = sum(m["train"]["records"] + m["val"]["records"] for m in metas.values())
+
+    raw, rec = n_raw / t_raw, n_rec / t_gen
+    print(f"{len(games)} games, {args.workers} workers, expert2f, {n_rec} records")
+    print("| what | per second | ratio | goal |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| raw ALE decisions | {raw:,.0f} | 1.00x | |")
+    print(f"| generate expert2f records | {rec:,.0f} | {rec / raw:.2f}x | >= 0.5x |")
+
+
+if __name__ == "__main__":
+    main()
