@@ -148,8 +148,8 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
     if writer.complete:
         log.info("%s/%s is complete; skipping (use --force to redo)", cfg.source, game_name)
         return None
-    game = AtariGame(game_name, protocol)
     expert = load_expert(cfg.expert, game_name)
+    game = AtariGame(game_name, protocol, keep=getattr(expert, "frames", None))
     for split, first, frames, min_episodes in (
             ("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
             ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)):

@@ -30,7 +30,9 @@ class Decision:
 class AtariGame:
     """One ALE game played by the protocol's rules."""
 
-    def __init__(self, game: str, protocol: Protocol | None = None):
+    def __init__(self, game: str, protocol: Protocol | None = None, keep: str | None = None):
+        """``keep`` ("rgb" or "grey") records each decision's last two emulator frames in
+        :attr:`last_two`, for experts that look at them (checkpoint experts)."""
         # ale_py.env pulls in gymnasium; import late so `import atari_data` stays light.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         from ale_py.env import AtariEnv
@@ -47,11 +49,16 @@ class AtariGame:
                       if "FIRE" in self.actions and self.protocol.auto_fire == AUTO_FIRE_RULE else None)
         self.score = 0.0
         self.done = True
+        self.keep = keep
+        self.last_two: tuple[np.ndarray, np.ndarray] | None = None
 
     def reset(self, seed: int) -> bool:
         """Start an episode; returns whether FIRE was auto-pressed."""
         self.env.reset(seed=seed)
         self.score, self.done = 0.0, False
+        if self.keep:
+            first = self._grab()
+            self.last_two = (first, first)
         self._lives = self.ale.lives()
         return self._auto_fire()
 
@@ -71,10 +78,16 @@ class AtariGame:
     def ram(self) -> np.ndarray:
         return self.ale.getRAM()
 
+    def _grab(self) -> np.ndarray:
+        return self.ale.getScreenRGB() if self.keep == "rgb" else self.ale.getScreenGrayscale()
+
     def _repeat(self, ale_action) -> float:
         reward = 0.0
-        for _ in range(self.protocol.frameskip):
+        skip = self.protocol.frameskip
+        for i in range(skip):
             reward += self.ale.act(ale_action)
+            if self.keep and i >= skip - 2:
+                self.last_two = (self.last_two[1], self._grab())
             if self.ale.game_over():
                 break
         self.score += reward
