@@ -175,7 +175,7 @@ def real_stacks(game, keep, grey, n=6):
     g = AtariGame(game, keep=keep)
     obs, stacks = [], []
     rng = np.random.default_rng(1)
-    for d, _ in play_episode(g, 7, lambda d: int(rng.integers(len(g.actions))), 40):
+    for _ in play_episode(g, 7, lambda d: int(rng.integers(len(g.actions))), 40):
         o = preprocess(g.last_two, grey)
         obs = obs[-3:] + [o] if obs else [o] * 4
         stacks.append(np.stack(obs))
@@ -188,7 +188,8 @@ def test_cleanrl_logits_match_numpy_reference(tmp_path, arch):
     hidden = 512 if arch == "nature" else 256
     actor = {"params": {"Dense_0": dense_p(hidden, 4)}}
     path = tmp_path / f"ppo_{arch}.cleanrl_model"
-    path.write_bytes(flax_to_bytes([{"env_id": "Breakout-v5"}, [net, actor, {"params": {"Dense_0": dense_p(hidden, 1)}}]]))
+    critic = {"params": {"Dense_0": dense_p(hidden, 1)}}
+    path.write_bytes(flax_to_bytes([{"env_id": "Breakout-v5"}, [net, actor, critic]]))
     expert = checkpoint_expert("cleanrl", str(path), "Breakout")
     obs = real_stacks("Breakout", "grey", "ale")
     ref = (flax_nature_logits if arch == "nature" else flax_impala_logits)(net, actor, obs.astype(np.float64))

@@ -195,14 +195,14 @@ def load_sb3(path: Path):
     except (OSError, KeyError, zipfile.BadZipFile, RuntimeError) as e:
         raise AtariDataError(f"is not an SB3 model zip with policy.pth ({e})", file=str(path), field="--expert") \
             from None
-    for feat, head, is_q in (("features_extractor", "action_net", False),        # PPO
-                             ("pi_features_extractor", "action_net", False),     # PPO, unshared
-                             ("q_net.features_extractor", "q_net.q_net.0", True)):  # DQN
-        if f"{feat}.cnn.0.weight" in state and f"{head}.weight" in state:
-            break
-    else:
+    layouts = (("features_extractor", "action_net", False),         # PPO
+               ("pi_features_extractor", "action_net", False),      # PPO, unshared extractors
+               ("q_net.features_extractor", "q_net.q_net.0", True))  # DQN
+    found = next((lay for lay in layouts if f"{lay[0]}.cnn.0.weight" in state and f"{lay[1]}.weight" in state), None)
+    if found is None:
         raise AtariDataError("policy.pth has no Nature-CNN actor or Q-network (expected features_extractor.cnn.* "
                              "with action_net.* or q_net.q_net.0.*)", file=str(path), field="--expert")
+    feat, head, is_q = found
     net = nature_cnn(state[f"{head}.weight"].shape[0], flatten="chw")
     for i in (0, 2, 4):
         net.cnn[i].weight.data = state[f"{feat}.cnn.{i}.weight"].float()
