@@ -57,3 +57,10 @@ def test_games_and_schema(capsys):
                for line in out.splitlines())
     assert main(["schema", "--of", "meta"]) == 0
     assert "schema_version" in json.loads(capsys.readouterr().out)["properties"]
+
+
+def test_core_package_imports_without_torch_or_ray():
+    code = ("import sys, atari_data.cli, atari_data.generate, atari_data.dagger, atari_data.experts; "
+            "print([m for m in ('torch', 'ray', 'cv2') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

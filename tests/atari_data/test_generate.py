@@ -116,3 +116,17 @@ def test_sigkill_then_rerun_gives_the_uninterrupted_bytes(tmp_path):
     subprocess.run(cmd + args + ["--root", str(killed)], check=True, capture_output=True)
     assert validate(killed, images=True).ok
     assert tree_bytes(killed) == tree_bytes(clean)
+
+
+@pytest.mark.slow
+def test_ray_executor_gives_the_local_bytes(tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra (atari-data[ray])")
+    local, remote = tmp_path / "local", tmp_path / "ray"
+    gen.generate(small_config(local, games=["Pong", "Breakout"]), progress=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        metas = gen.generate(small_config(remote, games=["Pong", "Breakout"], executor="ray"), progress=False)
+    finally:
+        ray.shutdown()
+    assert list(metas) == ["Pong", "Breakout"]
+    assert tree_bytes(local) == tree_bytes(remote)

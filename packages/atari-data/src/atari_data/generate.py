@@ -17,7 +17,7 @@ games byte for byte:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +26,7 @@ from atari_data.actions import resolve_game
 from atari_data.errors import AtariDataError
 from atari_data.experts import Expert, load_expert
 from atari_data.layout import GameDir
-from atari_data.play import AtariGame, episode_seed, play_episode
+from atari_data.play import AtariGame, Decision, episode_seed, play_episode
 from atari_data.protocol import BASELINE_CAP, Protocol
 from atari_data.writer import GameWriter, Step
 
@@ -73,25 +73,66 @@ def behaviour_rng(seed: int, game: str, episode: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([episode_seed(seed, game, episode), 1]))
 
 
-def expert_steps(game: AtariGame, expert: Expert, seed: int, episode: int, epsilon: float,
-                 decision_cap: int | None) -> Iterator[Step]:
-    """One episode of epsilon-expert play, as writer steps."""
-    rng = behaviour_rng(seed, game.game, episode)
-    n = len(game.actions)
+def sample(p: np.ndarray, rng: np.random.Generator) -> int:
+    return min(int(np.searchsorted(np.cumsum(p), rng.random(), side="right")), len(p) - 1)
+
+
+Behaviour = Callable[[Decision, np.ndarray, np.random.Generator], int]
+
+
+def epsilon_expert(epsilon: float) -> Behaviour:
+    """With probability ``epsilon`` a uniform random move, else a sample from the expert."""
+    def behave(_d: Decision, expert_p: np.ndarray, rng: np.random.Generator) -> int:
+        if rng.random() < epsilon:
+            return int(rng.integers(len(expert_p)))
+        return sample(expert_p, rng)
+    return behave
+
+
+def labelled_steps(game: AtariGame, expert: Expert, ale_seed: int, rng: np.random.Generator,
+                   behave: Behaviour, decision_cap: int | None, returns: bool = False) -> Iterator[Step]:
+    """One episode played by ``behave``, every decision labelled by ``expert``.
+
+    ``target`` is the expert's distribution (6 decimals), ``label`` its argmax, and the move played
+    goes into ``provenance["played"]``. With ``returns``, provenance also gets the episode's final
+    score and the return-to-go from each decision, filled in when the episode ends (the writer
+    serialises provenance only when it finishes the game).
+    """
     expert.reset()
     current: dict = {}
 
-    def choose(_decision) -> int:
+    def choose(d: Decision) -> int:
         p = expert.probs(game)
         current["p"] = p
-        if rng.random() < epsilon:
-            return int(rng.integers(n))
-        return min(int(np.searchsorted(np.cumsum(p), rng.random(), side="right")), n - 1)
+        return behave(d, p, rng)
 
-    for d, played in play_episode(game, episode_seed(seed, game.game, episode), choose, decision_cap):
-        target = np.round(current["p"], 6)
-        yield Step(d.frame, label=int(np.argmax(current["p"])), target=target.tolist(),
-                   provenance={"played": played}, after_fire=d.after_fire)
+    provenances = []
+    for d, played in play_episode(game, ale_seed, choose, decision_cap):
+        p = current["p"]
+        prov = {"played": played}
+        if returns:
+            prov["score_before"] = game.score
+            provenances.append(prov)
+        yield Step(d.frame, label=int(np.argmax(p)), target=np.round(p, 6).tolist(), provenance=prov,
+                   after_fire=d.after_fire)
+    for prov in provenances:
+        prov["return_to_go"] = game.score - prov.pop("score_before")
+        prov["episode_score"] = game.score
+
+
+def fill_splits(writer: GameWriter, steps_for: Callable[[int], Iterable[Step]],
+                plan: list[tuple[str, int, int, int]], progress=None) -> None:
+    """Play episodes into ``writer``: for each (split, first episode number, frames, min episodes),
+    until the split has at least that many decisions to fill its cap, and that many episodes."""
+    for split, first, frames, min_episodes in plan:
+        played, i = 0, 0
+        while played < frames or i < min_episodes:
+            played += writer.add_episode(first + i, split, steps_for(first + i))
+            i += 1
+            if progress is not None:
+                progress.set_postfix_str(f"{split} episode {i}, {played} decisions")
+        if progress is not None:
+            progress.update(1)
 
 
 def measure_baselines(game: AtariGame, expert: Expert, cfg: GenerateConfig) -> dict:
@@ -150,19 +191,15 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
         return None
     expert = load_expert(cfg.expert, game_name)
     game = AtariGame(game_name, protocol, keep=getattr(expert, "frames", None))
-    for split, first, frames, min_episodes in (
-            ("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
-            ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)):
-        # Play until the split has enough decisions to fill its cap, and enough episodes.
-        played, i = 0, 0
-        while played < frames or i < min_episodes:
-            steps = expert_steps(game, expert, cfg.seed, first + i, cfg.epsilon, cfg.decision_cap)
-            played += writer.add_episode(first + i, split, steps)
-            i += 1
-            if progress is not None:
-                progress.set_postfix_str(f"{split} episode {i}, {played} decisions")
-        if progress is not None:
-            progress.update(1)
+    behave = epsilon_expert(cfg.epsilon)
+
+    def steps_for(episode: int) -> Iterator[Step]:
+        return labelled_steps(game, expert, episode_seed(cfg.seed, game_name, episode),
+                              behaviour_rng(cfg.seed, game_name, episode), behave, cfg.decision_cap)
+
+    fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
+                                    ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)],
+                progress)
     baselines = None
     if cfg.baseline_episodes > 0:
         baselines = _reusable_baselines(cfg, game_name) or measure_baselines(game, expert, cfg)

@@ -1,0 +1,102 @@
+"""DAgger rounds: let a learner play, let the expert label what it saw.
+
+:func:`write_dagger_round` plays a behaviour policy (any callable from frames to action
+probabilities), labels every visited decision with an expert's distribution, and writes source
+``dagger<N>`` through the shared writer: two-frame records whose provenance also carries the move
+played, the return-to-go from that decision and the episode's score.
+
+Episode numbers follow `generate` (val from 1000, train from 2000); ALE seeds come from
+(seed, game, 300000 + 10000 * round + episode), apart from every other role's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from atari_data.actions import resolve_game
+from atari_data.errors import AtariDataError
+from atari_data.experts import load_expert
+from atari_data.generate import (
+    TRAIN_EPISODES_FROM,
+    VAL_EPISODES_FROM,
+    behaviour_rng,
+    fill_splits,
+    labelled_steps,
+    sample,
+)
+from atari_data.play import AtariGame, Decision, episode_seed
+from atari_data.protocol import Protocol
+from atari_data.writer import GameWriter, Step
+
+DAGGER_SEEDS_FROM = 300_000
+
+#: ``policy(frames, game, actions) -> probabilities``: frames are [previous, current] uint8
+#: 210x160x3 screens, the previous one a copy of the current on an episode's first decision and
+#: after an auto-FIRE.
+Policy = Callable[[list[np.ndarray], str, Sequence[str]], np.ndarray]
+
+
+@dataclass
+class DaggerConfig:
+    root: str
+    round: int
+    games: list[str]
+    expert: str = "builtin"
+    train_frames: int = 3_000
+    val_frames: int = 150
+    min_train_episodes: int = 2
+    decision_cap: int | None = 4_500
+    greedy: bool = False
+    seed: int = 0
+    force: bool = False
+
+
+def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):
+    """Turn a frames-to-probabilities policy into a writer behaviour, keeping the two-frame rule."""
+    prev: dict = {}
+
+    def behave(d: Decision, _expert_p, rng: np.random.Generator) -> int:
+        before = d.frame if d.step == 0 or d.after_fire else prev["frame"]
+        prev["frame"] = d.frame
+        p = np.asarray(policy([before, d.frame], game.game, game.actions), dtype=np.float64)
+        if p.shape != (len(game.actions),) or not np.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
+            raise AtariDataError(f"policy returned {p!r} for {len(game.actions)} actions (expected finite "
+                                 "non-negative probabilities)", field="policy")
+        p = p / p.sum()
+        return int(np.argmax(p)) if greedy else sample(p, rng)
+
+    return behave
+
+
+def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | None]:
+    """Write ``<root>/dagger<round>/<Game>`` for every game; returns each game's meta.json
+    (None for games already complete)."""
+    if cfg.round < 1:
+        raise AtariDataError(f"round {cfg.round} (expected 1 or more)", field="round")
+    source = f"dagger{cfg.round}"
+    out = {}
+    for name in [resolve_game(g) for g in cfg.games]:
+        protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
+        writer = GameWriter(cfg.root, source, name, frame_format="rgb_210x160", frames=2,
+                            origin=f"atari-data DAgger round {cfg.round}, expert {cfg.expert}", license="MIT",
+                            caps={"train": cfg.train_frames, "val": cfg.val_frames}, protocol=protocol,
+                            seed=cfg.seed, force=cfg.force)
+        if writer.complete:
+            out[name] = None
+            continue
+        expert = load_expert(cfg.expert, name)
+        game = AtariGame(name, protocol, keep=getattr(expert, "frames", None))
+        behave = policy_behaviour(policy, game, cfg.greedy)
+
+        def steps_for(episode: int, name=name, game=game, expert=expert, behave=behave) -> Iterator[Step]:
+            seed_key = DAGGER_SEEDS_FROM + 10_000 * cfg.round + episode
+            return labelled_steps(game, expert, episode_seed(cfg.seed, name, seed_key),
+                                  behaviour_rng(cfg.seed, name, seed_key), behave, cfg.decision_cap, returns=True)
+
+        fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, 1),
+                                        ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)])
+        out[name] = writer.finish()
+    return out

@@ -1,0 +1,24 @@
+"""Fan independent work (one game each) out over Ray, with the same results as a local loop.
+
+Ray connects to ``RAY_ADDRESS`` when it is set (a cluster) and otherwise starts a local instance.
+Each task writes its own game folder whole, so the layout is the same whichever worker ran it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+
+from atari_data.errors import AtariDataError
+
+
+def ray_map(fn: Callable, items: Iterable) -> list:
+    """``[fn(x) for x in items]``, computed as Ray tasks, in the order of ``items``."""
+    try:
+        import ray
+    except ImportError:
+        raise AtariDataError("--executor ray needs Ray: install atari-data[ray]", field="--executor") from None
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False, include_dashboard=False)
+    task = ray.remote(fn)
+    return ray.get([task.remote(x) for x in items])

@@ -1,0 +1,48 @@
+import numpy as np
+import pytest
+
+from atari_data.dagger import DaggerConfig, write_dagger_round
+from atari_data.errors import AtariDataError
+from atari_data.layout import GameDir
+from atari_data.validate import validate
+
+
+def test_dagger_round_writes_labelled_two_frame_records(tmp_path):
+    calls = []
+
+    def policy(frames, game, actions):
+        calls.append((frames[0].copy(), frames[1].copy()))
+        return np.full(len(actions), 1 / len(actions))  # a learner that knows nothing yet
+
+    cfg = DaggerConfig(root=str(tmp_path), round=1, games=["Breakout"], train_frames=150, val_frames=20,
+                       decision_cap=200)
+    metas = write_dagger_round(cfg, policy)
+    meta = metas["Breakout"]
+    assert meta["source"] == "dagger1" and meta["frames"] == 2
+    assert validate(tmp_path, images=True).ok
+
+    # The learner saw frames by the two-frame rule: [previous decision's frame, current frame].
+    assert np.array_equal(calls[0][0], calls[0][1])
+    assert np.array_equal(calls[1][0], calls[0][1])
+
+    g = GameDir(tmp_path, "dagger1", "Breakout")
+    recs = sorted(g.records("train"), key=lambda r: (r["episode"], r["step"]))
+    for r in recs:
+        prov = r["provenance"]
+        assert set(prov) == {"played", "return_to_go", "episode_score"}
+        assert r["label"] == int(np.argmax(r["target"]))  # the expert's label, not the learner's move
+        assert 0 <= prov["return_to_go"] <= prov["episode_score"]  # Breakout rewards are non-negative
+    first = [r for r in recs if r["step"] == 0]
+    assert all(r["provenance"]["return_to_go"] == r["provenance"]["episode_score"] for r in first)
+    differ = sum(r["provenance"]["played"] != r["label"] for r in recs)
+    assert differ > len(recs) / 3, "a uniform learner mostly disagrees with the expert"
+    assert write_dagger_round(cfg, policy) == {"Breakout": None}  # complete: left alone
+
+
+def test_a_broken_policy_is_a_clear_error(tmp_path):
+    cfg = DaggerConfig(root=str(tmp_path), round=2, games=["Pong"], train_frames=20, val_frames=5, decision_cap=30)
+    with pytest.raises(AtariDataError, match="policy returned"):
+        write_dagger_round(cfg, lambda frames, game, actions: np.array([np.nan] * len(actions)))
+    with pytest.raises(AtariDataError, match="policy returned"):
+        write_dagger_round(cfg, lambda frames, game, actions: np.ones(3))
+    assert not (tmp_path / "dagger2" / "Pong").exists()
