@@ -32,7 +32,7 @@ def stats_table(root, sources=None, games=None) -> pl.DataFrame:
             train=train.get("records"), val=val.get("records"),
             train_episodes=train.get("episodes"), val_episodes=val.get("episodes"),
             labels=json.dumps(labels) if labels else None,
-            label_entropy_bits=round(entropy_bits(labels), 3) if labels else None,
+            label_entropy_bits=round(entropy_bits(labels), 3) + 0.0 if labels else None,  # no -0.0
             target=_has_target(g) if g.ready else None,
         )
         rows.append(row)
