@@ -1,0 +1,135 @@
+"""Baselines to normalise by, and the games whose normalised scores are not skill.
+
+Three kinds of baseline, each kept with where it came from and under which decision cap:
+  * built-in expert/random scores of the reference experts, capped at 4,500 decisions (8 games);
+  * any dataset's meta.json baselines (`--baselines PATH`), read as plain JSON;
+  * the Atari-57 random and professional-human scores (human-normalised scores, for reference).
+A random baseline is also measured in every run, under the run's own protocol.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+
+from laya_eval.errors import EvalError
+
+REFERENCE_CAP = 4_500
+
+
+@dataclass(frozen=True)
+class Baseline:
+    expert: float | None
+    random: float | None
+    source: str
+    cap: int | None  # decisions per episode it was measured with; None = the full 108,000 frames
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# The reference experts' scores with sticky actions, auto-FIRE and 4,500-decision episodes.
+REFERENCE = {
+    game: Baseline(expert, random, "reference experts (built-in)", REFERENCE_CAP)
+    for game, expert, random in (
+        ("Boxing", 92.4, 1.6), ("Freeway", 34.0, 0.0), ("Pong", 5.4, -20.2), ("Qbert", 24985.0, 185.0),
+        ("MsPacman", 6092.0, 434.0), ("Breakout", 218.0, 1.2), ("SpaceInvaders", 8251.0, 125.0),
+        ("Enduro", 379.6, 0.0),
+    )
+}
+
+#: Left out of every summary, with the reason.
+EXCLUDED = {"Solaris": "the expert scores below random"}
+
+#: Kept in tables but marked, with the reason: their normalised scores are not skill.
+FLAGGED = {
+    "Skiing": "the expert only presses NOOP",
+    "PrivateEye": "the expert is barely above random",
+    "Pitfall": "the expert is barely above random",
+    "MontezumaRevenge": "the expert is barely above random",
+    "Tutankham": "the greedy expert gets stuck",
+    "DoubleDunk": "stalling until the cap scores well",
+    "Tennis": "stalling until the cap scores well",
+}
+
+NORMALISED_RANGE = (-0.5, 1.5)
+
+
+def atari57() -> dict[str, tuple[float, float]]:
+    """game -> (random, human) of the Atari-57 table."""
+    text = resources.files("laya_eval").joinpath("data/atari57.csv").read_text()
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    return {r["game"]: (float(r["random"]), float(r["human"])) for r in rows}
+
+
+def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
+    """Baselines from dataset meta.json files: a file, a layout root (<source>/<Game>/meta.json) or
+    a packed repository (meta/<source>/<Game>.json). Both the capped and the uncapped ones."""
+    path = Path(path)
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        files = sorted(path.glob("*/*/meta.json")) + sorted(path.glob("meta/*/*.json"))
+    else:
+        raise EvalError("does not exist", file=str(path), field="--baselines")
+    out: dict[str, list[Baseline]] = {}
+    for f in files:
+        try:
+            meta = json.loads(f.read_text())
+            game, b = meta["game"], meta.get("baselines")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise EvalError(f"is not a dataset meta.json ({type(e).__name__}: {e})", file=str(f),
+                            field="--baselines") from None
+        if not b:
+            continue
+        source = f"{f} ({b.get('expert', 'expert')})"
+        found = out.setdefault(game, [])
+        capped = (b.get(f"expert_score_cap{REFERENCE_CAP}"), b.get(f"random_score_cap{REFERENCE_CAP}"))
+        if None not in capped:
+            found.append(Baseline(*capped, source, REFERENCE_CAP))
+        full_cap = (b.get("protocol") or meta.get("protocol") or {}).get("decision_cap")
+        if b.get("expert_score") is not None and b.get("random_score") is not None:
+            found.append(Baseline(b["expert_score"], b["random_score"], source,
+                                  None if full_cap in (None, 27_000) else full_cap))
+    if not out:
+        raise EvalError("holds no meta.json with baselines", file=str(path), field="--baselines")
+    return out
+
+
+def choose_baseline(game: str, cap: int | None, extra: dict[str, list[Baseline]] | None = None) -> Baseline | None:
+    """The baseline to normalise ``game`` by: one measured under the run's cap if any exists
+    (a dataset's before the built-in table), else any other (then flagged as another cap)."""
+    candidates = list((extra or {}).get(game, [])) + ([REFERENCE[game]] if game in REFERENCE else [])
+    for b in candidates:
+        if b.cap == cap:
+            return b
+    return candidates[0] if candidates else None
+
+
+def normalise(score: float, b: Baseline | None) -> float | None:
+    if b is None or b.expert is None or b.random is None or b.expert == b.random:
+        return None
+    return (score - b.random) / (b.expert - b.random)
+
+
+def flags_for(game: str, normalised: float | None, b: Baseline | None, cap: int | None) -> list[str]:
+    """Every reason this game's normalised score should not be read as skill."""
+    out = []
+    if game in EXCLUDED:
+        out.append(f"excluded: {EXCLUDED[game]}")
+    if game in FLAGGED:
+        out.append(FLAGGED[game])
+    if b is None:
+        out.append("no expert baseline")
+    else:
+        if b.expert is not None and b.random is not None and b.expert <= b.random:
+            out.append(f"the expert ({b.expert:g}) is not above random ({b.random:g})")
+        if b.cap != cap:
+            out.append(f"baselines measured with a cap of {b.cap or 'none'}, this run {cap or 'none'}")
+    lo, hi = NORMALISED_RANGE
+    if normalised is not None and not lo <= normalised <= hi:
+        out.append(f"normalised score {normalised:.2f} outside [{lo}, {hi}]")
+    return out

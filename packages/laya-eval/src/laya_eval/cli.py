@@ -1,0 +1,175 @@
+"""`laya-eval`: play any Atari policy under a recorded protocol and score it fairly.
+
+Exit codes: 0 all games scored; 1 the policy failed on some game (each failure is recorded in
+the results with the offending value); 2 bad input (one line, `error: ...`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+
+from laya_eval.errors import EvalError
+from laya_eval.evaluate import RunConfig
+
+EXAMPLES = """examples:
+  laya-eval run --policy random --games Pong,Breakout --episodes 10 --out results.json
+  laya-eval run --policy constant:FIRE --games Breakout --cap none
+  laya-eval run --policy 'cmd:python examples/stdio_policy.py' --games Pong
+  laya-eval run --policy mypkg.policies:make_policy --policy-kwargs '{"size": 512}' --games Pong
+  laya-eval report results.json --out report/
+  laya-eval compare baseline.json candidate.json
+"""
+
+
+def _default(name):
+    return next(f.default for f in fields(RunConfig) if f.name == name)
+
+
+def _cap(text: str) -> int | None:
+    return None if text.lower() == "none" else int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="laya-eval", description="The independent judge of Atari policies: plays "
+                                "ALE v5 under a recorded protocol, normalises scores against random and expert "
+                                "baselines, flags games whose scores are not skill, and reports robust statistics.",
+                                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="play a policy on some games and write results.json",
+                       description="Play N episodes per game in lockstep (seeds SEED_BASE+i), ALE v5 defaults: "
+                       "sticky actions 0.25, frameskip 4, minimal action set, auto-FIRE after reset and lost lives "
+                       "for games with FIRE (not decisions; rewards count). A random baseline is measured in the "
+                       "same run. The results file is rewritten after each game; the same command again skips "
+                       "finished games.")
+    r.add_argument("--policy", required=True,
+                   help="NAME[:ARG] (entry point of group laya_eval.policies: random, noop, constant:ACTION, "
+                   "laya:CKPT, ...), module:attr (a factory), or cmd:COMMAND (stdio protocol)")
+    r.add_argument("--policy-kwargs", type=json.loads, default={}, help="JSON object of keyword arguments for the "
+                   "policy factory")
+    r.add_argument("--games", required=True, type=lambda s: [x for x in s.split(",") if x],
+                   help="ALE v5 game names, comma-separated")
+    r.add_argument("--episodes", type=int, default=_default("episodes"), help="per game (default %(default)s)")
+    r.add_argument("--seed-base", type=int, default=_default("seed_base"),
+                   help="episode i is seeded SEED_BASE+i (default %(default)s)")
+    r.add_argument("--cap", type=_cap, default=_default("cap"),
+                   help="decisions per episode, or 'none' for the full 108,000 frames (default %(default)s)")
+    mode = r.add_mutually_exclusive_group()
+    mode.add_argument("--greedy", dest="greedy", action="store_true", default=True,
+                      help="take the most probable action of a policy that returns probabilities (default)")
+    mode.add_argument("--sample", dest="greedy", action="store_false", help="draw from its probabilities instead")
+    r.add_argument("--random-episodes", type=int, default=_default("random_episodes"),
+                   help="episodes of the random baseline measured in this run, 0 for none (default %(default)s)")
+    r.add_argument("--baselines", help="expert/random baselines from dataset meta.json files: a file, an "
+                   "atari-data layout root, or a packed dataset repository")
+    r.add_argument("--threads", type=int, default=_default("threads"),
+                   help="emulator threads, 0 for one per core (default %(default)s)")
+    r.add_argument("--timeout", type=float, default=_default("timeout"),
+                   help="seconds a cmd: policy may take per call before it is killed (default %(default)s)")
+    r.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="ray plays games as Ray tasks (RAY_ADDRESS, else a local instance)")
+    r.add_argument("--out", default=_default("out"), help="results file (default %(default)s)")
+    r.add_argument("--restart", action="store_true", help="overwrite a results file made with other settings")
+
+    rep = sub.add_parser("report", help="markdown table and PNG plots of a results file")
+    rep.add_argument("results")
+    rep.add_argument("--out", help="folder for report.md, normalised.png and profile.png (default: print markdown)")
+
+    c = sub.add_parser("compare", help="per-game differences and probability of improvement of B over A")
+    c.add_argument("a", help="results file A (the reference)")
+    c.add_argument("b", help="results file B (the candidate)")
+
+    sub.add_parser("policies", help="list the policies registered under laya_eval.policies")
+    return p
+
+
+def cmd_run(a) -> int:
+    from laya_eval.evaluate import evaluate
+    from laya_eval.report import markdown
+
+    cfg = RunConfig(policy=a.policy, games=a.games, out=a.out, episodes=a.episodes, seed_base=a.seed_base,
+                    cap=a.cap, greedy=a.greedy, policy_kwargs=a.policy_kwargs, random_episodes=a.random_episodes,
+                    baselines=a.baselines, threads=a.threads, timeout=a.timeout, executor=a.executor,
+                    restart=a.restart)
+    results = evaluate(cfg)
+    print(markdown(results))
+    failed = results["summary"].get("failed", [])
+    if failed:
+        for g in failed:
+            print(f"failed: {g}: {results['games'][g]['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_report(a) -> int:
+    from laya_eval.evaluate import load_results
+    from laya_eval.report import markdown, write_report
+
+    results = load_results(a.results)
+    if a.out:
+        for path in write_report(results, a.out):
+            print(path)
+    else:
+        print(markdown(results))
+    return 0
+
+
+def cmd_compare(a) -> int:
+    import numpy as np
+
+    from laya_eval.evaluate import load_results
+    from laya_eval.stats import probability_of_improvement, stratified_bootstrap_ci
+
+    ra, rb = load_results(a.a), load_results(a.b)
+    if ra.get("protocol") != rb.get("protocol"):
+        print("warning: the two files were played under different protocols", file=sys.stderr)
+    print("| game | A mean | B mean | B − A | A normalised | B normalised |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    xs, ys = [], []
+    for game in [g for g in ra["games"] if g in rb["games"]]:
+        ga, gb = ra["games"][game], rb["games"][game]
+        if ga.get("error") or gb.get("error"):
+            print(f"| {game} | failed in {'A' if ga.get('error') else 'B'} | | | | |")
+            continue
+        na, nb = ga.get("normalised"), gb.get("normalised")
+        fa, fb = ("—" if v is None else f"{v:.3f}" for v in (na, nb))
+        print(f"| {game} | {ga['mean']:.1f} | {gb['mean']:.1f} | {gb['mean'] - ga['mean']:+.1f} | {fa} | {fb} |")
+        if ga.get("normalised_scores") and gb.get("normalised_scores"):
+            xs.append(np.asarray(gb["normalised_scores"]))
+            ys.append(np.asarray(ga["normalised_scores"]))
+    if xs:
+        p = probability_of_improvement(xs, ys)
+        lo, hi = stratified_bootstrap_ci(probability_of_improvement, xs, ys)
+        print(f"\nP(B > A) = {p:.3f} [{lo:.3f}, {hi:.3f}] over {len(xs)} games "
+              "(95% CI, stratified bootstrap over episodes)")
+    return 0
+
+
+def cmd_policies(a) -> int:
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group="laya_eval.policies"), key=lambda e: e.name):
+        print(f"{ep.name:<12} {ep.value}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "policies": cmd_policies}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except EvalError as e:
+        print(f"error: {e.render()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; the same command again resumes from the results file", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

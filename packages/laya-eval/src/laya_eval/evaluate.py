@@ -1,0 +1,205 @@
+"""A whole evaluation: every game, its random baseline, normalised scores, flags and a summary.
+
+The results file is rewritten (atomically) after every game. Running the same command again
+skips the games already scored; running it with other settings is refused unless restarted,
+so a file never mixes two protocols.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from laya_eval import __version__
+from laya_eval.baselines import (
+    EXCLUDED,
+    Baseline,
+    atari57,
+    choose_baseline,
+    flags_for,
+    normalise,
+    read_meta_baselines,
+)
+from laya_eval.errors import EvalError
+from laya_eval.games import resolve_game
+from laya_eval.policies import RandomPolicy, load_policy
+from laya_eval.protocol import EvalProtocol
+from laya_eval.runner import Episodes, play
+from laya_eval.stats import iqm, median_of_means, optimality_gap, stratified_bootstrap_ci
+
+
+@dataclass
+class RunConfig:
+    """What `laya-eval run` does; every flag maps to one field."""
+
+    policy: str
+    games: list[str]
+    out: str = "results.json"
+    episodes: int = 10
+    seed_base: int = 100_000
+    cap: int | None = 4_500
+    greedy: bool = True
+    policy_kwargs: dict = field(default_factory=dict)
+    random_episodes: int = 10
+    baselines: str | None = None
+    threads: int = 0
+    timeout: float = 60.0
+    executor: str = "local"
+    restart: bool = False
+
+    def __post_init__(self):
+        self.games = [resolve_game(g) for g in self.games]
+        if self.episodes < 1:
+            raise EvalError(f"{self.episodes} (expected at least 1)", field="--episodes")
+
+    def settings(self) -> dict:
+        """What a results file must have been made with to be resumed."""
+        return {"policy": self.policy, "policy_kwargs": self.policy_kwargs, "episodes": self.episodes,
+                "seed_base": self.seed_base, "cap": self.cap, "greedy": self.greedy,
+                "random_episodes": self.random_episodes, "baselines": self.baselines}
+
+
+def protocol_for(game: str, cap: int | None) -> EvalProtocol:
+    return EvalProtocol.ale_v5(game, decision_cap=cap)
+
+
+def score_game(game: str, ep: Episodes, rnd: Episodes | None, baseline: Baseline | None, cap: int | None,
+               human: tuple[float, float] | None) -> dict:
+    """One game's entry of the results file."""
+    scores = np.asarray(ep.scores, float)
+    result = {"game": game, "error": ep.error, "scores": ep.scores, "mean": float(scores.mean()),
+              "std": float(scores.std()), "steps": ep.steps, "capped": int(sum(ep.capped)), "actions": ep.actions,
+              "seconds": ep.seconds, "protocol": protocol_for(game, cap).to_dict()}
+    if rnd is not None:
+        result["random"] = {"scores": rnd.scores, "mean": float(np.mean(rnd.scores)), "seconds": rnd.seconds}
+    result["baseline"] = baseline.to_dict() if baseline else None
+    norm = normalise(result["mean"], baseline)
+    result["normalised"] = norm
+    result["normalised_scores"] = [normalise(s, baseline) for s in ep.scores] if norm is not None else None
+    result["human_normalised"] = (result["mean"] - human[0]) / (human[1] - human[0]) if human else None
+    random_mean = result.get("random", {}).get("mean", baseline.random if baseline else None)
+    result["beats_random"] = bool(random_mean is not None and result["mean"] > random_mean)
+    result["flags"] = flags_for(game, norm, baseline, cap)
+    result["excluded"] = game in EXCLUDED
+    return result
+
+
+def summarise(games: dict[str, dict], seed: int = 0) -> dict:
+    """Aggregates over scored games: excluded games and failed games are left out and counted."""
+    ok = [g for g in games.values() if not g.get("error") and not g["excluded"]]
+    valued = [g for g in ok if g["normalised"] is not None]
+    unflagged = [g for g in valued if not g["flags"]]
+    out = {"counts": {"games": len(games), "scored": len(ok), "with_normalised": len(valued),
+                      "unflagged": len(unflagged), "beats_random": sum(g["beats_random"] for g in ok)},
+           "failed": sorted(g["game"] for g in games.values() if g.get("error")),
+           "excluded": sorted(g["game"] for g in games.values() if g["excluded"]),
+           "flagged": sorted(g["game"] for g in valued if g["flags"])}
+    for name, subset in (("all", valued), ("unflagged", unflagged)):
+        per_game = [np.asarray(g["normalised_scores"], float) for g in subset]
+        if not per_game:
+            out[name] = None
+            continue
+        out[name] = {
+            "median": median_of_means(per_game),
+            "mean": float(np.mean([s.mean() for s in per_game])),
+            "iqm": iqm(per_game), "iqm_ci95": stratified_bootstrap_ci(iqm, per_game, seed=seed),
+            "optimality_gap": optimality_gap(per_game),
+            "optimality_gap_ci95": stratified_bootstrap_ci(optimality_gap, per_game, seed=seed),
+        }
+    return out
+
+
+def write_results(path: Path, results: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+RESULT_KEYS = ("settings", "protocol", "policy", "games", "summary")
+
+
+def load_results(path: str | Path) -> dict:
+    try:
+        results = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise EvalError("does not exist", file=str(path)) from None
+    except ValueError as e:
+        raise EvalError(f"is not a results file ({e})", file=str(path)) from None
+    missing = [k for k in RESULT_KEYS if not isinstance(results, dict) or k not in results]
+    if missing:
+        raise EvalError(f"is not a laya-eval results file (missing {', '.join(missing)})", file=str(path))
+    results["summary"] = summarise(results["games"])  # recomputed: the games are the record
+    return results
+
+
+def play_game(cfg: RunConfig, game: str, policy=None, progress=None) -> dict:
+    """Play and score one game (the unit of work any executor runs)."""
+    own = policy is None
+    if own:
+        policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout)
+    try:
+        proto = protocol_for(game, cfg.cap)
+        ep = play(policy, game, proto, cfg.episodes, cfg.seed_base, cfg.greedy, threads=cfg.threads,
+                  progress=progress)
+        rnd = None
+        if cfg.random_episodes > 0 and ep.error is None:
+            rnd = play(RandomPolicy(seed=cfg.seed_base), game, proto, cfg.random_episodes, cfg.seed_base,
+                       threads=cfg.threads)
+    finally:
+        if own and hasattr(policy, "close"):
+            policy.close()
+    extra = read_meta_baselines(cfg.baselines) if cfg.baselines else None
+    return score_game(game, ep, rnd, choose_baseline(game, cfg.cap, extra), cfg.cap, atari57().get(game))
+
+
+def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
+    """Run every game not yet in ``cfg.out``; returns the results, as written."""
+    from tqdm import tqdm
+
+    out = Path(cfg.out)
+    results = {"laya_eval": __version__, "settings": cfg.settings(),
+               "protocol": {k: v for k, v in protocol_for("Game", cfg.cap).to_dict().items() if k != "env_id"},
+               "policy": {"spec": cfg.policy, "kwargs": cfg.policy_kwargs}, "games": {}, "summary": {}}
+    if out.exists() and not cfg.restart:
+        old = load_results(out)
+        if old.get("settings") != cfg.settings():
+            diff = sorted(k for k in cfg.settings() if (old.get("settings") or {}).get(k) != cfg.settings()[k])
+            raise EvalError(f"was made with other settings ({', '.join(diff) or 'unreadable'}); use --restart to "
+                            "overwrite it or --out for a new file", file=str(out))
+        results = old
+    if cfg.baselines:
+        read_meta_baselines(cfg.baselines)  # fail now, not after the first game
+    todo = [g for g in cfg.games if g not in results["games"] or results["games"][g].get("error")]
+
+    def record(result: dict) -> None:
+        results["games"][result["game"]] = result
+        results["summary"] = summarise(results["games"])
+        write_results(out, results)
+
+    if cfg.executor == "ray":
+        from laya_eval.executors import ray_each
+        for result in ray_each(play_game, [(cfg, g) for g in todo]):
+            record(result)
+        return results
+    if cfg.executor != "local":
+        raise EvalError(f"unknown executor {cfg.executor!r} (expected local or ray)", field="--executor")
+    policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout) if todo else None
+    try:
+        for game in todo:
+            with tqdm(total=cfg.episodes, desc=game, unit="episode", disable=None if progress else True) as bar:
+                result = play_game(cfg, game, policy, bar)
+            identity = getattr(policy, "identity", None)  # what the policy says it is, if anything
+            if isinstance(identity, dict) and identity:
+                results["policy"]["identity"] = identity
+            record(result)
+    finally:
+        if hasattr(policy, "close"):
+            policy.close()
+    return results

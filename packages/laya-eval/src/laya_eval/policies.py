@@ -1,0 +1,134 @@
+"""How a policy plugs into laya-eval.
+
+A policy is any callable that takes a :class:`Batch` and returns, for its ``n`` rows, either
+actions (integers ``[n]``, indices into ``batch.actions``) or probabilities (floats ``[n, A]``;
+then ``--greedy``, the default, takes the top one and ``--sample`` draws). It may also define
+``reset(game, actions)``, called before each game, and ``close()``.
+
+``--policy`` finds one by:
+  * ``NAME[:ARG]``: the ``laya_eval.policies`` entry point NAME, called as ``factory(ARG, **kwargs)``;
+    built in: ``random``, ``noop``, ``constant:ACTION``; ``laya:CKPT`` once laya-policy is installed;
+  * ``module:attr``: a factory in an importable module, called as ``factory(**kwargs)``;
+  * ``cmd:COMMAND``: a subprocess speaking the stdio protocol (:mod:`laya_eval.stdio`), any language.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+import numpy as np
+
+from laya_eval.errors import EvalError
+
+GROUP = "laya_eval.policies"
+
+
+@dataclass
+class Batch:
+    """The decisions to make now, one row per episode that needs one."""
+
+    game: str
+    actions: tuple[str, ...]
+    frames: np.ndarray        # uint8 [n, 210, 160, 3]: the current screens
+    prev_frames: np.ndarray   # uint8 [n, 210, 160, 3]: the previous decisions' screens (a copy of the
+    #                           current one on an episode's first decision and after an auto-FIRE)
+    new_episode: np.ndarray   # bool [n]: the episode's first decision
+    episodes: np.ndarray      # int [n]: which episode of the game each row belongs to
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+
+class RandomPolicy:
+    """Uniform over the game's actions, from its own seeded random stream."""
+
+    def __init__(self, arg: str | None = None, seed: int = 0):
+        self.seed = int(arg) if arg else seed
+        self.rng = np.random.default_rng(self.seed)
+
+    def reset(self, game: str, actions) -> None:
+        self.rng = np.random.default_rng([self.seed, *game.encode()])
+
+    def __call__(self, batch: Batch) -> np.ndarray:
+        return self.rng.integers(len(batch.actions), size=len(batch))
+
+
+class ConstantPolicy:
+    """Always the same action, by name (``constant:FIRE``); NOOP when the game lacks it."""
+
+    def __init__(self, arg: str | None = None):
+        if not arg:
+            raise EvalError("constant needs an action name, e.g. constant:FIRE", field="--policy")
+        self.name = arg.upper()
+
+    def __call__(self, batch: Batch) -> np.ndarray:
+        index = batch.actions.index(self.name) if self.name in batch.actions else 0
+        return np.full(len(batch), index)
+
+
+class NoopPolicy(ConstantPolicy):
+    def __init__(self, arg: str | None = None):
+        super().__init__("NOOP")
+
+
+def load_policy(spec: str, kwargs: dict | None = None, timeout: float = 60.0):
+    """Resolve a ``--policy`` spec to a policy object."""
+    kwargs = kwargs or {}
+    if spec.startswith("cmd:"):
+        from laya_eval.stdio import StdioPolicy
+        return StdioPolicy(spec[4:], timeout=timeout)
+    name, _, arg = spec.partition(":")
+    found = {ep.name: ep for ep in entry_points(group=GROUP)}
+    if name in found:
+        try:
+            factory = found[name].load()
+        except ImportError as e:
+            raise EvalError(f"the {name!r} policy is registered but cannot be imported ({e})", field="--policy") \
+                from None
+        return factory(arg or None, **kwargs)
+    if arg:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as e:
+            raise EvalError(f"cannot import {name!r} ({e}); registered policies: {', '.join(sorted(found))}",
+                            field="--policy") from None
+        factory = getattr(module, arg, None)
+        if factory is None:
+            raise EvalError(f"module {name!r} has no attribute {arg!r}", field="--policy")
+        return factory(**kwargs)
+    raise EvalError(f"unknown policy {spec!r}; registered: {', '.join(sorted(found))}; or module:attr, "
+                    "or cmd:COMMAND", field="--policy")
+
+
+class PolicyError(Exception):
+    """The policy misbehaved: raised, hung, or answered out of range. Recorded per game."""
+
+
+def choose(out, batch: Batch, greedy: bool, rng: np.random.Generator) -> np.ndarray:
+    """Validate a policy's answer and turn it into one action index per row."""
+    n, a = len(batch), len(batch.actions)
+    try:
+        arr = np.asarray(out)
+    except Exception as e:  # noqa: BLE001 - anything that is not array-like
+        raise PolicyError(f"returned {type(out).__name__}, not an array ({e})") from None
+    if arr.dtype.kind in "iu" and arr.shape == (n,):
+        bad = arr[(arr < 0) | (arr >= a)]
+        if bad.size:
+            raise PolicyError(f"returned action {int(bad[0])}, out of range for {a} actions "
+                              f"({', '.join(batch.actions)})")
+        return arr.astype(np.int64)
+    if arr.dtype.kind == "f" and arr.shape == (n, a):
+        if not np.isfinite(arr).all():
+            raise PolicyError(f"returned non-finite probabilities {arr[~np.isfinite(arr).all(1)][0].tolist()}")
+        if (arr < 0).any() or (arr.sum(1) <= 0).any():
+            row = arr[((arr < 0).any(1)) | (arr.sum(1) <= 0)][0]
+            raise PolicyError(f"returned invalid probabilities {row.tolist()} (negative or all zero)")
+        if greedy:
+            return arr.argmax(1)
+        p = arr / arr.sum(1, keepdims=True)
+        u = rng.random(n)[:, None]
+        return np.minimum((p.cumsum(1) < u).sum(1), a - 1)
+    raise PolicyError(f"returned shape {arr.shape} ({arr.dtype}) for a batch of {n}; expected {n} action indices "
+                      f"or {n}x{a} probabilities")
