@@ -19,6 +19,9 @@ def ray_map(fn: Callable, items: Iterable) -> list:
     except ImportError:
         raise AtariDataError("--executor ray needs Ray: install atari-data[ray]", field="--executor") from None
     if not ray.is_initialized():
+        # Workers use this interpreter and its packages; Ray would otherwise rebuild a uv
+        # environment from a copy of the working directory when the driver runs under `uv run`.
+        os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False, include_dashboard=False)
     task = ray.remote(fn)
     return ray.get([task.remote(x) for x in items])

@@ -15,6 +15,9 @@ def ray_each(fn: Callable, calls: list[tuple]) -> Iterator:
     except ImportError:
         raise EvalError("--executor ray needs Ray: install laya-eval[ray]", field="--executor") from None
     if not ray.is_initialized():
+        # Workers use this interpreter and its packages; Ray would otherwise rebuild a uv
+        # environment from a copy of the working directory when the driver runs under `uv run`.
+        os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False, include_dashboard=False)
     task = ray.remote(fn)
     pending = [task.remote(*args) for args in calls]

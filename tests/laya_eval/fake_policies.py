@@ -1,0 +1,59 @@
+"""Policies that misbehave on purpose, or record what they were shown (for laya-eval's tests)."""
+
+import time
+
+import numpy as np
+
+
+class Recorder:
+    def __init__(self, action: int = 0):
+        self.action, self.batches, self.resets = action, [], []
+
+    def reset(self, game, actions):
+        self.resets.append((game, tuple(actions)))
+
+    def __call__(self, batch):
+        self.batches.append((batch.frames.copy(), batch.prev_frames.copy(), batch.new_episode.copy(),
+                             batch.episodes.copy()))
+        return np.full(len(batch), self.action)
+
+
+def raising(**_):
+    def policy(batch):
+        raise RuntimeError("model exploded")
+    return policy
+
+
+def out_of_range(**_):
+    return lambda batch: np.full(len(batch), 99)
+
+
+def nan_probs(**_):
+    return lambda batch: np.full((len(batch), len(batch.actions)), np.nan)
+
+
+def wrong_batch(**_):
+    return lambda batch: np.zeros(len(batch) + 1, dtype=int)
+
+
+def fails_on(game="Breakout", **_):
+    def policy(batch):
+        if batch.game == game:
+            raise ValueError(f"cannot play {game}")
+        return np.zeros(len(batch), dtype=int)
+    return policy
+
+
+def probs(prefer=1, **_):
+    def policy(batch):
+        p = np.full((len(batch), len(batch.actions)), 0.1)
+        p[:, prefer] = 1.0
+        return p
+    return policy
+
+
+def slow(seconds=0.05, **_):
+    def policy(batch):
+        time.sleep(seconds)
+        return np.zeros(len(batch), dtype=int)
+    return policy

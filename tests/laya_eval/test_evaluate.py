@@ -1,0 +1,192 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from laya_eval.baselines import REFERENCE, Baseline, choose_baseline, flags_for, normalise, read_meta_baselines
+from laya_eval.cli import main
+from laya_eval.errors import EvalError
+from laya_eval.evaluate import RunConfig, evaluate, load_results
+from laya_eval.policies import load_policy
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+FAST = dict(episodes=2, random_episodes=2, cap=80)
+
+
+def run(tmp_path, policy, games=("Pong",), **kw):
+    cfg = RunConfig(policy=policy, games=list(games), out=str(tmp_path / "results.json"), **{**FAST, **kw})
+    return evaluate(cfg, progress=False)
+
+
+def test_results_file_has_protocol_policy_games_and_summary(tmp_path):
+    res = run(tmp_path, "random", games=("Pong", "Breakout"))
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["games"].keys() == {"Pong", "Breakout"}
+    assert on_disk["protocol"]["repeat_action_probability"] == 0.25 and on_disk["protocol"]["decision_cap"] == 80
+    g = res["games"]["Pong"]
+    assert len(g["scores"]) == 2 and len(g["random"]["scores"]) == 2 and g["baseline"]["source"].startswith("reference")
+    assert g["normalised"] == pytest.approx((g["mean"] + 20.2) / (5.4 + 20.2))
+    assert g["protocol"]["env_id"] == "ALE/Pong-v5"
+    assert res["summary"]["counts"]["games"] == 2 and res["summary"]["all"]["iqm_ci95"]
+
+
+def test_rerun_skips_finished_games_and_other_settings_are_refused(tmp_path):
+    run(tmp_path, "random")
+    before = (tmp_path / "results.json").read_text()
+    run(tmp_path, "random")
+    assert (tmp_path / "results.json").read_text() == before, "nothing replayed"
+    run(tmp_path, "random", games=("Pong", "Freeway"))
+    assert load_results(tmp_path / "results.json")["games"].keys() == {"Pong", "Freeway"}
+    with pytest.raises(EvalError, match=r"other settings \(episodes\)"):
+        run(tmp_path, "random", episodes=3)
+    assert len(run(tmp_path, "random", episodes=3, restart=True)["games"]["Pong"]["scores"]) == 3
+
+
+@pytest.mark.parametrize("factory,message", [
+    ("raising", "raised RuntimeError: model exploded"),
+    ("out_of_range", "returned action 99, out of range for"),
+    ("nan_probs", "non-finite probabilities"),
+    ("wrong_batch", "returned shape (3,) (int64) for a batch of 2"),
+])
+def test_misbehaving_policies_are_recorded_per_game(tmp_path, capsys, factory, message):
+    rc = main(["run", "--policy", f"tests.laya_eval.fake_policies:{factory}", "--games", "Pong,Freeway",
+               "--episodes", "2", "--cap", "40", "--random-episodes", "0", "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert rc == 1 and message in err and "Traceback" not in err
+    res = load_results(tmp_path / "r.json")
+    assert message in res["games"]["Pong"]["error"] and message in res["games"]["Freeway"]["error"]
+    assert res["summary"]["failed"] == ["Freeway", "Pong"]
+
+
+def test_other_games_still_run_after_a_failure(tmp_path, capsys):
+    rc = main(["run", "--policy", "tests.laya_eval.fake_policies:fails_on", "--policy-kwargs", '{"game": "Pong"}',
+               "--games", "Pong,Freeway", "--episodes", "2", "--cap", "40", "--out", str(tmp_path / "r.json")])
+    assert rc == 1
+    res = load_results(tmp_path / "r.json")
+    assert "cannot play Pong" in res["games"]["Pong"]["error"]
+    assert res["games"]["Freeway"]["error"] is None and len(res["games"]["Freeway"]["scores"]) == 2
+
+
+def test_stdio_policy_and_the_standalone_example(tmp_path):
+    example = ROOT / "packages/laya-eval/examples/stdio_policy.py"
+    assert "laya_eval" not in example.read_text().split('"""', 2)[2], "the example must not import laya-eval"
+    res = run(tmp_path, f"cmd:{sys.executable} {example}", games=("Breakout",), episodes=2)
+    g = res["games"]["Breakout"]
+    assert g["error"] is None and sum(g["actions"].values()) == sum(g["steps"])
+    assert res["policy"]["identity"] == {"name": "brightest-column", "version": 1}
+
+
+def test_hung_subprocess_is_killed_at_its_timeout(tmp_path):
+    t = time.time()
+    res = run(tmp_path, f"cmd:{sys.executable} {HERE / 'hanging_policy.py'}", timeout=1.5)
+    assert "no answer to 'act' within 1.5s; killed" in res["games"]["Pong"]["error"]
+    assert time.time() - t < 30
+
+
+def test_policy_specs():
+    assert type(load_policy("constant:FIRE")).__name__ == "ConstantPolicy"
+    assert callable(load_policy("tests.laya_eval.fake_policies:slow", {"seconds": 0}))
+    with pytest.raises(EvalError, match="unknown policy 'nonsense'; registered: constant, noop, random"):
+        load_policy("nonsense")
+    with pytest.raises(EvalError, match="cannot import 'no_such_module'"):
+        load_policy("no_such_module:thing")
+    with pytest.raises(EvalError, match="has no attribute 'missing'"):
+        load_policy("tests.laya_eval.fake_policies:missing")
+
+
+def test_baseline_choice_normalisation_and_flags(tmp_path):
+    assert normalise(5.4, REFERENCE["Pong"]) == pytest.approx(1.0)
+    assert normalise(1.0, Baseline(3.0, 3.0, "x", 4500)) is None
+    meta = {"game": "Pong", "baselines": {"expert": "builtin", "expert_score": 10.0, "random_score": -21.0,
+                                          "expert_score_cap4500": 3.0, "random_score_cap4500": -20.0},
+            "protocol": {"decision_cap": 27000}}
+    (tmp_path / "expert2f" / "Pong").mkdir(parents=True)
+    (tmp_path / "expert2f" / "Pong" / "meta.json").write_text(json.dumps(meta))
+    extra = read_meta_baselines(tmp_path)
+    capped, full = choose_baseline("Pong", 4500, extra), choose_baseline("Pong", None, extra)
+    assert (capped.expert, capped.cap) == (3.0, 4500) and (full.expert, full.cap) == (10.0, None)
+    assert choose_baseline("Boxing", 4500, extra) is REFERENCE["Boxing"]
+    assert flags_for("Boxing", 0.5, REFERENCE["Boxing"], None) == [
+        "baselines measured with a cap of 4500, this run none"]
+    assert flags_for("Skiing", None, None, 4500) == ["the expert only presses NOOP", "no expert baseline"]
+    assert flags_for("Solaris", 0.1, Baseline(1.0, 2.0, "x", 4500), 4500) == [
+        "excluded: the expert scores below random", "the expert (1) is not above random (2)"]
+    assert flags_for("Pong", 1.7, REFERENCE["Pong"], 4500) == ["normalised score 1.70 outside [-0.5, 1.5]"]
+
+
+def test_bad_baselines_and_results_are_one_line_errors(tmp_path, capsys):
+    (tmp_path / "meta.json").write_text("{broken")
+    rc = main(["run", "--policy", "random", "--games", "Pong", "--baselines", str(tmp_path / "meta.json"),
+               "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and "is not a dataset meta.json" in err and err.count("\n") == 1
+    (tmp_path / "bad.json").write_text("[]")
+    assert main(["report", str(tmp_path / "bad.json")]) == 2
+    assert "is not a laya-eval results file" in capsys.readouterr().err
+    assert main(["run", "--policy", "random", "--games", "Pongg", "--out", str(tmp_path / "x.json")]) == 2
+    assert "did you mean Pong" in capsys.readouterr().err
+
+
+def test_report_and_compare(tmp_path, capsys):
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    run(a, "random", games=("Pong", "Breakout"))
+    run(b, "constant:FIRE", games=("Pong", "Breakout"))
+    assert main(["report", str(a / "results.json"), "--out", str(tmp_path / "rep")]) == 0
+    assert {p.name for p in (tmp_path / "rep").iterdir()} == {"report.md", "normalised.png", "profile.png"}
+    assert (tmp_path / "rep" / "normalised.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    capsys.readouterr()
+    assert main(["compare", str(a / "results.json"), str(b / "results.json")]) == 0
+    out = capsys.readouterr().out
+    assert "| Pong |" in out and "P(B > A) = " in out
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_rerun_completes(tmp_path):
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "laya_eval.cli", "run", "--policy", "tests.laya_eval.fake_policies:slow",
+           "--policy-kwargs", '{"seconds": 0.01}', "--games", "Pong,Breakout,Freeway", "--episodes", "2",
+           "--cap", "150", "--random-episodes", "1", "--out", str(out)]
+    p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (out.exists() and json.loads(out.read_text())["games"]):
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    partial = load_results(out)  # intact JSON with whole games only
+    assert 1 <= len(partial["games"]) < 3
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    final = load_results(out)
+    assert final["games"].keys() == {"Pong", "Breakout", "Freeway"}
+    for game, g in partial["games"].items():
+        assert final["games"][game]["scores"] == g["scores"]
+
+
+@pytest.mark.slow
+def test_ray_executor_gives_the_local_results(tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra (laya-eval[ray])")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    local = run(tmp_path / "a", "random", games=("Pong", "Breakout"))
+    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")  # workers use this interpreter
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = run(tmp_path / "b", "random", games=("Pong", "Breakout"), executor="ray")
+    finally:
+        ray.shutdown()
+    for game in ("Pong", "Breakout"):
+        assert remote["games"][game]["scores"] == local["games"][game]["scores"]
+        assert remote["games"][game]["random"] == {**local["games"][game]["random"],
+                                                   "seconds": remote["games"][game]["random"]["seconds"]}
+    assert np.isclose(remote["summary"]["all"]["iqm"], local["summary"]["all"]["iqm"])
