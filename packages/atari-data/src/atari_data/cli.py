@@ -173,8 +173,8 @@ def cmd_generate(a) -> int:
         line = f"{cfg.source}/{game}: {meta['train']['records']} train, {meta['val']['records']} val records"
         b = meta.get("baselines")
         if b:
-            line += (f"; expert {b['expert_score_cap4500']:g} vs random {b['random_score_cap4500']:g} "
-                     f"(mean of {len(b['expert_scores'])}, first 4500 decisions)")
+            line += (f"; expert {b['expert_score']:g} vs random {b['random_score']:g} "
+                     f"(mean of {len(b['expert_scores'])} episodes)")
         print(line)
     return 0
 

@@ -157,8 +157,9 @@ def measure_baselines(game: AtariGame, expert: Expert, cfg: GenerateConfig) -> d
             capped.append(game.score if at_cap is None else at_cap)
         out[f"{who}_score"] = round(float(np.mean(full)), 4)
         out[f"{who}_scores"] = full
-        out[f"{who}_score_cap{BASELINE_CAP}"] = round(float(np.mean(capped)), 4)
-        out[f"{who}_scores_cap{BASELINE_CAP}"] = capped
+        if cfg.decision_cap is None or cfg.decision_cap >= BASELINE_CAP:  # else they would not be cap-4500 scores
+            out[f"{who}_score_cap{BASELINE_CAP}"] = round(float(np.mean(capped)), 4)
+            out[f"{who}_scores_cap{BASELINE_CAP}"] = capped
     out["protocol"] = game.protocol.to_dict()
     return out
 

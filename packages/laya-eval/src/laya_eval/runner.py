@@ -64,6 +64,7 @@ def play(policy, game: str, protocol: EvalProtocol, episodes: int, seed_base: in
         obs, info = env.reset(seed=seed_base)
         frames = obs[:, 0]
         last = frames.copy()
+        all_rows = np.arange(episodes)
         lives = info["lives"].copy()
         while not done.all():
             firing = needs_fire & ~done
@@ -72,9 +73,15 @@ def play(policy, game: str, protocol: EvalProtocol, episodes: int, seed_base: in
             if fire is not None:
                 act[firing] = fire
             if decide.any():
-                idx = np.flatnonzero(decide)
-                cur = frames[idx]
-                prev = np.where(fresh[idx, None, None, None], cur, last[idx])
+                # Arrays handed to the policy are valid during the call; every step's screens are a
+                # fresh array from the environment, so the previous ones are kept by reference.
+                if fresh.any():
+                    last[fresh] = frames[fresh]  # first decision, or just after an auto-FIRE
+                if decide.all():
+                    idx, cur, prev = all_rows, frames, last
+                else:
+                    idx = np.flatnonzero(decide)
+                    cur, prev = frames[idx], last[idx]
                 batch = Batch(game, names, cur, prev, steps[idx] == 0, idx)
                 try:
                     out = policy(batch)
@@ -84,8 +91,11 @@ def play(policy, game: str, protocol: EvalProtocol, episodes: int, seed_base: in
                     raise PolicyError(f"raised {type(e).__name__}: {e}") from None
                 chosen = choose(out, batch, greedy, rng)
                 act[idx] = chosen
-                np.add.at(counts, chosen, 1)
-                last[idx] = cur
+                counts += np.bincount(chosen, minlength=len(names))
+                if decide.all():
+                    last = frames
+                else:
+                    last[idx] = cur
                 fresh[idx] = False
                 steps[idx] += 1
             obs, reward, term, trunc, info = env.step(act)
