@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from atari_data.errors import AtariDataError
 from atari_data.generate import GenerateConfig
@@ -110,6 +111,38 @@ def build_parser() -> argparse.ArgumentParser:
                    "needs atari-data[ray] (default %(default)s)")
     g.add_argument("--force", action="store_true", help="rewrite games that are already complete")
 
+    pk = sub.add_parser("pack", help="turn a layout into a Hub-ready dataset repository folder",
+                        description="Pack the ready games of ROOT into OUT: one config per source (splits train "
+                        "and validation) as Parquet shards that load_dataset(OUT, SOURCE) reads, WebDataset tar "
+                        "shards for streaming training, every meta.json, the JSON Schemas and a dataset card. "
+                        "The layout is validated first; the same layout always packs to the same bytes.")
+    pk.add_argument("root", help="layout root folder")
+    pk.add_argument("out", help="repository folder to create")
+    pk.add_argument("--sources", type=_csv, help="only these sources (comma-separated)")
+    pk.add_argument("--games", type=_csv, help="only these games (comma-separated)")
+    pk.add_argument("--shard-size", default="512MB", help="target shard size, e.g. 512MB or 1GB (default %(default)s)")
+    pk.add_argument("--formats", type=_csv, default=["parquet", "webdataset"],
+                    help="parquet (required: load_dataset reads it) and/or webdataset (default %(default)s)")
+    pk.add_argument("--name", default="atari", help="title of the dataset card (default %(default)s)")
+    pk.add_argument("--force", action="store_true", help="replace OUT if it exists")
+
+    pb = sub.add_parser("publish", help="upload a packed repository to the Hugging Face Hub (resumable)",
+                        description="Create the dataset repo if needed and upload OUT with upload_large_folder, "
+                        "which resumes an interrupted upload. The token comes from HF_TOKEN or `hf auth login` "
+                        "and is never printed.")
+    pb.add_argument("out", help="packed repository folder")
+    pb.add_argument("--repo", required=True, help="ORG/NAME on the Hub")
+    pb.add_argument("--private", action="store_true", help="create the repo private")
+    pb.add_argument("--revision", help="branch to upload to (created if missing)")
+    pb.add_argument("--dry-run", action="store_true", help="list what would be uploaded and print the card")
+
+    dr = sub.add_parser("doctor", help="check a packed or published dataset repository",
+                        description="Check that the card's YAML matches the files, every config and split loads "
+                        "with load_dataset, row counts match meta.json and the card, shards are readable tars "
+                        "without path traversal or stray members, the schema version is known, sizes are within "
+                        "Hub limits and every frame decodes. A Hub repo id is downloaded first.")
+    dr.add_argument("target", help="a packed repository folder, or ORG/NAME on the Hub")
+
     sub.add_parser("games", help="list the ALE v5 games and their minimal action sets")
 
     sc = sub.add_parser("schema", help="print the frozen schema (JSON Schema or the docs table)")
@@ -179,6 +212,53 @@ def cmd_generate(a) -> int:
     return 0
 
 
+def cmd_pack(a) -> int:
+    from atari_data.pack import PackConfig, pack, parse_size
+
+    cfg = PackConfig(root=a.root, out=a.out, sources=a.sources, games=a.games, shard_size=parse_size(a.shard_size),
+                     formats=tuple(a.formats), force=a.force, name=a.name)
+    summary = pack(cfg)
+    for source, conf in summary["configs"].items():
+        for split, s in conf["splits"].items():
+            print(f"{source}/{split}: {s['records']} records, {len(s['parquet'])} parquet and "
+                  f"{len(s['webdataset'])} webdataset shards")
+    print(f"packed into {a.out}; check it with `atari-data doctor {a.out}`")
+    return 0
+
+
+def cmd_publish(a) -> int:
+    from atari_data.hub import publish
+
+    files = publish(a.out, a.repo, private=a.private, revision=a.revision, dry_run=a.dry_run)
+    total = sum(size for _, size in files)
+    if a.dry_run:
+        for name, size in files:
+            print(f"{size:>14,}  {name}")
+        print(f"would upload {len(files)} files, {total:,} bytes, to dataset {a.repo}"
+              f"{' (private)' if a.private else ''}{f' branch {a.revision}' if a.revision else ''}")
+        print()
+        print((Path(a.out) / "README.md").read_text())
+    else:
+        print(f"uploaded {len(files)} files, {total:,} bytes, to https://huggingface.co/datasets/{a.repo}")
+    return 0
+
+
+def cmd_doctor(a) -> int:
+    from atari_data.hub import Doctor, resolve_repo
+
+    d = Doctor(resolve_repo(a.target)).run()
+    if d.defects:
+        for e in d.defects[:50]:
+            print(e.render())
+        if len(d.defects) > 50:
+            print(f"... and {len(d.defects) - 50} more defects")
+        return 2
+    for key, n in sorted(d.counts.items()):
+        print(f"{key}: {n} rows")
+    print(f"healthy: {a.target}")
+    return 0
+
+
 def cmd_games(a) -> int:
     from atari_data.actions import all_games, minimal_actions
 
@@ -205,8 +285,8 @@ def _print_table(df) -> None:
         print(df)
 
 
-COMMANDS = {"validate": cmd_validate, "stats": cmd_stats, "generate": cmd_generate,
-            "games": cmd_games, "schema": cmd_schema}
+COMMANDS = {"validate": cmd_validate, "stats": cmd_stats, "generate": cmd_generate, "pack": cmd_pack,
+            "publish": cmd_publish, "doctor": cmd_doctor, "games": cmd_games, "schema": cmd_schema}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to redo unfinished games", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,119 @@
+"""The dataset card of a packed repository: YAML that `datasets` reads, tables people read."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+from atari_data.protocol import BASELINE_CAP
+from atari_data.schema import RECORD, SCHEMA_VERSION, hf_features, markdown_table
+
+CITATIONS = """```bibtex
+@article{bellemare13arcade,
+  title   = {The Arcade Learning Environment: An Evaluation Platform for General Agents},
+  author  = {Bellemare, Marc G. and Naddaf, Yavar and Veness, Joel and Bowling, Michael},
+  journal = {Journal of Artificial Intelligence Research},
+  volume  = {47}, pages = {253--279}, year = {2013}
+}
+@article{machado18revisiting,
+  title   = {Revisiting the Arcade Learning Environment: Evaluation Protocols and Open Problems for General Agents},
+  author  = {Machado, Marlos C. and Bellemare, Marc G. and Talvitie, Erik and Veness, Joel and
+             Hausknecht, Matthew and Bowling, Michael},
+  journal = {Journal of Artificial Intelligence Research},
+  volume  = {61}, pages = {523--562}, year = {2018}
+}
+```"""
+
+
+def card_yaml(summary: dict, metas: dict[str, dict[str, dict]]) -> dict:
+    """The card's YAML header: configs with their data files, and each config's features and splits."""
+    import datasets
+
+    licenses = sorted({m["license"] for ms in metas.values() for m in ms.values()})
+    configs, infos = [], []
+    for i, (source, conf) in enumerate(summary["configs"].items()):
+        entry = {"config_name": source, "data_files": [
+            {"split": split, "path": f"data/{source}/{split}-*.parquet"}
+            for split, s in conf["splits"].items() if s["records"]]}
+        if i == 0:
+            entry["default"] = True
+        configs.append(entry)
+        info = datasets.DatasetInfo(features=hf_features(conf["frames"]))._to_yaml_dict()
+        info = {"config_name": source, **info,
+                "splits": [{"name": split, "num_bytes": s["bytes"], "num_examples": s["records"]}
+                           for split, s in conf["splits"].items()]}
+        infos.append(info)
+    return {"license": licenses[0].lower() if len(licenses) == 1 else "other", "pretty_name": "Atari game decisions",
+            "task_categories": ["reinforcement-learning", "image-classification"],
+            "tags": ["atari", "ale", "imitation-learning", "vision-language"],
+            "configs": configs, "dataset_info": infos, "schema_version": SCHEMA_VERSION}
+
+
+def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, dict]]) -> None:
+    header = yaml.safe_dump(card_yaml(summary, metas), sort_keys=False, allow_unicode=True)
+    first = next(iter(summary["configs"]))
+    lines = ["---", header.rstrip(), "---", "", f"# {name}", "",
+             "Game decisions for training vision-language policies: each row is one decision, the screen it was "
+             "taken on (and, for two-frame sources, the previous decision's screen), the game's buttons as the "
+             "options of a multiple-choice question, and the chosen button (and, where an expert gave one, its "
+             "probability distribution).", "", "## Use", "", "```python", "from datasets import load_dataset",
+             "", f'ds = load_dataset("ORG/NAME", "{first}", split="train")            # or streaming=True',
+             "row = ds[0]                 # row['image'] is a PIL image; question and provenance are JSON text",
+             "```", "", "Streaming the WebDataset shards for training (split by node and worker):", "",
+             "```python", "from atari_data.shards import records", "",
+             f'for rec in records("webdataset/{first}/train-{{000000..000000}}.tar"):',
+             "    rec['image'], rec['label'], rec['target']", "```", "",
+             "## Configs", "", "| config | games | train | validation | frames per record | frame formats | license | "
+             "origin |", "| --- | --- | ---: | ---: | ---: | --- | --- | --- |"]
+    for source, conf in summary["configs"].items():
+        ms = metas[source]
+        formats = ", ".join(sorted({m["frame_format"] for m in ms.values()}))
+        lic = ", ".join(sorted({m["license"] for m in ms.values()}))
+        origin = "; ".join(sorted({m["origin"] for m in ms.values()}))
+        lines.append(f"| `{source}` | {', '.join(sorted(ms))} | {conf['splits']['train']['records']} | "
+                     f"{conf['splits']['validation']['records']} | {conf['frames']} | {formats} | {lic} | {origin} |")
+    lines += ["", f"## Record schema (version {SCHEMA_VERSION})", "", markdown_table(RECORD), "",
+              "`schema/record.schema.json` and `schema/meta.schema.json` hold the JSON Schemas; "
+              "`meta/<config>/<Game>.json` holds every game's meta.json as written.", "", "## Evaluation protocol", ""]
+    protocols = {(s, m["protocol"]["env_id"].split("/")[0]): m["protocol"] for s, ms in metas.items()
+                 for m in ms.values() if m.get("protocol")}
+    if protocols:
+        keys = list(next(iter(protocols.values())))
+        lines += ["| config | " + " | ".join(k for k in keys if k != "env_id") + " |",
+                  "|" + " --- |" * len(keys)]
+        seen = set()
+        for (source, _), p in sorted(protocols.items()):
+            row = tuple(str(p[k]) for k in keys if k != "env_id")
+            if (source, row) not in seen:
+                seen.add((source, row))
+                lines.append(f"| `{source}` | " + " | ".join(row) + " |")
+    else:
+        lines.append("No source records an emulator protocol.")
+    lines += ["", "## Games", "", "| config | game | train records | train episodes | validation records | "
+              "label distribution (train) |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    for source, ms in metas.items():
+        for game, m in sorted(ms.items()):
+            labels = Counter(m["train"]["labels"])
+            total = sum(labels.values()) or 1
+            dist = ", ".join(f"{a} {c / total:.0%}" for a, c in labels.most_common())
+            lines.append(f"| `{source}` | {game} | {m['train']['records']} | {m['train']['episodes']} | "
+                         f"{m['val']['records']} | {dist} |")
+    base_rows = []
+    for source, ms in metas.items():
+        for game, m in sorted(ms.items()):
+            b = m.get("baselines")
+            if b:
+                capped = (f"{b[f'expert_score_cap{BASELINE_CAP}']:g} / {b[f'random_score_cap{BASELINE_CAP}']:g}"
+                          if f"expert_score_cap{BASELINE_CAP}" in b else "—")
+                base_rows.append(f"| `{source}` | {game} | {b.get('expert', '')} | {b['expert_score']:g} / "
+                                 f"{b['random_score']:g} | {capped} | {len(b['expert_scores'])} |")
+    if base_rows:
+        lines += ["", "## Baselines", "", f"Greedy expert / uniform random, mean episode score; also after the first "
+                  f"{BASELINE_CAP} decisions, which evaluation uses.", "",
+                  f"| config | game | expert | uncapped | first {BASELINE_CAP} decisions | episodes each |",
+                  "| --- | --- | --- | ---: | ---: | ---: |", *base_rows]
+    lines += ["", "## Citation", "", "The frames come from the Arcade Learning Environment; please cite it and the "
+              "sticky-action protocol:", "", CITATIONS, ""]
+    path.write_text("\n".join(lines))

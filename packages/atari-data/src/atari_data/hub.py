@@ -1,0 +1,211 @@
+"""Publishing a packed repository to the Hugging Face Hub, and checking one (`doctor`).
+
+The token comes from the usual places (HF_TOKEN, `huggingface-cli login`) and is never printed
+or logged: error messages from the Hub client are scrubbed of it before they are shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from atari_data.errors import AtariDataError
+from atari_data.schema import KNOWN_VERSIONS, RECORD
+
+MAX_SHARD_BYTES = 5_000_000_000
+MEMBER_RE = re.compile(r"([a-z][a-z0-9_]*-[A-Za-z0-9]+-e\d{6}-s\d{6})\.(json|png|jpg|prev\.png|prev\.jpg)\Z")
+
+
+def read_card(folder: Path) -> dict:
+    path = folder / "README.md"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        raise AtariDataError("is missing (not a packed dataset repository?)", file=str(path), field="README.md") \
+            from None
+    m = re.match(r"---\n(.*?)\n---\n", text, re.S)
+    if not m:
+        raise AtariDataError("has no YAML header", file=str(path), field="README.md")
+    try:
+        card = yaml.safe_load(m[1])
+    except yaml.YAMLError as e:
+        raise AtariDataError(f"YAML header does not parse ({e})", file=str(path), field="README.md") from None
+    if not isinstance(card, dict) or not card.get("configs"):
+        raise AtariDataError("YAML header has no configs", file=str(path), field="configs")
+    return card
+
+
+def _scrub(text: str) -> str:
+    token = os.environ.get("HF_TOKEN") or _stored_token()
+    return text.replace(token, "***") if token else text
+
+
+def _stored_token() -> str | None:
+    try:
+        from huggingface_hub import get_token
+        return get_token()
+    except Exception:  # noqa: BLE001 - no token is fine here
+        return None
+
+
+def publish(folder: str | Path, repo: str, private: bool = False, revision: str | None = None,
+            dry_run: bool = False) -> list[tuple[str, int]]:
+    """Upload ``folder`` (resumable) to the dataset repo ``repo``; returns the files and sizes."""
+    folder = Path(folder)
+    read_card(folder)
+    files = sorted((str(p.relative_to(folder)), p.stat().st_size) for p in folder.rglob("*") if p.is_file())
+    if dry_run:
+        return files
+    from huggingface_hub import HfApi
+
+    try:
+        api = HfApi()
+        api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
+        if revision:
+            api.create_branch(repo, branch=revision, repo_type="dataset", exist_ok=True)
+        api.upload_large_folder(repo_id=repo, folder_path=str(folder), repo_type="dataset", revision=revision,
+                                private=private)
+    except Exception as e:  # noqa: BLE001 - offline, network, auth: all reported on one line
+        raise AtariDataError(f"cannot publish to the Hub ({type(e).__name__}: {_scrub(str(e)).splitlines()[0]})",
+                             field="--repo") from None
+    return files
+
+
+# -- doctor ------------------------------------------------------------------------------------------
+
+@dataclass
+class Doctor:
+    folder: Path
+    defects: list[AtariDataError] = field(default_factory=list)
+    counts: dict = field(default_factory=dict)
+
+    def defect(self, file, fld: str, msg: str) -> None:
+        self.defects.append(AtariDataError(msg, file=str(file), field=fld))
+
+    def run(self) -> Doctor:
+        try:
+            card = read_card(self.folder)
+        except AtariDataError as e:
+            self.defects.append(e)
+            return self
+        version = card.get("schema_version")
+        if version not in KNOWN_VERSIONS:
+            self.defect(self.folder / "README.md", "schema_version", f"{version!r} is not a known schema version "
+                                                                       f"({', '.join(map(str, KNOWN_VERSIONS))})")
+        claimed = set()
+        infos = {i.get("config_name"): i for i in card.get("dataset_info") or []}
+        for conf in card["configs"]:
+            name = conf.get("config_name")
+            for df in conf.get("data_files", []):
+                matched = sorted(self.folder.glob(df["path"]))
+                if not matched:
+                    self.defect(self.folder / "README.md", f"configs.{name}.{df['split']}",
+                                f"{df['path']} matches no file")
+                claimed.update(matched)
+            self._config(name, conf, infos.get(name, {}))
+        for p in sorted((self.folder / "data").rglob("*")) if (self.folder / "data").exists() else []:
+            if p.is_file() and p not in claimed:
+                self.defect(p, "(file)", "belongs to no config in the card")
+        self._limits()
+        return self
+
+    def _config(self, name: str, conf: dict, info: dict) -> None:
+        from datasets import load_dataset
+
+        metas = {}
+        for f in sorted((self.folder / "meta" / name).glob("*.json")):
+            try:
+                metas[f.stem] = json.loads(f.read_text())
+            except ValueError as e:
+                self.defect(f, "(file)", f"is not valid JSON ({e})")
+        expected_by_split = {"train": sum(m.get("train", {}).get("records", 0) for m in metas.values()),
+                             "validation": sum(m.get("val", {}).get("records", 0) for m in metas.values())}
+        stated = {s.get("name"): s.get("num_examples") for s in info.get("splits", [])}
+        for df in conf.get("data_files", []):
+            split = df["split"]
+            try:
+                ds = load_dataset(str(self.folder), name, split=split)
+            except Exception as e:  # noqa: BLE001 - whatever `datasets` raises, it is a defect of the repo
+                self.defect(self.folder / "README.md", f"configs.{name}.{split}",
+                            f"does not load ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+                continue
+            if set(ds.column_names) - set(RECORD.names) or {"id", "image", "label"} - set(ds.column_names):
+                self.defect(self.folder / df["path"], "columns", f"{ds.column_names} are not the schema's fields")
+            n = len(ds)
+            self.counts[f"{name}/{split}"] = n
+            if n != expected_by_split.get(split):
+                self.defect(self.folder / "meta" / name, f"{split}.records",
+                            f"meta.json files say {expected_by_split.get(split)}, the data has {n}")
+            if split in stated and stated[split] != n:
+                self.defect(self.folder / "README.md", f"dataset_info.{name}.{split}",
+                            f"says {stated[split]} examples, the data has {n}")
+            for i in range(n):
+                try:
+                    row = ds[i]
+                    for key in ("image", "prev_image"):
+                        if row.get(key) is not None:
+                            row[key].load()
+                except Exception as e:  # noqa: BLE001 - an undecodable frame
+                    self.defect(self.folder / df["path"], f"row {i}", f"does not decode ({type(e).__name__}: {e})")
+            self._tars(name, split, n)
+
+    def _tars(self, name: str, split: str, n_rows: int) -> None:
+        tars = sorted((self.folder / "webdataset" / name).glob(f"{split}-*.tar"))
+        if not tars:
+            return
+        samples = 0
+        for t in tars:
+            try:
+                with tarfile.open(t) as tf:
+                    keys: dict[str, set] = {}
+                    for m in tf:
+                        if not m.isfile() or m.name.startswith("/") or ".." in m.name.split("/") or "/" in m.name:
+                            self.defect(t, m.name, "is not a plain file at the top of the shard (path traversal?)")
+                            continue
+                        mm = MEMBER_RE.match(m.name)
+                        if not mm:
+                            self.defect(t, m.name, "is a stray member (expected <id>.json, <id>.png, <id>.prev.png)")
+                            continue
+                        keys.setdefault(mm[1], set()).add(mm[2])
+                    for key, exts in keys.items():
+                        if "json" not in exts or not exts & {"png", "jpg"}:
+                            self.defect(t, key, f"has {sorted(exts)}; a sample needs json and an image")
+                    samples += len(keys)
+            except (tarfile.TarError, OSError) as e:
+                self.defect(t, "(file)", f"is not a readable tar ({e})")
+        if samples != n_rows:
+            self.defect(self.folder / "webdataset" / name, split, f"{samples} samples, the parquet split has {n_rows}")
+
+    def _limits(self) -> None:
+        files = [p for p in self.folder.rglob("*") if p.is_file()]
+        if len(files) > 100_000:
+            self.defect(self.folder, "(files)", f"{len(files)} files, over the Hub's 100,000")
+        per: dict[Path, int] = {}
+        for p in files:
+            per[p.parent] = per.get(p.parent, 0) + 1
+            if p.stat().st_size > MAX_SHARD_BYTES:
+                self.defect(p, "(size)", f"{p.stat().st_size} bytes, over the Hub's 5 GB per file")
+        for d, n in per.items():
+            if n > 10_000:
+                self.defect(d, "(files)", f"{n} files in one folder, over the Hub's 10,000")
+
+
+def resolve_repo(target: str) -> Path:
+    """A local folder, or a Hub dataset repo id downloaded to the local cache."""
+    path = Path(target)
+    if path.exists():
+        return path
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(target, repo_type="dataset"))
+    except Exception as e:  # noqa: BLE001 - offline, missing repo, auth
+        why = _scrub(str(e)).splitlines()[0] if str(e) else ""
+        raise AtariDataError(f"is neither a folder nor a reachable Hub dataset ({type(e).__name__}: {why})",
+                             file=target, field="repo") from None

@@ -1,0 +1,255 @@
+"""Turn the ready games of a layout into a Hub-ready dataset repository folder.
+
+    OUT/
+      README.md                               dataset card: YAML configs and features, tables
+      data/<source>/{train,validation}-NNNNN-of-NNNNN.parquet     what load_dataset reads
+      webdataset/<source>/{train,validation}-NNNNNN.tar           what training streams
+      meta/<source>/<Game>.json               every game's meta.json, verbatim
+      schema/{record,meta}.schema.json        the frozen schema
+
+One config per source, splits ``train`` and ``validation``. Parquet rows are the record fields,
+flat (frames as HF ``Image``, ``question`` and ``provenance`` as JSON text). A WebDataset sample
+is ``<id>.json`` (the record without its image paths), ``<id>.png`` and, for two-frame sources,
+``<id>.prev.png``. Files are written in a fixed order with fixed metadata, so the same layout
+always packs to the same bytes. The folder is built beside OUT and renamed into place.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import shutil
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from atari_data.errors import AtariDataError
+from atari_data.layout import GameDir, list_games, safe_join
+from atari_data.schema import SCHEMA_VERSION, encode_json, hf_features, json_schema
+
+log = logging.getLogger(__name__)
+
+HF_SPLITS = {"train": "train", "val": "validation"}
+ROWS_PER_GROUP = 500
+MAX_FILES_PER_FOLDER = 10_000
+MAX_FILES = 100_000
+
+
+def parse_size(text: str | int) -> int:
+    """'512MB', '1GB', '300KB' or a number of bytes."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?B?)\s*", str(text).upper())
+    if not m:
+        raise AtariDataError(f"{text!r} is not a size like 512MB", field="--shard-size")
+    unit = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "M": 1e6, "MB": 1e6, "G": 1e9, "GB": 1e9}[m[2]]
+    size = int(float(m[1]) * unit)
+    if size <= 0:
+        raise AtariDataError(f"{text!r} must be positive", field="--shard-size")
+    return size
+
+
+@dataclass
+class PackConfig:
+    root: str
+    out: str
+    sources: list[str] | None = None
+    games: list[str] | None = None
+    shard_size: int = 512_000_000
+    formats: tuple[str, ...] = ("parquet", "webdataset")
+    force: bool = False
+    name: str = "atari"
+    summary: dict = field(default_factory=dict, init=False)
+
+
+def layout_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, bytes, bytes | None]]:
+    """(record, image bytes, previous image bytes) in a fixed order: games sorted, records as written."""
+    for g in games:
+        for rec in g.records(split):
+            image = safe_join(g.path, rec["image"]).read_bytes()
+            prev = safe_join(g.path, rec["prev_image"]).read_bytes() if "prev_image" in rec else None
+            yield rec, image, prev
+
+
+def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
+    """A record as a row of the HF features: frames as Image structs, free mappings as JSON text."""
+    row = {}
+    for name in names:
+        if name == "image":
+            row[name] = {"bytes": image, "path": None}
+        elif name == "prev_image":
+            row[name] = {"bytes": prev, "path": None}
+        elif name in ("question", "provenance"):
+            row[name] = encode_json(rec[name]) if name in rec else None
+        else:
+            row[name] = rec.get(name)
+    return row
+
+
+class _ParquetShards:
+    def __init__(self, folder: Path, split: str, frames: int, shard_size: int):
+        import pyarrow as pa
+
+        self.folder, self.split, self.shard_size = folder, split, shard_size
+        self.features = hf_features(frames)
+        self.schema: pa.Schema = self.features.arrow_schema
+        self.names, self.rows, self.bytes, self.writer, self.shards = list(self.features), [], 0, None, []
+        self.arrow_bytes = 0  # what the split takes in memory, for the card's num_bytes
+
+    def add(self, rec: dict, image: bytes, prev: bytes | None) -> None:
+        self.rows.append(hf_row(rec, image, prev, self.names))
+        self.bytes += len(image) + len(prev or b"") + 600
+        if len(self.rows) >= ROWS_PER_GROUP:
+            self._flush()
+        if self.bytes >= self.shard_size:
+            self._close_shard()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self.rows:
+            return
+        if self.writer is None:
+            path = self.folder / f".{self.split}-{len(self.shards):05d}.parquet.tmp"
+            self.shards.append(path)
+            self.writer = pq.ParquetWriter(path, self.schema, compression="zstd", write_statistics=False)
+        table = pa.Table.from_pylist(self.rows, schema=self.schema)
+        self.arrow_bytes += table.nbytes
+        self.writer.write_table(table)
+        self.rows = []
+
+    def _close_shard(self) -> None:
+        self._flush()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        self.bytes = 0
+
+    def close(self) -> list[Path]:
+        self._close_shard()
+        n = len(self.shards)
+        out = []
+        for i, tmp in enumerate(self.shards):
+            final = self.folder / f"{self.split}-{i:05d}-of-{n:05d}.parquet"
+            os.replace(tmp, final)
+            out.append(final)
+        return out
+
+
+class _TarShards:
+    def __init__(self, folder: Path, split: str, shard_size: int):
+        self.folder, self.split, self.shard_size = folder, split, shard_size
+        self.tar: tarfile.TarFile | None = None
+        self.bytes, self.paths = 0, []
+
+    def _member(self, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode, info.uid, info.gid, info.uname, info.gname = len(data), 0, 0o644, 0, 0, "", ""
+        self.tar.addfile(info, io.BytesIO(data))
+        self.bytes += len(data) + 1024
+
+    def add(self, rec: dict, image: bytes, prev: bytes | None) -> None:
+        if self.tar is None:
+            path = self.folder / f"{self.split}-{len(self.paths):06d}.tar"
+            self.paths.append(path)
+            self.tar = tarfile.open(path, "w", format=tarfile.USTAR_FORMAT)
+        body = {k: v for k, v in rec.items() if k not in ("image", "prev_image")}
+        self._member(f"{rec['id']}.json", json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+        self._member(f"{rec['id']}{rec['image'][-4:]}", image)
+        if prev is not None:
+            self._member(f"{rec['id']}.prev{rec['prev_image'][-4:]}", prev)
+        if self.bytes >= self.shard_size:
+            self.close()
+
+    def close(self) -> list[Path]:
+        if self.tar is not None:
+            self.tar.close()
+            self.tar, self.bytes = None, 0
+        return self.paths
+
+
+def pack(cfg: PackConfig) -> dict:
+    """Pack and return a summary: configs, splits, records, shards and files."""
+    from atari_data.card import write_card
+    from atari_data.validate import validate
+
+    unknown = set(cfg.formats) - {"parquet", "webdataset"}
+    if unknown or "parquet" not in cfg.formats:
+        raise AtariDataError(f"formats {sorted(cfg.formats)}: parquet is required (load_dataset reads it), "
+                             "webdataset is optional", field="--formats")
+    games = list_games(cfg.root, cfg.sources, cfg.games)
+    if not games:
+        raise AtariDataError("has no ready games to pack", file=str(cfg.root), field="root")
+    report = validate(cfg.root, cfg.sources, cfg.games)
+    if not report.ok:
+        raise AtariDataError(f"{len(report.defects)} defects, e.g. {report.defects[0].render()}; run "
+                             "`atari-data validate` first", file=str(cfg.root), field="root")
+    out = Path(cfg.out)
+    if out.exists() and not cfg.force:
+        raise AtariDataError("exists; use --force to replace it", file=str(out), field="OUT")
+    tmp = out.with_name(f".{out.name}.partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    by_source: dict[str, list[GameDir]] = {}
+    for g in games:
+        by_source.setdefault(g.source, []).append(g)
+
+    summary: dict = {"configs": {}}
+    metas: dict[str, dict[str, dict]] = {}
+    for source, gs in sorted(by_source.items()):
+        metas[source] = {g.game: g.meta() for g in gs}
+        frames = {m["frames"] for m in metas[source].values()}
+        if len(frames) != 1:
+            raise AtariDataError(f"games of source {source} mix one- and two-frame records", field="frames")
+        frames = frames.pop()
+        (tmp / "meta" / source).mkdir(parents=True)
+        for g in gs:
+            shutil.copyfile(g.path / "meta.json", tmp / "meta" / source / f"{g.game}.json")
+        conf = {"frames": frames, "splits": {}}
+        for split, hf_split in HF_SPLITS.items():
+            pq_dir, wds_dir = tmp / "data" / source, tmp / "webdataset" / source
+            pq_dir.mkdir(parents=True, exist_ok=True)
+            writers = [_ParquetShards(pq_dir, hf_split, frames, cfg.shard_size)]
+            if "webdataset" in cfg.formats:
+                wds_dir.mkdir(parents=True, exist_ok=True)
+                writers.append(_TarShards(wds_dir, hf_split, cfg.shard_size))
+            n = 0
+            for row in layout_rows(gs, split):
+                for w in writers:
+                    w.add(*row)
+                n += 1
+            shards = [w.close() for w in writers]
+            conf["splits"][hf_split] = {"records": n, "bytes": writers[0].arrow_bytes,
+                                        "parquet": [p.name for p in shards[0]],
+                                        "webdataset": [p.name for p in shards[1]] if len(shards) > 1 else []}
+        summary["configs"][source] = conf
+    (tmp / "schema").mkdir()
+    for kind in ("record", "meta"):
+        (tmp / "schema" / f"{kind}.schema.json").write_text(json.dumps(json_schema(kind), indent=2) + "\n")
+    write_card(tmp / "README.md", cfg.name, summary, metas)
+    _check_hub_limits(tmp)
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    summary["schema_version"] = SCHEMA_VERSION
+    cfg.summary = summary
+    return summary
+
+
+def _check_hub_limits(folder: Path) -> None:
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    if len(files) > MAX_FILES:
+        raise AtariDataError(f"{len(files)} files, over the Hub's {MAX_FILES}; use a larger --shard-size",
+                             file=str(folder), field="--shard-size")
+    per_folder: dict[Path, int] = {}
+    for p in files:
+        per_folder[p.parent] = per_folder.get(p.parent, 0) + 1
+    for d, n in per_folder.items():
+        if n > MAX_FILES_PER_FOLDER:
+            raise AtariDataError(f"{n} files in one folder, over the Hub's {MAX_FILES_PER_FOLDER}; use a larger "
+                                 "--shard-size", file=str(d), field="--shard-size")
