@@ -1,0 +1,233 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+import yaml
+
+import atari_data.pack as pack_mod
+from atari_data.cli import main
+from atari_data.errors import AtariDataError
+from atari_data.hub import read_card
+from atari_data.layout import list_games
+from atari_data.pack import PackConfig, pack, parse_size
+from atari_data.schema import RECORD
+
+
+@pytest.fixture(scope="module")
+def packed(layout_master, tmp_path_factory):
+    out = tmp_path_factory.mktemp("packed") / "repo"
+    pack(PackConfig(root=str(layout_master), out=str(out), shard_size=150_000))
+    return out
+
+
+def tree(root):
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_layout_of_the_repository(packed):
+    names = {str(p.relative_to(packed)) for p in packed.rglob("*") if p.is_file()}
+    assert {"README.md", "schema/record.schema.json", "schema/meta.schema.json", "meta/expert2f/Breakout.json",
+            "meta/expert/Pong.json"} <= names
+    assert any(n.startswith("data/expert2f/train-00000-of-") for n in names)
+    assert sum(n.startswith("webdataset/expert2f/train-") for n in names) >= 2, "small shard size, several shards"
+    card = read_card(packed)
+    assert [c["config_name"] for c in card["configs"]] == ["expert", "expert2f"] and card["configs"][0]["default"]
+    assert card["schema_version"] == 1 and card["license"] == "mit"
+    text = (packed / "README.md").read_text()
+    for heading in ("## Record schema (version 1)", "## Evaluation protocol", "## Games", "## Baselines", "## Citation"):
+        assert heading in text
+
+
+def test_same_layout_same_bytes(layout_master, packed, tmp_path):
+    again = tmp_path / "again"
+    pack(PackConfig(root=str(layout_master), out=str(again), shard_size=150_000))
+    assert tree(again) == tree(packed)
+
+
+LOAD = """
+import json, sys
+import numpy as np
+from datasets import load_dataset
+repo, config = sys.argv[1], sys.argv[2]
+out = {}
+for split in ("train", "validation"):
+    ds = load_dataset(repo, config, split=split)
+    rows = [dict(r) for r in ds]
+    stream = list(load_dataset(repo, config, split=split, streaming=True))
+    assert [r["id"] for r in stream] == [r["id"] for r in rows]
+    out[split] = {"columns": ds.column_names, "ids": [r["id"] for r in rows],
+                  "labels": [r["label"] for r in rows], "targets": [r["target"] for r in rows],
+                  "questions": [json.loads(r["question"]) for r in rows],
+                  "provenance": [json.loads(r["provenance"]) for r in rows],
+                  "pixels": [int(np.asarray(r["image"]).astype(np.int64).sum()) for r in rows],
+                  "prev": [None if r.get("prev_image") is None else int(np.asarray(r["prev_image"]).sum())
+                           for r in rows]}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("config,game", [("expert2f", "Breakout"), ("expert", "Pong")])
+def test_load_dataset_in_a_fresh_offline_process(packed, layout_master, config, game):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    res = subprocess.run([sys.executable, "-c", LOAD, str(packed), config], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    g = next(g for g in list_games(layout_master) if g.source == config and g.game == game)
+    for split, layout_split in (("train", "train"), ("validation", "val")):
+        recs = list(g.records(layout_split))
+        s = got[split]
+        expected_cols = [f for f in RECORD.names if config == "expert2f" or f != "prev_image"]
+        assert s["columns"] == expected_cols
+        assert s["ids"] == [r["id"] for r in recs]
+        assert s["labels"] == [r["label"] for r in recs] and s["targets"] == [r["target"] for r in recs]
+        assert s["questions"] == [r["question"] for r in recs]
+        assert s["provenance"] == [r["provenance"] for r in recs]
+        assert s["pixels"] == [int(g.frame(r).astype(np.int64).sum()) for r in recs]
+        if config == "expert2f":
+            assert s["prev"] == [int(g.frame(r, prev=True).astype(np.int64).sum()) for r in recs]
+
+
+def test_webdataset_shards_read_raw_and_through_the_helper(packed, layout_master):
+    import webdataset as wds
+
+    from atari_data.shards import records
+
+    urls = sorted(str(p) for p in (packed / "webdataset" / "expert2f").glob("train-*.tar"))
+    raw = list(wds.WebDataset(urls, shardshuffle=False, empty_check=False))
+    assert all({"json", "png", "prev.png"} <= set(s) for s in raw)
+    recs = list(records(urls, split=False))
+    g = next(g for g in list_games(layout_master) if g.source == "expert2f")
+    layout = list(g.records("train"))
+    assert [r["id"] for r in recs] == [r["id"] for r in layout]
+    for r, lr in zip(recs, layout, strict=True):
+        assert np.array_equal(r["image"], g.frame(lr)) and np.array_equal(r["prev_image"], g.frame(lr, prev=True))
+        assert r["label"] == lr["label"] and r["question"] == lr["question"]
+
+
+def test_shards_are_split_across_dataloader_workers(packed):
+    import torch
+
+    from atari_data.shards import records
+
+    urls = sorted(str(p) for p in (packed / "webdataset" / "expert2f").glob("train-*.tar"))
+    assert len(urls) >= 2
+    ids_one = [r["id"] for r in records(urls)]
+    loader = torch.utils.data.DataLoader(records(urls).map(lambda r: r["id"]), num_workers=2, batch_size=None)
+    ids_two = list(loader)
+    assert sorted(ids_two) == sorted(ids_one), "every sample exactly once across workers"
+
+
+def test_tar_members_are_deterministic_and_plain(packed):
+    for t in (packed / "webdataset").rglob("*.tar"):
+        with tarfile.open(t) as tf:
+            for m in tf:
+                assert m.isfile() and "/" not in m.name and m.mtime == 0 and m.uid == 0 and m.uname == ""
+
+
+def test_datasets_builder_reads_the_layout_like_the_packed_config(layout_master, packed, tmp_path):
+    from datasets import load_dataset
+
+    from atari_data.hf import AtariLayout
+
+    b = AtariLayout(data_dir=str(layout_master), source="expert2f", cache_dir=str(tmp_path / "cache"))
+    b.download_and_prepare()
+    direct = b.as_dataset(split="validation")
+    via_pack = load_dataset(str(packed), "expert2f", split="validation", cache_dir=str(tmp_path / "cache2"))
+    assert direct.column_names == via_pack.column_names
+    assert direct["id"] == via_pack["id"] and direct["target"] == via_pack["target"]
+    assert np.array_equal(np.asarray(direct[0]["image"]), np.asarray(via_pack[0]["image"]))
+
+
+def test_doctor_passes_a_good_repo(packed, capsys):
+    assert main(["doctor", str(packed)]) == 0
+    out = capsys.readouterr().out
+    assert "healthy" in out and "expert2f/train:" in out
+
+
+def _broken(packed, tmp_path, how):
+    repo = tmp_path / "broken"
+    shutil.copytree(packed, repo)
+    how(repo)
+    return repo
+
+
+def _add_member(tar_path, name, data=b"x"):
+    import io
+    with tarfile.open(tar_path, "a") as tf:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("how,message", [
+    (lambda r: next((r / "data" / "expert").glob("train-*.parquet")).unlink(), "does not load"),
+    (lambda r: [p.unlink() for p in (r / "data" / "expert").glob("train-*.parquet")], "matches no file"),
+    (lambda r: (r / "data" / "expert2f" / "extra.parquet").write_bytes(b"junk"), "belongs to no config"),
+    (lambda r: _add_member(next((r / "webdataset" / "expert2f").glob("train-*.tar")), "../evil.png"),
+     "path traversal"),
+    (lambda r: _add_member(next((r / "webdataset" / "expert2f").glob("train-*.tar")), "notes.txt"), "stray member"),
+    (lambda r: (r / "README.md").write_text((r / "README.md").read_text().replace("schema_version: 1",
+                                                                                  "schema_version: 99")),
+     "99 is not a known schema version"),
+    (lambda r: (r / "meta" / "expert" / "Pong.json").write_text(
+        json.dumps({**json.loads((r / "meta" / "expert" / "Pong.json").read_text()),
+                    "train": {"records": 1, "episodes": 1, "labels": {}}})), "meta.json files say 1"),
+    (lambda r: (r / "README.md").write_text("no card"), "has no YAML header"),
+])
+def test_doctor_finds_broken_repos(packed, tmp_path, capsys, how, message):
+    repo = _broken(packed, tmp_path, how)
+    assert main(["doctor", str(repo)]) == 2
+    out = capsys.readouterr().out
+    assert message in out and "Traceback" not in out
+
+
+def test_publish_dry_run_and_offline_error_never_show_the_token(packed, capsys, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_SECRETtoken123")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["-v", "publish", str(packed), "--repo", "me/atari", "--dry-run"]) == 0
+    out = capsys.readouterr()
+    assert "README.md" in out.out and "would upload" in out.out and "configs:" in out.out
+    assert main(["-v", "publish", str(packed), "--repo", "me/atari", "--private"]) == 2
+    err = capsys.readouterr()
+    assert err.err.startswith("error: --repo: cannot publish to the Hub") and err.err.count("\n") == 1
+    for text in (out.out, out.err, err.out, err.err):
+        assert "hf_SECRETtoken123" not in text
+
+
+def test_doctor_of_an_unreachable_hub_repo_is_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["doctor", "someone/atari-data-that-is-not-here"]) == 2
+    err = capsys.readouterr().err
+    assert "is neither a folder nor a reachable Hub dataset" in err and err.count("\n") == 1
+
+
+def test_pack_refuses_bad_input(layout, packed, tmp_path):
+    with pytest.raises(AtariDataError, match="exists; use --force"):
+        pack(PackConfig(root=str(layout), out=str(packed)))
+    (layout / "expert/Pong/train.jsonl").write_text("{}\n")
+    with pytest.raises(AtariDataError, match="defects, e.g."):
+        pack(PackConfig(root=str(layout), out=str(tmp_path / "x")))
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(AtariDataError, match="not a size"):
+        parse_size("lots")
+    assert parse_size("1.5GB") == 1_500_000_000 and parse_size("300KB") == 300_000
+
+
+def test_hub_file_limits_are_enforced(layout_master, tmp_path, monkeypatch):
+    monkeypatch.setattr(pack_mod, "MAX_FILES_PER_FOLDER", 2)
+    with pytest.raises(AtariDataError, match="over the Hub's 2; use a larger --shard-size"):
+        pack(PackConfig(root=str(layout_master), out=str(tmp_path / "x"), shard_size=50_000))
+    assert not (tmp_path / "x").exists()
+
+
+def test_card_yaml_is_what_datasets_reads(packed):
+    header = (packed / "README.md").read_text().split("---\n")[1]
+    meta = yaml.safe_load(header)
+    info = {i["config_name"]: i for i in meta["dataset_info"]}
+    assert [f["name"] for f in info["expert"]["features"]] == [f for f in RECORD.names if f != "prev_image"]
+    assert {s["name"] for s in info["expert2f"]["splits"]} == {"train", "validation"}
