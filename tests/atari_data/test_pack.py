@@ -39,7 +39,8 @@ def test_layout_of_the_repository(packed):
     assert [c["config_name"] for c in card["configs"]] == ["expert", "expert2f"] and card["configs"][0]["default"]
     assert card["schema_version"] == 1 and card["license"] == "mit"
     text = (packed / "README.md").read_text()
-    for heading in ("## Record schema (version 1)", "## Evaluation protocol", "## Games", "## Baselines", "## Citation"):
+    headings = ("## Record schema (version 1)", "## Evaluation protocol", "## Games", "## Baselines", "## Citation")
+    for heading in headings:
         assert heading in text
 
 

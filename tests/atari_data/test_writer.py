@@ -198,3 +198,21 @@ def test_png_encoder_round_trips_through_pillow(shape):
     assert encode_png(a) == data
     with pytest.raises(ValueError):
         encode_png(a.astype(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(210, 160, 3), (84, 84), (3, 2, 3)])
+def test_png_decoder_reads_our_frames_and_falls_back_to_pillow(shape):
+    import io
+
+    from PIL import Image
+
+    from atari_data.png import decode_png, encode_png
+
+    a = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
+    assert np.array_equal(decode_png(encode_png(a)), a)
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, format="PNG", compress_level=9)  # Pillow filters rows: the fallback path
+    assert np.array_equal(decode_png(buf.getvalue()), a)
+    pal = io.BytesIO()
+    Image.fromarray(a if a.ndim == 2 else a[..., 0]).convert("P").save(pal, format="PNG")
+    assert decode_png(pal.getvalue()).shape == a.shape[:2]

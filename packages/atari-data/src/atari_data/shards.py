@@ -17,11 +17,16 @@ import json
 import numpy as np
 from PIL import Image
 
+from atari_data.png import decode_png
+
 
 def decode_sample(sample: dict) -> dict:
     """A WebDataset sample (``json``, ``png``/``jpg``, ``prev.png``/``prev.jpg``) as a record dict."""
     rec = json.loads(sample["json"])
-    for key, field in (("png", "image"), ("jpg", "image"), ("prev.png", "prev_image"), ("prev.jpg", "prev_image")):
+    for key, field in (("png", "image"), ("prev.png", "prev_image")):
+        if key in sample:
+            rec[field] = decode_png(sample[key])
+    for key, field in (("jpg", "image"), ("prev.jpg", "prev_image")):
         if key in sample:
             with Image.open(io.BytesIO(sample[key])) as im:
                 rec[field] = np.asarray(im)
