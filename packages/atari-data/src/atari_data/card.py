@@ -117,3 +117,25 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
     lines += ["", "## Citation", "", "The frames come from the Arcade Learning Environment; please cite it and the "
               "sticky-action protocol:", "", CITATIONS, ""]
     path.write_text("\n".join(lines))
+
+
+def write_replay_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, dict]]) -> None:
+    """The card of a replay-packed repository: no frames, so no `datasets` configs."""
+    licenses = sorted({m["license"] for ms in metas.values() for m in ms.values()})
+    header = {"license": licenses[0].lower() if len(licenses) == 1 else "other", "pretty_name": f"{name} (replay)",
+              "tags": ["atari", "ale", "replay"], "schema_version": SCHEMA_VERSION,
+              "replay": {source: sorted(conf["replay"]) for source, conf in summary["configs"].items()}}
+    lines = ["---", yaml.safe_dump(header, sort_keys=False).rstrip(), "---", "", f"# {name} (replay-packed)", "",
+             "The decisions of played Atari sources without their screens: every episode's ALE seed and moves "
+             "(auto-FIREs included) and an MD5 of every frame's pixels. Rebuild the frames locally, checked one "
+             "by one:",
+             "", "```bash", "atari-data rebuild . --root data/atari",
+             "atari-data validate data/atari --images",
+             "```", "", "| source | game | records | protocol |", "| --- | --- | ---: | --- |"]
+    for source, conf in summary["configs"].items():
+        for game, n in sorted(conf["replay"].items()):
+            p = metas[source][game].get("protocol") or {}
+            lines.append(f"| `{source}` | {game} | {n} | {p.get('env_id', '')}, sticky "
+                         f"{p.get('repeat_action_probability', '')}, frameskip {p.get('frameskip', '')} |")
+    lines += ["", "## Citation", "", CITATIONS, ""]
+    path.write_text("\n".join(lines))

@@ -125,6 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="parquet (required: load_dataset reads it) and/or webdataset (default %(default)s)")
     pk.add_argument("--name", default="atari", help="title of the dataset card (default %(default)s)")
     pk.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    pk.add_argument("--replay", action="store_true",
+                    help="no frames: each episode's seed and moves plus an MD5 per frame, so the screens can be "
+                    "rebuilt locally with `atari-data rebuild` (played sources only)")
+
+    rb = sub.add_parser("rebuild", help="rebuild the frames of a replay-packed repository by replaying ALE",
+                        description="Replay every episode of a replay-packed repository, check every frame against "
+                        "its MD5, and write each game whose frames all match into ROOT as a ready layout game. Games "
+                        "with mismatches are reported and not written (exit 2).")
+    rb.add_argument("repo", help="replay-packed repository folder")
+    rb.add_argument("--root", required=True, help="layout root to write the rebuilt games into")
 
     pb = sub.add_parser("publish", help="upload a packed repository to the Hugging Face Hub (resumable)",
                         description="Create the dataset repo if needed and upload OUT with upload_large_folder, "
@@ -216,8 +226,13 @@ def cmd_pack(a) -> int:
     from atari_data.pack import PackConfig, pack, parse_size
 
     cfg = PackConfig(root=a.root, out=a.out, sources=a.sources, games=a.games, shard_size=parse_size(a.shard_size),
-                     formats=tuple(a.formats), force=a.force, name=a.name)
+                     formats=tuple(a.formats), force=a.force, name=a.name, replay=a.replay)
     summary = pack(cfg)
+    if a.replay:
+        for source, conf in summary["configs"].items():
+            print(f"{source}: {sum(conf['replay'].values())} records of {len(conf['replay'])} games, replay-packed")
+        print(f"packed into {a.out}; rebuild the frames with `atari-data rebuild {a.out} --root DIR`")
+        return 0
     for source, conf in summary["configs"].items():
         for split, s in conf["splits"].items():
             print(f"{source}/{split}: {s['records']} records, {len(s['parquet'])} parquet and "
@@ -259,6 +274,24 @@ def cmd_doctor(a) -> int:
     return 0
 
 
+def cmd_rebuild(a) -> int:
+    from atari_data.replay import rebuild
+
+    results = rebuild(a.repo, a.root)
+    bad = 0
+    for r in results:
+        state = "written" if r.written else "NOT written"
+        print(f"{r.source}/{r.game}: {r.matched} of {r.frames} frames match their MD5; {state}")
+        for m in r.mismatched[:5]:
+            print(f"  mismatch: {m}")
+        bad += not r.written
+    if bad:
+        print(f"{bad} games had frames that do not match: was the repository changed, or another ALE version?",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
 def cmd_games(a) -> int:
     from atari_data.actions import all_games, minimal_actions
 
@@ -286,7 +319,8 @@ def _print_table(df) -> None:
 
 
 COMMANDS = {"validate": cmd_validate, "stats": cmd_stats, "generate": cmd_generate, "pack": cmd_pack,
-            "publish": cmd_publish, "doctor": cmd_doctor, "games": cmd_games, "schema": cmd_schema}
+            "rebuild": cmd_rebuild, "publish": cmd_publish, "doctor": cmd_doctor, "games": cmd_games,
+            "schema": cmd_schema}
 
 
 def main(argv: list[str] | None = None) -> int:

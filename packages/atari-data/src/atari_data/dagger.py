@@ -91,10 +91,12 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
         game = AtariGame(name, protocol, keep=getattr(expert, "frames", None))
         behave = policy_behaviour(policy, game, cfg.greedy)
 
-        def steps_for(episode: int, name=name, game=game, expert=expert, behave=behave) -> Iterator[Step]:
+        def steps_for(episode: int, replay: dict, name=name, game=game, expert=expert, behave=behave
+                      ) -> Iterator[Step]:
             seed_key = DAGGER_SEEDS_FROM + 10_000 * cfg.round + episode
             return labelled_steps(game, expert, episode_seed(cfg.seed, name, seed_key),
-                                  behaviour_rng(cfg.seed, name, seed_key), behave, cfg.decision_cap, returns=True)
+                                  behaviour_rng(cfg.seed, name, seed_key), behave, cfg.decision_cap, returns=True,
+                                  replay=replay)
 
         fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, 1),
                                         ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)])

@@ -90,13 +90,15 @@ def epsilon_expert(epsilon: float) -> Behaviour:
 
 
 def labelled_steps(game: AtariGame, expert: Expert, ale_seed: int, rng: np.random.Generator,
-                   behave: Behaviour, decision_cap: int | None, returns: bool = False) -> Iterator[Step]:
+                   behave: Behaviour, decision_cap: int | None, returns: bool = False,
+                   replay: dict | None = None) -> Iterator[Step]:
     """One episode played by ``behave``, every decision labelled by ``expert``.
 
     ``target`` is the expert's distribution (6 decimals), ``label`` its argmax, and the move played
     goes into ``provenance["played"]``. With ``returns``, provenance also gets the episode's final
     score and the return-to-go from each decision, filled in when the episode ends (the writer
-    serialises provenance only when it finishes the game).
+    serialises provenance only when it finishes the game). ``replay`` gets the seed and every
+    move of the episode, so that it can be replayed frame for frame.
     """
     expert.reset()
     current: dict = {}
@@ -118,16 +120,20 @@ def labelled_steps(game: AtariGame, expert: Expert, ale_seed: int, rng: np.rando
     for prov in provenances:
         prov["return_to_go"] = game.score - prov.pop("score_before")
         prov["episode_score"] = game.score
+    if replay is not None:
+        replay.update(seed=ale_seed, moves=list(game.moves), decisions=list(game.decisions))
 
 
-def fill_splits(writer: GameWriter, steps_for: Callable[[int], Iterable[Step]],
+def fill_splits(writer: GameWriter, steps_for: Callable[[int, dict], Iterable[Step]],
                 plan: list[tuple[str, int, int, int]], progress=None) -> None:
     """Play episodes into ``writer``: for each (split, first episode number, frames, min episodes),
-    until the split has at least that many decisions to fill its cap, and that many episodes."""
+    until the split has at least that many decisions to fill its cap, and that many episodes.
+    ``steps_for(episode, replay)`` fills ``replay`` with the episode's seed and moves."""
     for split, first, frames, min_episodes in plan:
         played, i = 0, 0
         while played < frames or i < min_episodes:
-            played += writer.add_episode(first + i, split, steps_for(first + i))
+            replay: dict = {}
+            played += writer.add_episode(first + i, split, steps_for(first + i, replay), replay=replay)
             i += 1
             if progress is not None:
                 progress.set_postfix_str(f"{split} episode {i}, {played} decisions")
@@ -194,9 +200,9 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
     game = AtariGame(game_name, protocol, keep=getattr(expert, "frames", None))
     behave = epsilon_expert(cfg.epsilon)
 
-    def steps_for(episode: int) -> Iterator[Step]:
+    def steps_for(episode: int, replay: dict) -> Iterator[Step]:
         return labelled_steps(game, expert, episode_seed(cfg.seed, game_name, episode),
-                              behaviour_rng(cfg.seed, game_name, episode), behave, cfg.decision_cap)
+                              behaviour_rng(cfg.seed, game_name, episode), behave, cfg.decision_cap, replay=replay)
 
     fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
                                     ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)],

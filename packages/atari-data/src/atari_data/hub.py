@@ -36,7 +36,7 @@ def read_card(folder: Path) -> dict:
         card = yaml.safe_load(m[1])
     except yaml.YAMLError as e:
         raise AtariDataError(f"YAML header does not parse ({e})", file=str(path), field="README.md") from None
-    if not isinstance(card, dict) or not card.get("configs"):
+    if not isinstance(card, dict) or not (card.get("configs") or card.get("replay")):
         raise AtariDataError("YAML header has no configs", file=str(path), field="configs")
     return card
 
@@ -98,9 +98,11 @@ class Doctor:
         if version not in KNOWN_VERSIONS:
             self.defect(self.folder / "README.md", "schema_version", f"{version!r} is not a known schema version "
                                                                        f"({', '.join(map(str, KNOWN_VERSIONS))})")
+        if card.get("replay"):
+            self._replay(card["replay"])
         claimed = set()
         infos = {i.get("config_name"): i for i in card.get("dataset_info") or []}
-        for conf in card["configs"]:
+        for conf in card.get("configs") or []:
             name = conf.get("config_name")
             for df in conf.get("data_files", []):
                 matched = sorted(self.folder.glob(df["path"]))
@@ -181,6 +183,24 @@ class Doctor:
                 self.defect(t, "(file)", f"is not a readable tar ({e})")
         if samples != n_rows:
             self.defect(self.folder / "webdataset" / name, split, f"{samples} samples, the parquet split has {n_rows}")
+
+    def _replay(self, listing: dict) -> None:
+        base = self.folder / "replay"
+        for source, games in listing.items():
+            for game in games:
+                d = base / source / game
+                try:
+                    meta = json.loads((d / "meta.json").read_text())
+                    for split, key in (("train", "train"), ("val", "val")):
+                        n = sum(1 for _ in (d / f"{split}.jsonl").open())
+                        self.counts[f"replay/{source}/{game}/{split}"] = n
+                        stated = meta[key]["records"]
+                        if n != stated:
+                            self.defect(d / f"{split}.jsonl", "records", f"{n} lines, meta.json says {stated}")
+                    if not (d / "episodes.jsonl").is_file():
+                        self.defect(d, "episodes.jsonl", "is missing: the frames cannot be rebuilt")
+                except (OSError, ValueError, KeyError, TypeError) as e:
+                    self.defect(d, "(game)", f"is not a replay-packed game ({type(e).__name__}: {e})")
 
     def _limits(self) -> None:
         files = [p for p in self.folder.rglob("*") if p.is_file()]

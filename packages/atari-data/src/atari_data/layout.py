@@ -1,6 +1,7 @@
 """The layout on disk, and reading it back.
 
     <root>/<source>/<Game>/{train.jsonl, val.jsonl, images/, meta.json, _READY}
+                            [episodes.jsonl: seeds and moves of played sources]
 
 ``_READY`` is written last, after every other file of the game is complete; readers use only
 games that have it. Games are written by :mod:`atari_data.writer`.
@@ -23,6 +24,8 @@ from atari_data.schema import GAME_RE, SOURCE_RE
 SPLITS = ("train", "val")
 READY = "_READY"
 META = "meta.json"
+#: Optional, for played sources: per episode the ALE seed and every move, so frames can be rebuilt.
+EPISODES = "episodes.jsonl"
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ class PackConfig:
     formats: tuple[str, ...] = ("parquet", "webdataset")
     force: bool = False
     name: str = "atari"
+    replay: bool = False  # seeds, moves and frame MD5s instead of frames (atari_data.replay)
     summary: dict = field(default_factory=dict, init=False)
 
 
@@ -201,6 +202,16 @@ def pack(cfg: PackConfig) -> dict:
 
     summary: dict = {"configs": {}}
     metas: dict[str, dict[str, dict]] = {}
+    if cfg.replay:
+        from atari_data.card import write_replay_card
+        from atari_data.replay import REPLAY_DIR, write_replay_game
+
+        for source, gs in sorted(by_source.items()):
+            counts = {g.game: write_replay_game(g, tmp / REPLAY_DIR / source / g.game) for g in gs}
+            summary["configs"][source] = {"replay": counts}
+            metas[source] = {g.game: g.meta() for g in gs}
+        write_replay_card(tmp / "README.md", cfg.name, summary, metas)
+        return _finish(tmp, out, summary, cfg)
     for source, gs in sorted(by_source.items()):
         metas[source] = {g.game: g.meta() for g in gs}
         frames = {m["frames"] for m in metas[source].values()}
@@ -232,6 +243,10 @@ def pack(cfg: PackConfig) -> dict:
     for kind in ("record", "meta"):
         (tmp / "schema" / f"{kind}.schema.json").write_text(json.dumps(json_schema(kind), indent=2) + "\n")
     write_card(tmp / "README.md", cfg.name, summary, metas)
+    return _finish(tmp, out, summary, cfg)
+
+
+def _finish(tmp: Path, out: Path, summary: dict, cfg: PackConfig) -> dict:
     _check_hub_limits(tmp)
     if out.exists():
         shutil.rmtree(out)

@@ -51,11 +51,17 @@ class AtariGame:
         self.done = True
         self.keep = keep
         self.last_two: tuple[np.ndarray, np.ndarray] | None = None
+        self.moves: list[int] = []
+        self.decisions: list[int] = []
 
     def reset(self, seed: int) -> bool:
         """Start an episode; returns whether FIRE was auto-pressed."""
         self.env.reset(seed=seed)
         self.score, self.done = 0.0, False
+        # Every move sent to the emulator (auto-FIREs included) and which of them were decisions:
+        # with the seed, all that is needed to replay the episode frame for frame.
+        self.moves = []
+        self.decisions = []
         if self.keep:
             first = self._grab()
             self.last_two = (first, first)
@@ -64,6 +70,8 @@ class AtariGame:
 
     def act(self, action: int) -> tuple[float, bool]:
         """Play one decision; returns (reward, whether FIRE was auto-pressed after it)."""
+        self.decisions.append(len(self.moves))
+        self.moves.append(action)
         reward = self._repeat(self.env._action_set[action])
         fired = False
         lives = self.ale.lives()
@@ -71,6 +79,20 @@ class AtariGame:
             fired = self._auto_fire()
         self._lives = lives
         return reward, fired
+
+    def replay(self, seed: int, moves: list[int], decisions: list[int]) -> Iterator[np.ndarray]:
+        """Play back a recorded episode: the screen at each decision, in order.
+
+        ``moves`` are minimal-set action indices, one per ``frameskip`` emulator frames, auto-FIREs
+        included; ``decisions`` are the positions in ``moves`` that were decisions.
+        """
+        self.env.reset(seed=seed)
+        self.score, self.done = 0.0, False
+        at = set(decisions)
+        for m, action in enumerate(moves):
+            if m in at:
+                yield self.screen()
+            self._repeat(self.env._action_set[action])
 
     def screen(self) -> np.ndarray:
         return self.ale.getScreenRGB()
@@ -97,6 +119,7 @@ class AtariGame:
     def _auto_fire(self) -> bool:
         if self._fire is None or self.done:
             return False
+        self.moves.append(self._fire)
         self._repeat(self.env._action_set[self._fire])
         return True
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from atari_data.actions import minimal_actions
 from atari_data.errors import AtariDataError
-from atari_data.layout import META, READY, SPLITS, GameDir, write_atomic
+from atari_data.layout import EPISODES, META, READY, SPLITS, GameDir, write_atomic
 from atari_data.png import encode_png
 from atari_data.protocol import Protocol
 from atari_data.records import GameRules
@@ -150,6 +150,7 @@ class GameWriter:
         self.caps = {s: int(self.caps.get(s, DEFAULT_CAPS[s])) for s in SPLITS}
         self._samplers = {s: _EvenSampler(self.caps[s]) for s in SPLITS}
         self._episodes: dict[int, str] = {}
+        self._replays: dict[int, dict] = {}
         self.dropped: Counter = Counter()
 
     @property
@@ -161,8 +162,14 @@ class GameWriter:
         """Count frames the source could not write, by reason (they go into meta.json)."""
         self.dropped[reason] += n
 
-    def add_episode(self, episode: int, split: str, steps: Iterable[Step]) -> int:
-        """Consume one episode's steps; returns how many decisions it had."""
+    def add_episode(self, episode: int, split: str, steps: Iterable[Step], replay: dict | None = None) -> int:
+        """Consume one episode's steps; returns how many decisions it had.
+
+        ``replay`` (filled by the source by the time the steps run out) holds what replays the
+        episode: ``seed``, ``moves`` and ``decisions``; it is written to ``episodes.jsonl``.
+        """
+        if replay is not None:
+            self._replays[episode] = replay
         if split not in SPLITS:
             raise AtariDataError(f"unknown split {split!r} (expected train or val)", field="split")
         if episode in self._episodes:
@@ -237,6 +244,11 @@ class GameWriter:
             splits[split] = {"records": len(lines), "episodes": len(episodes),
                              "labels": {a: labels[a] for a in self.actions if labels[a]}}
 
+        kept_episodes = {k.episode for s_ in SPLITS for k in picked[s_]}
+        if self._replays:
+            lines = [json.dumps({"episode": e, "split": self._episodes[e], **self._replays[e]}, separators=(",", ":"))
+                     for e in sorted(self._replays) if e in kept_episodes]
+            _write_file(tmp / EPISODES, "".join(line + "\n" for line in lines))
         # Creating many small files is latency-bound on shared disks; threads overlap the waits.
         with ThreadPoolExecutor(FILE_WRITERS) as pool:
             for _ in pool.map(lambda pf: pf[0].write_bytes(pf[1]), files):
