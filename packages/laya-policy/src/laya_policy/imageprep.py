@@ -1,0 +1,144 @@
+"""Turning game screens into the vision tower's input, on the model's device.
+
+SmolVLM's processor (``Idefics3ImageProcessorPil``, image splitting off) resizes a screen twice
+with Pillow's LANCZOS filter: so that its longest side is 2048 (the other side scaled, rounded
+down, made even), then to ``size`` x ``size``; it then rescales to [0, 1] and normalises with mean
+and std 0.5. On a 210x160 Atari screen that is 210x160 -> 2048x1560 -> 512x512.
+
+Resizing is linear along each axis, so the two hops compose into one matrix per axis, computed
+once in float64: ``out = A_h @ frame @ A_w.T`` per channel, two matmuls on the device, then
+rounded, clamped to 0..255 and normalised as the processor does. Pillow also rounds to 8 bits
+between passes; a linear operator cannot, which is the whole of the (small) difference.
+
+``interpolation`` picks the operator: ``lanczos2`` (the processor's two hops, default),
+``lanczos`` (one hop), ``bicubic`` or ``bilinear`` (Pillow's filters, one hop).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+INTERPOLATIONS = ("lanczos2", "lanczos", "bicubic", "bilinear")
+PROCESSOR_LONGEST_EDGE = 2048
+
+
+def _lanczos(x: float) -> float:
+    def sinc(v):
+        return 1.0 if v == 0 else math.sin(math.pi * v) / (math.pi * v)
+    return sinc(x) * sinc(x / 3.0) if -3.0 < x < 3.0 else 0.0
+
+
+def _bicubic(x: float, a: float = -0.5) -> float:
+    x = abs(x)
+    if x < 1:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    if x < 2:
+        return (((x - 5) * x + 8) * x - 4) * a
+    return 0.0
+
+
+def _bilinear(x: float) -> float:
+    return max(0.0, 1.0 - abs(x))
+
+
+FILTERS = {"lanczos": (_lanczos, 3.0), "bicubic": (_bicubic, 2.0), "bilinear": (_bilinear, 1.0)}
+
+
+@lru_cache(maxsize=64)
+def resize_matrix(n_in: int, n_out: int, kind: str = "lanczos") -> np.ndarray:
+    """[n_out, n_in] float64 weights of Pillow's antialiased resampling along one axis."""
+    f, support_unit = FILTERS[kind]
+    scale = n_in / n_out
+    filterscale = max(1.0, scale)
+    support = support_unit * filterscale
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        centre = (i + 0.5) * scale
+        lo = max(int(centre - support + 0.5), 0)
+        hi = min(int(centre + support + 0.5), n_in)
+        w = np.array([f((j - centre + 0.5) / filterscale) for j in range(lo, hi)])
+        total = w.sum()
+        m[i, lo:hi] = w / total if total != 0 else w
+    return m
+
+
+def processor_intermediate(h: int, w: int, longest: int = PROCESSOR_LONGEST_EDGE) -> tuple[int, int]:
+    """The size of the processor's first hop: longest side ``longest``, the other scaled and made even."""
+    if w >= h:
+        nh = int(longest / (w / h))
+        return nh + (nh % 2), longest
+    nw = int(longest * (w / h))
+    return longest, nw + (nw % 2)
+
+
+@lru_cache(maxsize=32)
+def axis_operators(h: int, w: int, size: int, interpolation: str = "lanczos2") -> tuple[np.ndarray, np.ndarray]:
+    """(A_h [size, h], A_w [size, w]) in float64 for one input shape."""
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(f"interpolation {interpolation!r}: expected one of {', '.join(INTERPOLATIONS)}")
+    if interpolation == "lanczos2":
+        mh, mw = processor_intermediate(h, w)
+        return (resize_matrix(mh, size) @ resize_matrix(h, mh), resize_matrix(mw, size) @ resize_matrix(w, mw))
+    return resize_matrix(h, size, interpolation), resize_matrix(w, size, interpolation)
+
+
+class ImagePrep:
+    """Screens (uint8 ``[N, H, W, 3]``, numpy or torch) to normalised float ``[N, 3, size, size]``.
+
+    ``mode="gpu"``: the composed operator on ``device`` (any device; the name says where it pays).
+    ``mode="processor"``: SmolVLM's own PIL processor on the CPU, the reference.
+    """
+
+    def __init__(self, size: int = 512, mode: str = "gpu", interpolation: str = "lanczos2", device="cpu"):
+        if size % 64:
+            raise ValueError(f"image size {size} must be a multiple of 64 (the encoder's 16-pixel patches, 4x4 merged)")
+        if mode not in ("gpu", "processor"):
+            raise ValueError(f"preprocess {mode!r}: expected gpu or processor")
+        self.size, self.mode, self.interpolation, self.device = size, mode, interpolation, torch.device(device)
+        self._ops: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._processor = None
+
+    def _operators(self, h: int, w: int):
+        if (h, w) not in self._ops:
+            ah, aw = axis_operators(h, w, self.size, self.interpolation)
+            self._ops[(h, w)] = (torch.as_tensor(ah, dtype=torch.float32, device=self.device),
+                                 torch.as_tensor(aw, dtype=torch.float32, device=self.device))
+        return self._ops[(h, w)]
+
+    def __call__(self, frames) -> torch.Tensor:
+        if self.mode == "processor":
+            return self._via_processor(frames)
+        x = torch.as_tensor(frames, device=self.device)
+        if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[-1] != 3:
+            raise ValueError(f"expected uint8 [N, H, W, 3] screens, got {x.dtype} {tuple(x.shape)}")
+        ah, aw = self._operators(x.shape[1], x.shape[2])
+        x = x.permute(0, 3, 1, 2).float()               # [N, 3, H, W]
+        x = torch.matmul(torch.matmul(ah, x), aw.T)     # [N, 3, size, size]
+        x = x.round_().clamp_(0, 255)
+        return (x - 127.5) / 127.5
+
+    @property
+    def processor(self):
+        if self._processor is None:
+            self._processor = smolvlm_image_processor(self.size)
+        return self._processor
+
+    def _via_processor(self, frames) -> torch.Tensor:
+        arr = frames.cpu().numpy() if isinstance(frames, torch.Tensor) else np.asarray(frames)
+        out = self.processor(images=[[f] for f in arr], return_tensors="pt")["pixel_values"]  # [N, 1, 3, S, S]
+        return out[:, 0].to(self.device)
+
+
+def smolvlm_image_processor(size: int = 512):
+    """Idefics3's PIL image processor set up as SmolVLM's: LANCZOS, longest edge 4x size, no splitting."""
+    from transformers import Idefics3ImageProcessorPil
+    from transformers.image_utils import PILImageResampling
+
+    return Idefics3ImageProcessorPil(
+        do_resize=True, size={"longest_edge": 4 * size}, resample=PILImageResampling.LANCZOS,
+        do_image_splitting=False, max_image_size={"longest_edge": size}, do_rescale=True, rescale_factor=1 / 255,
+        do_normalize=True, image_mean=[0.5] * 3, image_std=[0.5] * 3, do_pad=False, do_convert_rgb=True)

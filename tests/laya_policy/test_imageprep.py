@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from atari_data.play import AtariGame, play_episode
+from laya_policy.imageprep import ImagePrep, axis_operators, processor_intermediate, resize_matrix
+
+
+def ale_frames(game, n=4, every=25):
+    g = AtariGame(game)
+    rng = np.random.default_rng(0)
+    out = []
+    for d, _ in play_episode(g, 1, lambda d: int(rng.integers(len(g.actions))), every * n):
+        if d.step % every == every // 2:
+            out.append(d.frame.copy())
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("shape", [(2048, 160), (210, 1560), (512, 160), (210, 512)])
+def test_each_axis_operator_is_pillows_lanczos_exactly(shape):
+    f = ale_frames("Breakout", n=1)[0]
+    pil = np.asarray(Image.fromarray(f).resize((shape[1], shape[0]), Image.LANCZOS)).astype(float)
+    x = f.astype(float)
+    if shape[0] != 210:
+        x = np.einsum("oh,hwc->owc", resize_matrix(210, shape[0]), x)
+    if shape[1] != 160:
+        x = np.einsum("ow,hwc->hoc", resize_matrix(160, shape[1]), x)
+    assert np.array_equal(np.clip(np.round(x), 0, 255), pil)
+
+
+def test_operators_compose_the_processors_two_hops():
+    assert processor_intermediate(210, 160) == (2048, 1560)
+    ah, aw = axis_operators(210, 160, 512)
+    assert ah.shape == (512, 210) and aw.shape == (512, 160)
+    assert np.allclose(ah.sum(1), 1) and np.allclose(aw.sum(1), 1)
+    with pytest.raises(ValueError, match="multiple of 64"):
+        ImagePrep(500)
+
+
+def test_device_side_path_matches_the_processor_on_breakout():
+    frames = ale_frames("Breakout")
+    gpu, proc = ImagePrep(512, "gpu")(frames), ImagePrep(512, "processor")(frames)
+    assert gpu.shape == proc.shape == (len(frames), 3, 512, 512) and gpu.dtype == torch.float32
+    diff = np.round((gpu - proc).abs().numpy() * 127.5, 3)  # grey levels (whole numbers, up to float error)
+    assert diff.mean() <= 0.05
+    assert np.quantile(diff, 0.999) <= 2
+
+
+def test_alternative_interpolations_run_and_differ():
+    frames = ale_frames("Pong", n=1)
+    outs = {k: ImagePrep(128, "gpu", k)(frames) for k in ("lanczos2", "lanczos", "bicubic", "bilinear")}
+    assert all(o.shape == (1, 3, 128, 128) and o.min() >= -1 and o.max() <= 1 for o in outs.values())
+    assert not torch.equal(outs["lanczos"], outs["bilinear"])

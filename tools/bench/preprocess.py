@@ -1,0 +1,67 @@
+"""Device-side preprocessing against SmolVLM's PIL processor, on this machine's CPU.
+
+ms per frame of `ImagePrep(mode="gpu")` (the two-hop LANCZOS resize composed into two matmuls)
+at batch 32 and 512, against `ImagePrep(mode="processor")` (Idefics3ImageProcessorPil, which loops
+over frames, so its per-frame cost does not depend on the batch; measured on --processor-frames),
+in one run; and the fidelity of the device-side path against the processor per game.
+
+    uv run python tools/bench/preprocess.py [--size 512] [--processor-frames 16]
+
+Goal: the device-side path at least 25x faster than the processor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from atari_data.play import AtariGame, play_episode
+from laya_policy.imageprep import ImagePrep
+
+GAMES = ["Pong", "Breakout", "MsPacman", "Boxing", "Freeway", "SpaceInvaders"]
+
+
+def frames_of(game: str, n: int) -> np.ndarray:
+    g = AtariGame(game)
+    rng = np.random.default_rng(0)
+    out = [d.frame.copy() for d, _ in play_episode(g, 1, lambda d: int(rng.integers(len(g.actions))), n)]
+    return np.stack(out)
+
+
+def ms_per_frame(fn, frames, repeats=2) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn(frames)
+        best = min(best, time.perf_counter() - t)
+    return 1000 * best / len(frames)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=int, default=512)
+    ap.add_argument("--processor-frames", type=int, default=16)
+    args = ap.parse_args()
+    pool = np.concatenate([frames_of(g, 86) for g in GAMES])  # 516 real screens
+    gpu, proc = ImagePrep(args.size, "gpu"), ImagePrep(args.size, "processor")
+    with torch.inference_mode():
+        gpu(pool[:2])
+        t32, t512 = ms_per_frame(gpu, pool[:32]), ms_per_frame(gpu, pool[:512])
+        tp = ms_per_frame(proc, pool[: args.processor_frames], repeats=1)
+    print(f"size {args.size}, CPU threads {torch.get_num_threads()}")
+    print("| path | batch | ms/frame | speed-up vs processor | goal |\n| --- | ---: | ---: | ---: | ---: |")
+    print(f"| processor (PIL) | any | {tp:.2f} | 1.0x | |")
+    print(f"| device-side | 32 | {t32:.2f} | {tp / t32:.1f}x | >= 25x |")
+    print(f"| device-side | 512 | {t512:.2f} | {tp / t512:.1f}x | >= 25x |")
+    print("\n| game | mean abs diff (grey levels) | p99.9 | max |\n| --- | ---: | ---: | ---: |")
+    for i, game in enumerate(GAMES):
+        f = pool[i * 86: i * 86 + 8]
+        d = np.round((gpu(f) - proc(f)).abs().numpy() * 127.5, 3)
+        print(f"| {game} | {d.mean():.3f} | {np.quantile(d, 0.999):.0f} | {d.max():.0f} |")
+
+
+if __name__ == "__main__":
+    main()
