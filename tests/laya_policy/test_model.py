@@ -1,0 +1,58 @@
+import numpy as np
+import torch
+
+from atari_data.actions import minimal_actions
+from atari_data.questions import atari_question
+from laya_policy.backbone import build_backbone, image_tokens
+from laya_policy.imageprep import ImagePrep
+from laya_policy.model import ChoicePolicy
+
+
+def policy():
+    backbone, tokenizer = build_backbone("tiny", image_size=128, seed=0)
+    return ChoicePolicy(backbone, tokenizer)
+
+
+def questions(*games):
+    return [atari_question(g, minimal_actions(g))["action"] for g in games]
+
+
+def test_tiny_backbone_is_offline_and_has_the_right_token_count():
+    backbone, tokenizer = build_backbone("tiny")
+    assert image_tokens(backbone) == 64  # (512 / 16)^2 / 4^2
+    assert tokenizer.decode(tokenizer("- FIRE: shoot\n").input_ids) == "- FIRE: shoot\n"
+
+
+def test_sequence_layout_and_option_positions():
+    p = policy()
+    enc = p.encode(questions("Breakout", "Pong"), n_images=2)
+    assert enc.image_mask.sum(1).tolist() == [2 * p.image_tokens] * 2
+    assert enc.option_mask.sum(1).tolist() == [4, 6]
+    for b in range(2):
+        pos = enc.option_pos[b][enc.option_mask[b]]
+        assert (enc.input_ids[b, pos] == p._newline).all(), "each option is read at its own newline token"
+        assert pos.tolist() == sorted(pos.tolist())
+    shuffled = p.encode(questions("Breakout"), n_images=1, orders=[[2, 0, 3, 1]])
+    pos = shuffled.option_pos[0, :4].tolist()
+    assert pos[2] < pos[0] < pos[3] < pos[1], "option k is scored where it is shown"
+
+
+def test_forward_scores_every_option_pads_with_minus_inf_and_learns():
+    p = policy()
+    frames = np.random.default_rng(0).integers(0, 256, (4, 210, 160, 3), dtype=np.uint8)
+    pixels = ImagePrep(128, "gpu")(frames)
+    feats = p.encode_images(pixels).reshape(2, 2, p.image_tokens, -1)  # 2 decisions x [prev, current]
+    enc = p.encode(questions("Breakout", "Pong"), n_images=2)
+    logits = p(feats, enc)
+    assert logits.shape == (2, 6) and torch.isinf(logits[0, 4:]).all() and torch.isfinite(logits[1]).all()
+    target = torch.tensor([1, 5])
+    opt = torch.optim.AdamW(p.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(15):
+        opt.zero_grad()
+        feats = p.encode_images(pixels).reshape(2, 2, p.image_tokens, -1)
+        loss = torch.nn.functional.cross_entropy(p(feats, enc), target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] * 0.5, losses
