@@ -87,7 +87,7 @@ def load_policy(spec: str, kwargs: dict | None = None, timeout: float = 60.0):
         except ImportError as e:
             raise EvalError(f"the {name!r} policy is registered but cannot be imported ({e})", field="--policy") \
                 from None
-        return factory(arg or None, **kwargs)
+        return _create(spec, factory, arg or None, **kwargs)
     if arg:
         try:
             module = importlib.import_module(name)
@@ -97,9 +97,16 @@ def load_policy(spec: str, kwargs: dict | None = None, timeout: float = 60.0):
         factory = getattr(module, arg, None)
         if factory is None:
             raise EvalError(f"module {name!r} has no attribute {arg!r}", field="--policy")
-        return factory(**kwargs)
+        return _create(spec, factory, **kwargs)
     raise EvalError(f"unknown policy {spec!r}; registered: {', '.join(sorted(found))}; or module:attr, "
                     "or cmd:COMMAND", field="--policy")
+
+
+def _create(spec: str, factory, *args, **kwargs):
+    try:
+        return factory(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - a third-party factory may raise anything; say so on one line
+        raise EvalError(f"{spec!r} could not be created: {type(e).__name__}: {e}", field="--policy") from None
 
 
 class PolicyError(Exception):

@@ -1,0 +1,79 @@
+"""Checkpoints: a directory that restores exactly the policy that was saved.
+
+    CKPT/
+      vlm_agent_config.json   image_size, preprocess (gpu|processor), image_interpolation, frames,
+                              temperatures, backbone and revision, head layout
+      backbone/               the Idefics3 backbone (config.json, model.safetensors) and its tokenizer
+      head.safetensors        question-type embedding, head transformer, scorer
+
+A config without the preprocessing keys means 512 through the processor (older checkpoints).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from safetensors.torch import load_file, save_file
+
+from laya_policy.model import ChoicePolicy
+
+CONFIG = "vlm_agent_config.json"
+
+
+@dataclass
+class AgentConfig:
+    image_size: int = 512
+    preprocess: str = "processor"
+    image_interpolation: str = "lanczos2"
+    frames: int = 2
+    temperatures: dict = field(default_factory=lambda: {"choice": 1.0})
+    backbone: str = "tiny"
+    revision: str | None = None
+    question_types: int = 1
+    head_layers: int = 2
+
+
+def save_checkpoint(policy: ChoicePolicy, cfg: AgentConfig, path: str | Path) -> Path:
+    """Write the checkpoint beside ``path`` and rename it into place."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    (tmp / "backbone").mkdir(parents=True)
+    policy.backbone.save_pretrained(tmp / "backbone")
+    policy.tokenizer.save_pretrained(tmp / "backbone")
+    head = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items() if not k.startswith("backbone.")}
+    save_file(head, tmp / "head.safetensors")
+    (tmp / CONFIG).write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+    if path.exists():
+        shutil.rmtree(path)
+    os.replace(tmp, path)
+    return path
+
+
+def load_config(path: str | Path) -> AgentConfig:
+    raw = json.loads((Path(path) / CONFIG).read_text())
+    raw.setdefault("preprocess", "processor")  # older checkpoints: 512 through the processor
+    raw.setdefault("image_size", 512)
+    return AgentConfig(**{k: v for k, v in raw.items() if k in AgentConfig.__dataclass_fields__})
+
+
+def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy, AgentConfig]:
+    from transformers import AutoTokenizer, Idefics3Model
+
+    path = Path(path)
+    if not (path / CONFIG).is_file():
+        raise FileNotFoundError(f"{path} is not a laya-policy checkpoint (no {CONFIG})")
+    cfg = load_config(path)
+    backbone = Idefics3Model.from_pretrained(path / "backbone")
+    tokenizer = AutoTokenizer.from_pretrained(path / "backbone")
+    policy = ChoicePolicy(backbone, tokenizer, question_types=cfg.question_types, head_layers=cfg.head_layers)
+    missing, unexpected = policy.load_state_dict(load_file(path / "head.safetensors"), strict=False)
+    missing = [k for k in missing if not k.startswith("backbone.")]
+    if missing or unexpected:
+        raise ValueError(f"{path}/head.safetensors does not fit the head (missing {missing}, unexpected {unexpected})")
+    return policy.to(device).eval(), cfg

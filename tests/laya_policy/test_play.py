@@ -1,0 +1,81 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from laya_eval.cli import main as eval_main
+from laya_eval.evaluate import load_results
+from laya_policy.backbone import build_backbone
+from laya_policy.checkpoint import AgentConfig, load_checkpoint, save_checkpoint
+from laya_policy.imageprep import ImagePrep
+from laya_policy.model import ChoicePolicy
+from laya_policy.play import LayaPolicy, PathMismatch
+
+from .test_model import questions
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    backbone, tokenizer = build_backbone("tiny", image_size=128, seed=1)
+    policy = ChoicePolicy(backbone, tokenizer)
+    path = tmp_path_factory.mktemp("ckpt") / "tiny"
+    save_checkpoint(policy, AgentConfig(image_size=128, preprocess="gpu", frames=2), path)
+    return path, policy
+
+
+def test_checkpoint_round_trip_restores_the_same_logits(ckpt):
+    path, original = ckpt
+    loaded, cfg = load_checkpoint(path)
+    assert cfg.image_size == 128 and cfg.preprocess == "gpu" and cfg.frames == 2
+    frames = np.random.default_rng(0).integers(0, 256, (2, 210, 160, 3), dtype=np.uint8)
+    pixels = ImagePrep(128)(frames)
+    enc = original.encode(questions("Pong"), n_images=2)
+    with torch.no_grad():
+        a = original.eval()(original.encode_images(pixels)[None], enc)
+        b = loaded(loaded.encode_images(pixels)[None], enc)
+    assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_old_configs_mean_512_through_the_processor(ckpt, tmp_path):
+    import shutil
+    path = tmp_path / "old"
+    shutil.copytree(ckpt[0], path)
+    cfg = json.loads((path / "vlm_agent_config.json").read_text())
+    for key in ("preprocess", "image_size"):
+        cfg.pop(key)
+    (path / "vlm_agent_config.json").write_text(json.dumps(cfg))
+    from laya_policy.checkpoint import load_config
+    assert (load_config(path).preprocess, load_config(path).image_size) == ("processor", 512)
+
+
+def test_playing_on_another_path_is_refused_unless_forced(ckpt):
+    with pytest.raises(PathMismatch, match="trained with preprocess=gpu"):
+        LayaPolicy(str(ckpt[0]), preprocess="processor")
+    assert LayaPolicy(str(ckpt[0]), preprocess="processor", force=True).cache is None
+
+
+def test_laya_eval_plays_a_checkpoint_through_the_entry_point(ckpt, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = eval_main(["run", "--policy", f"laya:{ckpt[0]}", "--games", "Pong", "--episodes", "2", "--cap", "12",
+                    "--random-episodes", "0", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    res = load_results(out)
+    g = res["games"]["Pong"]
+    assert g["error"] is None and sum(g["steps"]) == 24
+    assert res["policy"]["identity"]["backbone"] == "tiny"
+
+
+def test_two_frame_play_hits_the_feature_cache(ckpt):
+    from laya_eval.policies import Batch
+    policy = LayaPolicy(str(ckpt[0]))
+    policy.reset("Pong", ("NOOP", "FIRE", "RIGHT", "LEFT", "RIGHTFIRE", "LEFTFIRE"))
+    rng = np.random.default_rng(0)
+    prev = rng.integers(0, 256, (3, 210, 160, 3), dtype=np.uint8)
+    for t in range(6):
+        cur = rng.integers(0, 256, (3, 210, 160, 3), dtype=np.uint8)
+        p = policy(Batch("Pong", policy._question and tuple(policy._question["criteria"]), cur,
+                         prev if t else cur, np.full(3, t == 0), np.arange(3)))
+        assert p.shape == (3, 6) and np.allclose(p.sum(1), 1)
+        prev = cur
+    assert policy.cache.hit_rate >= 0.45
