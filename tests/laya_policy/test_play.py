@@ -79,3 +79,19 @@ def test_two_frame_play_hits_the_feature_cache(ckpt):
         assert p.shape == (3, 6) and np.allclose(p.sum(1), 1)
         prev = cur
     assert policy.cache.hit_rate >= 0.45
+
+
+@pytest.mark.parametrize("suffix", [".gif", ".mp4"])
+def test_play_records_a_video(ckpt, tmp_path, capsys, suffix):
+    from laya_policy.cli import main
+    out = tmp_path / f"pong{suffix}"
+    assert main(["play", "--model", str(ckpt[0]), "--game", "Pong", "--video", str(out), "--max-decisions", "8"]) == 0
+    assert "Pong: 8 decisions" in capsys.readouterr().out
+    if suffix == ".gif":
+        from PIL import Image
+        with Image.open(out) as im:
+            assert im.n_frames == 8 and im.size == (320, 420)
+    else:
+        import imageio.v3 as iio
+        assert iio.imread(out).shape[0] == 8
+    assert main(["play", "--model", str(tmp_path / "nope"), "--game", "Pong", "--video", str(out)]) == 2

@@ -1,0 +1,61 @@
+"""Two-frame play with and without the FrameFeatureCache.
+
+Decisions/s of a checkpoint playing Breakout through laya-eval (8 episodes in lockstep, actions
+sampled so that the episodes differ, two frames a decision, device-side preprocessing) with the
+cache on and off, and the cache's hit rate, in one
+run. The checkpoint is a random tiny Idefics3 whose vision tower outweighs its language model, so
+play is encoder-bound, as it is with SmolVLM at 512.
+
+    uv run python tools/bench/play.py [--decisions 120] [--episodes 8] [--size 256]
+
+Goals: hit rate >= 0.45; with the cache >= 1.5x the decisions/s without.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import torch
+from transformers import Idefics3Model
+
+from laya_eval.protocol import EvalProtocol
+from laya_eval.runner import play
+from laya_policy.backbone import TinySize, byte_tokenizer, tiny_config
+from laya_policy.checkpoint import AgentConfig, save_checkpoint
+from laya_policy.model import ChoicePolicy
+from laya_policy.play import LayaPolicy
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--decisions", type=int, default=120)
+    ap.add_argument("--episodes", type=int, default=8)
+    ap.add_argument("--size", type=int, default=256)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    tok = byte_tokenizer()
+    size = TinySize(image_size=args.size, vision_hidden=256, vision_layers=6, text_hidden=64, text_layers=1)
+    policy = ChoicePolicy(Idefics3Model(tiny_config(tok, size)), tok)
+    proto = EvalProtocol.ale_v5("Breakout", decision_cap=args.decisions)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        save_checkpoint(policy, AgentConfig(image_size=args.size, preprocess="gpu", frames=2), f"{tmp}/ckpt")
+        for cache in (False, True):
+            laya = LayaPolicy(f"{tmp}/ckpt", cache=cache)
+            t = time.perf_counter()
+            ep = play(laya, "Breakout", proto, args.episodes, 100_000, greedy=False)  # sampled: episodes diverge
+            rows.append((cache, sum(ep.steps) / (time.perf_counter() - t), laya.cache.hit_rate if cache else None))
+    base = rows[0][1]
+    print(f"Breakout, {args.episodes} episodes x {args.decisions} decisions, two frames, {args.size}px, "
+          f"{torch.get_num_threads()} threads")
+    print("| cache | decisions/s | speed-up | hit rate | goal |\n| --- | ---: | ---: | ---: | ---: |")
+    for cache, rate, hit in rows:
+        goal = "hit rate >= 0.45, >= 1.5x" if cache else ""
+        print(f"| {'on' if cache else 'off'} | {rate:.1f} | {rate / base:.2f}x | {'' if hit is None else f'{hit:.2f}'} "
+              f"| {goal} |")
+
+
+if __name__ == "__main__":
+    main()
