@@ -171,14 +171,14 @@ def measure_baselines(game: AtariGame, expert: Expert, cfg: GenerateConfig) -> d
 
 
 def _reusable_baselines(cfg: GenerateConfig, game: str) -> dict | None:
-    """The baselines another expert source already measured with the same expert and seed."""
-    for other in SOURCES:
-        g = GameDir(cfg.root, other, game) if other != cfg.source else None
-        if g is None or not g.ready:
+    """The baselines another expert source already measured with the same expert, seed, episodes and cap."""
+    for other in (s for s in SOURCES if s != cfg.source):
+        g = GameDir(cfg.root, other, game)
+        if not g.ready:
             continue
         meta = g.meta()
-        b = meta.get("baselines")
-        if (b and b.get("expert") == cfg.expert and meta.get("seed") == cfg.seed
+        b = meta.get("baselines") or {}
+        if (b.get("expert") == cfg.expert and meta.get("seed") == cfg.seed
                 and len(b.get("expert_scores", [])) == cfg.baseline_episodes
                 and b.get("protocol", {}).get("decision_cap") == cfg.decision_cap):
             return b
