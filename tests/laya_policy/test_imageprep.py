@@ -52,3 +52,11 @@ def test_alternative_interpolations_run_and_differ():
     outs = {k: ImagePrep(128, "gpu", k)(frames) for k in ("lanczos2", "lanczos", "bicubic", "bilinear")}
     assert all(o.shape == (1, 3, 128, 128) and o.min() >= -1 and o.max() <= 1 for o in outs.values())
     assert not torch.equal(outs["lanczos"], outs["bilinear"])
+
+
+@pytest.mark.parametrize("game", ["MsPacman", "SpaceInvaders"])
+def test_exact_mode_equals_the_processor_on_hard_edged_games(game):
+    frames = ale_frames(game, n=2)
+    exact, proc = ImagePrep(512, "gpu", "lanczos2-exact")(frames), ImagePrep(512, "processor")(frames)
+    diff = np.round((exact - proc).abs().numpy() * 127.5, 3)
+    assert diff.max() <= 1 and diff.mean() < 0.01
