@@ -56,3 +56,18 @@ def test_forward_scores_every_option_pads_with_minus_inf_and_learns():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0] * 0.5, losses
+
+
+def test_a_local_copy_in_the_upstream_layout_loads_and_the_hub_offline_is_a_clear_error(tmp_path, monkeypatch):
+    import pytest
+
+    backbone, tokenizer = build_backbone("tiny", image_size=128)
+    backbone.save_pretrained(tmp_path / "smolvlm")  # config.json + model.safetensors, as on the Hub
+    tokenizer.save_pretrained(tmp_path / "smolvlm")
+    loaded, tok = build_backbone(str(tmp_path / "smolvlm"))
+    assert type(loaded).__name__ == "Idefics3Model" and len(tok) == len(tokenizer)
+    for name, p in backbone.state_dict().items():
+        assert torch.equal(p, loaded.state_dict()[name])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OSError, match=r"hf download HuggingFaceTB/SmolVLM-256M-Instruct --local-dir DIR"):
+        build_backbone("HuggingFaceTB/SmolVLM-256M-Instruct")
