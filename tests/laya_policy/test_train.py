@@ -61,3 +61,26 @@ def test_learning_rate_schedule():
     assert lr_factor(0, 100) == pytest.approx(1 / 3)
     assert lr_factor(3, 100) == pytest.approx(1.0)
     assert lr_factor(100, 100) == pytest.approx(0.1)
+
+
+def test_calibration_is_fitted_only_on_held_out_games(data, tmp_path):
+    summary = train(config(data, tmp_path / "a", games=["Pong"], steps=4, evals=1), progress=False)
+    assert "skipped" in summary["calibration"]
+    summary = train(config(data, tmp_path / "b", games=["Pong"], calibrate_on=["Breakout"], steps=4, evals=1),
+                    progress=False)
+    calib = summary["calibration"]
+    assert calib["holdout"] == ["Breakout"]
+    if "skipped" not in calib:  # an untrained model on an unseen game is rarely calibrated already
+        assert calib["ece_after"] <= calib["ece_before"] + 1e-6
+        _, cfg = load_checkpoint(tmp_path / "b" / "final")
+        assert cfg.temperatures["choice"] == pytest.approx(calib["temperature"])
+
+
+def test_train_cli_runs_and_reports_bad_input_on_one_line(data, tmp_path, capsys):
+    from laya_policy.cli import main
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "r"), "--steps", "3", "--batch", "2",
+                 "--image-size", "64", "--evals", "1"]) == 0
+    assert "3 steps" in capsys.readouterr().out
+    assert main(["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "is not a directory" in err and "Traceback" not in err

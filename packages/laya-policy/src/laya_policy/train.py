@@ -57,6 +57,7 @@ class TrainConfig:
     device: str = "cpu"
     restart: bool = False
     crash_at_step: int | None = None
+    calibrate_on: list[str] | None = None  # held-out games for the temperature fit (not trained on)
 
 
 @dataclass
@@ -259,22 +260,30 @@ class Run:
                            temperatures={"choice": temperature}, backbone=self.cfg.model)
 
     def finish(self) -> dict:
-        """Calibrate on held-out records (skipped when already calibrated) and write ``final/``."""
+        """Fit a temperature on held-out games and write ``final/``. The fit is skipped when raw ECE is
+        already below 0.05, or when the only holdout is the training games' (it over-flattens)."""
         temperature, calib = 1.0, {}
-        if self.val:
+        holdout = self.val
+        if self.cfg.calibrate_on:
+            holdout = load_records(TrainConfig(**{**asdict(self.cfg), "games": self.cfg.calibrate_on}), "val")
+        if holdout:
+            self.val, trained_val = holdout, self.val
             self.evaluate()
+            self.val = trained_val
             per_game, labels = self._holdout
             k = max(lg.shape[1] for lg in per_game)  # games differ in option count: pad with impossible options
             logits = torch.cat([torch.nn.functional.pad(lg, (0, k - lg.shape[1]), value=-1e9) for lg in per_game])
             labels = torch.cat(labels)
             raw = expected_calibration_error(logits, labels)
-            calib = {"ece_before": raw}
-            if raw >= 0.05:
+            calib = {"ece_before": raw, "holdout": sorted(holdout)}
+            if raw < 0.05:
+                calib["skipped"] = "ECE already below 0.05"
+            elif set(holdout) <= set(self.train):
+                calib["skipped"] = "the holdout is only the training games' (pass calibrate_on)"
+            else:
                 temperature = fit_temperature(logits, labels)
                 calib.update(temperature=temperature,
                              ece_after=expected_calibration_error(logits / temperature, labels))
-            else:
-                calib["skipped"] = "ECE already below 0.05"
         save_checkpoint(self.model, self.agent_config(temperature), self.out / "final")
         summary = {"steps": self.step, "minutes": round(self.spent / 60, 3), "best": self.best, "calibration": calib,
                    "samples_per_group": self.counts}
