@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Train on the records of a layout (balanced over games or (game, source)), with "
                        "soft targets, evaluations into OUT/log.jsonl, the best checkpoint by validation NLL in "
                        "OUT/best, state in OUT/state.pt (rerun the same command to resume) and a calibrated OUT/final.")
+    from laya_policy.backbone import SMOLVLM
     from laya_policy.train import TrainConfig
 
     d = TrainConfig(data="")
@@ -35,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--sources", type=lambda s: s.split(","), help="comma-separated sources (default all)")
     t.add_argument("--games", type=lambda s: s.split(","), help="comma-separated games (default all)")
     t.add_argument("--frames", type=int, choices=(1, 2), default=d.frames, help="(default %(default)s)")
-    t.add_argument("--model", default=d.model, help="tiny, a Hub id or a local directory (default %(default)s)")
+    t.add_argument("--model", default=d.model, help=f"tiny, a Hub id such as {SMOLVLM}, or a local directory "
+                   "(default %(default)s)")
     t.add_argument("--init-from", help="checkpoint to continue from (e.g. for DAgger)")
     t.add_argument("--image-size", type=int, default=d.image_size, help="(default %(default)s)")
     t.add_argument("--preprocess", choices=("gpu", "processor"), default=d.preprocess, help="(default %(default)s)")
