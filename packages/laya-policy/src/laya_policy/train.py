@@ -175,7 +175,7 @@ class Run:
         with torch.set_grad_enabled(self.cfg.freeze != "vision" and self.model.training):
             feats = self.model.encode_images(self.prep(frames))
         feats = feats.reshape(len(samples), self.cfg.frames, *feats.shape[1:])
-        rng = random.Random(self.step)
+        rng = random.Random(self.cfg.seed * 7_919 + self.step)  # option orders: also from (seed, step)
         orders = []
         for s in samples:
             order = list(range(len(s.rec["actions"])))
