@@ -40,6 +40,13 @@ def _default(cls, name):
     return next(f.default for f in fields(cls) if f.name == name)
 
 
+def _layout_selection(p: argparse.ArgumentParser) -> None:
+    """ROOT and the games of it to use, spelled the same way by every command that reads a layout."""
+    p.add_argument("root", help="layout root folder")
+    p.add_argument("--sources", "--source", dest="sources", type=_csv, help="only these sources (comma-separated)")
+    p.add_argument("--games", "--game", dest="games", type=_csv, help="only these games (comma-separated)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="atari-data", description="Game-decision datasets for vision-language policies: "
@@ -53,9 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "the frozen schema and its meta.json. Prints a summary table and exits 0 when "
                        "valid; otherwise prints one line per defect (file:line: field: problem) and "
                        "exits 2. Games without _READY are listed as not ready, not as errors.")
-    v.add_argument("root", help="layout root folder")
-    v.add_argument("--source", dest="sources", type=_csv, help="only these sources (comma-separated)")
-    v.add_argument("--game", dest="games", type=_csv, help="only these games (comma-separated)")
+    _layout_selection(v)
     v.add_argument("--images", action="store_true",
                    help="also decode every frame and check its size and mode against frame_format")
     v.add_argument("--max-lines", type=int, default=_default(ValidateConfig, "max_lines"),
@@ -65,9 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Summarise every game folder under ROOT: records and episodes per "
                        "split, frame format, label distribution and its entropy, whether records carry "
                        "a soft target, and whether the game is ready.")
-    s.add_argument("root", help="layout root folder")
-    s.add_argument("--source", dest="sources", type=_csv, help="only these sources (comma-separated)")
-    s.add_argument("--game", dest="games", type=_csv, help="only these games (comma-separated)")
+    _layout_selection(s)
     s.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
 
     g = sub.add_parser("generate", help="play ALE with an expert and write expert / expert2f data",
@@ -116,10 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "and validation) as Parquet shards that load_dataset(OUT, SOURCE) reads, WebDataset tar "
                         "shards for streaming training, every meta.json, the JSON Schemas and a dataset card. "
                         "The layout is validated first; the same layout always packs to the same bytes.")
-    pk.add_argument("root", help="layout root folder")
+    _layout_selection(pk)
     pk.add_argument("out", help="repository folder to create")
-    pk.add_argument("--sources", type=_csv, help="only these sources (comma-separated)")
-    pk.add_argument("--games", type=_csv, help="only these games (comma-separated)")
     pk.add_argument("--shard-size", default="512MB", help="target shard size, e.g. 512MB or 1GB (default %(default)s)")
     pk.add_argument("--formats", type=_csv, default=["parquet", "webdataset"],
                     help="parquet (required: load_dataset reads it) and/or webdataset (default %(default)s)")

@@ -27,7 +27,7 @@ from atari_data.generate import (
     labelled_steps,
     sample,
 )
-from atari_data.play import AtariGame, Decision, episode_seed
+from atari_data.play import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.protocol import Protocol
 from atari_data.writer import GameWriter, Step
 
@@ -56,11 +56,10 @@ class DaggerConfig:
 
 def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):
     """Turn a frames-to-probabilities policy into a writer behaviour, keeping the two-frame rule."""
-    prev: dict = {}
+    previous = PreviousFrame()
 
     def behave(d: Decision, _expert_p, rng: np.random.Generator) -> int:
-        before = d.frame if d.step == 0 or d.after_fire else prev["frame"]
-        prev["frame"] = d.frame
+        before = previous(d)
         p = np.asarray(policy([before, d.frame], game.game, game.actions), dtype=np.float64)
         if p.shape != (len(game.actions),) or not np.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
             raise AtariDataError(f"policy returned {p!r} for {len(game.actions)} actions (expected finite "

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from atari_data.errors import AtariDataError
 from atari_data.schema import GAME_RE, SOURCE_RE
@@ -66,12 +66,13 @@ class GameDir:
 
     def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
         """A record's frame (or previous frame) as a uint8 array, H x W (gray) or H x W x 3."""
+        from atari_data.png import decode_png
+
         rel = rec["prev_image" if prev else "image"]
         path = safe_join(self.path, rel)
         try:
-            with Image.open(path) as im:
-                return np.asarray(im)
-        except (OSError, ValueError) as e:
+            return decode_png(path.read_bytes())
+        except (OSError, ValueError, zlib.error) as e:
             raise AtariDataError(f"cannot read frame ({e})", file=str(path), field="image") from None
 
 

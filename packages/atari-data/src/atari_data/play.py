@@ -124,6 +124,20 @@ class AtariGame:
         return True
 
 
+class PreviousFrame:
+    """The two-frame rule at play time: a decision's previous frame is the screen of the decision
+    before it, or its own screen on an episode's first decision and right after an auto-FIRE.
+    Call it once per decision, in order."""
+
+    def __init__(self):
+        self._last: np.ndarray | None = None
+
+    def __call__(self, d: Decision) -> np.ndarray:
+        prev = d.frame if d.step == 0 or d.after_fire or self._last is None else self._last
+        self._last = d.frame
+        return prev
+
+
 def play_episode(game: AtariGame, seed: int, choose: Callable[[Decision], int],
                  decision_cap: int | None = None) -> Iterator[tuple[Decision, int]]:
     """Play one episode; yields each decision with the action ``choose`` picked, before it is played."""

@@ -139,8 +139,10 @@ def load_results(path: str | Path) -> dict:
     return results
 
 
-def play_game(cfg: RunConfig, game: str, policy=None, progress=None) -> dict:
-    """Play and score one game (the unit of work any executor runs)."""
+def play_game(cfg: RunConfig, game: str, policy=None, progress=None,
+              extra: dict[str, list[Baseline]] | None = None) -> dict:
+    """Play and score one game (the unit of work any executor runs); ``extra`` holds the
+    ``--baselines`` already read (read here when not given)."""
     own = policy is None
     if own:
         policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout)
@@ -155,7 +157,8 @@ def play_game(cfg: RunConfig, game: str, policy=None, progress=None) -> dict:
     finally:
         if own and hasattr(policy, "close"):
             policy.close()
-    extra = read_meta_baselines(cfg.baselines) if cfg.baselines else None
+    if extra is None and cfg.baselines:
+        extra = read_meta_baselines(cfg.baselines)
     return score_game(game, ep, rnd, choose_baseline(game, cfg.cap, extra), cfg.cap, atari57().get(game))
 
 
@@ -174,8 +177,7 @@ def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
             raise EvalError(f"was made with other settings ({', '.join(diff) or 'unreadable'}); use --restart to "
                             "overwrite it or --out for a new file", file=str(out))
         results = old
-    if cfg.baselines:
-        read_meta_baselines(cfg.baselines)  # fail now, not after the first game
+    extra = read_meta_baselines(cfg.baselines) if cfg.baselines else None  # fail now, not after the first game
     todo = [g for g in cfg.games if g not in results["games"] or results["games"][g].get("error")]
 
     def record(result: dict) -> None:
@@ -194,7 +196,7 @@ def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
     try:
         for game in todo:
             with tqdm(total=cfg.episodes, desc=game, unit="episode", disable=None if progress else True) as bar:
-                result = play_game(cfg, game, policy, bar)
+                result = play_game(cfg, game, policy, bar, extra)
             identity = getattr(policy, "identity", None)  # what the policy says it is, if anything
             if isinstance(identity, dict) and identity:
                 results["policy"]["identity"] = identity

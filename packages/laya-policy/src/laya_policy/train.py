@@ -23,7 +23,6 @@ import numpy as np
 import torch
 
 from atari_data.layout import GameDir, list_games
-from atari_data.png import decode_png
 from laya_policy.backbone import build_backbone
 from laya_policy.checkpoint import AgentConfig, load_checkpoint, save_checkpoint
 from laya_policy.imageprep import ImagePrep
@@ -85,9 +84,9 @@ def frames_of(samples: list[Sample], n_frames: int) -> np.ndarray:
     """uint8 [n_frames * B, H, W, 3], oldest first within each sample, samples in order."""
     out = []
     for s in samples:
-        keys = ("prev_image", "image") if n_frames == 2 else ("image",)
-        for k in keys:
-            out.append(decode_png((s.game.path / s.rec.get(k, s.rec["image"])).read_bytes()))
+        if n_frames == 2:  # a one-frame source's previous frame is its current one
+            out.append(s.game.frame(s.rec, prev="prev_image" in s.rec))
+        out.append(s.game.frame(s.rec))
     return np.stack(out)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from atari_data.play import AtariGame, play_episode
+from atari_data.play import AtariGame, PreviousFrame, play_episode
 from laya_eval.policies import Batch
 
 
@@ -29,11 +29,10 @@ def record_episode(policy, game: str, out: str | Path, seed: int = 100_000, max_
     policy.reset(game, g.actions)
     rng = np.random.default_rng(seed)
     frames: list[Image.Image] = []
-    last: dict = {}
+    previous = PreviousFrame()
 
     def choose(d) -> int:
-        prev = d.frame if d.step == 0 or d.after_fire else last["frame"]
-        last["frame"] = d.frame
+        prev = previous(d)
         p = np.asarray(policy(Batch(game, g.actions, d.frame[None], prev[None], np.array([d.step == 0]),
                                     np.zeros(1, dtype=int))))[0]
         a = int(np.argmax(p)) if greedy else int(rng.choice(len(p), p=p / p.sum()))
