@@ -1,5 +1,5 @@
 """Regenerate every view of the frozen schema that is committed: the shipped JSON Schemas and the
-tables in packages/atari-data/README.md. Run after changing atari_data.schema:
+tables in docs/formats.md. Run after changing atari_data.schema:
 
     uv run python tools/update_schema_docs.py
 """
@@ -12,7 +12,7 @@ from atari_data import schema
 
 PKG = Path(__file__).resolve().parents[1] / "packages" / "atari-data"
 
-readme = PKG / "README.md"
+readme = PKG.parents[1] / "docs" / "formats.md"
 text = readme.read_text()
 for kind, obj in (("record", schema.RECORD), ("meta", schema.META)):
     (PKG / "src" / "atari_data" / "schemas" / f"{kind}.schema.json").write_text(

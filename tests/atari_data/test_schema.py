@@ -11,7 +11,7 @@ import pytest
 from atari_data import schema
 from atari_data.layout import list_games
 
-README = Path(__file__).parents[2] / "packages" / "atari-data" / "README.md"
+README = Path(__file__).parents[2] / "docs" / "formats.md"
 
 
 @pytest.mark.parametrize("kind", ["record", "meta"])

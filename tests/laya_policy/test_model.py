@@ -26,7 +26,8 @@ def test_tiny_backbone_is_offline_and_has_the_right_token_count():
 def test_sequence_layout_and_option_positions():
     p = policy()
     enc = p.encode(questions("Breakout", "Pong"), n_images=2)
-    assert enc.image_mask.sum(1).tolist() == [2 * p.image_tokens] * 2
+    assert enc.image_pos.shape == (2, 2 * p.image_tokens)
+    assert (enc.input_ids.gather(1, enc.image_pos) == p._image).all()
     assert enc.option_mask.sum(1).tolist() == [4, 6]
     for b in range(2):
         pos = enc.option_pos[b][enc.option_mask[b]]

@@ -57,10 +57,11 @@ def test_restart_starts_over(data, tmp_path):
     assert summary["steps"] == 6
 
 
-def test_learning_rate_schedule():
-    assert lr_factor(0, 100) == pytest.approx(1 / 3)
-    assert lr_factor(3, 100) == pytest.approx(1.0)
-    assert lr_factor(100, 100) == pytest.approx(0.1)
+def test_learning_rate_schedule_follows_steps_or_time_whichever_runs_out_first():
+    assert lr_factor(0.01) == pytest.approx(1 / 3)
+    assert lr_factor(0.03) == pytest.approx(1.0)
+    assert lr_factor(1.0) == pytest.approx(0.1) and lr_factor(1.5) == pytest.approx(0.1)
+    assert lr_factor(0.2) > lr_factor(0.6) > lr_factor(0.9)
 
 
 def test_calibration_is_fitted_only_on_held_out_games(data, tmp_path):
@@ -83,4 +84,67 @@ def test_train_cli_runs_and_reports_bad_input_on_one_line(data, tmp_path, capsys
     assert "3 steps" in capsys.readouterr().out
     assert main(["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "is not a directory" in err and "Traceback" not in err
+    assert err.startswith("error: ") and "missing" in err and "Traceback" not in err
+
+
+def test_a_packed_repository_trains_like_its_layout(data, tmp_path):
+    from atari_data.pack import PackConfig, pack
+    from laya_policy.data import data_kind, load_examples
+
+    packed = tmp_path / "packed"
+    pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
+    assert data_kind(str(packed)) == "packed" and data_kind(str(data)) == "layout" and data_kind("laya/atari") == "hub"
+    from_layout = load_examples(str(data), "val", games=["Pong"])
+    from_packed = load_examples(str(packed), "val", games=["Pong"])
+    assert [e.rec["id"] for e in from_packed] == [e.rec["id"] for e in from_layout]
+    for a, b in zip(from_layout, from_packed, strict=True):
+        assert a.rec["question"] == b.rec["question"] and a.rec.get("target") == b.rec.get("target")
+        assert all((x == y).all() for x, y in zip(a.frames(2), b.frames(2), strict=True))
+    summary = train(config(packed, tmp_path / "run", steps=4, evals=1), progress=False)
+    assert summary["steps"] == 4 and set(summary["samples_per_group"]) == {"Breakout", "Pong"}
+
+
+def test_select_by_play_keeps_the_checkpoint_with_the_best_play_check(data, tmp_path):
+    out = tmp_path / "run"
+    train(config(data, out, steps=4, evals=2, select_by="play", games=["Pong"]), progress=False)
+    log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    scores = [e["play"]["score"] for e in log]
+    assert len(scores) == 2 and all(s is not None for s in scores)
+    best = json.loads((out / "summary.json").read_text())["best"]
+    assert best["select_by"] == "play" and best["play"] == max(scores)
+    assert best["step"] == log[scores.index(max(scores))]["step"]
+
+
+def test_two_processes_train_data_parallel_with_gloo(data, tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29517",
+           "-m", "laya_policy.cli", "train", "--data", str(data), "--out", str(out), "--steps", "4", "--batch", "2",
+           "--image-size", "64", "--evals", "1"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
+                                                                                   "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["replicas"] == {"world": 2, "weights_agree": True}
+    assert sum(summary["samples_per_group"].values()) == 4 * 2, "rank 0 counts its own draws"
+    assert (out / "final" / "vlm_agent_config.json").exists()
+
+
+def test_dagger_round_from_a_checkpoint_then_training_on_both_sources(data, tmp_path, capsys):
+    from laya_policy.cli import main
+
+    out = tmp_path / "run"
+    train(config(data, out, steps=2, evals=1, games=["Pong"]), progress=False)
+    root = tmp_path / "layout"
+    import shutil
+    shutil.copytree(data, root)
+    assert main(["dagger", "--model", str(out / "final"), "--root", str(root), "--games", "Pong", "--round", "1",
+                 "--train-frames", "20", "--val-frames", "8", "--decision-cap", "40"]) == 0
+    assert "Pong: 20 train" in capsys.readouterr().out
+    meta = json.loads((root / "dagger1" / "Pong" / "meta.json").read_text())
+    assert meta["source"] == "dagger1" and meta["frames"] == 2
+    summary = train(config(root, tmp_path / "d1", steps=4, evals=1, games=["Pong"], sources=["expert2f", "dagger1"],
+                           balance="game_source", init_from=str(out / "final")), progress=False)
+    assert set(summary["samples_per_group"]) == {"Pong/expert2f", "Pong/dagger1"}

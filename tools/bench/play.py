@@ -22,7 +22,7 @@ from transformers import Idefics3Model
 
 from laya_eval.protocol import EvalProtocol
 from laya_eval.runner import play
-from laya_policy.backbone import TinySize, byte_tokenizer, tiny_config
+from laya_policy.backbone import TinySize, tiny_config, tiny_tokenizer
 from laya_policy.checkpoint import AgentConfig, save_checkpoint
 from laya_policy.model import ChoicePolicy
 from laya_policy.play import LayaPolicy
@@ -35,8 +35,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=256)
     args = ap.parse_args()
     torch.manual_seed(0)
-    tok = byte_tokenizer()
-    size = TinySize(image_size=args.size, vision_hidden=256, vision_layers=6, text_hidden=64, text_layers=1)
+    tok = tiny_tokenizer()
+    size = TinySize(image_size=args.size, vision_hidden=256, vision_layers=6, vision_intermediate=512,
+                    text_hidden=64, text_layers=1, text_intermediate=128)
     policy = ChoicePolicy(Idefics3Model(tiny_config(tok, size)), tok)
     proto = EvalProtocol.ale_v5("Breakout", decision_cap=args.decisions)
     rows = []

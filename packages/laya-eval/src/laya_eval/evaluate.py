@@ -114,6 +114,7 @@ def summarise(games: dict[str, dict], seed: int = 0) -> dict:
 
 
 def write_results(path: Path, results: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)

@@ -1,7 +1,7 @@
 """Backbones: SmolVLM-256M (Idefics3) from the Hub or a local copy, or a tiny random one built here.
 
 The ``tiny`` preset is an Idefics3 configuration small enough to train on a laptop CPU, with
-random weights and a byte-level tokenizer built in code: everything runs offline, in tests too.
+random weights and a small BPE tokenizer trained in code on the questions: everything runs offline, in tests too.
 It keeps what matters for the pipeline: SigLIP patches of 16 pixels, 4x4 pixel shuffle, so 64
 image tokens per 512x512 image.
 """
@@ -18,24 +18,55 @@ SPECIAL_TOKENS = ["<pad>", "<image>", "<fake_token_around_image>", "<global-img>
 
 @dataclass(frozen=True)
 class TinySize:
+    """The shapes of a random Idefics3 built here."""
     image_size: int = 512
     vision_hidden: int = 64
     vision_layers: int = 2
+    vision_heads: int = 4
+    vision_intermediate: int = 128
     text_hidden: int = 128
     text_layers: int = 2
-    heads: int = 4
+    text_heads: int = 4
+    text_kv_heads: int = 4
+    text_intermediate: int = 256
 
 
-def byte_tokenizer():
-    """A byte-level tokenizer (256 byte tokens, no merges) with Idefics3's special tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+#: SmolVLM-256M's shapes (SigLIP base patch 16 at 512, a 30-layer 576-wide Llama) with random
+#: weights: what GPU benchmarks time without downloading anything.
+SMOLVLM_SHAPES = TinySize(vision_hidden=768, vision_layers=12, vision_heads=12, vision_intermediate=3072,
+                          text_hidden=576, text_layers=30, text_heads=9, text_kv_heads=3, text_intermediate=1536)
+PRESETS = {"tiny": TinySize(), "random-smolvlm": SMOLVLM_SHAPES}
+
+
+def question_corpus() -> list[str]:
+    """Every text a policy is shown: each ALE game's question with all 18 options, and the turn markers."""
+    from atari_data.actions import FULL_ACTIONS, all_games
+    from atari_data.questions import atari_question, format_option
+
+    texts = ["User:", "\nAssistant:\n"]
+    for game in all_games():
+        q = atari_question(game, FULL_ACTIONS)["action"]
+        texts.append(q["instructions"])
+        texts.extend("- " + format_option(k, v) for k, v in q["criteria"].items())
+    return texts
+
+
+def tiny_tokenizer(vocab_size: int = 1024):
+    """A byte-level BPE tokenizer with Idefics3's special tokens, trained here on the question corpus.
+
+    Any text still encodes (the 256 byte symbols are in the vocabulary), but the questions take a
+    few tokens per word instead of one per byte: a Boxing question with 18 options is ~170 tokens
+    instead of ~700, and the language model's cost falls with it. Training is deterministic.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(question_corpus(), trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>")
     fast.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS[1:]})
     return fast
@@ -46,25 +77,29 @@ def tiny_config(tokenizer, size: TinySize = TinySize()):
 
     return Idefics3Config(
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"), scale_factor=4,
-        vision_config={"hidden_size": size.vision_hidden, "intermediate_size": 2 * size.vision_hidden,
-                       "num_hidden_layers": size.vision_layers, "num_attention_heads": size.heads,
+        vision_config={"hidden_size": size.vision_hidden, "intermediate_size": size.vision_intermediate,
+                       "num_hidden_layers": size.vision_layers, "num_attention_heads": size.vision_heads,
                        "image_size": size.image_size, "patch_size": 16},
-        text_config={"model_type": "llama", "hidden_size": size.text_hidden, "intermediate_size": 2 * size.text_hidden,
-                     "num_hidden_layers": size.text_layers, "num_attention_heads": size.heads,
-                     "num_key_value_heads": size.heads, "vocab_size": len(tokenizer),
+        text_config={"model_type": "llama", "hidden_size": size.text_hidden,
+                     "intermediate_size": size.text_intermediate,
+                     "num_hidden_layers": size.text_layers, "num_attention_heads": size.text_heads,
+                     "num_key_value_heads": size.text_kv_heads, "vocab_size": len(tokenizer),
                      "max_position_embeddings": 2048, "pad_token_id": tokenizer.pad_token_id,
                      "tie_word_embeddings": True},
         tie_word_embeddings=True)
 
 
 def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0, revision: str | None = None):
-    """(Idefics3Model, tokenizer). ``tiny``: random weights, built here; otherwise a Hub id or a local dir."""
+    """(Idefics3Model, tokenizer). ``tiny`` or ``random-smolvlm``: random weights, built here (see
+    PRESETS); otherwise a Hub id or a local directory."""
+    from dataclasses import replace
+
     from transformers import AutoTokenizer, Idefics3Model
 
-    if name == "tiny":
-        tokenizer = byte_tokenizer()
+    if name in PRESETS:
+        tokenizer = tiny_tokenizer()
         torch.manual_seed(seed)
-        return Idefics3Model(tiny_config(tokenizer, TinySize(image_size=image_size))), tokenizer
+        return Idefics3Model(tiny_config(tokenizer, replace(PRESETS[name], image_size=image_size))), tokenizer
     try:
         model = Idefics3Model.from_pretrained(name, revision=revision)
         tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)

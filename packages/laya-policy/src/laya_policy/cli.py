@@ -1,4 +1,4 @@
-"""`laya-policy`: play (and, as it lands, train) the Laya Vision policy."""
+"""`laya-policy`: train the Laya Vision policy, play it, and run DAgger rounds."""
 
 from __future__ import annotations
 
@@ -6,6 +6,10 @@ import argparse
 import sys
 
 from atari_data.errors import AtariDataError
+
+
+def _names(text: str) -> list[str]:
+    return [n for n in text.split(",") if n]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,36 +27,109 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--seed", type=int, default=100_000, help="(default %(default)s)")
     pl.add_argument("--sample", action="store_true", help="draw actions from the probabilities instead of the top one")
     pl.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
-    t = sub.add_parser("train", help="train the policy on an atari-data layout (durable: rerun to resume)",
-                       description="Train on the records of a layout (balanced over games or (game, source)), with "
-                       "soft targets, evaluations into OUT/log.jsonl, the best checkpoint by validation NLL in "
-                       "OUT/best, state in OUT/state.pt (rerun the same command to resume) and a calibrated OUT/final.")
+    pl.add_argument("--cuda-graph", action="store_true", help="replay the language model and head as one CUDA graph "
+                    "per batch shape (needs --device cuda; same answers, less launch overhead)")
+    t = sub.add_parser("train", help="train the policy on atari-data records (durable: rerun to resume)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Train on atari-data records, balanced over games or (game, source), with soft "
+                       "targets; evaluations go to OUT/log.jsonl and print as a table, the selected checkpoint to "
+                       "OUT/best, state to OUT/state.pt (rerun the same command to resume), a calibrated checkpoint "
+                       "to OUT/final.", epilog="examples:\n"
+                       "  laya-policy train --data data/atari --games Pong,Freeway --max-minutes 15 --out runs/tiny\n"
+                       "  laya-policy train --data out/packed --sources expert2f --out runs/packed\n"
+                       "  torchrun --nproc-per-node 2 -m laya_policy.cli train --data data/atari --out runs/ddp")
     from laya_policy.backbone import SMOLVLM
     from laya_policy.train import TrainConfig
 
     d = TrainConfig(data="")
-    t.add_argument("--data", required=True, help="atari-data layout root")
+    t.add_argument("--data", required=True, help="an atari-data layout root, a packed repository folder "
+                   "(atari-data pack), or its Hub id")
     t.add_argument("--out", default=d.out, help="run folder (default %(default)s)")
-    t.add_argument("--sources", type=lambda s: s.split(","), help="comma-separated sources (default all)")
-    t.add_argument("--games", type=lambda s: s.split(","), help="comma-separated games (default all)")
+    t.add_argument("--sources", type=_names, help="comma-separated sources (default all)")
+    t.add_argument("--games", type=_names, help="comma-separated games (default all)")
     t.add_argument("--frames", type=int, choices=(1, 2), default=d.frames, help="(default %(default)s)")
-    t.add_argument("--model", default=d.model, help=f"tiny, a Hub id such as {SMOLVLM}, or a local directory "
-                   "(default %(default)s)")
-    t.add_argument("--init-from", help="checkpoint to continue from (e.g. for DAgger)")
+    t.add_argument("--model", default=d.model, help=f"tiny (random weights, built here), a Hub id such as {SMOLVLM}, "
+                   "or a local directory (default %(default)s)")
+    t.add_argument("--init-from", help="checkpoint to continue from (e.g. after a DAgger round)")
     t.add_argument("--image-size", type=int, default=d.image_size, help="(default %(default)s)")
-    t.add_argument("--preprocess", choices=("gpu", "processor"), default=d.preprocess, help="(default %(default)s)")
-    t.add_argument("--batch", type=int, default=d.batch, help="(default %(default)s)")
-    t.add_argument("--steps", type=int, default=d.steps, help="(default %(default)s)")
-    t.add_argument("--max-minutes", type=float, default=d.max_minutes, help="time budget, resumed runs included "
+    t.add_argument("--preprocess", choices=("gpu", "processor"), default=d.preprocess,
+                   help="device-side resize (gpu) or SmolVLM's processor (default %(default)s)")
+    t.add_argument("--batch", type=int, default=d.batch, help="per process (default %(default)s)")
+    t.add_argument("--passes", type=float, default=d.passes, help="passes over the training records "
+                   "(default %(default)s)")
+    t.add_argument("--steps", type=int, help="an explicit step count instead of --passes")
+    t.add_argument("--max-minutes", type=float, default=d.max_minutes, help="time budget, resumed runs included; "
+                   "the learning-rate schedule follows whichever of steps and time runs out first "
                    "(default %(default)s)")
     t.add_argument("--balance", choices=("game", "game_source"), default=d.balance, help="(default %(default)s)")
-    t.add_argument("--freeze", choices=("vision", "none"), default=d.freeze, help="(default %(default)s)")
+    t.add_argument("--freeze", choices=("auto", "vision", "none"), default=d.freeze,
+                   help="auto: the vision tower is frozen for a pretrained backbone, trained for tiny (default auto)")
+    t.add_argument("--lr-head", type=float, help="(default 1e-4 pretrained, 1e-3 tiny)")
+    t.add_argument("--lr-backbone", type=float, help="scaled by sqrt(batch/16) (default 2e-5 pretrained, 1e-3 tiny)")
     t.add_argument("--evals", type=int, default=d.evals, help="evaluations during the run (default %(default)s)")
-    t.add_argument("--calibrate-on", type=lambda s: s.split(","), help="held-out games for the temperature fit")
+    t.add_argument("--select-by", choices=("nll", "play"), default=d.select_by, help="keep OUT/best by validation "
+                   "NLL or by a short play check in laya-eval (default %(default)s)")
+    t.add_argument("--calibrate-on", type=_names, help="held-out games for the temperature fit")
     t.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
-    t.add_argument("--device", default=d.device, help="(default %(default)s)")
+    t.add_argument("--device", default=d.device, help="torch device, e.g. cuda (default %(default)s)")
     t.add_argument("--restart", action="store_true", help="start over instead of resuming OUT/state.pt")
     t.add_argument("--crash-at-step", type=int, help="raise once at this step (to exercise resuming)")
+
+    g = sub.add_parser("dagger", help="play a checkpoint, label what it saw with the expert, write source daggerN",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="One DAgger round: the checkpoint plays (sampling from its probabilities, two "
+                       "frames), the expert labels every visited decision, and the records go to ROOT/dagger<N>/. "
+                       "Then continue training on both sources.", epilog="the loop:\n"
+                       "  laya-policy dagger --model runs/tiny/final --root data/atari --games Pong,Freeway --round 1\n"
+                       "  laya-policy train --data data/atari --sources expert2f,dagger1 --balance game_source \\\n"
+                       "      --init-from runs/tiny/final --out runs/tiny-d1")
+    g.add_argument("--model", required=True, help="checkpoint directory")
+    g.add_argument("--root", required=True, help="atari-data layout root to write into")
+    g.add_argument("--games", type=_names, required=True, help="comma-separated games")
+    g.add_argument("--round", type=int, required=True, help="round number N (source dagger<N>)")
+    g.add_argument("--expert", default="builtin", help="builtin, sb3:PATH, cleanrl:PATH or hub:REPO (default builtin)")
+    g.add_argument("--train-frames", type=int, default=3_000, help="(default %(default)s)")
+    g.add_argument("--val-frames", type=int, default=150, help="(default %(default)s)")
+    g.add_argument("--decision-cap", type=int, default=4_500, help="(default %(default)s)")
+    g.add_argument("--greedy", action="store_true", help="play the top action instead of sampling")
+    g.add_argument("--seed", type=int, default=0, help="(default %(default)s)")
+    g.add_argument("--device", default="cpu", help="(default %(default)s)")
+    g.add_argument("--force", action="store_true", help="rewrite games already written")
+
+    from laya_policy.quickstart import QuickstartConfig
+
+    q = QuickstartConfig()
+    k = sub.add_parser("quickstart", help="the whole pipeline on built-in defaults: data, training, evaluation, report",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Generate expert2f data with the built-in experts, validate it, pack it, load it "
+                       "back through datasets.load_dataset, train the policy, evaluate it in laya-eval against random "
+                       "and the expert, and write OUT/report.md (data stats, training curve, evaluation table and "
+                       "plots, a video). About 20 minutes on two CPU cores, no downloads. A rerun skips finished "
+                       "stages and resumes an interrupted one.", epilog="examples:\n"
+                       "  laya-policy quickstart\n"
+                       "  laya-policy quickstart --games Pong,Breakout,Freeway,Boxing,SpaceInvaders --minutes 60 "
+                       "--train-frames 20000 --device cuda --out runs/bigger")
+    k.add_argument("--out", default=q.out, help="(default %(default)s)")
+    k.add_argument("--games", type=_names, default=q.games, help="comma-separated (default %(default)s)")
+    k.add_argument("--train-frames", type=int, default=q.train_frames, help="per game (default %(default)s)")
+    k.add_argument("--val-frames", type=int, default=q.val_frames, help="per game (default %(default)s)")
+    k.add_argument("--minutes", type=float, default=q.minutes, help="training budget (default %(default)s)")
+    k.add_argument("--model", default=q.model, help="tiny, a Hub id or a local directory (default %(default)s)")
+    k.add_argument("--image-size", type=int, default=q.image_size, help="(default %(default)s)")
+    k.add_argument("--batch", type=int, default=q.batch, help="(default %(default)s)")
+    k.add_argument("--episodes", type=int, default=q.episodes, help="evaluation episodes per game "
+                   "(default %(default)s)")
+    k.add_argument("--cap", type=int, default=q.cap, help="evaluation decisions per episode at most "
+                   "(default %(default)s, the protocol's)")
+    k.add_argument("--decision-cap", type=int, default=q.decision_cap, help="decisions per generated episode "
+                   "(default %(default)s)")
+    k.add_argument("--baseline-episodes", type=int, default=q.baseline_episodes, help="expert and random episodes "
+                   "measured into meta.json (default %(default)s)")
+    k.add_argument("--video-decisions", type=int, default=q.video_decisions, help="(default %(default)s)")
+    k.add_argument("--device", default=q.device, help="(default %(default)s)")
+    k.add_argument("--workers", type=int, default=q.workers, help="generation processes (default %(default)s)")
+    k.add_argument("--seed", type=int, default=q.seed, help="(default %(default)s)")
+    k.add_argument("--restart", action="store_true", help="delete OUT and start over")
     return p
 
 
@@ -63,23 +140,44 @@ def main(argv: list[str] | None = None) -> int:
             from laya_policy.play import LayaPolicy
             from laya_policy.video import record_episode
 
-            summary = record_episode(LayaPolicy(args.model, device=args.device), args.game, args.video,
+            policy = LayaPolicy(args.model, device=args.device, cuda_graph=args.cuda_graph)
+            summary = record_episode(policy, args.game, args.video,
                                      seed=args.seed, max_decisions=args.max_decisions, greedy=not args.sample)
             print(f"{summary['game']}: {summary['decisions']} decisions, score {summary['score']:g} "
                   f"-> {summary['video']}")
         if args.command == "train":
             from laya_policy.train import TrainConfig, train
 
-            cfg = TrainConfig(data=args.data, out=args.out, sources=args.sources, games=args.games, frames=args.frames,
-                              model=args.model, init_from=args.init_from, image_size=args.image_size,
-                              preprocess=args.preprocess, batch=args.batch, steps=args.steps,
-                              max_minutes=args.max_minutes, balance=args.balance, freeze=args.freeze,
-                              evals=args.evals, calibrate_on=args.calibrate_on, seed=args.seed, device=args.device,
-                              restart=args.restart, crash_at_step=args.crash_at_step)
+            keys = set(TrainConfig.__dataclass_fields__) & set(vars(args))
+            cfg = TrainConfig(**{k: getattr(args, k) for k in keys})
             summary = train(cfg)
-            print(f"{summary['steps']} steps in {summary['minutes']:.1f} min; best {summary['best']}; "
-                  f"checkpoint {args.out}/final")
+            if summary:  # other ranks of a distributed run return nothing
+                print(f"{summary['steps']} steps in {summary['minutes']:.1f} min ({summary['samples_per_s']} "
+                      f"samples/s); best {summary['best']}; checkpoint {args.out}/final")
+        if args.command == "dagger":
+            from atari_data.dagger import DaggerConfig, write_dagger_round
+            from laya_policy.play import LayaPolicy
+
+            policy = LayaPolicy(args.model, device=args.device)
+            cfg = DaggerConfig(root=args.root, round=args.round, games=args.games, expert=args.expert,
+                               train_frames=args.train_frames, val_frames=args.val_frames,
+                               decision_cap=args.decision_cap, greedy=args.greedy, seed=args.seed, force=args.force)
+            for game, meta in write_dagger_round(cfg, policy.frames_policy()).items():
+                if meta is None:
+                    print(f"{game}: already written (--force to redo)")
+                else:
+                    print(f"{game}: {meta['train']['records']} train / {meta['val']['records']} val records -> "
+                          f"{args.root}/dagger{args.round}/{game}")
+        if args.command == "quickstart":
+            from laya_policy.quickstart import Quickstart, QuickstartConfig
+
+            keys = set(QuickstartConfig.__dataclass_fields__) & set(vars(args))
+            Quickstart(QuickstartConfig(**{k: getattr(args, k) for k in keys})).run()
+            print(f"report: {args.out}/report.md")
         return 0
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130
     except (OSError, ValueError, AtariDataError) as e:
         print(f"error: {e.render() if isinstance(e, AtariDataError) else e}", file=sys.stderr)
         return 2

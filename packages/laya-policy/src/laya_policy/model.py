@@ -11,9 +11,9 @@ One sequence per decision::
 
 Each image is ``<fake_token_around_image><global-img>`` + 64 ``<image>`` tokens +
 ``<fake_token_around_image>``, its tokens' embeddings replaced by the vision features. The head is
-a small bidirectional transformer over the language model's last hidden states, plus a learned
-question-type embedding; an option's score is read at its terminating newline token
-(LayerNorm -> Linear -> GELU -> Linear). Padded option slots score -inf, so one model serves any
+a small bidirectional transformer over the language model's last hidden states at the image tokens
+and at each option's terminating newline, plus a learned question-type embedding; an option's score
+is read at its newline (LayerNorm -> Linear -> GELU -> Linear). Padded option slots score -inf, so one model serves any
 number of options. The question text comes from ``atari_data.questions``; nothing here words it.
 """
 
@@ -32,8 +32,8 @@ NEG_INF = float("-inf")
 @dataclass
 class Encoded:
     input_ids: torch.Tensor       # [B, T]
-    attention_mask: torch.Tensor  # [B, T]
-    image_mask: torch.Tensor      # [B, T] bool: where image features go, in order
+    attention_mask: torch.Tensor | None  # [B, T]; None when no row is padded
+    image_pos: torch.Tensor       # [B, n_images * image_tokens] positions of the image tokens, in order
     option_pos: torch.Tensor      # [B, K] position of each option's newline (0 where padded)
     option_mask: torch.Tensor     # [B, K] bool
 
@@ -86,7 +86,13 @@ class ChoicePolicy(nn.Module):
             attention[b, : len(ids)] = 1
             option_pos[b, : len(pos)] = torch.tensor(pos)
             option_mask[b, : len(pos)] = True
-        return Encoded(input_ids, attention, input_ids == self._image, option_pos, option_mask)
+        image_pos = (input_ids == self._image).nonzero()[:, 1].reshape(len(rows), -1)
+        return Encoded(input_ids, attention, image_pos, option_pos, option_mask)
+
+    @staticmethod
+    def to_device(enc: Encoded, device) -> Encoded:
+        fields = (getattr(enc, f) for f in Encoded.__dataclass_fields__)
+        return Encoded(*(None if t is None else t.to(device) for t in fields))
 
     # -- vision --------------------------------------------------------------------------------------
     def encode_images(self, pixel_values: torch.Tensor) -> torch.Tensor:
@@ -99,13 +105,23 @@ class ChoicePolicy(nn.Module):
     def forward(self, image_features: torch.Tensor, enc: Encoded, question_type: torch.Tensor | None = None):
         """Option logits [B, K] from image features [B, n_images, image_tokens, hidden] (oldest first)."""
         device = image_features.device
+        b, n_img = len(enc.input_ids), image_features.shape[1] * image_features.shape[2]
         embed = self.backbone.get_input_embeddings()(enc.input_ids.to(device))
-        mask = enc.image_mask.to(device)
-        embed = embed.masked_scatter(mask[..., None], image_features.reshape(-1, embed.shape[-1]).to(embed.dtype))
-        attention = enc.attention_mask.to(device)
+        h = embed.shape[-1]
+        img_pos = enc.image_pos.to(device)
+        # scatter, not masked_scatter: no data-dependent shapes, so the decision can be a CUDA graph
+        embed = embed.scatter(1, img_pos[..., None].expand(-1, -1, h),
+                              image_features.reshape(b, n_img, h).to(embed.dtype))
+        attention = enc.attention_mask.to(device) if enc.attention_mask is not None else None  # None: no padding
         hidden = self.backbone.text_model(inputs_embeds=embed, attention_mask=attention).last_hidden_state
-        qt = question_type if question_type is not None else torch.zeros(len(hidden), dtype=torch.long, device=device)
-        h = self.head(hidden + self.type_embedding(qt)[:, None], src_key_padding_mask=attention == 0)
-        at = torch.gather(h, 1, enc.option_pos.to(device)[..., None].expand(-1, -1, h.shape[-1]))
-        scores = self.score(at).squeeze(-1)
-        return scores.masked_fill(~enc.option_mask.to(device), NEG_INF)
+        # The head reads the image tokens and the option newlines only: attention spread over the whole
+        # question would dilute the few image positions ~20x, and the question is already in each
+        # option's state through the causal language model.
+        option_mask = enc.option_mask.to(device)
+        pos = torch.cat([img_pos, enc.option_pos.to(device)], 1)
+        x = torch.gather(hidden, 1, pos[..., None].expand(-1, -1, h))
+        qt = question_type if question_type is not None else torch.zeros(b, dtype=torch.long, device=device)
+        pad = torch.cat([torch.zeros_like(img_pos, dtype=torch.bool), ~option_mask], 1)
+        x = self.head(x + self.type_embedding(qt)[:, None], src_key_padding_mask=pad)
+        scores = self.score(x[:, n_img:]).squeeze(-1)
+        return scores.masked_fill(~option_mask, NEG_INF)

@@ -24,7 +24,7 @@ class PathMismatch(ValueError):
 
 class LayaPolicy:
     def __init__(self, checkpoint: str, device: str = "cpu", preprocess: str | None = None, force: bool = False,
-                 cache: bool | None = None):
+                 cache: bool | None = None, cuda_graph: bool = False):
         self.model, self.cfg = load_checkpoint(checkpoint, device)
         path = preprocess or self.cfg.preprocess
         if path != self.cfg.preprocess and not force:
@@ -39,6 +39,10 @@ class LayaPolicy:
         self.identity = {"checkpoint": str(checkpoint), "backbone": self.cfg.backbone, "frames": self.cfg.frames,
                          "image_size": self.cfg.image_size, "preprocess": path}
         self._question = None
+        if cuda_graph and self.device.type != "cuda":
+            raise ValueError(f"cuda_graph needs a CUDA device (got {device})")
+        self.cuda_graph = cuda_graph
+        self._graphs = {}  # (batch size, question) -> (graph, static features, static logits)
 
     def _encode(self, frames: np.ndarray) -> torch.Tensor:
         with torch.inference_mode():
@@ -46,20 +50,63 @@ class LayaPolicy:
 
     def reset(self, game: str, actions) -> None:
         self._question = atari_question(game, list(actions))["action"]
+        self._graphs.clear()
         if self.cache is not None:
             self.cache.clear()
 
-    @torch.inference_mode()
     def __call__(self, batch) -> np.ndarray:
+        """laya-eval's policy protocol: a batch of decisions in one game -> probabilities [n, actions]."""
         if self._question is None:
             self.reset(batch.game, batch.actions)
-        n = len(batch)
-        screens = np.concatenate([batch.prev_frames, batch.frames]) if self.cfg.frames == 2 else batch.frames
+        return self.probabilities(batch.frames, batch.prev_frames)
+
+    @torch.inference_mode()
+    def probabilities(self, frames: np.ndarray, prev_frames: np.ndarray) -> np.ndarray:
+        """Calibrated probabilities over the current game's actions for [n, H, W, 3] screens."""
+        n = len(frames)
+        screens = np.concatenate([prev_frames, frames]) if self.cfg.frames == 2 else frames
         feats = self.cache(screens) if self.cache is not None else self._encode(screens)
         feats = feats.reshape(self.cfg.frames, n, *feats.shape[1:]).transpose(0, 1)  # [n, frames, tokens, hidden]
-        enc = self.model.encode([self._question] * n, n_images=self.cfg.frames)
-        logits = self.model(feats.to(self.device), enc)
+        if self.cuda_graph:
+            graph, static_in, static_out = self._graph(n, feats)
+            static_in.copy_(feats)
+            graph.replay()
+            logits = static_out
+        else:
+            enc = self.model.encode([self._question] * n, n_images=self.cfg.frames)
+            logits = self.model(feats.to(self.device), enc)
         return torch.softmax(logits / self.temperature, -1).double().cpu().numpy()
+
+    def _graph(self, n: int, feats: torch.Tensor):
+        """The language model and head for ``n`` decisions of this game, captured once as a CUDA graph
+        (fixed shapes: the question is the same for every row); the vision tower and cache stay eager."""
+        if n not in self._graphs:
+            enc = self.model.to_device(self.model.encode([self._question] * n, n_images=self.cfg.frames), self.device)
+            enc.attention_mask = None  # every row asks the same question: no padding, no mask to inspect
+            static_in = feats.detach().clone()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up outside the capture, as CUDA graphs require
+                for _ in range(2):
+                    self.model(static_in, enc)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = self.model(static_in, enc)
+            self._graphs[n] = (graph, static_in, static_out)
+        return self._graphs[n]
+
+    def frames_policy(self):
+        """The ``policy(frames, game, actions)`` callable atari-data's DAgger writer plays."""
+        current = {}
+
+        def policy(frames, game, actions):
+            if current.get("game") != (game, tuple(actions)):
+                self.reset(game, actions)
+                current["game"] = (game, tuple(actions))
+            return self.probabilities(frames[1][None], frames[0][None])[0]
+
+        return policy
 
 
 def make_policy(arg: str | None = None, **kwargs) -> LayaPolicy:

@@ -16,15 +16,16 @@ import math
 import os
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from atari_data.layout import GameDir, list_games
-from laya_policy.backbone import build_backbone
-from laya_policy.checkpoint import AgentConfig, load_checkpoint, save_checkpoint
+from laya_policy.backbone import PRESETS, build_backbone
+from laya_policy.checkpoint import AgentConfig, load_checkpoint, load_config, save_checkpoint
+from laya_policy.data import Example, load_examples
 from laya_policy.imageprep import ImagePrep
 from laya_policy.model import ChoicePolicy
 from laya_policy.objectives import expected_calibration_error, fit_temperature, nll, training_loss
@@ -32,7 +33,7 @@ from laya_policy.objectives import expected_calibration_error, fit_temperature, 
 
 @dataclass
 class TrainConfig:
-    data: str
+    data: str                          # a layout root, a packed repository folder, or a Hub id
     out: str = "runs/train"
     sources: list[str] | None = None
     games: list[str] | None = None
@@ -42,15 +43,17 @@ class TrainConfig:
     image_size: int = 128
     preprocess: str = "gpu"
     batch: int = 16
-    steps: int = 200
+    passes: float = 4.0                # passes over the training records (sets the step count)
+    steps: int | None = None           # or an explicit step count
     max_minutes: float = 15.0
     balance: str = "game"              # or game_source
-    freeze: str = "vision"             # or none
-    lr_head: float = 1e-4
-    lr_backbone: float = 2e-5
+    freeze: str = "auto"               # vision, none, or auto: vision for a pretrained backbone, none for tiny
+    lr_head: float | None = None       # None: 1e-4 for a pretrained backbone, 1e-3 for tiny (random weights)
+    lr_backbone: float | None = None   # None: 2e-5 for a pretrained backbone, 1e-3 for tiny
     spherical_weight: float = 0.5
     evals: int = 4
     eval_records: int = 256
+    select_by: str = "nll"             # or play: a short laya-eval play check at each evaluation
     state_minutes: float = 2.0
     seed: int = 0
     device: str = "cpu"
@@ -58,11 +61,14 @@ class TrainConfig:
     crash_at_step: int | None = None
     calibrate_on: list[str] | None = None  # held-out games for the temperature fit (not trained on)
 
+    @property
+    def backbone(self) -> str:
+        """The backbone's name: ``model``, or the one the ``init_from`` checkpoint was built on."""
+        return load_config(self.init_from).backbone if self.init_from else self.model
 
-@dataclass
-class Sample:
-    game: GameDir
-    rec: dict
+    @property
+    def pretrained(self) -> bool:
+        return self.backbone not in PRESETS  # presets start from random weights
 
 
 class CrashForTesting(RuntimeError):
@@ -71,77 +77,127 @@ class CrashForTesting(RuntimeError):
 
 # -- data ------------------------------------------------------------------------------------------
 
-def load_records(cfg: TrainConfig, split: str) -> dict[str, list[Sample]]:
-    """Records by balancing group: game, or (game, source)."""
-    groups: dict[str, list[Sample]] = {}
-    for g in list_games(cfg.data, cfg.sources, cfg.games):
-        key = g.game if cfg.balance == "game" else f"{g.game}/{g.source}"
-        groups.setdefault(key, []).extend(Sample(g, r) for r in g.records(split))
+def load_groups(cfg: TrainConfig, split: str, games: list[str] | None = None) -> dict[str, list[Example]]:
+    """Examples by balancing group: game, or game/source."""
+    groups: dict[str, list[Example]] = {}
+    for ex in load_examples(cfg.data, split, cfg.sources, games or cfg.games):
+        game, source = ex.group
+        groups.setdefault(game if cfg.balance == "game" else f"{game}/{source}", []).append(ex)
     return {k: v for k, v in sorted(groups.items()) if v}
 
 
-def frames_of(samples: list[Sample], n_frames: int) -> np.ndarray:
-    """uint8 [n_frames * B, H, W, 3], oldest first within each sample, samples in order."""
-    out = []
-    for s in samples:
-        if n_frames == 2:  # a one-frame source's previous frame is its current one
-            out.append(s.game.frame(s.rec, prev="prev_image" in s.rec))
-        out.append(s.game.frame(s.rec))
-    return np.stack(out)
+def frames_of(examples: list[Example], n_frames: int) -> np.ndarray:
+    """uint8 [n_frames * B, H, W, 3], oldest first within each example, examples in order."""
+    return np.stack([f for ex in examples for f in ex.frames(n_frames)])
 
 
-def targets_of(samples: list[Sample], k: int) -> torch.Tensor:
-    t = torch.zeros(len(samples), k)
-    for i, s in enumerate(samples):
-        if s.rec.get("target") is not None:
-            t[i, : len(s.rec["target"])] = torch.tensor(s.rec["target"])
+def targets_of(examples: list[Example], k: int) -> torch.Tensor:
+    t = torch.zeros(len(examples), k)
+    for i, ex in enumerate(examples):
+        if ex.rec.get("target") is not None:
+            t[i, : len(ex.rec["target"])] = torch.tensor(ex.rec["target"])
         else:
-            t[i, s.rec["label"]] = 1.0
+            t[i, ex.rec["label"]] = 1.0
     return t
 
 
 # -- the run -----------------------------------------------------------------------------------------
 
-def lr_factor(step: int, total: int, warmup: float = 0.03, floor: float = 0.1) -> float:
-    """Linear warm-up over the first 3% of steps, then cosine down to 10%."""
-    w = max(1, int(total * warmup))
-    if step < w:
-        return (step + 1) / w
-    progress = (step - w) / max(1, total - w)
+def lr_factor(progress: float, warmup: float = 0.03, floor: float = 0.1) -> float:
+    """Linear warm-up over the first 3% of the run, then cosine down to 10%. ``progress`` in [0, 1] is
+    the larger of steps done / steps planned and time spent / time budget, so a run cut short by
+    ``max_minutes`` still anneals."""
+    if progress < warmup:
+        return max(progress, 1e-3) / warmup
+    progress = (progress - warmup) / (1 - warmup)
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+class Distributed:
+    """Data parallelism under ``torchrun``/``accelerate launch`` (WORLD_SIZE > 1): every process draws
+    its own batch from its own slice of each group, gradients are averaged, rank 0 evaluates and writes."""
+
+    def __init__(self, device: str):
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        if self.world > 1 and not torch.distributed.is_initialized():
+            torch.distributed.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def average_gradients(self, params) -> None:
+        if self.world == 1:
+            return
+        for p in params:
+            if p.grad is not None:
+                torch.distributed.all_reduce(p.grad)
+                p.grad /= self.world
+
+    def any(self, flag: bool) -> bool:
+        """True on every process when ``flag`` is true on any (so all stop at the same step)."""
+        if self.world == 1:
+            return flag
+        t = torch.tensor([float(flag)])
+        torch.distributed.all_reduce(t)
+        return bool(t.item())
+
+    def agree(self, model) -> bool:
+        """Whether every process holds the same weights (they must, after every step)."""
+        if self.world == 1:
+            return True
+        digest = torch.tensor([float(sum(p.double().sum() for p in model.parameters()))], dtype=torch.float64)
+        all_ = [torch.zeros_like(digest) for _ in range(self.world)]
+        torch.distributed.all_gather(all_, digest)
+        return all(torch.equal(a, all_[0]) for a in all_)
 
 
 class Run:
     def __init__(self, cfg: TrainConfig):
         self.cfg, self.out = cfg, Path(cfg.out)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.dist = Distributed(cfg.device)
+        if self.dist.main:
+            self.out.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(cfg.seed)
         if cfg.init_from:
             self.model, _ = load_checkpoint(cfg.init_from, cfg.device)
         else:
             backbone, tokenizer = build_backbone(cfg.model, image_size=cfg.image_size, seed=cfg.seed)
             self.model = ChoicePolicy(backbone, tokenizer).to(cfg.device)
-        if cfg.freeze == "vision":
-            for p in self.model.backbone.vision_model.parameters():
-                p.requires_grad_(False)
+        freeze = cfg.freeze if cfg.freeze != "auto" else ("vision" if cfg.pretrained else "none")
+        self.train_vision = freeze == "none"
+        for p in self.model.backbone.vision_model.parameters():
+            p.requires_grad_(self.train_vision)
         self.prep = ImagePrep(cfg.image_size, cfg.preprocess, device=cfg.device)
+        lr_head = cfg.lr_head or (1e-4 if cfg.pretrained else 1e-3)
+        lr_body = (cfg.lr_backbone or (2e-5 if cfg.pretrained else 1e-3)) * math.sqrt(cfg.batch / 16)
         head = [p for n, p in self.model.named_parameters() if not n.startswith("backbone.") and p.requires_grad]
         body = [p for n, p in self.model.named_parameters() if n.startswith("backbone.") and p.requires_grad]
-        scale = math.sqrt(cfg.batch / 16)
-        self.opt = torch.optim.AdamW(
-            [{"params": head, "lr": cfg.lr_head}, {"params": body, "lr": cfg.lr_backbone * scale}], weight_decay=0.01)
+        self.params = head + body
+        self.opt = torch.optim.AdamW([{"params": head, "lr": lr_head}, {"params": body, "lr": lr_body}],
+                                     weight_decay=0.01)
         self.base_lrs = [g["lr"] for g in self.opt.param_groups]
-        self.train, self.val = load_records(cfg, "train"), load_records(cfg, "val")
+        self.train = {k: v[self.dist.rank:: self.dist.world] for k, v in load_groups(cfg, "train").items()}
+        self.val = load_groups(cfg, "val") if self.dist.main else {}
         if not self.train:
-            raise ValueError(f"{cfg.data}: no ready training records for sources {cfg.sources} and games {cfg.games}")
+            raise ValueError(f"{cfg.data}: no training records for sources {cfg.sources or 'all'} and games "
+                             f"{cfg.games or 'all'}")
+        records = sum(map(len, self.train.values())) * self.dist.world
+        self.total = cfg.steps or max(1, math.ceil(cfg.passes * records / (cfg.batch * self.dist.world)))
         self.step, self.spent, self.counts, self.best, self.log = 0, 0.0, dict.fromkeys(self.train, 0), None, []
-        self.crashed = False
+        self.curve, self._losses = [], []  # [step, mean training loss over the last 20 steps]
+        self.wait, self.busy = 0.0, 0.0  # seconds waiting for frames / in whole steps, for the data-wait share
+        self._pool = ThreadPoolExecutor(1)  # decodes the next batch's frames while this one trains
+        self._next = None
 
     # -- durability ----------------------------------------------------------------------------------
     def save_state(self) -> None:
+        if not self.dist.main:
+            return
         state = {"model": self.model.state_dict(), "opt": self.opt.state_dict(), "step": self.step,
                  "spent": self.spent, "counts": self.counts, "best": self.best, "log": self.log,
-                 "torch_rng": torch.get_rng_state(), "config": asdict(self.cfg)}
+                 "curve": self.curve, "torch_rng": torch.get_rng_state(), "config": asdict(self.cfg)}
         tmp = self.out / ".state.pt.tmp"
         torch.save(state, tmp)
         os.replace(tmp, self.out / "state.pt")
@@ -154,62 +210,83 @@ class Run:
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
         self.step, self.spent, self.counts = state["step"], state["spent"], state["counts"]
-        self.best, self.log = state["best"], state["log"]
+        self.best, self.log, self.curve = state["best"], state["log"], state.get("curve", [])
         torch.set_rng_state(state["torch_rng"])
         return True
 
     # -- one step ----------------------------------------------------------------------------------
-    def batch(self) -> list[Sample]:
-        rng = random.Random(self.cfg.seed * 1_000_003 + self.step)  # re-seeded from (seed, step): resumable
+    def picks(self, step: int) -> list[Example]:
+        """The batch of ``step``: drawn from (seed, step, rank) alone, so a resumed run draws the same."""
+        rng = random.Random((self.cfg.seed * 1_000_003 + step) * 64 + self.dist.rank)
         keys = list(self.train)
-        picks = []
-        for _ in range(self.cfg.batch):
-            k = rng.choice(keys)
-            self.counts[k] += 1
-            picks.append(rng.choice(self.train[k]))
-        return picks
+        return [rng.choice(self.train[k]) for k in (rng.choice(keys) for _ in range(self.cfg.batch))]
 
-    def logits(self, samples: list[Sample], shuffle: bool) -> tuple[torch.Tensor, list[list[int]]]:
-        frames = frames_of(samples, self.cfg.frames)
-        with torch.set_grad_enabled(self.cfg.freeze != "vision" and self.model.training):
+    def _load(self, step: int):
+        examples = self.picks(step)
+        return examples, frames_of(examples, self.cfg.frames)
+
+    def batch(self) -> tuple[list[Example], np.ndarray]:
+        """This step's examples and frames (decoded in the background during the previous step)."""
+        t = time.perf_counter()
+        if self._next is None or self._next[0] != self.step:
+            self._next = (self.step, self._pool.submit(self._load, self.step))
+        examples, frames = self._next[1].result()
+        self._next = (self.step + 1, self._pool.submit(self._load, self.step + 1))
+        self.wait += time.perf_counter() - t
+        for ex in examples:
+            game, source = ex.group
+            self.counts[game if self.cfg.balance == "game" else f"{game}/{source}"] += 1
+        return examples, frames
+
+    def autocast(self):
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.cfg.device.startswith("cuda"))
+
+    def logits(self, examples: list[Example], frames: np.ndarray, shuffle: bool) -> torch.Tensor:
+        with torch.set_grad_enabled(self.train_vision and self.model.training), self.autocast():
             feats = self.model.encode_images(self.prep(frames))
-        feats = feats.reshape(len(samples), self.cfg.frames, *feats.shape[1:])
+        feats = feats.reshape(len(examples), self.cfg.frames, *feats.shape[1:])
         rng = random.Random(self.cfg.seed * 7_919 + self.step)  # option orders: also from (seed, step)
         orders = []
-        for s in samples:
-            order = list(range(len(s.rec["actions"])))
+        for ex in examples:
+            order = list(range(len(ex.rec["actions"])))
             if shuffle:
                 rng.shuffle(order)  # one model for any option order
             orders.append(order)
-        enc = self.model.encode([s.rec["question"] for s in samples], self.cfg.frames, orders)
-        return self.model(feats, enc), orders
+        enc = self.model.encode([ex.rec["question"] for ex in examples], self.cfg.frames, orders)
+        with self.autocast():
+            return self.model(feats, enc).float()
 
-    def train_step(self, total: int) -> float:
+    def progress(self) -> float:
+        return max(self.step / self.total, self.spent / (self.cfg.max_minutes * 60))
+
+    def train_step(self) -> float:
+        t = time.perf_counter()
         self.model.train()
-        samples = self.batch()
-        logits, _ = self.logits(samples, shuffle=True)
-        loss = training_loss(logits, targets_of(samples, logits.shape[1]).to(logits.device), self.cfg.spherical_weight)
+        examples, frames = self.batch()
+        logits = self.logits(examples, frames, shuffle=True)
+        loss = training_loss(logits, targets_of(examples, logits.shape[1]).to(logits.device), self.cfg.spherical_weight)
         for group, base in zip(self.opt.param_groups, self.base_lrs, strict=True):
-            group["lr"] = base * lr_factor(self.step, total)
+            group["lr"] = base * lr_factor(self.progress())
         self.opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.dist.average_gradients(self.params)
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
         self.opt.step()
         self.step += 1
+        self.busy += time.perf_counter() - t
         return loss.item()
 
     @torch.no_grad()
-    def evaluate(self) -> dict:
+    def evaluate(self, groups: dict[str, list[Example]] | None = None) -> dict:
         self.model.eval()
         per_game, all_logits, all_labels = {}, [], []
-        for key, samples in self.val.items():
-            picked = samples[:: max(1, len(samples) // self.cfg.eval_records)][: self.cfg.eval_records]
+        for key, examples in (groups if groups is not None else self.val).items():
+            picked = examples[:: max(1, len(examples) // self.cfg.eval_records)][: self.cfg.eval_records]
             logits, labels = [], []
             for i in range(0, len(picked), self.cfg.batch):
                 chunk = picked[i: i + self.cfg.batch]
-                lg, _ = self.logits(chunk, shuffle=False)
-                logits.append(lg.cpu())
-                labels.append(torch.tensor([s.rec["label"] for s in chunk]))
+                logits.append(self.logits(chunk, frames_of(chunk, self.cfg.frames), shuffle=False).cpu())
+                labels.append(torch.tensor([ex.rec["label"] for ex in chunk]))
             lg, lb = torch.cat(logits), torch.cat(labels)
             finite = torch.where(torch.isinf(lg), torch.full_like(lg, -1e9), lg)
             per_game[key] = {"accuracy": (lg.argmax(-1) == lb).float().mean().item(), "nll": nll(finite, lb),
@@ -221,54 +298,101 @@ class Run:
         self._holdout = (all_logits, all_labels)
         return entry
 
+    def play_check(self) -> dict:
+        """Play up to three training games for three 400-decision episodes through laya-eval (seeds
+        500000+); the score is the mean normalised score against the reference baselines."""
+        from laya_eval.evaluate import RunConfig, play_game
+        from laya_policy.play import LayaPolicy
+
+        ckpt = save_checkpoint(self.model, self.agent_config(), self.out / ".play-check")
+        policy = LayaPolicy(str(ckpt), device=self.cfg.device)
+        games = sorted({k.split("/")[0] for k in self.train})[:3]
+        run = RunConfig(policy="laya", games=games, episodes=3, cap=400, seed_base=500_000, random_episodes=0)
+        scores = {g: play_game(run, g, policy) for g in run.games}
+        values = [r["normalised"] for r in scores.values() if r.get("normalised") is not None]
+        return {"score": float(np.mean(values)) if values else None,
+                "games": {g: {"mean": r["mean"], "normalised": r.get("normalised")} for g, r in scores.items()}}
+
+    def better(self, entry: dict) -> bool:
+        if self.cfg.select_by == "play":
+            score = entry["play"]["score"]
+            return score is not None and (self.best is None or score > self.best["play"])
+        return self.best is None or entry["nll"] < self.best["nll"]
+
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, progress: bool = True) -> dict:
         from tqdm import tqdm
 
         resumed = self.resume()
-        cfg, total = self.cfg, self.cfg.steps
-        eval_at = {round(total * (i + 1) / cfg.evals) for i in range(cfg.evals)} if self.val else set()
+        if not resumed and self.dist.main:
+            (self.out / "log.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
+        cfg = self.cfg
         budget, start, last_state = cfg.max_minutes * 60, time.monotonic() - self.spent, time.monotonic()
-        bar = tqdm(total=total, initial=self.step, desc="train", unit="step", disable=None if progress else True)
-        while self.step < total and time.monotonic() - start < budget:
+        done_evals = len(self.log)
+        bar = tqdm(total=self.total, initial=self.step, desc="train", unit="step",
+                   disable=None if progress and self.dist.main else True)
+        while not self.dist.any(self.step >= self.total or time.monotonic() - start >= budget):
             if cfg.crash_at_step is not None and self.step == cfg.crash_at_step and not resumed:
                 raise CrashForTesting(f"--crash-at-step {cfg.crash_at_step}")
-            loss = self.train_step(total)
+            loss = self.train_step()
             self.spent = time.monotonic() - start
+            self._losses.append(loss)
+            if len(self._losses) == 20:
+                self.curve.append([self.step, round(float(np.mean(self._losses)), 5)])
+                self._losses = []
             bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}")
-            if self.step in eval_at:
-                entry = self.evaluate()
-                self.log.append(entry)
-                with open(self.out / "log.jsonl", "a", encoding="utf-8") as f:
-                    f.write(json.dumps(entry) + "\n")
-                if self.best is None or entry["nll"] < self.best["nll"]:
-                    self.best = {"step": self.step, "nll": entry["nll"]}
-                    save_checkpoint(self.model, self.agent_config(), self.out / "best")
+            rate = self.step * cfg.batch * self.dist.world / max(self.busy, 1e-9) if self.busy else 0.0
+            left = max(0.0, min(budget - self.spent, (self.total - self.step) * self.busy / max(1, self.step)))
+            bar.set_postfix(loss=f"{loss:.3f}", samples_s=f"{rate:.0f}", left=f"{left / 60:.1f}min")
+            if self.val and self.dist.main and (self.progress() >= (done_evals + 1) / cfg.evals
+                                                 or self.step == self.total):
+                done_evals = min(cfg.evals, math.floor(self.progress() * cfg.evals + 1e-9))
+                self.record(self.evaluate())
                 self.save_state()
                 last_state = time.monotonic()
-            elif time.monotonic() - last_state > max(120.0, cfg.state_minutes * 60):
+            elif self.dist.main and time.monotonic() - last_state > max(120.0, cfg.state_minutes * 60,
+                                                                           0.05 * self.spent):
                 self.save_state()
                 last_state = time.monotonic()
         bar.close()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        agree = self.dist.agree(self.model)
+        if not self.dist.main:
+            return {}
+        if not self.log or self.log[-1]["step"] != self.step:  # stopped by the clock: evaluate the last weights
+            if self.val:
+                self.record(self.evaluate())
         self.save_state()
-        return self.finish()
+        summary = self.finish()
+        summary["replicas"] = {"world": self.dist.world, "weights_agree": agree}
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+
+    def record(self, entry: dict) -> None:
+        """Log an evaluation (printed as a table) and keep the best checkpoint by the selection rule."""
+        if self.cfg.select_by == "play":
+            entry["play"] = self.play_check()
+        self.log.append(entry)
+        with open(self.out / "log.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+        print_eval(entry)
+        if self.better(entry):
+            self.best = {"step": self.step, "nll": entry["nll"], "select_by": self.cfg.select_by}
+            if "play" in entry:
+                self.best["play"] = entry["play"]["score"]
+            save_checkpoint(self.model, self.agent_config(), self.out / "best")
 
     def agent_config(self, temperature: float = 1.0) -> AgentConfig:
         return AgentConfig(image_size=self.cfg.image_size, preprocess=self.cfg.preprocess, frames=self.cfg.frames,
-                           temperatures={"choice": temperature}, backbone=self.cfg.model)
+                           temperatures={"choice": temperature}, backbone=self.cfg.backbone)
 
     def finish(self) -> dict:
         """Fit a temperature on held-out games and write ``final/``. The fit is skipped when raw ECE is
         already below 0.05, or when the only holdout is the training games' (it over-flattens)."""
         temperature, calib = 1.0, {}
-        holdout = self.val
-        if self.cfg.calibrate_on:
-            holdout = load_records(TrainConfig(**{**asdict(self.cfg), "games": self.cfg.calibrate_on}), "val")
+        holdout = load_groups(self.cfg, "val", self.cfg.calibrate_on) if self.cfg.calibrate_on else self.val
         if holdout:
-            self.val, trained_val = holdout, self.val
-            self.evaluate()
-            self.val = trained_val
+            self.evaluate(holdout)
             per_game, labels = self._holdout
             k = max(lg.shape[1] for lg in per_game)  # games differ in option count: pad with impossible options
             logits = torch.cat([torch.nn.functional.pad(lg, (0, k - lg.shape[1]), value=-1e9) for lg in per_game])
@@ -284,12 +408,21 @@ class Run:
                 calib.update(temperature=temperature,
                              ece_after=expected_calibration_error(logits / temperature, labels))
         save_checkpoint(self.model, self.agent_config(temperature), self.out / "final")
-        summary = {"steps": self.step, "minutes": round(self.spent / 60, 3), "best": self.best, "calibration": calib,
-                   "samples_per_group": self.counts}
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        return summary
+        steps_s = self.step / max(self.busy, 1e-9)
+        return {"steps": self.step, "minutes": round(self.spent / 60, 3), "best": self.best, "calibration": calib,
+                "samples_per_group": self.counts, "curve": self.curve,
+                "samples_per_s": round(steps_s * self.cfg.batch * self.dist.world, 2),
+                "data_wait_share": round(self.wait / max(self.busy, 1e-9), 4)}
+
+
+def print_eval(entry: dict) -> None:
+    print(f"\nstep {entry['step']} ({entry['minutes']:.1f} min): mean validation NLL {entry['nll']:.3f}")
+    print(f"  {'group':<24} {'accuracy':>8} {'NLL':>7} {'ECE':>6} {'records':>7}")
+    for key, g in entry["games"].items():
+        print(f"  {key:<24} {g['accuracy']:>8.3f} {g['nll']:>7.3f} {g['ece']:>6.3f} {g['records']:>7}")
+    if "play" in entry:
+        print(f"  play check: {entry['play']}")
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict:
     return Run(cfg).run(progress)
-

@@ -1,0 +1,98 @@
+"""Training examples from any atari-data source: a layout root, a packed repository folder, or a Hub id.
+
+    examples = load_examples("data/atari", "train", sources=["expert2f"], games=["Pong"])
+    ex.rec["question"], ex.rec["label"], ex.rec.get("target"); ex.frames(2)  # uint8 [2, H, W, 3]
+
+A layout root is read record by record (frames decoded from its PNGs when a batch needs them). A
+packed repository (a folder written by ``atari-data pack``, or its Hub id) is read through
+``datasets.load_dataset(path, source)`` -- the same Parquet path users load -- with the frames kept
+as PNG bytes and decoded per batch, so memory holds compressed frames only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from atari_data.layout import list_games
+from atari_data.png import decode_png
+
+
+class Example:
+    """One decision: its record (``question`` as a dict) and a way to get its frames."""
+
+    __slots__ = ("rec", "_frame")
+
+    def __init__(self, rec: dict, frame: Callable[[bool], np.ndarray]):
+        self.rec, self._frame = rec, frame
+
+    @property
+    def group(self) -> tuple[str, str]:
+        return self.rec["game"], self.rec["source"]
+
+    def frames(self, n: int) -> list[np.ndarray]:
+        """``n`` frames, oldest first; a one-frame source's previous frame is its current one."""
+        current = self._frame(False)
+        if n == 1:
+            return [current]
+        return [self._frame(True) if "prev_image" in self.rec else current, current]
+
+
+def data_kind(data: str) -> str:
+    """``layout`` (a folder of <source>/<game>/ with _READY), ``packed`` (a folder with data/ and a card)
+    or ``hub`` (anything else: a repository id)."""
+    path = Path(data)
+    if path.is_dir():
+        if (path / "data").is_dir() and (path / "README.md").is_file():
+            return "packed"
+        return "layout"
+    if path.exists() or data.startswith((".", "/")):
+        raise ValueError(f"{data}: not a layout root or packed repository folder")
+    return "hub"
+
+
+def load_examples(data: str, split: str, sources: list[str] | None = None,
+                  games: list[str] | None = None) -> list[Example]:
+    if data_kind(data) == "layout":
+        return _layout_examples(data, split, sources, games)
+    return _packed_examples(data, split, sources, games)
+
+
+def _layout_examples(root, split, sources, games) -> list[Example]:
+    out = []
+    for g in list_games(root, sources, games):
+        for rec in g.records(split):
+            out.append(Example(rec, lambda prev, g=g, rec=rec: g.frame(rec, prev=prev)))
+    return out
+
+
+def _packed_examples(data, split, sources, games) -> list[Example]:
+    from datasets import Image, get_dataset_config_names, load_dataset
+
+    hf_split = {"train": "train", "val": "validation"}[split]
+    out = []
+    try:
+        configs = get_dataset_config_names(data)
+    except Exception as e:  # datasets raises several kinds (offline, missing repo, bad card)
+        raise ValueError(f"{data}: cannot read the dataset's configurations ({type(e).__name__}: {e})") from None
+    for source in configs:
+        if sources and source not in sources:
+            continue
+        ds = load_dataset(data, source, split=hf_split)
+        ds = ds.cast_column("image", Image(decode=False))
+        has_prev = "prev_image" in ds.column_names
+        if has_prev:
+            ds = ds.cast_column("prev_image", Image(decode=False))
+        if games:
+            ds = ds.filter(lambda g: g in games, input_columns="game")
+        for row in ds:
+            image, prev = row.pop("image")["bytes"], row.pop("prev_image", None) if has_prev else None
+            rec = {k: v for k, v in row.items() if v is not None}
+            rec["question"] = json.loads(rec["question"])
+            if prev is not None:
+                rec["prev_image"] = "packed"
+            out.append(Example(rec, lambda p, a=image, b=prev and prev["bytes"]: decode_png(b if p else a)))
+    return out

@@ -1,0 +1,30 @@
+"""The quickstart at toy size: every stage runs for real, a rerun skips them, other settings are refused."""
+
+import json
+
+from laya_policy.cli import main
+from laya_policy.quickstart import STAGES
+
+TOY = ["--games", "Pong", "--train-frames", "40", "--val-frames", "16", "--minutes", "0.05", "--episodes", "1",
+       "--image-size", "64", "--batch", "4", "--cap", "30", "--decision-cap", "60", "--baseline-episodes", "1",
+       "--video-decisions", "10", "--workers", "1"]
+
+
+def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
+    out = tmp_path / "qs"
+    assert main(["quickstart", "--out", str(out), *TOY]) == 0
+    printed = capsys.readouterr().out
+    assert all(f"{stage}: done in" in printed for stage in STAGES)
+    report = (out / "report.md").read_text()
+    for part in ("## Data", "## Training", "## Evaluation of", "Pong", "![training](training.png)"):
+        assert part in report
+    assert (out / "training.png").stat().st_size > 0 and (out / "eval" / "results.json").exists()
+    assert json.loads((out / "stages" / "load.json").read_text())["rows"] == {"train": 40, "validation": 16}
+    assert list(out.glob("*.gif")), "a video of the trained policy"
+
+    assert main(["quickstart", "--out", str(out), *TOY]) == 0
+    assert capsys.readouterr().out.count("done before, skipped") == len(STAGES)
+
+    assert main(["quickstart", "--out", str(out), *TOY[:-2], "--workers", "2"]) == 2
+    assert "other settings" in capsys.readouterr().err
+
