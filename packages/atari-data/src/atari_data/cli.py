@@ -159,6 +159,25 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("schema", help="print the frozen schema (JSON Schema or the docs table)")
     sc.add_argument("--of", choices=("record", "meta"), default="record", help="(default %(default)s)")
     sc.add_argument("--markdown", action="store_true", help="print the docs table instead of JSON Schema")
+    im = sub.add_parser("import", help="convert a public dataset into the layout (jat)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description="Convert a public dataset's episodes into records of the frozen schema through "
+                        "the shared writer (caps, even subsampling, splits, meta.json with dropped frames counted by "
+                        "reason, _READY last). Frames are kept as the source gives them.",
+                        epilog="sources:\n"
+                        "  jat   jat-project/jat-dataset (Apache-2.0): the newest frame of each 84x84 stack as "
+                        "gray_84x84,\n        actions of the minimal set, JAT train -> train, test -> val\n"
+                        "examples:\n"
+                        "  atari-data import jat --from ~/jat-dataset --root data/atari --games Breakout,Pong\n"
+                        "  atari-data import jat --from hub:jat-project/jat-dataset --root data/atari --games Pong")
+    im.add_argument("source", choices=("jat",), help="which dataset")
+    im.add_argument("--from", dest="from_", required=True, help="a local copy of the dataset, or hub:REPO (online)")
+    im.add_argument("--root", required=True, help="layout root to write into")
+    im.add_argument("--games", type=_csv, help="ALE v5 names, comma-separated (default: every game found)")
+    im.add_argument("--train-frames", type=int, default=20_000, help="train records per game at most "
+                    "(default %(default)s)")
+    im.add_argument("--val-frames", type=int, default=1_000, help="val records per game at most (default %(default)s)")
+    im.add_argument("--force", action="store_true", help="rewrite games that are already complete")
     return p
 
 
@@ -301,6 +320,27 @@ def cmd_games(a) -> int:
     return 0
 
 
+def cmd_import(a) -> int:
+    from atari_data.actions import resolve_game
+    from atari_data.sources import jat, local_copy
+
+    patterns = [f"{jat.config_of(resolve_game(g))}/*" for g in a.games] if a.games else None
+    root = local_copy(a.from_, jat.REPO, patterns)
+    games = [resolve_game(g) for g in a.games] if a.games else jat.available_games(root)
+    if not games:
+        raise AtariDataError(f"no atari-<game> folders (a local copy of {jat.REPO})", file=str(root), field="--from")
+    for game in games:
+        meta = jat.import_game(root, a.root, game, caps={"train": a.train_frames, "val": a.val_frames},
+                               force=a.force)
+        if meta is None:
+            print(f"jat/{game}: already complete (use --force to redo)")
+        else:
+            dropped = ", ".join(f"{k} {v}" for k, v in meta["dropped"].items()) or "none"
+            print(f"jat/{game}: {meta['train']['records']} train, {meta['val']['records']} val records; "
+                  f"dropped: {dropped}")
+    return 0
+
+
 def cmd_schema(a) -> int:
     from atari_data import schema
 
@@ -321,7 +361,7 @@ def _print_table(df) -> None:
 
 COMMANDS = {"validate": cmd_validate, "stats": cmd_stats, "generate": cmd_generate, "pack": cmd_pack,
             "rebuild": cmd_rebuild, "publish": cmd_publish, "doctor": cmd_doctor, "games": cmd_games,
-            "schema": cmd_schema}
+            "schema": cmd_schema, "import": cmd_import}
 
 
 def main(argv: list[str] | None = None) -> int:

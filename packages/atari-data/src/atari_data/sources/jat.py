@@ -1,0 +1,178 @@
+"""JAT (``jat-project/jat-dataset``, configs ``atari-<game>``, Apache-2.0) -> source ``jat``.
+
+A local copy holds ``atari-<game>/{train,test}-*.parquet``; one row is one whole game (all lives):
+``image_observations`` (PNG structs), ``discrete_actions`` (ALE minimal-set indices) and
+``rewards``. Each image is an 84x84 RGBA PNG holding a 4-frame grey stack, oldest first, the
+newest the frame the action was taken on; we keep only the newest, as an 84x84 grey PNG
+(``gray_84x84``). Two games were published with the stack's bytes reshaped instead of
+transposed, so the frame order is established from the data for every game: in consecutive
+stacks the three newest frames of step t must be the three oldest of step t+1. JAT train becomes
+train, JAT test becomes val; there is no ``target``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from atari_data.actions import minimal_actions, resolve_game
+from atari_data.errors import AtariDataError
+from atari_data.png import decode_png, encode_png
+from atari_data.writer import GameWriter, Step
+
+SOURCE = "jat"
+REPO = "jat-project/jat-dataset"
+LICENSE = "Apache-2.0"
+COLUMNS = ("image_observations", "discrete_actions", "rewards")
+# Config names that are not the ALE v5 name with its capitals removed.
+QUIRKS = {"asteroid": "Asteroids", "kongfumaster": "KungFuMaster", "montezuma": "MontezumaRevenge",
+          "privateye": "PrivateEye"}
+SPLITS = {"train": "train", "test": "val"}
+VAL_EPISODES_FROM = 500_000  # JAT test rows, numbered apart from train rows (0, 1, ...)
+ORDER_CHECK_STEPS = 64
+ORDER_MIN_AGREEMENT = 0.9
+
+
+def game_of(config: str) -> str:
+    """``atari-kongfumaster`` -> ``KungFuMaster``."""
+    name = config.removeprefix("atari-")
+    return QUIRKS.get(name) or resolve_game(name)
+
+
+def config_of(game: str) -> str:
+    for cfg, g in QUIRKS.items():
+        if g == game:
+            return f"atari-{cfg}"
+    return f"atari-{game.lower()}"
+
+
+# -- frame order ----------------------------------------------------------------------------------
+
+def _stack(rgba: np.ndarray, layout: str) -> np.ndarray:
+    """[4, 84, 84], oldest first, from a decoded 84x84x4 image in the given byte layout."""
+    if layout == "channels":                       # R oldest ... A newest (the documented layout)
+        return np.moveaxis(rgba, -1, 0)
+    return rgba.reshape(4, *rgba.shape[:2])        # (4, 84, 84) bytes written as if (84, 84, 4)
+
+
+def frame_layout(stacks: list[np.ndarray]) -> str | None:
+    """The byte layout in which consecutive stacks shift by one frame, or None when neither does."""
+    for layout in ("channels", "reshaped"):
+        s = [_stack(x, layout) for x in stacks]
+        pairs = list(zip(s, s[1:], strict=False))
+        if pairs and sum(np.array_equal(a[1:], b[:3]) for a, b in pairs) >= ORDER_MIN_AGREEMENT * len(pairs):
+            return layout
+    return None
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+def parquet_files(root: Path, game: str, split: str) -> list[Path]:
+    return sorted((root / config_of(game)).glob(f"{split}-*.parquet"))
+
+
+def available_games(root: Path) -> list[str]:
+    return sorted(game_of(p.name) for p in root.glob("atari-*") if p.is_dir())
+
+
+def rows(path: Path) -> Iterator[tuple[int, dict]]:
+    """(row index, {column: list}) of one Parquet file, a row group at a time."""
+    import pyarrow.parquet as pq
+
+    try:
+        f = pq.ParquetFile(path)
+    except Exception as e:  # pyarrow raises ArrowInvalid, OSError, ... for a damaged file
+        raise AtariDataError(f"not a readable Parquet file ({type(e).__name__}: {e})", file=str(path)) from None
+    missing = [c for c in COLUMNS if c not in f.schema_arrow.names]
+    if missing:
+        raise AtariDataError(f"missing column(s) {missing} (expected {list(COLUMNS)})", file=str(path),
+                             field=missing[0])
+    n = 0
+    try:
+        for group in range(f.num_row_groups):
+            table = f.read_row_group(group, columns=list(COLUMNS))
+            for row in table.to_pylist():
+                yield n, row
+                n += 1
+    except AtariDataError:
+        raise
+    except Exception as e:
+        raise AtariDataError(f"row {n}: unreadable ({type(e).__name__}: {e})", file=str(path)) from None
+
+
+def _decode(obs) -> np.ndarray | None:
+    data = obs.get("bytes") if isinstance(obs, dict) else None
+    if not data:
+        return None
+    try:
+        img = decode_png(data)
+    except Exception:  # a corrupt PNG is a counted drop, not a crash
+        return None
+    return img if img.ndim == 3 and img.shape[-1] == 4 else None
+
+
+def episode_steps(row: dict, layout: str, n_actions: int, writer: GameWriter) -> Iterator[Step]:
+    """The newest frame and action of each step; undecodable frames and actions outside the
+    minimal set are dropped and counted."""
+    images, actions, rewards = row["image_observations"], row["discrete_actions"], row["rewards"]
+    if not (len(images) == len(actions) == len(rewards)):
+        writer.drop("row_length_mismatch", len(images))
+        return
+    for t, (obs, action, reward) in enumerate(zip(images, actions, rewards, strict=True)):
+        rgba = _decode(obs)
+        if rgba is None:
+            writer.drop("corrupt_image")
+            continue
+        if action is None or not 0 <= int(action) < n_actions:
+            writer.drop("action_out_of_range")
+            continue
+        newest = np.ascontiguousarray(_stack(rgba, layout)[3])
+        yield Step(frame=encode_png(newest), label=int(action), provenance={"reward": float(reward), "jat_step": t})
+
+
+def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None = None, force: bool = False,
+                progress=None) -> dict | None:
+    """Write ``<out>/jat/<Game>`` from the local copy at ``root``; returns its meta.json (None when
+    it was already complete)."""
+    root, game = Path(root), resolve_game(game)
+    files = {split: parquet_files(root, game, split) for split in SPLITS}
+    if not files["train"]:
+        raise AtariDataError(f"no {config_of(game)}/train-*.parquet (a local copy of {REPO}: "
+                             f"`hf download {REPO} --repo-type dataset --include '{config_of(game)}/*'`)",
+                             file=str(root))
+    actions = minimal_actions(game)
+    writer = GameWriter(out, SOURCE, game, frame_format="gray_84x84", frames=1, actions=actions,
+                        origin=f"{REPO} ({config_of(game)})", license=LICENSE, force=force,
+                        **({"caps": caps} if caps else {}))
+    if writer.complete:
+        return None
+    layout = _establish_layout(files["train"][0], game)
+    for split, kind in SPLITS.items():
+        first = 0 if kind == "train" else VAL_EPISODES_FROM
+        for path in files[split]:
+            n = 0
+            for i, row in rows(path):
+                writer.add_episode(first + i, kind, episode_steps(row, layout, len(actions), writer))
+                n = i + 1
+                if progress is not None:
+                    progress.update(1)
+            first += n
+    return writer.finish()
+
+
+def _establish_layout(path: Path, game: str) -> str:
+    for _, row in rows(path):
+        head = row["image_observations"][: ORDER_CHECK_STEPS + 1]
+        stacks = [x for x in map(_decode, head) if x is not None]
+        if len(stacks) < 2:
+            continue
+        layout = frame_layout(stacks)
+        if layout is None:
+            raise AtariDataError(f"{game}: consecutive frame stacks do not shift by one frame in either known "
+                                 f"byte layout (checked the first {len(stacks)} of a game); refusing to guess",
+                                 file=str(path), field="image_observations")
+        return layout
+    raise AtariDataError(f"{game}: no game with two readable frames to establish the frame order", file=str(path),
+                         field="image_observations")

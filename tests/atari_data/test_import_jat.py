@@ -1,0 +1,147 @@
+"""The JAT importer on Parquet files written here in the upstream layout: one row per game,
+RGBA PNG 4-stacks (R oldest ... A newest), minimal-set actions, and the quirks: config names that
+are not the ALE name, a game stored with the stack's bytes reshaped, broken files."""
+
+import io
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from atari_data.cli import main
+from atari_data.layout import list_games
+from atari_data.sources import jat
+from atari_data.validate import validate
+
+TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+
+
+def frames_of_a_game(rng, n: int) -> list[np.ndarray]:
+    return [rng.integers(0, 256, (84, 84), dtype=np.uint8) for _ in range(n)]
+
+
+def stacks(frames: list[np.ndarray], layout: str = "channels") -> list[bytes]:
+    """envpool's stacks (oldest first; at reset all four hold the first frame) as RGBA PNGs."""
+    out = []
+    for t in range(len(frames)):
+        stack = np.stack([frames[max(0, t - k)] for k in (3, 2, 1, 0)])  # [4, 84, 84], oldest first
+        rgba = np.moveaxis(stack, 0, -1) if layout == "channels" else stack.reshape(84, 84, 4)
+        buf = io.BytesIO()
+        Image.fromarray(np.ascontiguousarray(rgba), "RGBA").save(buf, format="PNG")
+        out.append(buf.getvalue())
+    return out
+
+
+def write_config(root, config: str, split: str, games: list[tuple[list[bytes], list[int]]], name=None):
+    folder = root / config
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.table({
+        "image_observations": pa.array([[{"bytes": b, "path": None} for b in imgs] for imgs, _ in games],
+                                       pa.list_(TYPE)),
+        "discrete_actions": pa.array([acts for _, acts in games], pa.list_(pa.int64())),
+        "rewards": pa.array([[0.0] * len(acts) for _, acts in games], pa.list_(pa.float32())),
+    })
+    path = folder / (name or f"{split}-00000-of-00001.parquet")
+    pq.write_table(table, path)
+    return path
+
+
+@pytest.fixture
+def source(tmp_path):
+    rng = np.random.default_rng(0)
+    root = tmp_path / "jat-dataset"
+    truth = {}
+    for config, layout, n_actions in (("atari-breakout", "channels", 4), ("atari-kongfumaster", "reshaped", 14)):
+        for split, n_games in (("train", 3), ("test", 1)):
+            games = []
+            for g in range(n_games):
+                frames = frames_of_a_game(rng, 30)
+                acts = rng.integers(0, n_actions, 30).tolist()
+                games.append((stacks(frames, layout), acts))
+                truth[(config, split, g)] = (frames, acts)
+            write_config(root, config, split, games)
+    return root, truth
+
+
+def test_jat_import_keeps_the_newest_frame_in_the_established_order(source, tmp_path, capsys):
+    root, truth = source
+    out = tmp_path / "layout"
+    assert main(["import", "jat", "--from", str(root), "--root", str(out)]) == 0
+    assert "jat/Breakout: 90 train, 30 val records" in capsys.readouterr().out
+    assert validate(out, images=True).ok
+    games = {g.game: g for g in list_games(out)}
+    assert set(games) == {"Breakout", "KungFuMaster"}, "config quirks map to ALE v5 names"
+    for config, game in (("atari-breakout", "Breakout"), ("atari-kongfumaster", "KungFuMaster")):
+        g = games[game]
+        meta = g.meta()
+        assert meta["frame_format"] == "gray_84x84" and meta["frames"] == 1 and meta["license"] == "Apache-2.0"
+        for split, jat_split in (("train", "train"), ("val", "test")):
+            for rec in g.records(split):
+                index = rec["episode"] - (0 if split == "train" else jat.VAL_EPISODES_FROM)
+                frames, acts = truth[(config, jat_split, index)]
+                assert np.array_equal(g.frame(rec), frames[rec["step"]]), "the newest frame, unscrambled"
+                assert rec["label"] == acts[rec["step"]] and "target" not in rec
+    val_eps = {r["episode"] for r in games["Breakout"].records("val")}
+    train_eps = {r["episode"] for r in games["Breakout"].records("train")}
+    assert val_eps and train_eps and not val_eps & train_eps
+
+
+def test_jat_import_is_deterministic(source, tmp_path):
+    root, _ = source
+    for name in ("a", "b"):
+        assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / name), "--games", "Breakout"]) == 0
+    a, b = (tmp_path / n / "jat" / "Breakout" for n in ("a", "b"))
+    assert (a / "train.jsonl").read_bytes() == (b / "train.jsonl").read_bytes()
+    assert (a / "meta.json").read_bytes() == (b / "meta.json").read_bytes()
+
+
+def test_bad_frames_and_actions_are_counted_drops(tmp_path):
+    rng = np.random.default_rng(1)
+    root = tmp_path / "src"
+    frames = frames_of_a_game(rng, 20)
+    imgs, acts = stacks(frames), rng.integers(0, 4, 20).tolist()
+    imgs[7] = b"\x89PNG\r\n\x1a\n broken"
+    acts[11] = 9  # Breakout's minimal set has 4 actions
+    write_config(root, "atari-breakout", "train", [(imgs, acts)])
+    meta = jat.import_game(root, tmp_path / "out", "Breakout")
+    assert meta["dropped"] == {"action_out_of_range": 1, "corrupt_image": 1}
+    assert meta["train"]["records"] == 18
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("truncate", "not a readable Parquet file"),
+    ("columns", "missing column(s) ['discrete_actions', 'rewards']"),
+    ("order", "do not shift by one frame"),
+])
+def test_broken_sources_are_one_line_errors_and_write_nothing(tmp_path, capsys, damage, message):
+    rng = np.random.default_rng(2)
+    root = tmp_path / "src"
+    frames = frames_of_a_game(rng, 20)
+    path = write_config(root, "atari-breakout", "train", [(stacks(frames), [0] * 20)])
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[: 200])
+    elif damage == "columns":
+        pq.write_table(pa.table({"image_observations": pa.array([[{"bytes": b"", "path": None}]], pa.list_(TYPE))}),
+                       path)
+    else:  # frames shuffled: no byte layout makes consecutive stacks shift by one
+        order = rng.permutation(20)
+        write_config(root, "atari-breakout", "train", [([stacks(frames)[i] for i in order], [0] * 20)])
+    assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "jat" / "Breakout").exists(), "nothing half-written"
+
+
+def test_offline_hub_source_names_the_local_alternative(tmp_path, capsys):
+    assert main(["import", "jat", "--from", "hub:jat-project/jat-dataset", "--root", str(tmp_path), "--games",
+                 "Pong"]) == 2
+    assert "pass --from DIR" in capsys.readouterr().err
+
+
+def test_meta_records_origin(source, tmp_path):
+    root, _ = source
+    meta = jat.import_game(root, tmp_path / "out", "Breakout")
+    assert json.loads(json.dumps(meta))["origin"] == "jat-project/jat-dataset (atari-breakout)"
