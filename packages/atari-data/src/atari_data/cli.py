@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("schema", help="print the frozen schema (JSON Schema or the docs table)")
     sc.add_argument("--of", choices=("record", "meta"), default="record", help="(default %(default)s)")
     sc.add_argument("--markdown", action="store_true", help="print the docs table instead of JSON Schema")
-    im = sub.add_parser("import", help="convert a public dataset into the layout (jat)",
+    im = sub.add_parser("import", help="convert a public dataset into the layout (jat, atari_head)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Convert a public dataset's episodes into records of the frozen schema through "
                         "the shared writer (caps, even subsampling, splits, meta.json with dropped frames counted by "
@@ -167,10 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
                         epilog="sources:\n"
                         "  jat   jat-project/jat-dataset (Apache-2.0): the newest frame of each 84x84 stack as "
                         "gray_84x84,\n        actions of the minimal set, JAT train -> train, test -> val\n"
+                        "  atari_head   Atari-HEAD, Zenodo 3451402 (CC-BY-4.0): human play with gaze, 210x160 RGB "
+                        "as-is,\n        18-action ids mapped by name, trials chained by load_trial kept together, "
+                        "~5% to val\n"
                         "examples:\n"
                         "  atari-data import jat --from ~/jat-dataset --root data/atari --games Breakout,Pong\n"
-                        "  atari-data import jat --from hub:jat-project/jat-dataset --root data/atari --games Pong")
-    im.add_argument("source", choices=("jat",), help="which dataset")
+                        "  atari-data import jat --from hub:jat-project/jat-dataset --root data/atari --games Pong\n"
+                        "  atari-data import atari_head --from ~/atari-head --root data/atari --games Breakout")
+    im.add_argument("source", choices=("jat", "atari_head"), help="which dataset")
     im.add_argument("--from", dest="from_", required=True, help="a local copy of the dataset, or hub:REPO (online)")
     im.add_argument("--root", required=True, help="layout root to write into")
     im.add_argument("--games", type=_csv, help="ALE v5 names, comma-separated (default: every game found)")
@@ -322,21 +326,27 @@ def cmd_games(a) -> int:
 
 def cmd_import(a) -> int:
     from atari_data.actions import resolve_game
-    from atari_data.sources import jat, local_copy
+    from atari_data.sources import atari_head, jat, local_copy
 
-    patterns = [f"{jat.config_of(resolve_game(g))}/*" for g in a.games] if a.games else None
-    root = local_copy(a.from_, jat.REPO, patterns)
-    games = [resolve_game(g) for g in a.games] if a.games else jat.available_games(root)
+    if a.source == "jat":
+        patterns = [f"{jat.config_of(resolve_game(g))}/*" for g in a.games] if a.games else None
+        root, module = local_copy(a.from_, jat.REPO, patterns), jat
+    else:
+        if a.from_.startswith("hub:"):
+            raise AtariDataError("Atari-HEAD lives on Zenodo, not the Hub: download record 3451402 and pass its "
+                                 "folder", field="--from")
+        root, module = local_copy(a.from_, "", None), atari_head
+    games = [resolve_game(g) for g in a.games] if a.games else module.available_games(root)
     if not games:
-        raise AtariDataError(f"no atari-<game> folders (a local copy of {jat.REPO})", file=str(root), field="--from")
+        raise AtariDataError(f"no games found (a local copy of {a.source})", file=str(root), field="--from")
     for game in games:
-        meta = jat.import_game(root, a.root, game, caps={"train": a.train_frames, "val": a.val_frames},
-                               force=a.force)
+        meta = module.import_game(root, a.root, game, caps={"train": a.train_frames, "val": a.val_frames},
+                                  force=a.force)
         if meta is None:
-            print(f"jat/{game}: already complete (use --force to redo)")
+            print(f"{module.SOURCE}/{game}: already complete (use --force to redo)")
         else:
             dropped = ", ".join(f"{k} {v}" for k, v in meta["dropped"].items()) or "none"
-            print(f"jat/{game}: {meta['train']['records']} train, {meta['val']['records']} val records; "
+            print(f"{module.SOURCE}/{game}: {meta['train']['records']} train, {meta['val']['records']} val records; "
                   f"dropped: {dropped}")
     return 0
 

@@ -1,0 +1,126 @@
+"""The Atari-HEAD importer on a record written here in the upstream layout: meta_data.csv, a game
+zip with per-trial .tar.bz2 frame archives (numbers not zero-padded, nested folders) and label
+files with nulls and a variable-length gaze tail; trials chained through load_trial."""
+
+import io
+import tarfile
+import zipfile
+
+import numpy as np
+import pytest
+
+from atari_data.actions import FULL_ACTIONS, minimal_actions
+from atari_data.cli import main
+from atari_data.layout import list_games
+from atari_data.png import encode_png
+from atari_data.sources import atari_head
+from atari_data.validate import validate
+
+GAME, ZIP = "Breakout", "breakout.zip"
+
+
+def frame(rng):
+    return encode_png(rng.integers(0, 256, (210, 160, 3), dtype=np.uint8))
+
+
+def trial_files(rng, trial: int, utid: int, episodes: list[int | None], actions: list[int | None],
+                skip_frame: int | None = None):
+    stem = f"{trial}_RZ_{utid}_Aug-10-14-52-{trial:02d}"
+    lines = [",".join(atari_head.HEADER)]
+    pngs = {}
+    for n, (ep, a) in enumerate(zip(episodes, actions, strict=True), 1):
+        fid = f"{utid}_{n}"
+        gaze = ",".join(f"{x:.1f},{y:.1f}" for x, y in rng.uniform(0, 160, (n % 3, 2)))
+        lines.append(f"{fid},{'null' if ep is None else ep},{n * 10},50,{'null' if n == 2 else 0},"
+                     f"{'null' if a is None else a}" + (f",{gaze}" if gaze else ""))
+        if n != skip_frame:
+            pngs[f"{stem}/{fid}.png"] = frame(rng)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:bz2") as tar:
+        for name in sorted(pngs, reverse=True):  # member order is not frame order
+            info = tarfile.TarInfo(name)
+            info.size = len(pngs[name])
+            tar.addfile(info, io.BytesIO(pngs[name]))
+    return stem, buf.getvalue(), "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def record(tmp_path):
+    rng = np.random.default_rng(0)
+    root = tmp_path / "atari-head"
+    root.mkdir()
+    minimal = set(minimal_actions(GAME))
+    ok = [i for i, a in enumerate(FULL_ACTIONS) if a in minimal]
+    outside = FULL_ACTIONS.index("UP")  # not in Breakout's minimal set
+    trials = {
+        101: ([0] * 12, [ok[i % len(ok)] for i in range(12)]),
+        102: ([0] * 6 + [1] * 6, [ok[i % len(ok)] for i in range(11)] + [outside]),
+        103: ([None] * 4 + [0] * 8, [None] + [ok[0]] * 11),
+        104: ([0] * 3, [ok[1]] * 3),
+    }
+    rows = ["GameName,trial_id,subject_id,load_trial,highest_score,total_frame"]
+    with zipfile.ZipFile(root / ZIP, "w") as z:
+        for t, (eps, acts) in trials.items():
+            stem, tar, txt = trial_files(rng, t, 2394000 + t, eps, acts, skip_frame=5 if t == 101 else None)
+            z.writestr(f"breakout/{stem}.tar.bz2", tar)
+            z.writestr(f"breakout/{stem}.txt", txt)
+            load = {102: 101}.get(t, 0)
+            rows.append(f"breakout{'_highscore' if t == 104 else ''},{t},RZ,{load},100,{len(eps)}")
+    rows.append("alien,101,RZ,0,5,10")  # another game's trial with the same number
+    (root / "meta_data.csv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+def test_atari_head_import(record, tmp_path, capsys):
+    out = tmp_path / "layout"
+    assert main(["import", "atari_head", "--from", str(record), "--root", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "atari_head/Breakout:" in printed
+    assert validate(out, images=True).ok
+    g = list_games(out)[0]
+    meta = g.meta()
+    assert meta["dropped"] == {"invalid_action": 1, "missing_image": 1, "not_in_minimal_set": 1}
+    assert meta["frame_format"] == "rgb_210x160" and meta["license"] == "CC-BY-4.0"
+    train, val = list(g.records("train")), list(g.records("val"))
+    assert len(train) + len(val) == 12 + 12 + 12 + 3 - 3
+    trial_of = {r["provenance"]["trial"] for r in val}, {r["provenance"]["trial"] for r in train}
+    assert not trial_of[0] & trial_of[1]
+    assert {101, 102} <= trial_of[0] or {101, 102} <= trial_of[1], "trials chained by load_trial stay together"
+    rec = next(r for r in train + val if r["provenance"]["frame_id"].endswith("_3"))
+    assert isinstance(rec["provenance"]["gaze"], list) and "target" not in rec
+    actions = minimal_actions(GAME)
+    assert all(actions[r["label"]] in actions for r in train)
+    # frames are copied byte for byte
+    assert (g.path / rec["image"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_label_file_parsing_nulls_and_gaze_tail():
+    text = ",".join(atari_head.HEADER) + "\n1_1,null,0,50,null,3,10.5,20.5,30,40\n1_2,0,5,50,0,null\n"
+    rows = atari_head.parse_labels(text, "x.txt")
+    assert rows[0]["episode"] is None and rows[0]["gaze"] == [[10.5, 20.5], [30.0, 40.0]]
+    assert rows[1]["action"] is None and rows[1]["gaze"] == []
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("zip", "not a readable zip"),
+    ("header", "header is not frame_id"),
+    ("tar", "unreadable archive"),
+])
+def test_broken_records_are_one_line_errors(record, tmp_path, capsys, damage, message):
+    path = record / ZIP
+    if damage == "zip":
+        path.write_bytes(path.read_bytes()[:100])
+    else:
+        with zipfile.ZipFile(path) as z:
+            items = {n: z.read(n) for n in z.namelist()}
+        with zipfile.ZipFile(path, "w") as z:
+            for n, data in items.items():
+                if damage == "header" and n.endswith(".txt"):
+                    data = data.replace(b"frame_id", b"frameid", 1)
+                if damage == "tar" and n.endswith(".tar.bz2"):
+                    data = data[: len(data) // 2]
+                z.writestr(n, data)
+    assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "atari_head" / GAME).exists()
