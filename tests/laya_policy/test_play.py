@@ -95,3 +95,21 @@ def test_play_records_a_video(ckpt, tmp_path, capsys, suffix):
         import imageio.v3 as iio
         assert iio.imread(out).shape[0] == 8
     assert main(["play", "--model", str(tmp_path / "nope"), "--game", "Pong", "--video", str(out)]) == 2
+
+
+def test_cuda_graph_needs_cuda(ckpt):
+    with pytest.raises(ValueError, match="cuda_graph needs a CUDA device"):
+        LayaPolicy(str(ckpt[0]), cuda_graph=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU; none here")
+def test_cuda_graph_gives_the_eager_probabilities(ckpt):
+    rng = np.random.default_rng(0)
+    frames, prev = (rng.integers(0, 256, (4, 210, 160, 3), dtype=np.uint8) for _ in range(2))
+    out = []
+    for graph in (False, True):
+        policy = LayaPolicy(str(ckpt[0]), device="cuda", cuda_graph=graph)
+        policy.reset("Breakout", ["NOOP", "FIRE", "RIGHT", "LEFT"])
+        policy.probabilities(frames, prev)
+        out.append(policy.probabilities(frames, prev))
+    assert np.allclose(out[0], out[1], atol=1e-5)

@@ -190,6 +190,7 @@ class Run:
         self.wait, self.busy = 0.0, 0.0  # seconds waiting for frames / in whole steps, for the data-wait share
         self._pool = ThreadPoolExecutor(1)  # decodes the next batch's frames while this one trains
         self._next = None
+        self._save_s = 0.0  # how long the last state.pt took: saves stay under ~5% of wall time
 
     # -- durability ----------------------------------------------------------------------------------
     def save_state(self) -> None:
@@ -198,9 +199,11 @@ class Run:
         state = {"model": self.model.state_dict(), "opt": self.opt.state_dict(), "step": self.step,
                  "spent": self.spent, "counts": self.counts, "best": self.best, "log": self.log,
                  "curve": self.curve, "torch_rng": torch.get_rng_state(), "config": asdict(self.cfg)}
+        t = time.monotonic()
         tmp = self.out / ".state.pt.tmp"
         torch.save(state, tmp)
         os.replace(tmp, self.out / "state.pt")
+        self._save_s = time.monotonic() - t
 
     def resume(self) -> bool:
         path = self.out / "state.pt"
@@ -351,7 +354,7 @@ class Run:
                 self.save_state()
                 last_state = time.monotonic()
             elif self.dist.main and time.monotonic() - last_state > max(120.0, cfg.state_minutes * 60,
-                                                                           0.05 * self.spent):
+                                                                           20 * self._save_s):
                 self.save_state()
                 last_state = time.monotonic()
         bar.close()
