@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("schema", help="print the frozen schema (JSON Schema or the docs table)")
     sc.add_argument("--of", choices=("record", "meta"), default="record", help="(default %(default)s)")
     sc.add_argument("--markdown", action="store_true", help="print the docs table instead of JSON Schema")
-    im = sub.add_parser("import", help="convert a public dataset into the layout (jat, atari_head)",
+    im = sub.add_parser("import", help="convert a public dataset into the layout (jat, atari_head, frostbite_masks)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Convert a public dataset's episodes into records of the frozen schema through "
                         "the shared writer (caps, even subsampling, splits, meta.json with dropped frames counted by "
@@ -170,11 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "  atari_head   Atari-HEAD, Zenodo 3451402 (CC-BY-4.0): human play with gaze, 210x160 RGB "
                         "as-is,\n        18-action ids mapped by name, trials chained by load_trial kept together, "
                         "~5% to val\n"
+                        "  frostbite_masks   EpicPinkPenguin/atari_frostbite_with_masks: 128x128 RGB as-is with "
+                        "the player\n        mask beside each frame, one episode per life, train -> train, "
+                        "test -> val\n"
                         "examples:\n"
                         "  atari-data import jat --from ~/jat-dataset --root data/atari --games Breakout,Pong\n"
                         "  atari-data import jat --from hub:jat-project/jat-dataset --root data/atari --games Pong\n"
                         "  atari-data import atari_head --from ~/atari-head --root data/atari --games Breakout")
-    im.add_argument("source", choices=("jat", "atari_head"), help="which dataset")
+    im.add_argument("source", choices=("jat", "atari_head", "frostbite_masks"), help="which dataset")
     im.add_argument("--from", dest="from_", required=True, help="a local copy of the dataset, or hub:REPO (online)")
     im.add_argument("--root", required=True, help="layout root to write into")
     im.add_argument("--games", type=_csv, help="ALE v5 names, comma-separated (default: every game found)")
@@ -326,9 +329,12 @@ def cmd_games(a) -> int:
 
 def cmd_import(a) -> int:
     from atari_data.actions import resolve_game
-    from atari_data.sources import atari_head, jat, local_copy
+    from atari_data.sources import atari_head, frostbite_masks, jat, local_copy
 
-    if a.source == "jat":
+    if a.source == "frostbite_masks":
+        root, module = local_copy(a.from_, frostbite_masks.REPO, None), frostbite_masks
+        a.games = a.games or [frostbite_masks.GAME]
+    elif a.source == "jat":
         patterns = [f"{jat.config_of(resolve_game(g))}/*" for g in a.games] if a.games else None
         root, module = local_copy(a.from_, jat.REPO, patterns), jat
     else:

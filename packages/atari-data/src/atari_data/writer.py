@@ -43,7 +43,9 @@ class Step:
 
     ``after_fire`` marks the first decision after an auto-FIRE: its previous frame is a copy of
     its own (as on an episode's first decision). ``prev_frame`` overrides the previous frame for
-    sources that record it themselves.
+    sources that record it themselves. ``side`` holds images that travel beside the frame (a
+    segmentation mask, ...): each is written as ``images/<id>_<name>.png`` and its path is put
+    in the record's provenance under ``name``.
     """
 
     frame: Frame
@@ -52,6 +54,7 @@ class Step:
     provenance: dict | None = None
     after_fire: bool = False
     prev_frame: Frame | None = None
+    side: dict[str, Frame] | None = None
 
 
 @dataclass
@@ -63,6 +66,7 @@ class _Kept:
     provenance: dict | None
     image: bytes
     prev: bytes | None
+    side: dict[str, bytes] | None = None
 
 
 def encode_frame(frame: Frame) -> bytes:
@@ -188,7 +192,8 @@ class GameWriter:
                 if self.frames == 2:
                     prev = self._prev_png(st, n, last_frame, last_png, png)
                 target = None if st.target is None else [float(x) for x in st.target]
-                kept.append(_Kept(episode, n, int(st.label), target, st.provenance, png, prev))
+                side = {k: encode_frame(v) for k, v in st.side.items()} if st.side else None
+                kept.append(_Kept(episode, n, int(st.label), target, st.provenance, png, prev, side))
                 last_png = (n, png)
                 new_stride = sampler.stride_for(len(kept), stride)
                 if new_stride != stride:
@@ -228,7 +233,13 @@ class GameWriter:
         for split in SPLITS:
             lines, labels, episodes = [], Counter(), set()
             for k in picked[split]:
-                rec = self.rules.record(k.episode, k.step, k.label, k.target, k.provenance,
+                provenance = k.provenance
+                if k.side:
+                    rid = self.rules.record_id(k.episode, k.step)
+                    paths = {name: f"images/{rid}_{name}{_suffix(data)}" for name, data in k.side.items()}
+                    provenance = {**(provenance or {}), **paths}
+                    files.extend((tmp / paths[name], data) for name, data in k.side.items())
+                rec = self.rules.record(k.episode, k.step, k.label, k.target, provenance,
                                         suffix=_suffix(k.image))
                 defects = self.rules.check(rec)
                 if defects:

@@ -1,0 +1,115 @@
+"""Frostbite with player masks (``EpicPinkPenguin/atari_frostbite_with_masks``) -> source
+``frostbite_masks``.
+
+A local copy holds Parquet files of one config (``FrostbiteNoFrameskip-v4``), splits ``train``
+and ``test``, rows in temporal order with ``observation`` (a 128x128 RGB image), ``mask`` (a
+128x128 L image, 0/255), ``action`` (a full 18-action id), ``reward``, ``terminated`` and
+``truncated`` (both describing the step into this observation). Observations are copied as the
+source gives them (``rgb_128x128``); each mask is written beside its frame and referenced from the
+record's provenance (``mask``). A terminal flag ends a life, not necessarily a game, so an
+episode here is one life: provenance keeps the life index and the game index (a new game after
+a truncation; the data's flags cannot tell a game over from a lost life). The dataset's train and
+test become train and val, so no segment of a game crosses splits.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+from atari_data.actions import FULL_ACTIONS, minimal_actions
+from atari_data.errors import AtariDataError
+from atari_data.writer import GameWriter, Step
+
+SOURCE = "frostbite_masks"
+GAME = "Frostbite"
+REPO = "EpicPinkPenguin/atari_frostbite_with_masks"
+COLUMNS = ("observation", "mask", "action", "reward", "terminated", "truncated")
+SPLITS = {"train": "train", "test": "val"}
+VAL_EPISODES_FROM = 500_000
+
+
+def parquet_files(root: Path, split: str) -> list[Path]:
+    return sorted(p for p in root.rglob(f"{split}-*.parquet") if not any(part.startswith(".") for part in p.parts))
+
+
+def _png_size(data: bytes | None) -> tuple[int, int] | None:
+    if not data or data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", data[16:24])
+
+
+def rows(path: Path) -> Iterator[dict]:
+    import pyarrow.parquet as pq
+
+    try:
+        f = pq.ParquetFile(path)
+    except Exception as e:  # ArrowInvalid, OSError, ... for a damaged file
+        raise AtariDataError(f"not a readable Parquet file ({type(e).__name__}: {e})", file=str(path)) from None
+    missing = [c for c in COLUMNS if c not in f.schema_arrow.names]
+    if missing:
+        raise AtariDataError(f"missing column(s) {missing} (expected {list(COLUMNS)})", file=str(path),
+                             field=missing[0])
+    try:
+        for group in range(f.num_row_groups):
+            yield from f.read_row_group(group, columns=list(COLUMNS)).to_pylist()
+    except Exception as e:
+        raise AtariDataError(f"unreadable row group ({type(e).__name__}: {e})", file=str(path)) from None
+
+
+def lives(files: list[Path]) -> Iterator[tuple[int, int, list[dict]]]:
+    """(game index, life index, rows) per life: a run of rows ending at a terminal flag. Each row
+    also gets ``row``, its index in the split."""
+    game = life = n = 0
+    run: list[dict] = []
+    for path in files:
+        for row in rows(path):
+            row["row"], n = n, n + 1
+            run.append(row)
+            if row["terminated"] or row["truncated"]:
+                yield game, life, run
+                run, life = [], life + 1
+                if row["truncated"]:
+                    game, life = game + 1, 0
+    if run:
+        yield game, life, run
+
+
+def import_game(root: str | Path, out: str | Path, game: str = GAME, caps: dict | None = None,
+                force: bool = False) -> dict | None:
+    root = Path(root)
+    if game != GAME:
+        raise AtariDataError(f"{game}: this dataset has Frostbite only", field="--games")
+    files = {split: parquet_files(root, split) for split in SPLITS}
+    if not files["train"]:
+        raise AtariDataError(f"no train-*.parquet below (a local copy of {REPO})", file=str(root))
+    actions = minimal_actions(GAME)
+    index = {name: i for i, name in enumerate(actions)}
+    writer = GameWriter(out, SOURCE, GAME, frame_format="rgb_128x128", frames=1, actions=actions,
+                        origin=REPO, license="see the dataset card", force=force, **({"caps": caps} if caps else {}))
+    if writer.complete:
+        return None
+    for split, kind in SPLITS.items():
+        first = 0 if kind == "train" else VAL_EPISODES_FROM
+        for n, (game_i, life_i, run) in enumerate(lives(files[split])):
+            writer.add_episode(first + n, kind, _steps(run, index, game_i, life_i, writer))
+    return writer.finish()
+
+
+def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer: GameWriter) -> Iterator[Step]:
+    for row in run:
+        a = row["action"]
+        if a is None or not 0 <= a < len(FULL_ACTIONS) or FULL_ACTIONS[a] not in index:
+            writer.drop("invalid_action")
+            continue
+        obs, mask = (row[c]["bytes"] if isinstance(row[c], dict) else None for c in ("observation", "mask"))
+        if _png_size(obs) != (128, 128):
+            writer.drop("bad_observation")
+            continue
+        if _png_size(mask) != (128, 128):
+            writer.drop("bad_mask")
+            continue
+        yield Step(frame=obs, label=index[FULL_ACTIONS[a]], side={"mask": mask},
+                   provenance={"row": row["row"], "game": game, "life": life, "reward": row["reward"],
+                               "terminated": bool(row["terminated"])})

@@ -1,0 +1,82 @@
+"""The Frostbite-with-masks importer on Parquet written here as the dataset card describes it:
+128x128 RGB observations, 0/255 masks, full-set action ids, terminal flags that end lives."""
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from atari_data.cli import main
+from atari_data.layout import list_games
+from atari_data.validate import validate
+
+IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+
+
+def png(array, mode):
+    buf = io.BytesIO()
+    Image.fromarray(array, mode).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def write_split(folder, split, n, rng, terminal_at=(), truncated_at=(), bad_action=None, bad_mask=None):
+    obs = [png(rng.integers(0, 256, (128, 128, 3), dtype=np.uint8), "RGB") for _ in range(n)]
+    masks = [png((rng.random((128, 128)) > 0.9).astype(np.uint8) * 255, "L") for _ in range(n)]
+    if bad_mask is not None:
+        masks[bad_mask] = b"not a png"
+    actions = [int(a) for a in rng.integers(0, 18, n)]
+    if bad_action is not None:
+        actions[bad_action] = 42
+    table = pa.table({
+        "observation": pa.array([{"bytes": b, "path": None} for b in obs], IMAGE),
+        "mask": pa.array([{"bytes": b, "path": None} for b in masks], IMAGE),
+        "action": pa.array(actions, pa.int32()),
+        "reward": pa.array([0.0] * n, pa.float32()),
+        "terminated": pa.array([i in terminal_at for i in range(n)]),
+        "truncated": pa.array([i in truncated_at for i in range(n)]),
+    })
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, folder / f"{split}-00000-of-00001.parquet")
+    return obs, masks
+
+
+@pytest.fixture
+def source(tmp_path):
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "frostbite" / "FrostbiteNoFrameskip-v4"
+    train = write_split(folder, "train", 30, rng, terminal_at=(9, 19), truncated_at=(19,), bad_action=3,
+                        bad_mask=25)
+    test = write_split(folder, "test", 10, rng, terminal_at=(9,))
+    return tmp_path / "frostbite", train, test
+
+
+def test_frostbite_import_keeps_frames_and_masks_and_counts_lives(source, tmp_path, capsys):
+    root, (obs, masks), _ = source
+    out = tmp_path / "layout"
+    assert main(["import", "frostbite_masks", "--from", str(root), "--root", str(out)]) == 0
+    assert "frostbite_masks/Frostbite: 28 train, 10 val records; dropped: bad_mask 1, invalid_action 1" in \
+        capsys.readouterr().out
+    assert validate(out, images=True).ok
+    g = list_games(out)[0]
+    assert g.meta()["frame_format"] == "rgb_128x128"
+    train = list(g.records("train"))
+    assert {r["episode"] for r in train} == {0, 1, 2}, "one episode per life"
+    assert 3 not in {r["provenance"]["row"] for r in train}, "the row with a bad action was dropped"
+    by_life = {(r["provenance"]["game"], r["provenance"]["life"]) for r in train}
+    assert by_life == {(0, 0), (0, 1), (1, 0)}, "a truncation starts a new game"
+    for rec in train:
+        i = rec["provenance"]["row"]
+        assert (g.path / rec["image"]).read_bytes() == obs[i], "observations copied as given"
+        assert (g.path / rec["provenance"]["mask"]).read_bytes() == masks[i], "the mask beside its frame"
+
+
+def test_missing_columns_are_a_one_line_error(tmp_path, capsys):
+    folder = tmp_path / "src"
+    folder.mkdir()
+    pq.write_table(pa.table({"observation": pa.array([1])}), folder / "train-00000-of-00001.parquet")
+    assert main(["import", "frostbite_masks", "--from", str(folder), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing column(s) ['mask', 'action'" in err
