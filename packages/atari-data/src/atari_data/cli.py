@@ -159,6 +159,16 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("schema", help="print the frozen schema (JSON Schema or the docs table)")
     sc.add_argument("--of", choices=("record", "meta"), default="record", help="(default %(default)s)")
     sc.add_argument("--markdown", action="store_true", help="print the docs table instead of JSON Schema")
+    pl = sub.add_parser("pack-lmdb", help="re-shard Melting Pot world-model LMDBs into WebDataset shards + a card",
+                        description="Read every <SRC>/<game>/data.mdb with an unpickler that builds numpy arrays and "
+                        "plain builtins only (a row needing anything else is refused with its key), check each row "
+                        "against the guide's schema, and write WebDataset shards (json + one .npy per array, no "
+                        "pickle) with a dataset card to OUT. Then `atari-data doctor OUT` and `atari-data publish "
+                        "OUT --repo ORG/NAME`.")
+    pl.add_argument("src", help="folder of per-game LMDB folders")
+    pl.add_argument("out", help="output repository folder (replaced whole when done)")
+    pl.add_argument("--rows-per-shard", type=int, default=500, help="(default %(default)s)")
+    pl.add_argument("--name", default="meltingpot", help="the card's title (default %(default)s)")
     im = sub.add_parser("import", help="convert a public dataset into the layout (jat, atari_head, frostbite_masks)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Convert a public dataset's episodes into records of the frozen schema through "
@@ -327,6 +337,16 @@ def cmd_games(a) -> int:
     return 0
 
 
+def cmd_pack_lmdb(a) -> int:
+    from atari_data.meltingpot import pack_lmdb
+
+    counts = pack_lmdb(a.src, a.out, a.rows_per_shard, a.name)
+    for game, n in counts.items():
+        print(f"{game}: {n} clips")
+    print(f"wrote {a.out} ({sum(counts.values())} clips, {len(counts)} games)")
+    return 0
+
+
 def cmd_import(a) -> int:
     from atari_data.actions import resolve_game
     from atari_data.sources import atari_head, frostbite_masks, jat, local_copy
@@ -377,7 +397,7 @@ def _print_table(df) -> None:
 
 COMMANDS = {"validate": cmd_validate, "stats": cmd_stats, "generate": cmd_generate, "pack": cmd_pack,
             "rebuild": cmd_rebuild, "publish": cmd_publish, "doctor": cmd_doctor, "games": cmd_games,
-            "schema": cmd_schema, "import": cmd_import}
+            "schema": cmd_schema, "import": cmd_import, "pack-lmdb": cmd_pack_lmdb}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ or logged: error messages from the Hub client are scrubbed of it before they are
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from atari_data.errors import AtariDataError
@@ -93,6 +95,10 @@ class Doctor:
             card = read_card(self.folder)
         except AtariDataError as e:
             self.defects.append(e)
+            return self
+        if card.get("lmdb_pack"):  # re-sharded LMDB clips (atari-data pack-lmdb): not records
+            self._lmdb(card["lmdb_pack"].get("games") or {})
+            self._limits()
             return self
         version = card.get("schema_version")
         if version not in KNOWN_VERSIONS:
@@ -201,6 +207,42 @@ class Doctor:
                         self.defect(d, "episodes.jsonl", "is missing: the frames cannot be rebuilt")
                 except (OSError, ValueError, KeyError, TypeError) as e:
                     self.defect(d, "(game)", f"is not a replay-packed game ({type(e).__name__}: {e})")
+
+    def _lmdb(self, games: dict) -> None:
+        """Every shard a tar of plain top-level files, every sample its json and arrays, every array
+        loadable without pickle and within the schema, and the card's counts right."""
+        from atari_data.meltingpot import ARRAYS, check_row
+
+        for game, stated in games.items():
+            n = 0
+            for t in sorted((self.folder / "webdataset" / game).glob("train-*.tar")):
+                try:
+                    with tarfile.open(t) as tf:
+                        samples: dict[str, dict] = {}
+                        for m in tf:
+                            if not m.isfile() or "/" in m.name or m.name.startswith(".."):
+                                self.defect(t, m.name, "is not a plain file at the top of the shard")
+                                continue
+                            key, _, ext = m.name.partition(".")
+                            data = tf.extractfile(m).read()
+                            if ext == "json":
+                                samples.setdefault(key, {}).update(json.loads(data))
+                            elif ext.endswith(".npy") and ext[:-4] in ARRAYS:
+                                samples.setdefault(key, {})[ext[:-4]] = np.load(io.BytesIO(data), allow_pickle=False)
+                            else:
+                                self.defect(t, m.name, "is a stray member")
+                        for key, sample in samples.items():
+                            row = {k: sample.get(k) for k in (*ARRAYS, "num_players", "prompt")}
+                            try:
+                                check_row(row, str(t), key)
+                            except AtariDataError as e:
+                                self.defects.append(e)
+                        n += len(samples)
+                except (tarfile.TarError, OSError, ValueError) as e:
+                    self.defect(t, "(file)", f"is not a readable shard ({type(e).__name__}: {e})")
+            self.counts[game] = n
+            if n != stated:
+                self.defect(self.folder / "README.md", f"lmdb_pack.games.{game}", f"says {stated}, the shards hold {n}")
 
     def _limits(self) -> None:
         files = [p for p in self.folder.rglob("*") if p.is_file()]
