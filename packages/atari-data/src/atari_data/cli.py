@@ -169,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("out", help="output repository folder (replaced whole when done)")
     pl.add_argument("--rows-per-shard", type=int, default=500, help="(default %(default)s)")
     pl.add_argument("--name", default="meltingpot", help="the card's title (default %(default)s)")
-    im = sub.add_parser("import", help="convert a public dataset into the layout (jat, atari_head, frostbite_masks)",
+    im = sub.add_parser("import", help="convert a public dataset into the layout (jat, atari_head, frostbite_masks, "
+                        "playjev)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Convert a public dataset's episodes into records of the frozen schema through "
                         "the shared writer (caps, even subsampling, splits, meta.json with dropped frames counted by "
@@ -183,11 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "  frostbite_masks   EpicPinkPenguin/atari_frostbite_with_masks: 128x128 RGB as-is with "
                         "the player\n        mask beside each frame, one episode per life, train -> train, "
                         "test -> val\n"
+                        "  playjev   OmniJev/PlayJev-data (browser games, after its frame rebuild): one source per "
+                        "round\n        (playjev_clone, playjev_dagger1, ...), records whose frame MD5 matches\n"
                         "examples:\n"
                         "  atari-data import jat --from ~/jat-dataset --root data/atari --games Breakout,Pong\n"
                         "  atari-data import jat --from hub:jat-project/jat-dataset --root data/atari --games Pong\n"
                         "  atari-data import atari_head --from ~/atari-head --root data/atari --games Breakout")
-    im.add_argument("source", choices=("jat", "atari_head", "frostbite_masks"), help="which dataset")
+    im.add_argument("source", choices=("jat", "atari_head", "frostbite_masks", "playjev"), help="which dataset")
     im.add_argument("--from", dest="from_", required=True, help="a local copy of the dataset, or hub:REPO (online)")
     im.add_argument("--root", required=True, help="layout root to write into")
     im.add_argument("--games", type=_csv, help="ALE v5 names, comma-separated (default: every game found)")
@@ -349,8 +352,20 @@ def cmd_pack_lmdb(a) -> int:
 
 def cmd_import(a) -> int:
     from atari_data.actions import resolve_game
-    from atari_data.sources import atari_head, frostbite_masks, jat, local_copy
+    from atari_data.sources import atari_head, frostbite_masks, jat, local_copy, playjev
 
+    if a.source == "playjev":  # browser games: folder names, one source per round
+        root = local_copy(a.from_, playjev.REPO, None)
+        slugs = playjev.available_games(root)
+        wanted = {g.lower().replace("_", "") for g in a.games} if a.games else None
+        for slug in slugs:
+            if wanted is not None and slug.lower().replace("_", "") not in wanted:
+                continue
+            for round_ in playjev.rounds_of(root, slug):
+                meta = playjev.import_round(root, a.root, slug, round_,
+                                            caps={"train": a.train_frames, "val": a.val_frames}, force=a.force)
+                _print_import(f"playjev_{round_}", playjev.game_name(slug), meta)
+        return 0
     if a.source == "frostbite_masks":
         root, module = local_copy(a.from_, frostbite_masks.REPO, None), frostbite_masks
         a.games = a.games or [frostbite_masks.GAME]
@@ -368,13 +383,17 @@ def cmd_import(a) -> int:
     for game in games:
         meta = module.import_game(root, a.root, game, caps={"train": a.train_frames, "val": a.val_frames},
                                   force=a.force)
-        if meta is None:
-            print(f"{module.SOURCE}/{game}: already complete (use --force to redo)")
-        else:
-            dropped = ", ".join(f"{k} {v}" for k, v in meta["dropped"].items()) or "none"
-            print(f"{module.SOURCE}/{game}: {meta['train']['records']} train, {meta['val']['records']} val records; "
-                  f"dropped: {dropped}")
+        _print_import(module.SOURCE, game, meta)
     return 0
+
+
+def _print_import(source: str, game: str, meta: dict | None) -> None:
+    if meta is None:
+        print(f"{source}/{game}: already complete (use --force to redo)")
+    else:
+        dropped = ", ".join(f"{k} {v}" for k, v in meta["dropped"].items()) or "none"
+        print(f"{source}/{game}: {meta['train']['records']} train, {meta['val']['records']} val records; "
+              f"dropped: {dropped}")
 
 
 def cmd_schema(a) -> int:

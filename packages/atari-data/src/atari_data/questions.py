@@ -49,14 +49,19 @@ def format_option(key: str, label: str) -> str:
     return f"{key}: {label}"
 
 
-def atari_question(game: str, actions: Sequence[str]) -> dict:
+#: How each platform's game is named in the question; ALE's is the upstream wording.
+PLATFORMS = {"ale": "the Atari game", "browser": "the browser game"}
+
+
+def game_question(game: str, actions: Sequence[str], platform: str = "ale") -> dict:
     """The question for one decision in ``game`` with options ``actions`` (in that order).
 
     Returns ``{"action": {"type": "choice", "instructions": ..., "criteria": {name: label}}}``;
     records store the inner ``["action"]`` value.
     """
     goal = GOALS.get(game, DEFAULT_GOAL)
-    instructions = f"You are playing the Atari game {game}. {goal} Which action should you take now?"
+    where = PLATFORMS.get(platform, "the game")
+    instructions = f"You are playing {where} {game}. {goal} Which action should you take now?"
     return {
         "action": {
             "type": "choice",
@@ -64,3 +69,8 @@ def atari_question(game: str, actions: Sequence[str]) -> dict:
             "criteria": {name: action_label(name) for name in actions},
         }
     }
+
+
+def atari_question(game: str, actions: Sequence[str]) -> dict:
+    """The question for an ALE game (see :func:`game_question`)."""
+    return game_question(game, actions, "ale")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from atari_data.questions import atari_question
+from atari_data.questions import game_question
 from atari_data.schema import IMAGE_SUFFIXES, RECORD, Defect
 
 TARGET_TOLERANCE = 1e-4
@@ -29,11 +29,12 @@ class GameRules:
     game: str
     actions: tuple[str, ...]
     frames: int = 1
+    platform: str = "ale"
     question: dict = field(init=False)
 
     def __post_init__(self):
         self.actions = tuple(self.actions)
-        self.question = atari_question(self.game, self.actions)["action"]
+        self.question = game_question(self.game, self.actions, self.platform)["action"]
         self._actions_list = list(self.actions)
         self._id_prefix = f"{self.source}-{self.game}-e"
         # The compiled structural test, with the fields known from the folder compared outright;

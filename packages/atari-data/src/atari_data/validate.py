@@ -61,7 +61,7 @@ class _GameCheck:
         if not _is_str_list(actions):
             actions = list(minimal_actions(g.game)) if g.game in all_games() else ["NOOP"]
         frames = meta.get("frames") if meta.get("frames") in (1, 2) else 1
-        rules = GameRules(g.source, g.game, tuple(actions), frames)
+        rules = GameRules(g.source, g.game, tuple(actions), frames, str(meta.get("platform", "ale")))
         size = self._frame_size(meta.get("frame_format"))
 
         try:

@@ -142,7 +142,7 @@ class GameWriter:
         self.dir = GameDir(self.root, self.source, self.game)
         if self.actions is None:
             self.actions = minimal_actions(self.game)
-        self.rules = GameRules(self.source, self.game, tuple(self.actions), self.frames)
+        self.rules = GameRules(self.source, self.game, tuple(self.actions), self.frames, self.platform)
         m = FRAME_FORMAT_RE.match(self.frame_format)
         if not m:
             raise AtariDataError(f"{self.frame_format!r} is not <rgb|gray>_<height>x<width>",

@@ -1,0 +1,97 @@
+"""The PlayJev importer on a local copy written here as its card describes it (frames rebuilt in
+place): browser games, one source per round, names or indices for moves, MD5-checked frames."""
+
+import hashlib
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from atari_data.cli import main
+from atari_data.layout import list_games
+from atari_data.validate import validate
+
+MOVES = ["none", "left", "right", "jump"]
+
+
+def jpeg(rng):
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)).save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def write_shard(root, slug, shard, rng, episodes=3, steps=12, as_index=False, damage=()):
+    folder = root / slug / shard
+    (folder / "frames").mkdir(parents=True)
+    lines = []
+    for ep in range(episodes):
+        for t in range(steps):
+            name = f"frames/e{ep}_s{t}.jpg"
+            data = jpeg(rng)
+            md5 = hashlib.md5(data).hexdigest()
+            if (ep, t) == (0, 5) and "missing" in damage:
+                pass  # the rebuild did not write this frame
+            else:
+                (folder / name).write_bytes(data)
+            if (ep, t) == (1, 3) and "md5" in damage:
+                md5 = "0" * 32
+            probs = rng.dirichlet(np.ones(4)).round(6)
+            probs[-1] = round(1 - probs[:-1].sum(), 6)
+            best = int(np.argmax(probs))
+            move = best if as_index else MOVES[best]
+            if (ep, t) == (2, 7) and "move" in damage:
+                move = "fly"
+            lines.append({"game": slug, "shard": shard, "seed": 1000 + ep, "episode": ep, "step": t,
+                          "frame": name, "prev_frame": None if t == 0 else f"frames/e{ep}_s{t - 1}.jpg",
+                          "frame_md5": md5, "actions": MOVES, "teacher_probs": probs.tolist(),
+                          "teacher_action": move, "taken_action": MOVES[(best + t) % 4], "actor": "teacher",
+                          "score": t, "reward": 0, "done": t == steps - 1, "t": 33 * t})
+    rng.shuffle(lines)  # collectors interleave episodes
+    (folder / "records.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+@pytest.fixture
+def copy(tmp_path):
+    rng = np.random.default_rng(0)
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", rng, damage=("missing", "md5", "move"))
+    write_shard(root, "floppy_bird", "clone_c", rng)
+    write_shard(root, "floppy_bird", "dagger1_a", rng, as_index=True)
+    return root
+
+
+def test_playjev_rounds_become_browser_sources(copy, tmp_path, capsys):
+    out = tmp_path / "layout"
+    assert main(["import", "playjev", "--from", str(copy), "--root", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "playjev_clone/FloppyBird:" in printed and "bad_move 1, frame_md5_mismatch 1, frame_missing 1, prev_frame_missing 1" in printed
+    report = validate(out, images=True)
+    assert report.ok, [d.render() for d in report.defects]
+    games = {g.source: g for g in list_games(out)}
+    assert set(games) == {"playjev_clone", "playjev_dagger1"}
+    g = games["playjev_clone"]
+    meta = g.meta()
+    assert meta["platform"] == "browser" and meta["frame_format"] == "rgb_48x64" and meta["frames"] == 2
+    recs = list(g.records("train")) + list(g.records("val"))
+    assert len(recs) == 2 * 3 * 12 - 4, "the step after the missing frame lost its previous frame too"
+    rec = recs[0]
+    assert "browser game FloppyBird" in rec["question"]["instructions"] and rec["actions"] == MOVES
+    assert rec["label"] == int(np.argmax(rec["target"]))
+    folder = copy / "floppy_bird" / rec["provenance"]["shard"]
+    source_frame = folder / f"frames/e{rec['provenance']['source_episode']}_s{rec['provenance']['source_step']}.jpg"
+    assert (g.path / rec["image"]).read_bytes() == source_frame.read_bytes(), "frames copied byte for byte"
+    later = next(r for r in recs if r["provenance"]["source_step"] == 4 and r["provenance"]["shard"] == "clone_c")
+    prev = folder.parent / "clone_c" / f"frames/e{later['provenance']['source_episode']}_s3.jpg"
+    assert (g.path / later["prev_image"]).read_bytes() == prev.read_bytes()
+    val_eps = {r["episode"] for r in g.records("val")}
+    assert val_eps and not val_eps & {r["episode"] for r in g.records("train")}
+
+
+def test_a_broken_records_line_is_a_one_line_error(copy, tmp_path, capsys):
+    path = copy / "floppy_bird" / "clone_a" / "records.jsonl"
+    path.write_text(path.read_text() + "{not json\n")
+    assert main(["import", "playjev", "--from", str(copy), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "records.jsonl:37: not JSON" in err
