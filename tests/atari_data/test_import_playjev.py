@@ -66,7 +66,8 @@ def test_playjev_rounds_become_browser_sources(copy, tmp_path, capsys):
     out = tmp_path / "layout"
     assert main(["import", "playjev", "--from", str(copy), "--root", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "playjev_clone/FloppyBird:" in printed and "bad_move 1, frame_md5_mismatch 1, frame_missing 1, prev_frame_missing 1" in printed
+    assert "playjev_clone/FloppyBird:" in printed
+    assert "bad_move 1, frame_md5_mismatch 1, frame_missing 1, prev_frame_missing 1" in printed
     report = validate(out, images=True)
     assert report.ok, [d.render() for d in report.defects]
     games = {g.source: g for g in list_games(out)}

@@ -99,8 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="val records per game at most (default %(default)s)")
     g.add_argument("--min-train-episodes", type=int, default=d.min_train_episodes,
                    help="play at least this many train episodes (default %(default)s)")
-    g.add_argument("--epsilon", type=float, default=d.epsilon,
-                   help="probability of a uniform random move instead of the expert's (default %(default)s)")
+    g.add_argument("--epsilon", type=float, help=f"probability of a uniform random move instead of the expert's "
+                   f"(default {d.epsilon}; 0.3 for ViZDoom)")
+    g.add_argument("--platform", choices=("ale", "vizdoom"), default="ale",
+                   help="vizdoom: play a ViZDoom scenario with its labels-buffer expert instead (source "
+                   "doom_<scenario>; --games, --source, --expert and the ALE options do not apply; needs "
+                   "atari-data[vizdoom]) (default %(default)s)")
+    g.add_argument("--scenario", default="basic", help="ViZDoom scenario (default %(default)s)")
     g.add_argument("--decision-cap", type=int, default=d.decision_cap,
                    help="decisions per episode at most (default %(default)s, the v5 frame limit)")
     g.add_argument("--baseline-episodes", type=int, default=d.baseline_episodes,
@@ -244,9 +249,23 @@ def cmd_stats(a) -> int:
 def cmd_generate(a) -> int:
     from atari_data.generate import generate
 
+    if a.platform == "vizdoom":
+        from atari_data.doom import DoomConfig, generate_doom
+
+        meta = generate_doom(DoomConfig(root=a.root, scenario=a.scenario, train_frames=a.train_frames,
+                                        val_frames=a.val_frames, epsilon=0.3 if a.epsilon is None else a.epsilon,
+                                        seed=a.seed, force=a.force))
+        source = f"doom_{a.scenario}"
+        if meta is None:
+            print(f"{source}: already complete (use --force to redo)")
+        else:
+            print(f"{source}/{meta['game']}: {meta['train']['records']} train, {meta['val']['records']} val records; "
+                  f"frames without a monster: {meta['dropped'].get('no_monster', 0)}")
+        return 0
     cfg = GenerateConfig(root=a.root, games=a.games, source=a.source, expert=a.expert,
                          train_frames=a.train_frames, val_frames=a.val_frames,
-                         min_train_episodes=a.min_train_episodes, epsilon=a.epsilon,
+                         min_train_episodes=a.min_train_episodes,
+                         epsilon=GenerateConfig.epsilon if a.epsilon is None else a.epsilon,
                          decision_cap=a.decision_cap, baseline_episodes=a.baseline_episodes, seed=a.seed,
                          workers=a.workers, executor=a.executor, force=a.force)
     for game, meta in generate(cfg).items():

@@ -21,13 +21,20 @@ GOALS: dict[str, str] = {
     "MsPacman": "Eat the dots and avoid the ghosts.",
     "Pacman": "Eat the dots and avoid the ghosts.",
     "Enduro": "Drive forward and pass the other cars without crashing.",
+    "DoomBasic": "Kill the monster: line the crosshair up with it, then shoot; every missed shot costs points.",
 }
 
 _MOVES = {"UP": "up", "DOWN": "down", "LEFT": "left", "RIGHT": "right"}
+# ViZDoom buttons.
+_BUTTONS = {"MOVE_LEFT": "strafe left", "MOVE_RIGHT": "strafe right", "ATTACK": "shoot",
+            "TURN_LEFT": "turn left", "TURN_RIGHT": "turn right", "MOVE_FORWARD": "move forward",
+            "MOVE_BACKWARD": "move backward"}
 
 
 def action_label(name: str) -> str:
-    """A short plain-English label for an ALE action name; unknown names fall back to lower case."""
+    """A short plain-English label for an ALE action or ViZDoom button; unknown names fall back to lower case."""
+    if name in _BUTTONS:
+        return _BUTTONS[name]
     if name == "NOOP":
         return "do nothing"
     if name == "FIRE":
@@ -50,7 +57,7 @@ def format_option(key: str, label: str) -> str:
 
 
 #: How each platform's game is named in the question; ALE's is the upstream wording.
-PLATFORMS = {"ale": "the Atari game", "browser": "the browser game"}
+PLATFORMS = {"ale": "the Atari game", "browser": "the browser game", "vizdoom": "the Doom scenario"}
 
 
 def game_question(game: str, actions: Sequence[str], platform: str = "ale") -> dict:
