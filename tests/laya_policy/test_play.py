@@ -113,3 +113,15 @@ def test_cuda_graph_gives_the_eager_probabilities(ckpt):
         policy.probabilities(frames, prev)
         out.append(policy.probabilities(frames, prev))
     assert np.allclose(out[0], out[1], atol=1e-5)
+
+
+def test_the_question_follows_the_batchs_platform(ckpt):
+    from laya_eval.policies import Batch
+
+    policy = LayaPolicy(str(ckpt[0]))
+    frames = np.zeros((1, 240, 320, 3), np.uint8)
+    batch = Batch(game="DoomBasic", actions=("MOVE_LEFT", "MOVE_RIGHT", "ATTACK"), frames=frames, prev_frames=frames,
+                  new_episode=np.array([True]), episodes=np.array([0]), platform="vizdoom")
+    probs = policy(batch)
+    assert probs.shape == (1, 3) and "the Doom scenario DoomBasic" in policy._question["instructions"]
+    assert policy._question["criteria"]["ATTACK"] == "shoot"

@@ -83,6 +83,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("b", help="results file B (the candidate)")
 
     sub.add_parser("policies", help="list the policies registered under laya_eval.policies")
+    dm = sub.add_parser("doom", help="play a policy on a ViZDoom scenario against expert, random and always-ATTACK",
+                        description="ViZDoom as a second platform (needs laya-eval[vizdoom]): the policy and three "
+                        "baselines (labels-buffer expert, random buttons, always ATTACK) play the same seeded "
+                        "episodes; mean reward, kill rate, steps per episode, action mix and a normalised score.")
+    dm.add_argument("--policy", required=True,
+                    help="as for run: random, constant:ATTACK, module:attr, cmd:..., laya:CKPT")
+    dm.add_argument("--scenario", default="basic", help="(default %(default)s)")
+    dm.add_argument("--episodes", type=int, default=50, help="(default %(default)s)")
+    dm.add_argument("--seed-base", type=int, default=100_000, help="episode i is seeded seed_base + i "
+                    "(default %(default)s)")
+    dm.add_argument("--sample", action="store_true", help="sample from returned probabilities instead of the top one")
+    dm.add_argument("--policy-kwargs", type=json.loads, default={}, help="JSON object passed to the policy factory")
+    dm.add_argument("--out", default="doom.json", help="(default %(default)s)")
     return p
 
 
@@ -156,7 +169,16 @@ def cmd_policies(a) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "policies": cmd_policies}
+def cmd_doom(a) -> int:
+    from laya_eval.doom import evaluate_doom, markdown
+
+    results = evaluate_doom(a.policy, a.scenario, a.episodes, a.seed_base, not a.sample, a.policy_kwargs, a.out)
+    print(markdown(results))
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "policies": cmd_policies,
+            "doom": cmd_doom}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,7 @@ class Batch:
     #                           current one on an episode's first decision and after an auto-FIRE)
     new_episode: np.ndarray   # bool [n]: the episode's first decision
     episodes: np.ndarray      # int [n]: which episode of the game each row belongs to
+    platform: str = "ale"     # or "vizdoom" (screens are then 240 x 320)
 
     def __len__(self) -> int:
         return len(self.frames)

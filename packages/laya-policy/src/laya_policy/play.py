@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from atari_data.questions import atari_question
+from atari_data.questions import game_question
 from laya_policy.cache import FrameFeatureCache
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.imageprep import ImagePrep
@@ -48,16 +48,18 @@ class LayaPolicy:
         with torch.inference_mode():
             return self.model.encode_images(self.prep(frames))
 
-    def reset(self, game: str, actions) -> None:
-        self._question = atari_question(game, list(actions))["action"]
+    def reset(self, game: str, actions, platform: str = "ale") -> None:
+        self._question = game_question(game, list(actions), platform)["action"]
+        self._asked = (game, tuple(actions), platform)
         self._graphs.clear()
         if self.cache is not None:
             self.cache.clear()
 
     def __call__(self, batch) -> np.ndarray:
         """laya-eval's policy protocol: a batch of decisions in one game -> probabilities [n, actions]."""
-        if self._question is None:
-            self.reset(batch.game, batch.actions)
+        asked = (batch.game, tuple(batch.actions), getattr(batch, "platform", "ale"))
+        if self._question is None or asked != self._asked:
+            self.reset(*asked)
         return self.probabilities(batch.frames, batch.prev_frames)
 
     @torch.inference_mode()

@@ -1,0 +1,38 @@
+"""laya-eval on ViZDoom basic: any policy and three baselines on the same seeded episodes."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vizdoom", reason="ViZDoom is an optional extra (laya-eval[vizdoom])")
+
+from laya_eval.cli import main  # noqa: E402
+from laya_eval.doom import evaluate_doom  # noqa: E402
+
+EXAMPLE = Path(__file__).parents[2] / "packages" / "laya-eval" / "examples" / "stdio_policy.py"
+
+
+def test_baselines_and_a_policy_on_the_same_seeds(tmp_path):
+    r = evaluate_doom("constant:ATTACK", episodes=6, out=str(tmp_path / "d.json"))
+    rows = r["results"]
+    assert set(rows) == {"expert", "random", "always_attack", "policy"}
+    assert rows["expert"]["kill_rate"] == 1.0 and rows["expert"]["mean"] > rows["random"]["mean"]
+    assert rows["policy"]["rewards"] == rows["always_attack"]["rewards"], "same seeds, same episodes"
+    assert rows["policy"]["actions"] == {"ATTACK": sum(rows["policy"]["actions"].values())}
+    expected = (rows["policy"]["mean"] - rows["random"]["mean"]) / (rows["expert"]["mean"] - rows["random"]["mean"])
+    assert r["normalised"] == pytest.approx(expected)
+    assert json.loads((tmp_path / "d.json").read_text())["scenario"] == "basic"
+
+
+def test_a_subprocess_policy_plays_doom_through_the_cli(tmp_path, capsys):
+    assert main(["doom", "--policy", f"cmd:{sys.executable} {EXAMPLE}", "--episodes", "2",
+                 "--out", str(tmp_path / "d.json")]) == 0
+    out = capsys.readouterr().out
+    assert "(judged)" in out and "expert (baseline)" in out and "Normalised" in out
+
+
+def test_an_unknown_scenario_is_a_one_line_error(tmp_path, capsys):
+    assert main(["doom", "--policy", "random", "--scenario", "nope", "--out", str(tmp_path / "d.json")]) == 2
+    assert "unknown scenario 'nope'" in capsys.readouterr().err
