@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from laya_eval.errors import EvalError
-from laya_eval.policies import Batch, choose, load_policy
+from laya_eval.policies import Batch, ConstantPolicy, RandomPolicy, choose, load_policy
 
 SCENARIOS = {"basic": ("basic.cfg", "DoomBasic")}
 TICS_PER_DECISION = 4
@@ -97,11 +97,9 @@ def evaluate_doom(policy_spec: str, scenario: str = "basic", episodes: int = 50,
     """The policy and the three baselines on the same seeds; written to ``out`` when given."""
     game = make_game(scenario)
     try:
-        names = [b.name for b in game.get_available_buttons()]
         rows = {"expert": play(ExpertPolicy(game), game, scenario, episodes, seed_base),
-                "random": play(_Uniform(seed_base), game, scenario, episodes, seed_base, greedy=False),
-                "always_attack": play(lambda b: np.array([names.index("ATTACK")]), game, scenario, episodes,
-                                      seed_base)}
+                "random": play(RandomPolicy(seed=seed_base), game, scenario, episodes, seed_base),
+                "always_attack": play(ConstantPolicy("ATTACK"), game, scenario, episodes, seed_base)}
         policy = load_policy(policy_spec, policy_kwargs)
         t = time.monotonic()
         try:
@@ -123,14 +121,6 @@ def evaluate_doom(policy_spec: str, scenario: str = "basic", episodes: int = 50,
         tmp.write_text(json.dumps(results, indent=1))
         os.replace(tmp, path)
     return results
-
-
-class _Uniform:
-    def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-
-    def __call__(self, batch: Batch) -> np.ndarray:
-        return self.rng.integers(len(batch.actions), size=len(batch))
 
 
 def markdown(results: dict) -> str:

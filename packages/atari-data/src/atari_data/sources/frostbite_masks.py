@@ -20,6 +20,7 @@ from pathlib import Path
 
 from atari_data.actions import FULL_ACTIONS, minimal_actions
 from atari_data.errors import AtariDataError
+from atari_data.sources import parquet_rows
 from atari_data.writer import GameWriter, Step
 
 SOURCE = "frostbite_masks"
@@ -40,31 +41,13 @@ def _png_size(data: bytes | None) -> tuple[int, int] | None:
     return struct.unpack(">II", data[16:24])
 
 
-def rows(path: Path) -> Iterator[dict]:
-    import pyarrow.parquet as pq
-
-    try:
-        f = pq.ParquetFile(path)
-    except Exception as e:  # ArrowInvalid, OSError, ... for a damaged file
-        raise AtariDataError(f"not a readable Parquet file ({type(e).__name__}: {e})", file=str(path)) from None
-    missing = [c for c in COLUMNS if c not in f.schema_arrow.names]
-    if missing:
-        raise AtariDataError(f"missing column(s) {missing} (expected {list(COLUMNS)})", file=str(path),
-                             field=missing[0])
-    try:
-        for group in range(f.num_row_groups):
-            yield from f.read_row_group(group, columns=list(COLUMNS)).to_pylist()
-    except Exception as e:
-        raise AtariDataError(f"unreadable row group ({type(e).__name__}: {e})", file=str(path)) from None
-
-
 def lives(files: list[Path]) -> Iterator[tuple[int, int, list[dict]]]:
     """(game index, life index, rows) per life: a run of rows ending at a terminal flag. Each row
     also gets ``row``, its index in the split."""
     game = life = n = 0
     run: list[dict] = []
     for path in files:
-        for row in rows(path):
+        for row in parquet_rows(path, COLUMNS):
             row["row"], n = n, n + 1
             run.append(row)
             if row["terminated"] or row["truncated"]:

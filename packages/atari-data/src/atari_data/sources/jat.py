@@ -20,6 +20,7 @@ import numpy as np
 from atari_data.actions import minimal_actions, resolve_game
 from atari_data.errors import AtariDataError
 from atari_data.png import decode_png, encode_png
+from atari_data.sources import parquet_rows
 from atari_data.writer import GameWriter, Step
 
 SOURCE = "jat"
@@ -78,28 +79,8 @@ def available_games(root: Path) -> list[str]:
 
 
 def rows(path: Path) -> Iterator[tuple[int, dict]]:
-    """(row index, {column: list}) of one Parquet file, a row group at a time."""
-    import pyarrow.parquet as pq
-
-    try:
-        f = pq.ParquetFile(path)
-    except Exception as e:  # pyarrow raises ArrowInvalid, OSError, ... for a damaged file
-        raise AtariDataError(f"not a readable Parquet file ({type(e).__name__}: {e})", file=str(path)) from None
-    missing = [c for c in COLUMNS if c not in f.schema_arrow.names]
-    if missing:
-        raise AtariDataError(f"missing column(s) {missing} (expected {list(COLUMNS)})", file=str(path),
-                             field=missing[0])
-    n = 0
-    try:
-        for group in range(f.num_row_groups):
-            table = f.read_row_group(group, columns=list(COLUMNS))
-            for row in table.to_pylist():
-                yield n, row
-                n += 1
-    except AtariDataError:
-        raise
-    except Exception as e:
-        raise AtariDataError(f"row {n}: unreadable ({type(e).__name__}: {e})", file=str(path)) from None
+    """(row index, {column: list}) of one Parquet file."""
+    return enumerate(parquet_rows(path, COLUMNS))
 
 
 def _decode(obs) -> np.ndarray | None:
