@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--freeze", choices=("auto", "vision", "none"), default=d.freeze,
                    help="auto: the vision tower is frozen for a pretrained backbone, trained for tiny (default auto)")
     t.add_argument("--lr-head", type=float, help="(default 1e-4 pretrained, 1e-3 tiny)")
-    t.add_argument("--lr-backbone", type=float, help="scaled by sqrt(batch/16) (default 2e-5 pretrained, 1e-3 tiny)")
+    t.add_argument("--lr-backbone", type=float, help="scaled by sqrt(batch/16) (default 2e-5 pretrained, 1e-4 tiny)")
     t.add_argument("--evals", type=int, default=d.evals, help="evaluations during the run (default %(default)s)")
     t.add_argument("--select-by", choices=("nll", "play"), default=d.select_by, help="keep OUT/best by validation "
                    "NLL or by a short play check in laya-eval (default %(default)s)")

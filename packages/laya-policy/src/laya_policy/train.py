@@ -49,7 +49,7 @@ class TrainConfig:
     balance: str = "game"              # or game_source
     freeze: str = "auto"               # vision, none, or auto: vision for a pretrained backbone, none for tiny
     lr_head: float | None = None       # None: 1e-4 for a pretrained backbone, 1e-3 for tiny (random weights)
-    lr_backbone: float | None = None   # None: 2e-5 for a pretrained backbone, 1e-3 for tiny
+    lr_backbone: float | None = None   # None: 2e-5 for a pretrained backbone, 1e-4 for tiny
     spherical_weight: float = 0.5
     evals: int = 4
     eval_records: int = 256
@@ -171,7 +171,7 @@ class Run:
             p.requires_grad_(self.train_vision)
         self.prep = ImagePrep(cfg.image_size, cfg.preprocess, device=cfg.device)
         lr_head = cfg.lr_head or (1e-4 if cfg.pretrained else 1e-3)
-        lr_body = (cfg.lr_backbone or (2e-5 if cfg.pretrained else 1e-3)) * math.sqrt(cfg.batch / 16)
+        lr_body = (cfg.lr_backbone or (2e-5 if cfg.pretrained else 1e-4)) * math.sqrt(cfg.batch / 16)
         head = [p for n, p in self.model.named_parameters() if not n.startswith("backbone.") and p.requires_grad]
         body = [p for n, p in self.model.named_parameters() if n.startswith("backbone.") and p.requires_grad]
         self.params = head + body
