@@ -73,6 +73,29 @@ def test_frostbite_import_keeps_frames_and_masks_and_counts_lives(source, tmp_pa
         assert (g.path / rec["provenance"]["mask"]).read_bytes() == masks[i], "the mask beside its frame"
 
 
+def test_pack_carries_the_masks_in_the_webdataset_shards(source, tmp_path, capsys):
+    import tarfile
+
+    root, (obs, masks), _ = source
+    out, packed = tmp_path / "layout", tmp_path / "packed"
+    assert main(["import", "frostbite_masks", "--from", str(root), "--root", str(out)]) == 0
+    assert main(["pack", str(out), str(packed)]) == 0
+    members = {}
+    for shard in sorted((packed / "webdataset" / "frostbite_masks").glob("train-*.tar")):
+        with tarfile.open(shard) as tar:
+            members.update({m.name: tar.extractfile(m).read() for m in tar})
+    g = list_games(out)[0]
+    train = list(g.records("train"))
+    for rec in train:
+        assert members[f"{rec['id']}.mask.png"] == masks[rec["provenance"]["row"]]
+        assert members[f"{rec['id']}.png"] == obs[rec["provenance"]["row"]]
+    capsys.readouterr()
+    assert main(["pack", str(out), str(tmp_path / "pq"), "--formats", "parquet"]) == 2
+    err = capsys.readouterr().err
+    assert "side images" in err and "--formats" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "pq").exists()
+
+
 def test_missing_columns_are_a_one_line_error(tmp_path, capsys):
     folder = tmp_path / "src"
     folder.mkdir()

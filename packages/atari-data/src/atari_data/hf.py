@@ -56,5 +56,5 @@ class AtariLayout(datasets.GeneratorBasedBuilder):
 
     def _generate_examples(self, games, split):
         names = list(self.info.features)
-        for rec, image, prev in layout_rows(games, split):
+        for rec, image, prev, _side in layout_rows(games, split):
             yield rec["id"], hf_row(rec, image, prev, names)

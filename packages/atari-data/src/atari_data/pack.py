@@ -9,9 +9,11 @@
 
 One config per source, splits ``train`` and ``validation``. Parquet rows are the record fields,
 flat (frames as HF ``Image``, ``question`` and ``provenance`` as JSON text). A WebDataset sample
-is ``<id>.json`` (the record without its image paths), ``<id>.png`` and, for two-frame sources,
-``<id>.prev.png``. Files are written in a fixed order with fixed metadata, so the same layout
-always packs to the same bytes. The folder is built beside OUT and renamed into place.
+is ``<id>.json`` (the record without its image paths), ``<id>.png``, for two-frame sources
+``<id>.prev.png``, and ``<id>.<name>.png`` for each side image the record's provenance references
+(e.g. Frostbite's ``mask``; only the shards carry those, the Parquet rows keep the path). Files
+are written in a fixed order with fixed metadata, so the same layout always packs to the same
+bytes. The folder is built beside OUT and renamed into place.
 """
 
 from __future__ import annotations
@@ -67,13 +69,25 @@ class PackConfig:
     summary: dict = field(default_factory=dict, init=False)
 
 
-def layout_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, bytes, bytes | None]]:
-    """(record, image bytes, previous image bytes) in a fixed order: games sorted, records as written."""
+def side_paths(rec: dict) -> dict[str, str]:
+    """The side images a record's provenance references (name -> layout path), as the writer names
+    them: ``images/<id>_<name>.png`` (or ``.jpg``) under the provenance key ``<name>``."""
+    out = {}
+    for name, value in (rec.get("provenance") or {}).items():
+        if isinstance(value, str) and value in (f"images/{rec['id']}_{name}{ext}" for ext in (".png", ".jpg")):
+            out[name] = value
+    return out
+
+
+def layout_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, bytes, bytes | None, dict[str, bytes]]]:
+    """(record, image bytes, previous image bytes, side images by name) in a fixed order: games
+    sorted, records as written."""
     for g in games:
         for rec in g.records(split):
             image = safe_join(g.path, rec["image"]).read_bytes()
             prev = safe_join(g.path, rec["prev_image"]).read_bytes() if "prev_image" in rec else None
-            yield rec, image, prev
+            side = {name: safe_join(g.path, path).read_bytes() for name, path in side_paths(rec).items()}
+            yield rec, image, prev, side
 
 
 def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
@@ -101,7 +115,7 @@ class _ParquetShards:
         self.names, self.rows, self.bytes, self.writer, self.shards = list(self.features), [], 0, None, []
         self.arrow_bytes = 0  # what the split takes in memory, for the card's num_bytes
 
-    def add(self, rec: dict, image: bytes, prev: bytes | None) -> None:
+    def add(self, rec: dict, image: bytes, prev: bytes | None, side: dict[str, bytes]) -> None:
         self.rows.append(hf_row(rec, image, prev, self.names))
         self.bytes += len(image) + len(prev or b"") + 600
         if len(self.rows) >= ROWS_PER_GROUP:
@@ -154,7 +168,7 @@ class _TarShards:
         self.tar.addfile(info, io.BytesIO(data))
         self.bytes += len(data) + 1024
 
-    def add(self, rec: dict, image: bytes, prev: bytes | None) -> None:
+    def add(self, rec: dict, image: bytes, prev: bytes | None, side: dict[str, bytes]) -> None:
         if self.tar is None:
             path = self.folder / f"{self.split}-{len(self.paths):06d}.tar"
             self.paths.append(path)
@@ -164,6 +178,8 @@ class _TarShards:
         self._member(f"{rec['id']}{rec['image'][-4:]}", image)
         if prev is not None:
             self._member(f"{rec['id']}.prev{rec['prev_image'][-4:]}", prev)
+        for name, path in sorted(side_paths(rec).items()):
+            self._member(f"{rec['id']}.{name}{path[-4:]}", side[name])
         if self.bytes >= self.shard_size:
             self.close()
 
@@ -229,13 +245,16 @@ def pack(cfg: PackConfig) -> dict:
             if "webdataset" in cfg.formats:
                 wds_dir.mkdir(parents=True, exist_ok=True)
                 writers.append(_TarShards(wds_dir, hf_split, cfg.shard_size))
-            n = 0
+            n, side = 0, 0
             for row in layout_rows(gs, split):
                 for w in writers:
                     w.add(*row)
-                n += 1
+                n, side = n + 1, side + len(row[3])
+            if side and "webdataset" not in cfg.formats:
+                raise AtariDataError(f"{source} has {side} side images (e.g. masks) that only the WebDataset "
+                                     "shards carry; pack with webdataset in --formats", field="--formats")
             shards = [w.close() for w in writers]
-            conf["splits"][hf_split] = {"records": n, "bytes": writers[0].arrow_bytes,
+            conf["splits"][hf_split] = {"records": n, "bytes": writers[0].arrow_bytes, "side_images": side,
                                         "parquet": [p.name for p in shards[0]],
                                         "webdataset": [p.name for p in shards[1]] if len(shards) > 1 else []}
         summary["configs"][source] = conf
