@@ -12,7 +12,10 @@ train, JAT test becomes val; there is no ``target``.
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +37,7 @@ SPLITS = {"train": "train", "test": "val"}
 VAL_EPISODES_FROM = 500_000  # JAT test rows, numbered apart from train rows (0, 1, ...)
 ORDER_CHECK_STEPS = 64
 ORDER_MIN_AGREEMENT = 0.9
+FRAMES_PER_TASK = 64
 
 
 def game_of(config: str) -> str:
@@ -94,6 +98,14 @@ def _decode(obs) -> np.ndarray | None:
     return img if img.ndim == 3 and img.shape[-1] == 4 else None
 
 
+def _newest_pngs(observations: list, layout: str) -> list[bytes | None]:
+    out = []
+    for obs in observations:
+        rgba = _decode(obs)
+        out.append(None if rgba is None else encode_png(np.ascontiguousarray(_stack(rgba, layout)[3])))
+    return out
+
+
 def episode_steps(row: dict, layout: str, n_actions: int, writer: GameWriter) -> Iterator[Step]:
     """The newest frame and action of each step; undecodable frames and actions outside the
     minimal set are dropped and counted."""
@@ -101,16 +113,22 @@ def episode_steps(row: dict, layout: str, n_actions: int, writer: GameWriter) ->
     if not (len(images) == len(actions) == len(rewards)):
         writer.drop("row_length_mismatch", len(images))
         return
-    for t, (obs, action, reward) in enumerate(zip(images, actions, rewards, strict=True)):
-        rgba = _decode(obs)
-        if rgba is None:
+    # zlib and Pillow release the GIL: a game's frames are re-encoded on every core, in order.
+    chunks = [images[i: i + FRAMES_PER_TASK] for i in range(0, len(images), FRAMES_PER_TASK)]
+    pngs = [png for chunk in _pool().map(_newest_pngs, chunks, [layout] * len(chunks)) for png in chunk]
+    for t, (png, action, reward) in enumerate(zip(pngs, actions, rewards, strict=True)):
+        if png is None:
             writer.drop("corrupt_image")
             continue
         if action is None or not 0 <= int(action) < n_actions:
             writer.drop("action_out_of_range")
             continue
-        newest = np.ascontiguousarray(_stack(rgba, layout)[3])
-        yield Step(frame=encode_png(newest), label=int(action), provenance={"reward": float(reward), "jat_step": t})
+        yield Step(frame=png, label=int(action), provenance={"reward": float(reward), "jat_step": t})
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(min(8, os.cpu_count() or 1), thread_name_prefix="jat-frames")
 
 
 def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None = None, force: bool = False,
