@@ -14,15 +14,18 @@ Each image is ``<fake_token_around_image><global-img>`` + 64 ``<image>`` tokens 
 a small bidirectional transformer over the language model's last hidden states at the image tokens
 (each with a learned embedding of its place: frame slot and screen position) and at each option's
 terminating newline, plus a learned question-type embedding. An option's score is read at its
-newline: LayerNorm -> Linear -> GELU -> Linear, plus the dot product of a projection of that state
-with a summary of the screen (every image token squeezed to a few features and concatenated, so the
-summary keeps where things are). Padded option slots score -inf, so one model serves any number of
-options. The question text comes from ``atari_data.questions``; nothing here words it.
+newline: LayerNorm -> Linear -> GELU -> Linear, plus the dot product of a query with a summary of
+the screen (every image token squeezed to a few features and concatenated, so the summary keeps
+where things are). The query projects the option's state and the mean input embedding of the
+option line's own tokens (what the option says, whatever its place in the list). Padded option
+slots score -inf, so one model serves any number of options. The question text comes from
+``atari_data.questions``; nothing here words it.
 
 Why the screen summary: a "which button, given where the target is" decision is a product of the
 option and the target's place. Read only through the transformer and a per-option MLP, a randomly
 initialised model (the ``tiny`` preset) found no such product on ViZDoom basic within 3,000 steps
-and settled on equal scores; with the dot product it learns it in a few hundred.
+and settled on equal scores; with the dot product and the option's words it learns it in a few
+hundred (without the words it still settles on equal scores).
 """
 
 from __future__ import annotations
