@@ -80,13 +80,14 @@ def side_paths(rec: dict) -> dict[str, str]:
 
 
 def layout_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, bytes, bytes | None, dict[str, bytes]]]:
-    """(record, image bytes, previous image bytes, side images by name) in a fixed order: games
-    sorted, records as written."""
+    """(record, image bytes, previous image bytes, side images by ``<name>.<ext>``) in a fixed order:
+    games sorted, records as written."""
     for g in games:
         for rec in g.records(split):
             image = safe_join(g.path, rec["image"]).read_bytes()
             prev = safe_join(g.path, rec["prev_image"]).read_bytes() if "prev_image" in rec else None
-            side = {name: safe_join(g.path, path).read_bytes() for name, path in side_paths(rec).items()}
+            side = {f"{name}{path[-4:]}": safe_join(g.path, path).read_bytes()
+                    for name, path in side_paths(rec).items()}
             yield rec, image, prev, side
 
 
@@ -178,8 +179,8 @@ class _TarShards:
         self._member(f"{rec['id']}{rec['image'][-4:]}", image)
         if prev is not None:
             self._member(f"{rec['id']}.prev{rec['prev_image'][-4:]}", prev)
-        for name, path in sorted(side_paths(rec).items()):
-            self._member(f"{rec['id']}.{name}{path[-4:]}", side[name])
+        for name in sorted(side):
+            self._member(f"{rec['id']}.{name}", side[name])
         if self.bytes >= self.shard_size:
             self.close()
 
