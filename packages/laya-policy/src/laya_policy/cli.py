@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "  laya-policy train --data out/packed --sources expert2f --out runs/packed\n"
                        "  torchrun --nproc-per-node 2 -m laya_policy.cli train --data data/atari --out runs/ddp")
     from laya_policy.backbone import SMOLVLM
-    from laya_policy.train import TrainConfig
+    from laya_policy.train import DEFAULT_LRS, TrainConfig
 
     d = TrainConfig(data="")
     t.add_argument("--data", required=True, help="an atari-data layout root, a packed repository folder "
@@ -64,8 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--balance", choices=("game", "game_source"), default=d.balance, help="(default %(default)s)")
     t.add_argument("--freeze", choices=("auto", "vision", "none"), default=d.freeze,
                    help="auto: the vision tower is frozen for a pretrained backbone, trained for tiny (default auto)")
-    t.add_argument("--lr-head", type=float, help="(default 1e-4 pretrained, 1e-3 tiny)")
-    t.add_argument("--lr-backbone", type=float, help="scaled by sqrt(batch/16) (default 2e-5 pretrained, 1e-4 tiny)")
+    lrs = {kind: [f"{lr:.0e}".replace("e-0", "e-") for lr in pair] for kind, pair in DEFAULT_LRS.items()}
+    t.add_argument("--lr-head", type=float,
+                   help=f"(default {lrs['pretrained'][0]} pretrained, {lrs['tiny'][0]} tiny)")
+    t.add_argument("--lr-backbone", type=float,
+                   help=f"scaled by sqrt(batch/16) (default {lrs['pretrained'][1]} pretrained, {lrs['tiny'][1]} tiny)")
     t.add_argument("--evals", type=int, default=d.evals, help="evaluations during the run (default %(default)s)")
     t.add_argument("--select-by", choices=("nll", "play"), default=d.select_by, help="keep OUT/best by validation "
                    "NLL or by a short play check in laya-eval (default %(default)s)")

@@ -48,8 +48,8 @@ class TrainConfig:
     max_minutes: float = 15.0
     balance: str = "game"              # or game_source
     freeze: str = "auto"               # vision, none, or auto: vision for a pretrained backbone, none for tiny
-    lr_head: float | None = None       # None: 1e-4 for a pretrained backbone, 1e-3 for tiny (random weights)
-    lr_backbone: float | None = None   # None: 2e-5 for a pretrained backbone, 1e-4 for tiny
+    lr_head: float | None = None       # None: DEFAULT_LRS
+    lr_backbone: float | None = None   # None: DEFAULT_LRS
     spherical_weight: float = 0.5
     evals: int = 4
     eval_records: int = 256
@@ -69,6 +69,11 @@ class TrainConfig:
     @property
     def pretrained(self) -> bool:
         return self.backbone not in PRESETS  # presets start from random weights
+
+
+#: (head, backbone) learning rates when none is given. A random preset trains everything: its head
+#: needs 1e-3 to move, and at 1e-3 its vision tower loses what the random features already tell apart.
+DEFAULT_LRS = {"pretrained": (1e-4, 2e-5), "tiny": (1e-3, 1e-4)}
 
 
 class CrashForTesting(RuntimeError):
@@ -170,8 +175,9 @@ class Run:
         for p in self.model.backbone.vision_model.parameters():
             p.requires_grad_(self.train_vision)
         self.prep = ImagePrep(cfg.image_size, cfg.preprocess, device=cfg.device)
-        lr_head = cfg.lr_head or (1e-4 if cfg.pretrained else 1e-3)
-        lr_body = (cfg.lr_backbone or (2e-5 if cfg.pretrained else 1e-4)) * math.sqrt(cfg.batch / 16)
+        default_head, default_body = DEFAULT_LRS["pretrained" if cfg.pretrained else "tiny"]
+        lr_head = cfg.lr_head or default_head
+        lr_body = (cfg.lr_backbone or default_body) * math.sqrt(cfg.batch / 16)
         head = [p for n, p in self.model.named_parameters() if not n.startswith("backbone.") and p.requires_grad]
         body = [p for n, p in self.model.named_parameters() if n.startswith("backbone.") and p.requires_grad]
         self.params = head + body
