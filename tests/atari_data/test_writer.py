@@ -200,7 +200,7 @@ def test_png_encoder_round_trips_through_pillow(shape):
         encode_png(a.astype(np.float32))
 
 
-@pytest.mark.parametrize("shape", [(210, 160, 3), (84, 84), (3, 2, 3)])
+@pytest.mark.parametrize("shape", [(210, 160, 3), (84, 84), (3, 2, 3), (84, 84, 4)])
 def test_png_decoder_reads_our_frames_and_falls_back_to_pillow(shape):
     import io
 
@@ -209,10 +209,42 @@ def test_png_decoder_reads_our_frames_and_falls_back_to_pillow(shape):
     from atari_data.png import decode_png, encode_png
 
     a = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
-    assert np.array_equal(decode_png(encode_png(a)), a)
+    if a.ndim < 3 or a.shape[2] == 3:  # the encoder writes grey and RGB only
+        assert np.array_equal(decode_png(encode_png(a)), a)
     buf = io.BytesIO()
     Image.fromarray(a).save(buf, format="PNG", compress_level=9)  # Pillow filters rows: the fallback path
     assert np.array_equal(decode_png(buf.getvalue()), a)
     pal = io.BytesIO()
     Image.fromarray(a if a.ndim == 2 else a[..., 0]).convert("P").save(pal, format="PNG")
     assert decode_png(pal.getvalue()).shape == a.shape[:2]
+
+
+def _png(rows: bytes, w: int, h: int) -> bytes:
+    """An 8-bit grey PNG of the given filtered row bytes (filter byte first on each row)."""
+    import struct
+    import zlib
+
+    from atari_data.png import SIGNATURE
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def test_png_decoder_unfilters_rows_after_an_unfiltered_first_row():
+    from atari_data.png import decode_png
+
+    # Row 0 unfiltered [10, 20, 30]; row 1 Sub-filtered deltas [5, 1, 1] -> [5, 6, 7];
+    # row 2 Up-filtered [1, 1, 1] -> [6, 7, 8].
+    png = _png(bytes([0, 10, 20, 30, 1, 5, 1, 1, 2, 1, 1, 1]), 3, 3)
+    assert decode_png(png).tolist() == [[10, 20, 30], [5, 6, 7], [6, 7, 8]]
+
+
+@pytest.mark.parametrize("rows", [bytes([0, 1, 2]), bytes([1, 1, 2])], ids=["unfiltered", "filtered"])
+def test_png_decoder_refuses_a_short_image(rows):
+    from atari_data.png import decode_png
+
+    with pytest.raises(ValueError):
+        decode_png(_png(rows, 3, 3))  # one row of three

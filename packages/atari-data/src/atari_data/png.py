@@ -7,13 +7,17 @@ output is a standard PNG (8-bit grey or RGB) that any decoder reads back pixel f
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 
 import numpy as np
+from PIL import Image
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVEL = 3
+COLOUR_CHANNELS = {0: 1, 2: 3, 6: 4}  # PNG colour type -> channels: grey, RGB, RGBA
+MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -33,29 +37,45 @@ def encode_png(frame: np.ndarray, level: int = LEVEL) -> bytes:
 
 
 def decode_png(data: bytes) -> np.ndarray:
-    """Pixels of a PNG as uint8 (H x W, or H x W x 3/4). Frames written by :func:`encode_png`
-    (8-bit, not interlaced, no row filters) are read with zlib alone; anything else goes through
-    Pillow."""
-    if data[:8] == SIGNATURE and data[12:16] == b"IHDR":
-        w, h, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
-        channels = {0: 1, 2: 3, 6: 4}.get(colour)
-        if depth == 8 and channels and not interlace:
-            idat, pos = [], 8
-            while pos + 8 <= len(data):
-                (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
-                if kind == b"IDAT":
-                    idat.append(data[pos + 8:pos + 8 + length])
-                elif kind in (b"PLTE", b"tRNS"):
-                    break  # palette images: let Pillow handle them
-                pos += 12 + length
-            else:
-                rows = np.frombuffer(zlib.decompress(b"".join(idat)), np.uint8).reshape(h, 1 + w * channels)
-                if not rows[:, 0].any():  # every row unfiltered
-                    pixels = rows[:, 1:].reshape((h, w) if channels == 1 else (h, w, channels))
-                    return pixels.copy()
-    import io
+    """Pixels of a PNG as uint8 (H x W, or H x W x 3/4).
 
-    from PIL import Image
-
+    8-bit, non-interlaced grey, RGB and RGBA PNGs are read without parsing the file twice: rows
+    written without filters (what :func:`encode_png` writes) with zlib alone; filtered rows (what
+    Pillow and most encoders write) by Pillow's PNG row decoder. The first row's filter byte
+    decides which, so a filtered PNG is inflated once. Anything else (palettes, transparency
+    chunks, 16-bit, interlaced) goes through ``PIL.Image.open``.
+    """
+    plain = _plain_idat(data)
+    if plain is not None:
+        w, h, channels, idat = plain
+        inflate = zlib.decompressobj()
+        first = inflate.decompress(idat, 1)
+        if first == b"\x00":
+            raw = first + inflate.decompress(inflate.unconsumed_tail) + inflate.flush()
+            rows = np.frombuffer(raw, np.uint8).reshape(h, 1 + w * channels)
+            if not rows[:, 0].any():
+                return rows[:, 1:].reshape((h, w) if channels == 1 else (h, w, channels)).copy()
+        mode = MODES[channels]
+        return np.asarray(Image.frombytes(mode, (w, h), idat, "zip", mode))
     with Image.open(io.BytesIO(data)) as im:
         return np.asarray(im)
+
+
+def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
+    """(width, height, channels, IDAT stream) of an 8-bit, non-interlaced grey/RGB/RGBA PNG
+    without palette or transparency chunks, else None."""
+    if data[:8] != SIGNATURE or data[12:16] != b"IHDR":
+        return None
+    w, h, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
+    channels = COLOUR_CHANNELS.get(colour)
+    if depth != 8 or not channels or interlace:
+        return None
+    idat, pos = [], 8
+    while pos + 8 <= len(data):
+        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        if kind == b"IDAT":
+            idat.append(data[pos + 8:pos + 8 + length])
+        elif kind in (b"PLTE", b"tRNS"):
+            return None
+        pos += 12 + length
+    return w, h, channels, b"".join(idat)

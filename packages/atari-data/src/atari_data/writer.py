@@ -14,7 +14,6 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +31,6 @@ from atari_data.schema import META as META_SCHEMA
 log = logging.getLogger(__name__)
 
 DEFAULT_CAPS = {"train": 20_000, "val": 1_000}
-FILE_WRITERS = 8
 
 Frame = np.ndarray | bytes  # an array to encode, or an already encoded PNG / JPEG
 
@@ -260,10 +258,10 @@ class GameWriter:
             lines = [json.dumps({"episode": e, "split": self._episodes[e], **self._replays[e]}, separators=(",", ":"))
                      for e in sorted(self._replays) if e in kept_episodes]
             _write_file(tmp / EPISODES, "".join(line + "\n" for line in lines))
-        # Creating many small files is latency-bound on shared disks; threads overlap the waits.
-        with ThreadPoolExecutor(FILE_WRITERS) as pool:
-            for _ in pool.map(lambda pf: pf[0].write_bytes(pf[1]), files):
-                pass
+        # One thread: creating a file is CPU work in the kernel (ext4's inode allocator), and
+        # threads only contend for the folder (tools/bench/import.py measures it).
+        for path, data in files:
+            path.write_bytes(data)
         meta = {
             "schema_version": SCHEMA_VERSION, "source": self.source, "game": self.game,
             "platform": self.platform, "frame_format": self.frame_format, "frames": self.frames,

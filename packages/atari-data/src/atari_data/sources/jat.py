@@ -113,7 +113,8 @@ def episode_steps(row: dict, layout: str, n_actions: int, writer: GameWriter) ->
     if not (len(images) == len(actions) == len(rewards)):
         writer.drop("row_length_mismatch", len(images))
         return
-    # zlib and Pillow release the GIL: a game's frames are re-encoded on every core, in order.
+    # zlib releases the GIL (Pillow's row decoder does not): one thread per core re-encodes a game's
+    # frames, in order; more threads only contend (tools/bench/import.py).
     chunks = [images[i: i + FRAMES_PER_TASK] for i in range(0, len(images), FRAMES_PER_TASK)]
     pngs = [png for chunk in _pool().map(_newest_pngs, chunks, [layout] * len(chunks)) for png in chunk]
     for t, (png, action, reward) in enumerate(zip(pngs, actions, rewards, strict=True)):
@@ -128,7 +129,8 @@ def episode_steps(row: dict, layout: str, n_actions: int, writer: GameWriter) ->
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(min(8, os.cpu_count() or 1), thread_name_prefix="jat-frames")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return ThreadPoolExecutor(min(8, cores), thread_name_prefix="jat-frames")
 
 
 def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None = None, force: bool = False,
