@@ -124,3 +124,30 @@ def test_broken_records_are_one_line_errors(record, tmp_path, capsys, damage, me
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
     assert not (tmp_path / "out" / "atari_head" / GAME).exists()
+
+
+def test_damaged_frames_are_counted_drops_not_copied(record, tmp_path):
+    """A frame cut short and one with a flipped bit keep a valid header: only checking the whole
+    PNG (chunk CRCs, the inflated size) tells them from good ones."""
+    path = record / ZIP
+    with zipfile.ZipFile(path) as z:
+        items = {n: z.read(n) for n in z.namelist()}
+    name = next(n for n in items if n.endswith(".tar.bz2"))
+    with tarfile.open(fileobj=io.BytesIO(items[name]), mode="r:bz2") as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar if m.isfile()]
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:bz2") as tar:
+        for i, (m, data) in enumerate(members):
+            if i == 0:
+                data = data[: len(data) - 20]
+            elif i == 1:
+                data = data[:60] + bytes([data[60] ^ 0x10]) + data[61:]
+            m.size = len(data)
+            tar.addfile(m, io.BytesIO(data))
+    items[name] = out.getvalue()
+    with zipfile.ZipFile(path, "w") as z:
+        for n, data in items.items():
+            z.writestr(n, data)
+    assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 0
+    assert list_games(tmp_path / "out")[0].meta()["dropped"]["bad_image"] == 2
+    assert validate(tmp_path / "out", images=True).ok

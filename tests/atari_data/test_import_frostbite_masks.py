@@ -22,11 +22,14 @@ def png(array, mode):
     return buf.getvalue()
 
 
-def write_split(folder, split, n, rng, terminal_at=(), truncated_at=(), bad_action=None, bad_mask=None):
+def write_split(folder, split, n, rng, terminal_at=(), truncated_at=(), bad_action=None, bad_mask=None,
+                cut_observation=None):
     obs = [png(rng.integers(0, 256, (128, 128, 3), dtype=np.uint8), "RGB") for _ in range(n)]
     masks = [png((rng.random((128, 128)) > 0.9).astype(np.uint8) * 255, "L") for _ in range(n)]
     if bad_mask is not None:
         masks[bad_mask] = b"not a png"
+    if cut_observation is not None:  # the header still says 128x128: only the whole PNG shows the damage
+        obs[cut_observation] = obs[cut_observation][:-100]
     actions = [int(a) for a in rng.integers(0, 18, n)]
     if bad_action is not None:
         actions[bad_action] = 42
@@ -48,7 +51,7 @@ def source(tmp_path):
     rng = np.random.default_rng(0)
     folder = tmp_path / "frostbite" / "FrostbiteNoFrameskip-v4"
     train = write_split(folder, "train", 30, rng, terminal_at=(9, 19), truncated_at=(19,), bad_action=3,
-                        bad_mask=25)
+                        bad_mask=25, cut_observation=15)
     test = write_split(folder, "test", 10, rng, terminal_at=(9,))
     return tmp_path / "frostbite", train, test
 
@@ -57,8 +60,8 @@ def test_frostbite_import_keeps_frames_and_masks_and_counts_lives(source, tmp_pa
     root, (obs, masks), _ = source
     out = tmp_path / "layout"
     assert main(["import", "frostbite_masks", "--from", str(root), "--root", str(out)]) == 0
-    assert "frostbite_masks/Frostbite: 28 train, 10 val records; dropped: bad_mask 1, invalid_action 1" in \
-        capsys.readouterr().out
+    assert ("frostbite_masks/Frostbite: 27 train, 10 val records; dropped: bad_mask 1, bad_observation 1, "
+            "invalid_action 1") in capsys.readouterr().out
     assert validate(out, images=True).ok
     g = list_games(out)[0]
     assert g.meta()["frame_format"] == "rgb_128x128"

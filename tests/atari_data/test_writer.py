@@ -219,18 +219,22 @@ def test_png_decoder_reads_our_frames_and_falls_back_to_pillow(shape):
     assert decode_png(pal.getvalue()).shape == a.shape[:2]
 
 
-def _png(rows: bytes, w: int, h: int) -> bytes:
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    import struct
+    import zlib
+
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _png(rows: bytes, w: int, h: int, interlace: int = 0, stream: bytes | None = None) -> bytes:
     """An 8-bit grey PNG of the given filtered row bytes (filter byte first on each row)."""
     import struct
     import zlib
 
     from atari_data.png import SIGNATURE
 
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return (SIGNATURE + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, interlace))
+            + _chunk(b"IDAT", zlib.compress(rows) if stream is None else stream) + _chunk(b"IEND", b""))
 
 
 def test_png_decoder_unfilters_rows_after_an_unfiltered_first_row():
@@ -248,3 +252,45 @@ def test_png_decoder_refuses_a_short_image(rows):
 
     with pytest.raises(ValueError):
         decode_png(_png(rows, 3, 3))  # one row of three
+
+
+def test_png_size_accepts_whole_pngs_and_refuses_damaged_ones():
+    import io
+    import zlib
+
+    from PIL import Image
+
+    from atari_data.png import encode_png, png_size
+
+    rng = np.random.default_rng(2)
+    rgb = rng.integers(0, 256, (21, 16, 3), dtype=np.uint8)
+    good = [encode_png(rgb)]
+    for im in (Image.fromarray(rgb), Image.fromarray(rgb[..., 0]), Image.fromarray(rgb).convert("P"),
+               Image.fromarray(rgb[..., 0]).convert("1"), Image.fromarray(rgb[..., :2], "LA")):
+        buf = io.BytesIO()
+        im.save(buf, format="PNG")
+        good.append(buf.getvalue())
+    # A 3x3 Adam7 image: passes 1, 4, 5, 6, 7 hold 1, 1, 2, 2 and 3 pixels in 1, 1, 1, 2 and 1 rows.
+    interlaced = _png(bytes(15), 3, 3, interlace=1)
+    assert np.asarray(Image.open(io.BytesIO(interlaced))).shape == (3, 3), "Pillow reads it: the size is right"
+    for data in good:
+        assert png_size(data) == (16, 21)
+    assert png_size(interlaced) == (3, 3)
+
+    png = good[1]  # Pillow's RGB
+    body = 8 + 25 + 8  # signature, IHDR chunk, then the IDAT's length and type
+    flipped = png[:body + 5] + bytes([png[body + 5] ^ 1]) + png[body + 6:]
+    rows, z = bytes(3 * (1 + 3)), zlib.compressobj()
+    damaged = {
+        "cut short": png[:-30],
+        "no IEND": png[:-12],
+        "bit flipped (CRC)": flipped,
+        "not a PNG": b"GIF89a" + png[6:],
+        "stream broken, CRC right": _png(rows, 3, 3, stream=b"\x78\x9c\xff\xff\xff"),
+        "too few rows": _png(rows[:8], 3, 3),
+        "too many rows": _png(rows + rows[:4], 3, 3),
+        "stream not finished": _png(rows, 3, 3, stream=z.compress(rows) + z.flush(zlib.Z_SYNC_FLUSH)),
+    }
+    assert png_size(_png(rows, 3, 3)) == (3, 3)
+    for what, data in damaged.items():
+        assert png_size(data) is None, what

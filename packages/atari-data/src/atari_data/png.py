@@ -1,8 +1,10 @@
-"""A minimal, fast, deterministic PNG encoder for game frames.
+"""PNG for game frames: a fast deterministic encoder, a decoder, and a whole-file check.
 
 Atari screens are large flat areas of few colours: zlib at a low level with no row filter packs
 them to about 1 KB, and skipping Pillow's adaptive filtering makes encoding 2-3x faster. The
 output is a standard PNG (8-bit grey or RGB) that any decoder reads back pixel for pixel.
+:func:`decode_png` reads those with zlib alone and anything else through Pillow;
+:func:`png_size` checks a PNG that a source copies without decoding.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from PIL import Image
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVEL = 3
-COLOUR_CHANNELS = {0: 1, 2: 3, 6: 4}  # PNG colour type -> channels: grey, RGB, RGBA
-MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+SAMPLES = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # PNG colour type -> samples per pixel
+MODES = {0: "L", 2: "RGB", 6: "RGBA"}  # the colour types read without Image.open
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -47,7 +49,8 @@ def decode_png(data: bytes) -> np.ndarray:
     """
     plain = _plain_idat(data)
     if plain is not None:
-        w, h, channels, idat = plain
+        w, h, colour, idat = plain
+        channels = SAMPLES[colour]
         inflate = zlib.decompressobj()
         first = inflate.decompress(idat, 1)
         if first == b"\x00":
@@ -55,20 +58,19 @@ def decode_png(data: bytes) -> np.ndarray:
             rows = np.frombuffer(raw, np.uint8).reshape(h, 1 + w * channels)
             if not rows[:, 0].any():
                 return rows[:, 1:].reshape((h, w) if channels == 1 else (h, w, channels)).copy()
-        mode = MODES[channels]
+        mode = MODES[colour]
         return np.asarray(Image.frombytes(mode, (w, h), idat, "zip", mode))
     with Image.open(io.BytesIO(data)) as im:
         return np.asarray(im)
 
 
 def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
-    """(width, height, channels, IDAT stream) of an 8-bit, non-interlaced grey/RGB/RGBA PNG
+    """(width, height, colour type, IDAT stream) of an 8-bit, non-interlaced grey/RGB/RGBA PNG
     without palette or transparency chunks, else None."""
     if data[:8] != SIGNATURE or data[12:16] != b"IHDR":
         return None
     w, h, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
-    channels = COLOUR_CHANNELS.get(colour)
-    if depth != 8 or not channels or interlace:
+    if depth != 8 or colour not in MODES or interlace:
         return None
     idat, pos = [], 8
     while pos + 8 <= len(data):
@@ -78,4 +80,53 @@ def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
         elif kind in (b"PLTE", b"tRNS"):
             return None
         pos += 12 + length
-    return w, h, channels, b"".join(idat)
+    return w, h, colour, b"".join(idat)
+
+
+ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def png_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) of a complete, intact PNG, else None.
+
+    For sources that copy frames byte for byte: every chunk's CRC must match, IHDR come first and
+    IEND end the chunks, and the image data inflate to exactly the bytes the header promises. That
+    catches truncated files, flipped bits and broken streams at the cost of one inflate, without
+    unfiltering or building pixels.
+    """
+    if data[:8] != SIGNATURE:
+        return None
+    header, idat, pos = None, [], 8
+    while True:
+        if pos + 12 > len(data):
+            return None  # ran out before IEND
+        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        end = pos + 12 + length
+        body = data[pos + 8:end - 4]
+        if end > len(data) or zlib.crc32(body, zlib.crc32(kind)) != struct.unpack(">I", data[end - 4:end])[0]:
+            return None
+        if header is None:
+            if kind != b"IHDR" or length != 13:
+                return None
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+        pos = end
+    w, h, depth, colour, _, _, interlace = header
+    if not (w and h and colour in SAMPLES):
+        return None
+    bits = SAMPLES[colour] * depth
+    passes = ADAM7 if interlace else ((0, 0, 1, 1),)
+    expected = 0
+    for x0, y0, dx, dy in passes:
+        pw, ph = -(-(w - x0) // dx), -(-(h - y0) // dy)
+        if pw > 0 and ph > 0:
+            expected += ph * (1 + -(-pw * bits // 8))
+    inflate = zlib.decompressobj()
+    try:
+        n = len(inflate.decompress(b"".join(idat), expected + 1))
+    except zlib.error:
+        return None
+    return (w, h) if n == expected and inflate.eof else None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import struct
 import tarfile
 import zipfile
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from atari_data.actions import FULL_ACTIONS, minimal_actions, resolve_game
 from atari_data.errors import AtariDataError
+from atari_data.png import png_size
 from atari_data.writer import GameWriter, Step
 
 SOURCE = "atari_head"
@@ -126,11 +126,8 @@ def frames_of(archive: zipfile.ZipFile, trial: Trial, where: str) -> dict[str, b
 
 
 def _is_frame(png: bytes) -> bool:
-    """A PNG whose header says 160 x 210 (frames are copied, not decoded)."""
-    if png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
-        return False
-    w, h = struct.unpack(">II", png[16:24])
-    return (w, h) == (160, 210)
+    """An intact PNG of 160 x 210 (frames are copied, not decoded: ``png_size`` checks them)."""
+    return png_size(png) == (160, 210)
 
 
 def load_trial_links(root: Path, game: str) -> dict[int, int]:

@@ -14,12 +14,12 @@ test become train and val, so no segment of a game crosses splits.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 from atari_data.actions import FULL_ACTIONS, minimal_actions
 from atari_data.errors import AtariDataError
+from atari_data.png import png_size
 from atari_data.sources import parquet_rows
 from atari_data.writer import GameWriter, Step
 
@@ -33,12 +33,6 @@ VAL_EPISODES_FROM = 500_000
 
 def parquet_files(root: Path, split: str) -> list[Path]:
     return sorted(p for p in root.rglob(f"{split}-*.parquet") if not any(part.startswith(".") for part in p.parts))
-
-
-def _png_size(data: bytes | None) -> tuple[int, int] | None:
-    if not data or data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
-        return None
-    return struct.unpack(">II", data[16:24])
 
 
 def lives(files: list[Path]) -> Iterator[tuple[int, int, list[dict]]]:
@@ -87,10 +81,10 @@ def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer:
             writer.drop("invalid_action")
             continue
         obs, mask = (row[c]["bytes"] if isinstance(row[c], dict) else None for c in ("observation", "mask"))
-        if _png_size(obs) != (128, 128):
+        if not obs or png_size(obs) != (128, 128):
             writer.drop("bad_observation")
             continue
-        if _png_size(mask) != (128, 128):
+        if not mask or png_size(mask) != (128, 128):
             writer.drop("bad_mask")
             continue
         yield Step(frame=obs, label=index[FULL_ACTIONS[a]], side={"mask": mask},
