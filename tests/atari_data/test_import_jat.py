@@ -4,6 +4,7 @@ are not the ALE name, a game stored with the stack's bytes reshaped, broken file
 
 import io
 import json
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -133,6 +134,43 @@ def test_broken_sources_are_one_line_errors_and_write_nothing(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
     assert not (tmp_path / "out" / "jat" / "Breakout").exists(), "nothing half-written"
+
+
+def hub_cache(cache, repo: str, files: dict[str, bytes]) -> str:
+    """A dataset repo in a Hugging Face Hub cache, laid out as huggingface_hub writes it: content in
+    ``blobs/<sha256>``, ``snapshots/<commit>/<path>`` symlinks to the blobs, ``refs/main`` naming
+    the commit. Returns the commit."""
+    import hashlib
+
+    folder = cache / ("datasets--" + repo.replace("/", "--"))
+    commit = hashlib.sha1(repo.encode()).hexdigest()
+    (folder / "blobs").mkdir(parents=True)
+    for path, data in files.items():
+        blob = folder / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        link = folder / "snapshots" / commit / path
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(commit)
+    return commit
+
+
+def test_hub_source_resolves_from_the_hub_cache_offline(source, tmp_path, capsys, monkeypatch):
+    import huggingface_hub.constants
+
+    root, _ = source
+    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.parquet"))
+             if p.parent.name == "atari-breakout"}
+    hub_cache(tmp_path / "hub", jat.REPO, files)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert main(["import", "jat", "--from", f"hub:{jat.REPO}", "--root", str(tmp_path / "out"), "--games",
+                 "Breakout"]) == 0
+    assert "jat/Breakout: 90 train, 30 val records" in capsys.readouterr().out
+    local = tmp_path / "local"
+    assert main(["import", "jat", "--from", str(root), "--root", str(local), "--games", "Breakout"]) == 0
+    for name in ("train.jsonl", "val.jsonl"):
+        assert (tmp_path / "out/jat/Breakout" / name).read_bytes() == (local / "jat/Breakout" / name).read_bytes()
 
 
 def test_offline_hub_source_names_the_local_alternative(tmp_path, capsys):
