@@ -43,25 +43,39 @@ def decode_png(data: bytes) -> np.ndarray:
 
     8-bit, non-interlaced grey, RGB and RGBA PNGs are read without parsing the file twice: rows
     written without filters (what :func:`encode_png` writes) with zlib alone; filtered rows (what
-    Pillow and most encoders write) by Pillow's PNG row decoder. The first row's filter byte
-    decides which, so a filtered PNG is inflated once. Anything else (palettes, transparency
-    chunks, 16-bit, interlaced) goes through ``PIL.Image.open``.
+    Pillow and most encoders write) by Pillow's PNG row decoder, handed the image data as it is.
+    Anything else (palettes, transparency chunks, 16-bit, interlaced) goes through
+    ``PIL.Image.open``.
     """
     plain = _plain_idat(data)
     if plain is not None:
         w, h, colour, idat = plain
         channels = SAMPLES[colour]
-        inflate = zlib.decompressobj()
-        first = inflate.decompress(idat, 1)
-        if first == b"\x00":
-            raw = first + inflate.decompress(inflate.unconsumed_tail) + inflate.flush()
+        raw = _unfiltered(idat, h, 1 + w * channels)
+        if raw is not None:
             rows = np.frombuffer(raw, np.uint8).reshape(h, 1 + w * channels)
-            if not rows[:, 0].any():
-                return rows[:, 1:].reshape((h, w) if channels == 1 else (h, w, channels)).copy()
+            return rows[:, 1:].reshape((h, w) if channels == 1 else (h, w, channels)).copy()
         mode = MODES[colour]
         return np.asarray(Image.frombytes(mode, (w, h), idat, "zip", mode))
     with Image.open(io.BytesIO(data)) as im:
         return np.asarray(im)
+
+
+def _unfiltered(idat: bytes, h: int, stride: int) -> bytes | None:
+    """The inflated rows if no row is filtered, else None. Rows are inflated 1, 4, 16, ... at a time,
+    so a filtered image costs only the inflating up to its first filtered row."""
+    inflate, out, done, n = zlib.decompressobj(), [], 0, 1
+    while done < h:
+        n = min(n, h - done)
+        rows = inflate.decompress(idat, n * stride)
+        idat = inflate.unconsumed_tail
+        if len(rows) != n * stride:
+            raise ValueError(f"image data ends after {done * stride + len(rows)} of {h * stride} bytes")
+        if rows[::stride] != bytes(n):
+            return None
+        out.append(rows)
+        done, n = done + n, n * 4
+    return b"".join(out)
 
 
 def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
