@@ -50,6 +50,20 @@ def test_caps_and_even_subsampling_across_episodes(tmp_path):
     assert meta["val"]["records"] == 10
 
 
+def test_progress_advances_one_per_episode(tmp_path):
+    class Bar:
+        n = 0
+
+        def update(self, n):
+            self.n += n
+
+    bar = Bar()
+    w = writer(tmp_path, progress=bar)
+    for ep, n in ((2000, 5), (2001, 0), (1000, 3)):
+        w.add_episode(ep, "val" if ep < 2000 else "train", synthetic(ep, n))
+    assert bar.n == 3
+
+
 def test_two_frame_rule(tmp_path):
     w = writer(tmp_path, caps={"train": 1000, "val": 10})
     w.add_episode(2000, "train", synthetic(2000, 30, fire_at=(10,)))

@@ -381,9 +381,11 @@ def cmd_import(a) -> int:
             if wanted is not None and slug.lower().replace("_", "") not in wanted:
                 continue
             for round_ in playjev.rounds_of(root, slug):
-                meta = playjev.import_round(root, a.root, slug, round_,
-                                            caps={"train": a.train_frames, "val": a.val_frames}, force=a.force)
-                _print_import(f"playjev_{round_}", playjev.game_name(slug), meta)
+                source, game = f"playjev_{round_}", playjev.game_name(slug)
+                with _episode_bar(source, game) as bar:
+                    meta = playjev.import_round(root, a.root, slug, round_, caps={"train": a.train_frames,
+                                                "val": a.val_frames}, force=a.force, progress=bar)
+                _print_import(source, game, meta)
         return 0
     if a.source == "frostbite_masks":
         root, module = local_copy(a.from_, frostbite_masks.REPO, None), frostbite_masks
@@ -400,10 +402,18 @@ def cmd_import(a) -> int:
     if not games:
         raise AtariDataError(f"no games found (a local copy of {a.source})", file=str(root), field="--from")
     for game in games:
-        meta = module.import_game(root, a.root, game, caps={"train": a.train_frames, "val": a.val_frames},
-                                  force=a.force)
+        with _episode_bar(module.SOURCE, game) as bar:
+            meta = module.import_game(root, a.root, game, caps={"train": a.train_frames, "val": a.val_frames},
+                                      force=a.force, progress=bar)
         _print_import(module.SOURCE, game, meta)
     return 0
+
+
+def _episode_bar(source: str, game: str):
+    """A progress bar of the episodes read for one game (on a terminal only; the summary line stays)."""
+    from tqdm import tqdm
+
+    return tqdm(desc=f"{source}/{game}", unit=" episodes", leave=False, disable=None)
 
 
 def _print_import(source: str, game: str, meta: dict | None) -> None:

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -134,6 +135,7 @@ class GameWriter:
     protocol: Protocol | None = None
     seed: int | None = None
     force: bool = False
+    progress: Any = None  # anything with update(n), e.g. a tqdm bar: advanced one per episode
 
     def __post_init__(self):
         self.root = Path(self.root)
@@ -199,6 +201,8 @@ class GameWriter:
                     kept = [k for k in kept if k.step % stride == 0]
             last_frame = st.frame
         sampler.add_episode(kept)
+        if self.progress is not None:
+            self.progress.update(1)
         return n + 1 if last_frame is not None else 0
 
     def _prev_png(self, st: Step, n: int, last_frame, last_png, png: bytes) -> bytes:

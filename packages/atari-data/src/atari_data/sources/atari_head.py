@@ -181,7 +181,7 @@ def split_groups(sizes: dict[int, int], links: dict[int, int]) -> dict[int, str]
 
 
 def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None = None,
-                force: bool = False) -> dict | None:
+                force: bool = False, progress=None) -> dict | None:
     root, game = Path(root), resolve_game(game)
     path = root / zip_name(game)
     if not path.exists():
@@ -189,7 +189,8 @@ def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None 
     actions = minimal_actions(game)
     index = {name: i for i, name in enumerate(actions)}
     writer = GameWriter(out, SOURCE, game, frame_format="rgb_210x160", frames=1, actions=actions,
-                        origin=ORIGIN, license=LICENSE, force=force, **({"caps": caps} if caps else {}))
+                        origin=ORIGIN, license=LICENSE, force=force, progress=progress,
+                        **({"caps": caps} if caps else {}))
     if writer.complete:
         return None
     try:

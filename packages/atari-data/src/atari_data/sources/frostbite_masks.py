@@ -54,7 +54,7 @@ def lives(files: list[Path]) -> Iterator[tuple[int, int, list[dict]]]:
 
 
 def import_game(root: str | Path, out: str | Path, game: str = GAME, caps: dict | None = None,
-                force: bool = False) -> dict | None:
+                force: bool = False, progress=None) -> dict | None:
     root = Path(root)
     if game != GAME:
         raise AtariDataError(f"{game}: this dataset has Frostbite only", field="--games")
@@ -64,7 +64,8 @@ def import_game(root: str | Path, out: str | Path, game: str = GAME, caps: dict 
     actions = minimal_actions(GAME)
     index = {name: i for i, name in enumerate(actions)}
     writer = GameWriter(out, SOURCE, GAME, frame_format="rgb_128x128", frames=1, actions=actions,
-                        origin=REPO, license="see the dataset card", force=force, **({"caps": caps} if caps else {}))
+                        origin=REPO, license="see the dataset card", force=force, progress=progress,
+                        **({"caps": caps} if caps else {}))
     if writer.complete:
         return None
     for split, kind in SPLITS.items():

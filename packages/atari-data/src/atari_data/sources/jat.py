@@ -145,7 +145,7 @@ def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None 
                              file=str(root))
     actions = minimal_actions(game)
     writer = GameWriter(out, SOURCE, game, frame_format="gray_84x84", frames=1, actions=actions,
-                        origin=f"{REPO} ({config_of(game)})", license=LICENSE, force=force,
+                        origin=f"{REPO} ({config_of(game)})", license=LICENSE, force=force, progress=progress,
                         **({"caps": caps} if caps else {}))
     if writer.complete:
         return None
@@ -157,8 +157,6 @@ def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None 
             for i, row in rows(path):
                 writer.add_episode(first + i, kind, episode_steps(row, layout, len(actions), writer))
                 n = i + 1
-                if progress is not None:
-                    progress.update(1)
             first += n
     return writer.finish()
 

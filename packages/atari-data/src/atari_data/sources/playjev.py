@@ -75,7 +75,7 @@ def _read_shard(shard: Path) -> dict[object, list[tuple[int, dict]]]:
 
 
 def import_round(root: str | Path, out: str | Path, slug: str, round_: str, caps: dict | None = None,
-                 force: bool = False) -> dict | None:
+                 force: bool = False, progress=None) -> dict | None:
     """Write ``<out>/playjev_<round>/<Game>``; returns its meta.json (None when already complete)."""
     root = Path(root)
     shards = rounds_of(root, slug).get(round_)
@@ -89,7 +89,7 @@ def import_round(root: str | Path, out: str | Path, slug: str, round_: str, caps
     frame_format = _frame_format(episodes)
     writer = GameWriter(out, f"playjev_{round_}", game_name(slug), frame_format=frame_format, frames=2,
                         actions=actions, platform=PLATFORM, origin=f"{REPO} ({slug}/{round_})", license=LICENSE,
-                        force=force, **({"caps": caps} if caps else {}))
+                        force=force, progress=progress, **({"caps": caps} if caps else {}))
     if writer.complete:
         return None
     splits = assign_splits(range(len(episodes)), 0.05)
