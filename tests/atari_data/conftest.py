@@ -12,6 +12,11 @@ def small_config(root, **kw) -> GenerateConfig:
     return GenerateConfig(**base)
 
 
+def tree_bytes(root):
+    """Every file under ``root`` by relative path: two layouts are the same bytes when these are equal."""
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 @pytest.fixture(scope="session")
 def layout_master(tmp_path_factory):
     """A small valid layout from real ALE play: a two-frame Breakout and a one-frame Pong."""

@@ -15,11 +15,7 @@ from atari_data.layout import GameDir
 from atari_data.play import AtariGame
 from atari_data.validate import validate
 
-from .conftest import small_config
-
-
-def tree_bytes(root):
-    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+from .conftest import small_config, tree_bytes
 
 
 def test_records_carry_expert_targets_labels_and_played_moves(layout_master):

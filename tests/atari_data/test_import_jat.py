@@ -17,6 +17,8 @@ from atari_data.layout import list_games
 from atari_data.sources import jat
 from atari_data.validate import validate
 
+from .conftest import tree_bytes
+
 TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
 
@@ -183,3 +185,40 @@ def test_meta_records_origin(source, tmp_path):
     root, _ = source
     meta = jat.import_game(root, tmp_path / "out", "Breakout")
     assert json.loads(json.dumps(meta))["origin"] == "jat-project/jat-dataset (atari-breakout)"
+
+
+def test_workers_give_the_same_bytes_as_one_process(source, tmp_path):
+    root, _ = source
+    for name, extra in (("one", []), ("pool", ["--workers", "2"])):
+        assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / name)] + extra) == 0
+    assert tree_bytes(tmp_path / "one") == tree_bytes(tmp_path / "pool")
+    assert {p.parent.name for p in (tmp_path / "pool").glob("jat/*/_READY")} == {"Breakout", "KungFuMaster"}
+
+
+def test_a_bad_game_in_a_worker_is_a_one_line_error(source, tmp_path, capsys):
+    root, _ = source
+    (root / "atari-kongfumaster" / "train-00000-of-00001.parquet").write_bytes(b"not parquet")
+    assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "out"), "--workers", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a readable Parquet file" in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "jat" / "KungFuMaster").exists()
+
+
+@pytest.mark.slow
+def test_ray_executor_gives_the_local_bytes(source, tmp_path, monkeypatch, capsys):
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra (atari-data[ray])")
+    root, _ = source
+    assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "local")]) == 0
+    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")  # workers use this interpreter
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "ray"), "--executor", "ray"]) == 0
+        printed = capsys.readouterr().out
+        (root / "atari-kongfumaster" / "train-00000-of-00001.parquet").write_bytes(b"not parquet")
+        assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "bad"), "--executor", "ray"]) == 2
+    finally:
+        ray.shutdown()
+    assert tree_bytes(tmp_path / "local") == tree_bytes(tmp_path / "ray")
+    assert printed.index("jat/Breakout") < printed.index("jat/KungFuMaster"), "summaries in game order"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a readable Parquet file" in err

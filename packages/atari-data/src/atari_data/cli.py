@@ -15,6 +15,7 @@ from pathlib import Path
 
 from atari_data.errors import AtariDataError
 from atari_data.generate import GenerateConfig
+from atari_data.importing import EXECUTORS, SOURCES
 
 EXAMPLES = """examples:
   atari-data generate --root data/atari --games Pong,Breakout --source expert2f
@@ -194,14 +195,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "examples:\n"
                         "  atari-data import jat --from ~/jat-dataset --root data/atari --games Breakout,Pong\n"
                         "  atari-data import jat --from hub:jat-project/jat-dataset --root data/atari --games Pong\n"
-                        "  atari-data import atari_head --from ~/atari-head --root data/atari --games Breakout")
-    im.add_argument("source", choices=("jat", "atari_head", "frostbite_masks", "playjev"), help="which dataset")
+                        "  atari-data import atari_head --from ~/atari-head --root data/atari --games Breakout\n"
+                        "  atari-data import jat --from ~/jat-dataset --root data/atari --workers 4   # 4 games at "
+                        "a time")
+    im.add_argument("source", choices=SOURCES, help="which dataset")
     im.add_argument("--from", dest="from_", required=True, help="a local copy of the dataset, or hub:REPO (online)")
     im.add_argument("--root", required=True, help="layout root to write into")
     im.add_argument("--games", type=_csv, help="ALE v5 names, comma-separated (default: every game found)")
     im.add_argument("--train-frames", type=int, default=20_000, help="train records per game at most "
                     "(default %(default)s)")
     im.add_argument("--val-frames", type=int, default=1_000, help="val records per game at most (default %(default)s)")
+    im.add_argument("--workers", type=int, default=1, help="games imported in parallel processes (default "
+                    "%(default)s)")
+    im.add_argument("--executor", choices=EXECUTORS, default="local",
+                    help="ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one; --from must be a "
+                    "path every node reads); needs atari-data[ray] (default %(default)s)")
     im.add_argument("--force", action="store_true", help="rewrite games that are already complete")
     return p
 
@@ -371,58 +379,28 @@ def cmd_pack_lmdb(a) -> int:
 
 def cmd_import(a) -> int:
     from atari_data.actions import resolve_game
-    from atari_data.sources import atari_head, frostbite_masks, jat, local_copy, playjev
+    from atari_data.importing import importer, plan, run_jobs
+    from atari_data.sources import jat, local_copy
 
-    if a.source == "playjev":  # browser games: folder names, one source per round
-        root = local_copy(a.from_, playjev.REPO, None)
-        slugs = playjev.available_games(root)
-        wanted = {g.lower().replace("_", "") for g in a.games} if a.games else None
-        for slug in slugs:
-            if wanted is not None and slug.lower().replace("_", "") not in wanted:
-                continue
-            for round_ in playjev.rounds_of(root, slug):
-                source, game = f"playjev_{round_}", playjev.game_name(slug)
-                with _episode_bar(source, game) as bar:
-                    meta = playjev.import_round(root, a.root, slug, round_, caps={"train": a.train_frames,
-                                                "val": a.val_frames}, force=a.force, progress=bar)
-                _print_import(source, game, meta)
-        return 0
-    if a.source == "frostbite_masks":
-        root, module = local_copy(a.from_, frostbite_masks.REPO, None), frostbite_masks
-        a.games = a.games or [frostbite_masks.GAME]
-    elif a.source == "jat":
-        patterns = [f"{jat.config_of(resolve_game(g))}/*" for g in a.games] if a.games else None
-        root, module = local_copy(a.from_, jat.REPO, patterns), jat
-    else:
-        if a.from_.startswith("hub:"):
-            raise AtariDataError("Atari-HEAD lives on Zenodo, not the Hub: download record 3451402 and pass its "
-                                 "folder", field="--from")
-        root, module = local_copy(a.from_, "", None), atari_head
-    games = [resolve_game(g) for g in a.games] if a.games else module.available_games(root)
-    if not games:
-        raise AtariDataError(f"no games found (a local copy of {a.source})", file=str(root), field="--from")
-    for game in games:
-        with _episode_bar(module.SOURCE, game) as bar:
-            meta = module.import_game(root, a.root, game, caps={"train": a.train_frames, "val": a.val_frames},
-                                      force=a.force, progress=bar)
-        _print_import(module.SOURCE, game, meta)
+    if a.source == "atari_head" and a.from_.startswith("hub:"):
+        raise AtariDataError("Atari-HEAD lives on Zenodo, not the Hub: download record 3451402 and pass its folder",
+                             field="--from")
+    patterns = None
+    if a.source == "jat" and a.games:  # download only the configs asked for
+        patterns = [f"{jat.config_of(resolve_game(g))}/*" for g in a.games]
+    root = local_copy(a.from_, getattr(importer(a.source), "REPO", ""), patterns)
+    jobs = plan(a.source, root, a.root, a.games, {"train": a.train_frames, "val": a.val_frames}, a.force)
+    for job, meta in zip(jobs, run_jobs(jobs, a.executor, a.workers), strict=True):
+        _print_import(job.name, meta)
     return 0
 
 
-def _episode_bar(source: str, game: str):
-    """A progress bar of the episodes read for one game (on a terminal only; the summary line stays)."""
-    from tqdm import tqdm
-
-    return tqdm(desc=f"{source}/{game}", unit=" episodes", leave=False, disable=None)
-
-
-def _print_import(source: str, game: str, meta: dict | None) -> None:
+def _print_import(name: str, meta: dict | None) -> None:
     if meta is None:
-        print(f"{source}/{game}: already complete (use --force to redo)")
+        print(f"{name}: already complete (use --force to redo)")
     else:
         dropped = ", ".join(f"{k} {v}" for k, v in meta["dropped"].items()) or "none"
-        print(f"{source}/{game}: {meta['train']['records']} train, {meta['val']['records']} val records; "
-              f"dropped: {dropped}")
+        print(f"{name}: {meta['train']['records']} train, {meta['val']['records']} val records; dropped: {dropped}")
 
 
 def cmd_schema(a) -> int:

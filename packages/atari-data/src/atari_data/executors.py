@@ -24,4 +24,9 @@ def ray_map(fn: Callable, items: Iterable) -> list:
         os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False, include_dashboard=False)
     task = ray.remote(fn)
-    return ray.get([task.remote(x) for x in items])
+    try:
+        return ray.get([task.remote(x) for x in items])
+    except ray.exceptions.RayTaskError as e:
+        if isinstance(e.cause, AtariDataError):  # bad input stays a one-line error, wherever it was found
+            raise e.cause from None
+        raise

@@ -35,6 +35,10 @@ def parquet_files(root: Path, split: str) -> list[Path]:
     return sorted(p for p in root.rglob(f"{split}-*.parquet") if not any(part.startswith(".") for part in p.parts))
 
 
+def available_games(root: Path) -> list[str]:
+    return [GAME] if parquet_files(root, "train") else []
+
+
 def lives(files: list[Path]) -> Iterator[tuple[int, int, list[dict]]]:
     """(game index, life index, rows) per life: a run of rows ending at a terminal flag. Each row
     also gets ``row``, its index in the split."""
