@@ -45,11 +45,13 @@ def importer(source: str):
     return importlib.import_module(f"atari_data.sources.{source}")
 
 
-def plan(source: str, root: Path, out: str | Path, games: Sequence[str] | None, caps: dict,
+def plan(source: str, root: str | Path, out: str | Path, games: Sequence[str] | None, caps: dict,
          force: bool = False) -> list[ImportJob]:
-    """The jobs for ``games`` (ALE names, or PlayJev folder names; None: every game in ``root``)."""
+    """The jobs for ``games`` (ALE names, or PlayJev folder names; None: every game in ``root``, a
+    local copy)."""
     from atari_data.actions import resolve_game
 
+    root = Path(root)
     common = dict(root=str(root), out=str(out), caps=tuple(sorted(caps.items())), force=force)
     if source == "playjev":  # browser games: folder names, one source per round
         wanted = {g.lower().replace("_", "") for g in games} if games else None
