@@ -18,7 +18,7 @@ SOURCES = ("jat", "atari_head", "frostbite_masks", "playjev")
 EXECUTORS = ("local", "ray")
 
 
-@dataclass(frozen=True)
+@dataclass
 class ImportJob:
     """One game of one source. For PlayJev, ``game`` is the folder slug and ``round`` the round."""
 
@@ -26,7 +26,7 @@ class ImportJob:
     root: str
     out: str
     game: str
-    caps: tuple[tuple[str, int], ...]
+    caps: dict
     force: bool = False
     round: str | None = None
 
@@ -52,7 +52,7 @@ def plan(source: str, root: str | Path, out: str | Path, games: Sequence[str] | 
     from atari_data.actions import resolve_game
 
     root = Path(root)
-    common = dict(root=str(root), out=str(out), caps=tuple(sorted(caps.items())), force=force)
+    common = dict(root=str(root), out=str(out), caps=dict(caps), force=force)
     if source == "playjev":  # browser games: folder names, one source per round
         wanted = {g.lower().replace("_", "") for g in games} if games else None
         playjev = importer("playjev")
@@ -67,11 +67,11 @@ def plan(source: str, root: str | Path, out: str | Path, games: Sequence[str] | 
 
 def run_job(job: ImportJob, progress=None) -> dict | None:
     """Import one game; its meta.json, or None when it was already complete."""
-    caps, module = dict(job.caps), importer(job.source)
+    module = importer(job.source)
     if job.source == "playjev":
-        return module.import_round(job.root, job.out, job.game, job.round, caps=caps, force=job.force,
+        return module.import_round(job.root, job.out, job.game, job.round, caps=job.caps, force=job.force,
                                    progress=progress)
-    return module.import_game(job.root, job.out, job.game, caps=caps, force=job.force, progress=progress)
+    return module.import_game(job.root, job.out, job.game, caps=job.caps, force=job.force, progress=progress)
 
 
 def run_jobs(jobs: Sequence[ImportJob], executor: str = "local", workers: int = 1,

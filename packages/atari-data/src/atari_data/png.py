@@ -81,20 +81,42 @@ def _unfiltered(idat: bytes, h: int, stride: int) -> bytes | None:
 def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
     """(width, height, colour type, IDAT stream) of an 8-bit, non-interlaced grey/RGB/RGBA PNG
     without palette or transparency chunks, else None."""
+    parsed = _chunks(data, strict=False)
+    if parsed is None:
+        return None
+    (w, h, depth, colour, _, _, interlace), idat, kinds = parsed
+    if depth != 8 or colour not in MODES or interlace or kinds & {b"PLTE", b"tRNS"}:
+        return None
+    return w, h, colour, b"".join(idat)
+
+
+def _chunks(data: bytes, strict: bool) -> tuple[tuple, list[bytes], set[bytes]] | None:
+    """(IHDR fields, IDAT bodies, the other chunks' kinds) of a PNG, or None when it is not one.
+
+    ``strict``: every chunk's CRC must match and IEND must end the chunks. Otherwise whatever
+    chunks are there are read, and a decoder finds out whether the image data is all there.
+    """
     if data[:8] != SIGNATURE or data[12:16] != b"IHDR":
         return None
-    w, h, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
-    if depth != 8 or colour not in MODES or interlace:
-        return None
-    idat, pos = [], 8
-    while pos + 8 <= len(data):
+    header, idat, kinds, pos = None, [], set(), 8
+    while pos + 12 <= len(data):
         (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
-        if kind == b"IDAT":
-            idat.append(data[pos + 8:pos + 8 + length])
-        elif kind in (b"PLTE", b"tRNS"):
+        end = pos + 12 + length
+        body = data[pos + 8:end - 4]
+        if strict and (end > len(data) or data[end - 4:end] != struct.pack(">I", zlib.crc32(body, zlib.crc32(kind)))):
             return None
-        pos += 12 + length
-    return w, h, colour, b"".join(idat)
+        if header is None:
+            if length != 13:
+                return None
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            return header, idat, kinds
+        else:
+            kinds.add(kind)
+        pos = end
+    return None if strict or header is None else (header, idat, kinds)
 
 
 ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
@@ -108,26 +130,10 @@ def png_size(data: bytes) -> tuple[int, int] | None:
     catches truncated files, flipped bits and broken streams at the cost of one inflate, without
     unfiltering or building pixels.
     """
-    if data[:8] != SIGNATURE:
+    parsed = _chunks(data, strict=True)
+    if parsed is None:
         return None
-    header, idat, pos = None, [], 8
-    while True:
-        if pos + 12 > len(data):
-            return None  # ran out before IEND
-        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
-        end = pos + 12 + length
-        body = data[pos + 8:end - 4]
-        if end > len(data) or zlib.crc32(body, zlib.crc32(kind)) != struct.unpack(">I", data[end - 4:end])[0]:
-            return None
-        if header is None:
-            if kind != b"IHDR" or length != 13:
-                return None
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat.append(body)
-        elif kind == b"IEND":
-            break
-        pos = end
+    header, idat, _ = parsed
     w, h, depth, colour, _, _, interlace = header
     if not (w and h and colour in SAMPLES):
         return None
