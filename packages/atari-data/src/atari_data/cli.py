@@ -14,8 +14,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from atari_data.errors import AtariDataError
+from atari_data.executors import EXECUTORS
 from atari_data.generate import GenerateConfig
-from atari_data.importing import EXECUTORS, SOURCES
+from atari_data.importing import SOURCES
 
 EXAMPLES = """examples:
   atari-data generate --root data/atari --games Pong,Breakout --source expert2f
@@ -115,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
     g.add_argument("--workers", type=int, default=d.workers,
                    help="games generated in parallel processes (default %(default)s)")
-    g.add_argument("--executor", choices=("local", "ray"), default=d.executor,
+    g.add_argument("--executor", choices=EXECUTORS, default=d.executor,
                    help="ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one); "
                    "needs atari-data[ray] (default %(default)s)")
     g.add_argument("--force", action="store_true", help="rewrite games that are already complete")

@@ -1,4 +1,4 @@
-"""Fan independent work (one game each) out over Ray, with the same results as a local loop.
+"""Fan independent work (one game each) out over processes or Ray, with the same results as a local loop.
 
 Ray connects to ``RAY_ADDRESS`` when it is set (a cluster) and otherwise starts a local instance.
 Each task writes its own game folder whole, so the layout is the same whichever worker ran it.
@@ -10,6 +10,33 @@ import os
 from collections.abc import Callable, Iterable
 
 from atari_data.errors import AtariDataError
+
+EXECUTORS = ("local", "ray")
+
+
+def fan_out(fn: Callable, items: Iterable, *, executor: str = "local", workers: int = 1, here: Callable | None = None,
+            progress: bool = True, desc: str | None = None, unit: str = "game") -> list:
+    """``[fn(x) for x in items]``, in order: as Ray tasks, on ``workers`` spawned processes (with one
+    progress bar of items), or, with one worker, ``here(x)`` (default ``fn``) one after another in
+    this process, where it may show its own progress."""
+    items = list(items)
+    if executor not in EXECUTORS:
+        raise AtariDataError(f"unknown executor {executor!r} (expected {' or '.join(EXECUTORS)})", field="--executor")
+    if executor == "ray":
+        return ray_map(fn, items)
+    if workers <= 1 or len(items) <= 1:
+        return [(here or fn)(x) for x in items]
+    import multiprocessing as mp
+
+    from tqdm import tqdm
+
+    out = []
+    with mp.get_context("spawn").Pool(min(workers, len(items))) as pool, \
+            tqdm(total=len(items), desc=desc, unit=unit, disable=None if progress else True) as bar:
+        for result in pool.imap(fn, items):
+            out.append(result)
+            bar.update(1)
+    return out
 
 
 def ray_map(fn: Callable, items: Iterable) -> list:

@@ -227,23 +227,12 @@ def generate(cfg: GenerateConfig, progress: bool = True) -> dict[str, dict | Non
     """
     from tqdm import tqdm
 
-    todo = [(cfg, g) for g in cfg.games]
-    if cfg.executor == "ray":
-        from atari_data.executors import ray_map
-        return dict(ray_map(_one, todo))
-    if cfg.executor != "local":
-        raise AtariDataError(f"unknown executor {cfg.executor!r} (expected local or ray)", field="--executor")
-    if cfg.workers <= 1 or len(todo) == 1:
-        out = {}
-        for c, g in todo:
-            with tqdm(total=3, desc=f"{c.source}/{g}", unit="stage", disable=None if progress else True) as bar:
-                out[g] = generate_game(c, g, bar)
-        return out
-    import multiprocessing as mp
-    with mp.get_context("spawn").Pool(min(cfg.workers, len(todo))) as pool, \
-            tqdm(total=len(todo), desc=cfg.source, unit="game", disable=None if progress else True) as bar:
-        out = {}
-        for g, meta in pool.imap_unordered(_one, todo):
-            out[g] = meta
-            bar.update(1)
-    return {g: out[g] for g in cfg.games}
+    from atari_data.executors import fan_out
+
+    def here(args) -> tuple[str, dict | None]:
+        c, g = args
+        with tqdm(total=3, desc=f"{c.source}/{g}", unit="stage", disable=None if progress else True) as bar:
+            return g, generate_game(c, g, bar)
+
+    return dict(fan_out(_one, [(cfg, g) for g in cfg.games], executor=cfg.executor, workers=cfg.workers, here=here,
+                        progress=progress, desc=cfg.source))

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from atari_data.errors import AtariDataError
+from atari_data.executors import fan_out
 
 SOURCES = ("jat", "atari_head", "frostbite_masks", "playjev")
-EXECUTORS = ("local", "ray")
 
 
 @dataclass
@@ -77,27 +77,11 @@ def run_job(job: ImportJob, progress=None) -> dict | None:
 def run_jobs(jobs: Sequence[ImportJob], executor: str = "local", workers: int = 1,
              progress: bool = True) -> list[dict | None]:
     """Every job's result, in order: here (a progress bar of episodes per game), on ``workers``
-    processes, or as Ray tasks (one bar of games)."""
+    processes, or as Ray tasks (``executors.fan_out``)."""
     from tqdm import tqdm
 
-    if executor not in EXECUTORS:
-        raise AtariDataError(f"unknown executor {executor!r} (expected {' or '.join(EXECUTORS)})", field="--executor")
-    if executor == "ray":
-        from atari_data.executors import ray_map
+    def here(job: ImportJob) -> dict | None:
+        with tqdm(desc=job.name, unit=" episodes", leave=False, disable=None if progress else True) as bar:
+            return run_job(job, bar)
 
-        return ray_map(run_job, jobs)
-    if workers <= 1 or len(jobs) <= 1:
-        out = []
-        for job in jobs:
-            with tqdm(desc=job.name, unit=" episodes", leave=False, disable=None if progress else True) as bar:
-                out.append(run_job(job, bar))
-        return out
-    import multiprocessing as mp
-
-    with mp.get_context("spawn").Pool(min(workers, len(jobs))) as pool, \
-            tqdm(total=len(jobs), unit=" games", leave=False, disable=None if progress else True) as bar:
-        out = []
-        for meta in pool.imap(run_job, jobs):
-            out.append(meta)
-            bar.update(1)
-        return out
+    return fan_out(run_job, jobs, executor=executor, workers=workers, here=here, progress=progress, unit=" games")

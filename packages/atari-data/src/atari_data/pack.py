@@ -31,7 +31,8 @@ from pathlib import Path
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import GameDir, list_games, safe_join
-from atari_data.schema import SCHEMA_VERSION, encode_json, hf_features, json_schema
+from atari_data.records import image_name
+from atari_data.schema import IMAGE_SUFFIXES, SCHEMA_VERSION, encode_json, hf_features, json_schema
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def side_paths(rec: dict) -> dict[str, str]:
     them: ``images/<id>_<name>.png`` (or ``.jpg``) under the provenance key ``<name>``."""
     out = {}
     for name, value in (rec.get("provenance") or {}).items():
-        if isinstance(value, str) and value in (f"images/{rec['id']}_{name}{ext}" for ext in (".png", ".jpg")):
+        if isinstance(value, str) and value in (image_name(rec["id"], ext, name) for ext in IMAGE_SUFFIXES):
             out[name] = value
     return out
 
@@ -248,12 +249,13 @@ def pack(cfg: PackConfig) -> dict:
                 writers.append(_TarShards(wds_dir, hf_split, cfg.shard_size))
             n, side = 0, 0
             for row in layout_rows(gs, split):
+                if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after the split
+                    raise AtariDataError(f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "
+                                         "the WebDataset shards carry; pack with webdataset in --formats",
+                                         field="--formats")
                 for w in writers:
                     w.add(*row)
                 n, side = n + 1, side + len(row[3])
-            if side and "webdataset" not in cfg.formats:
-                raise AtariDataError(f"{source} has {side} side images (e.g. masks) that only the WebDataset "
-                                     "shards carry; pack with webdataset in --formats", field="--formats")
             shards = [w.close() for w in writers]
             conf["splits"][hf_split] = {"records": n, "bytes": writers[0].arrow_bytes, "side_images": side,
                                         "parquet": [p.name for p in shards[0]],

@@ -16,9 +16,10 @@ from atari_data.schema import IMAGE_SUFFIXES, RECORD, Defect
 TARGET_TOLERANCE = 1e-4
 
 
-def image_name(rid: str, suffix: str = ".png", prev: bool = False) -> str:
-    """Path of a record's frame relative to the game folder."""
-    return f"images/{rid}{'_prev' if prev else ''}{suffix}"
+def image_name(rid: str, suffix: str = ".png", beside: str = "") -> str:
+    """Path of a record's frame relative to the game folder; ``beside`` names an image that travels
+    with it: ``prev`` (the previous frame) or a side image such as ``mask``."""
+    return f"images/{rid}{'_' + beside if beside else ''}{suffix}"
 
 
 @dataclass
@@ -50,7 +51,7 @@ class GameRules:
         rid = self.record_id(episode, step)
         rec = {"id": rid, "image": image_name(rid, suffix)}
         if self.frames == 2:
-            rec["prev_image"] = image_name(rid, suffix, prev=True)
+            rec["prev_image"] = image_name(rid, suffix, "prev")
         rec.update(game=self.game, actions=self._actions_list, label=label)
         if target is not None:
             rec["target"] = target
@@ -111,8 +112,8 @@ class GameRules:
             out.append(("prev_image", "is missing (a two-frame source needs the previous frame)"))
         elif self.frames == 1 and prev is not None:
             out.append(("prev_image", "is present in a one-frame source (meta.json frames is 1)"))
-        elif prev is not None and prev != image_name(rid, suffix, prev=True):
-            out.append(("prev_image", f"{prev!r} is not {image_name(rid, suffix, prev=True)!r}"))
+        elif prev is not None and prev != image_name(rid, suffix, "prev"):
+            out.append(("prev_image", f"{prev!r} is not {image_name(rid, suffix, 'prev')!r}"))
         n = len(self.actions)
         if rec["label"] >= n:
             out.append(("label", f"{rec['label']} is out of range (expected 0..{n - 1})"))

@@ -25,7 +25,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout import EPISODES, META, READY, SPLITS, GameDir, write_atomic
 from atari_data.png import encode_png
 from atari_data.protocol import Protocol
-from atari_data.records import GameRules
+from atari_data.records import GameRules, image_name
 from atari_data.schema import FRAME_FORMAT_RE, SCHEMA_VERSION, check_structure
 from atari_data.schema import META as META_SCHEMA
 
@@ -238,7 +238,7 @@ class GameWriter:
                 provenance = k.provenance
                 if k.side:
                     rid = self.rules.record_id(k.episode, k.step)
-                    paths = {name: f"images/{rid}_{name}{_suffix(data)}" for name, data in k.side.items()}
+                    paths = {name: image_name(rid, _suffix(data), name) for name, data in k.side.items()}
                     provenance = {**(provenance or {}), **paths}
                     files.extend((tmp / paths[name], data) for name, data in k.side.items())
                 rec = self.rules.record(k.episode, k.step, k.label, k.target, provenance,
