@@ -148,3 +148,36 @@ def test_dagger_round_from_a_checkpoint_then_training_on_both_sources(data, tmp_
     summary = train(config(root, tmp_path / "d1", steps=4, evals=1, games=["Pong"], sources=["expert2f", "dagger1"],
                            balance="game_source", init_from=str(out / "final")), progress=False)
     assert set(summary["samples_per_group"]) == {"Pong/expert2f", "Pong/dagger1"}
+
+
+def test_resume_truncates_the_log_to_the_state_it_resumes_from(data, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(CrashForTesting):
+        train(config(data, out, crash_at_step=8), progress=False)
+    # A kill after an evaluation's line was appended but before state.pt was saved leaves a line
+    # the state does not know; the resumed run must not keep it (nor write its own twice).
+    with open(out / "log.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"step": 7, "minutes": 0.0, "games": {}, "nll": 1.0}) + "\n")
+    train(config(data, out, crash_at_step=8), progress=False)
+    assert [json.loads(x)["step"] for x in (out / "log.jsonl").read_text().splitlines()] == [6, 12]
+
+
+def test_a_planted_pickle_in_state_pt_is_refused_not_run(data, tmp_path, capsys):
+    import pickle
+
+    from laya_policy.cli import main
+
+    out, witness = tmp_path / "run", tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(witness), "w"))
+
+    out.mkdir()
+    with open(out / "state.pt", "wb") as f:
+        pickle.dump({"model": Payload()}, f)
+    code = main(["train", "--data", str(data), "--out", str(out), "--steps", "2", "--batch", "2",
+                 "--image-size", "64", "--evals", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and not witness.exists()
+    assert err.startswith("error: ") and "state.pt" in err and len(err.strip().splitlines()) == 1

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from atari_data.layout import write_atomic
 from laya_policy.backbone import PRESETS, build_backbone
 from laya_policy.checkpoint import AgentConfig, load_checkpoint, load_config, save_checkpoint
 from laya_policy.data import Example, load_examples
@@ -215,12 +216,20 @@ class Run:
         path = self.out / "state.pt"
         if self.cfg.restart or not path.exists():
             return False
-        state = torch.load(path, map_location=self.cfg.device, weights_only=False)
-        self.model.load_state_dict(state["model"])
-        self.opt.load_state_dict(state["opt"])
-        self.step, self.spent, self.counts = state["step"], state["spent"], state["counts"]
-        self.best, self.log, self.curve = state["best"], state["log"], state.get("curve", [])
-        torch.set_rng_state(state["torch_rng"])
+        try:  # tensors and plain containers only: a planted pickle is refused, never run
+            state = torch.load(path, map_location=self.cfg.device, weights_only=True)
+            self.model.load_state_dict(state["model"])
+            self.opt.load_state_dict(state["opt"])
+            self.step, self.spent, self.counts = int(state["step"]), float(state["spent"]), dict(state["counts"])
+            self.best, self.log, self.curve = state["best"], list(state["log"]), list(state.get("curve", []))
+            torch.set_rng_state(state["torch_rng"])
+        except Exception as e:  # noqa: BLE001 - any defect in the file is the same one-line error
+            raise ValueError(f"{path}: is not a training state this version can resume "
+                             f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
+                             "pass --restart to start over") from None
+        # The log holds exactly the evaluations the state knows: a kill between appending a line and
+        # saving the state would otherwise leave that line twice after the resumed run logs it again.
+        write_atomic(self.out / "log.jsonl", "".join(json.dumps(e) + "\n" for e in self.log).encode())
         return True
 
     # -- one step ----------------------------------------------------------------------------------
