@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,72 @@ def test_only_played_sources_can_be_replay_packed(played, tmp_path):
     (played_copy / "expert" / "Pong" / "episodes.jsonl").unlink()
     with pytest.raises(AtariDataError, match="has no episodes.jsonl: only played sources"):
         pack(PackConfig(root=str(played_copy), out=str(tmp_path / "r"), replay=True))
+
+
+@pytest.fixture(scope="module")
+def replay_repo(played, tmp_path_factory):
+    repo = tmp_path_factory.mktemp("replay") / "repo"
+    pack(PackConfig(root=str(played), out=str(repo), replay=True))
+    return repo
+
+
+def _edit_jsonl(path, fn, line=0):
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    fn(rows[line])
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _image(value):
+    def fn(row):
+        row["record"]["image"] = value  # the MD5s are of pixels, so they stay valid
+    return fn
+
+
+HOSTILE_REPLAYS = {
+    "record image leaves the root": ("train.jsonl", _image("../../../escaped.png"), "image"),
+    "record image is absolute": ("train.jsonl", _image("/tmp/laya-escaped.png"), "image"),
+    "label out of range, MD5s intact": ("train.jsonl", lambda r: r["record"].update(label=99), "label"),
+    "record line is not JSON": ("train.jsonl", "not json\n", "(record)"),
+    "record line is not UTF-8": ("train.jsonl", b"\xff\xfe{}\n", "(record)"),
+    "row without md5": ("train.jsonl", lambda r: r.pop("md5"), "(record)"),
+    "episode line is not JSON": ("episodes.jsonl", "{\"episode\": 1,\n", "(episode)"),
+    "episode without seed": ("episodes.jsonl", lambda e: e.pop("seed"), "seed"),
+    "seed is a float": ("episodes.jsonl", lambda e: e.update(seed=1.5), "seed"),
+    "short decisions": ("episodes.jsonl", lambda e: e.update(decisions=e["decisions"][:3]), "step"),
+    "decisions past the moves": ("episodes.jsonl", lambda e: e.update(decisions=[10**9]), "decisions"),
+    "a move outside the action set": ("episodes.jsonl", lambda e: e["moves"].__setitem__(0, 99), "moves"),
+    "moves past the frame cap": ("episodes.jsonl", lambda e: e.update(moves=[0] * 30_000), "moves"),
+    "unknown protocol key": ("meta.json", lambda m: m["protocol"].update(evil=1), "protocol.evil"),
+    "meta is a list": ("meta.json", "[1, 2]\n", "(file)"),
+    "meta nested past recursion": ("meta.json", "[" * 100_000 + "]" * 100_000, "(file)"),
+    "meta with a 5,000-digit number": ("meta.json", '{"seed": ' + "9" * 5000 + "}", "(file)"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_REPLAYS)
+def test_rebuild_refuses_hostile_input_on_one_line_and_writes_nothing(replay_repo, tmp_path, capsys, case):
+    import shutil
+
+    name, edit, field = HOSTILE_REPLAYS[case]
+    repo = tmp_path / "a" / "b" / "repo"
+    shutil.copytree(replay_repo, repo)
+    path = repo / "replay/expert/Pong" / name
+    if isinstance(edit, (str, bytes)):
+        path.write_bytes(edit.encode() if isinstance(edit, str) else edit)
+    elif name == "meta.json":
+        meta = json.loads(path.read_text())
+        edit(meta)
+        path.write_text(json.dumps(meta))
+    else:
+        _edit_jsonl(path, edit)
+    before = {p for p in tmp_path.rglob("*")}
+    rebuilt = tmp_path / "a" / "b" / "rebuilt"
+    assert main(["rebuild", str(repo), "--root", str(rebuilt)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert f": {field}: " in err and str(path.parent) in err, err
+    created = {p for p in tmp_path.rglob("*")} - before
+    assert all(rebuilt in p.parents or p == rebuilt for p in created), f"written outside --root: {created}"
+    assert not list(rebuilt.rglob("_READY*")) or not (rebuilt / "expert" / "Pong").exists()
+    assert not (rebuilt / "expert" / "Pong").exists() and not list(rebuilt.rglob("*.lock"))
+    assert not Path("/tmp/laya-escaped.png").exists()

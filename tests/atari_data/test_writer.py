@@ -148,8 +148,7 @@ def test_a_crash_while_writing_leaves_no_ready_game(tmp_path, monkeypatch):
 
 
 def test_wrong_frame_shape_and_duplicate_episode_are_clear_errors(tmp_path):
-    w = writer(tmp_path)
-    with pytest.raises(AtariDataError, match=r"expected uint8 \(8, 8\)"):
+    with writer(tmp_path) as w, pytest.raises(AtariDataError, match=r"expected uint8 \(8, 8\)"):
         w.add_episode(2000, "train", [Step(np.zeros((9, 8), np.uint8), 0)])
     w = writer(tmp_path)
     w.add_episode(2000, "train", synthetic(2000, 2))
@@ -308,3 +307,35 @@ def test_png_size_accepts_whole_pngs_and_refuses_damaged_ones():
     assert png_size(_png(rows, 3, 3)) == (3, 3)
     for what, data in damaged.items():
         assert png_size(data) is None, what
+
+
+def test_a_second_writer_of_the_same_game_is_refused_until_the_first_is_done(tmp_path):
+    first = writer(tmp_path)
+    with pytest.raises(AtariDataError, match=r"\.Breakout\.lock: \(lock\): another process \(pid \d+\) is writing"):
+        writer(tmp_path)
+    with writer(tmp_path, game="Pong"):  # other games are free
+        pass
+    first.add_episode(2000, "train", synthetic(2000, 3))
+    first.finish()
+    assert not (tmp_path / "synth" / ".Breakout.lock").exists(), "the lock leaves no trace"
+    with writer(tmp_path) as again:
+        assert again.complete
+
+
+def test_a_lock_held_by_a_killed_process_is_free(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from atari_data.layout import GameLock; "
+            "l = GameLock(sys.argv[1], 'synth', 'Breakout'); print('held', flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(AtariDataError, match=f"pid {holder.pid}"):
+            writer(tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (tmp_path / "synth" / ".Breakout.lock").exists(), "a killed holder leaves its file..."
+    with writer(tmp_path) as w:  # ...but not its lock
+        assert not w.complete

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -55,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
         "one frozen record schema, written and checked the same way for every source.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
+    from atari_data.limits import DEFAULTS
+    p.add_argument("--limit", action="append", default=[], metavar="KIND=MB",
+                   help="raise (or lower) a cap on what one input may cost, checked before it is read: "
+                   + ", ".join(f"{k} (default {v}{'' if k == 'ratio' else ' MB'})" for k, v in DEFAULTS.items())
+                   + "; e.g. --limit member=8192 (repeatable; also ATARI_DATA_LIMITS=member=8192)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     v = sub.add_parser("validate", help="check every ready game of a layout and report every defect",
@@ -432,6 +438,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
+        if args.limit:  # through the environment, so worker processes apply the same limits
+            from atari_data.limits import ENV, parse
+
+            merged = {**parse(os.environ.get(ENV, "")), **parse(",".join(args.limit))}
+            os.environ[ENV] = ",".join(f"{k}={v}" for k, v in merged.items())
         return COMMANDS[args.command](args)
     except AtariDataError as e:
         print(f"error: {e.render()}", file=sys.stderr)

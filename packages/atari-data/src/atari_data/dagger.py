@@ -79,25 +79,25 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
     out = {}
     for name in [resolve_game(g) for g in cfg.games]:
         protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
-        writer = GameWriter(cfg.root, source, name, frame_format="rgb_210x160", frames=2,
-                            origin=f"atari-data DAgger round {cfg.round}, expert {cfg.expert}", license="MIT",
-                            caps={"train": cfg.train_frames, "val": cfg.val_frames}, protocol=protocol,
-                            seed=cfg.seed, force=cfg.force)
-        if writer.complete:
-            out[name] = None
-            continue
-        expert = load_expert(cfg.expert, name)
-        game = AtariGame(name, protocol, keep=getattr(expert, "frames", None))
-        behave = policy_behaviour(policy, game, cfg.greedy)
+        with GameWriter(cfg.root, source, name, frame_format="rgb_210x160", frames=2,
+                        origin=f"atari-data DAgger round {cfg.round}, expert {cfg.expert}", license="MIT",
+                        caps={"train": cfg.train_frames, "val": cfg.val_frames}, protocol=protocol,
+                        seed=cfg.seed, force=cfg.force) as writer:
+            if writer.complete:
+                out[name] = None
+                continue
+            expert = load_expert(cfg.expert, name)
+            game = AtariGame(name, protocol, keep=getattr(expert, "frames", None))
+            behave = policy_behaviour(policy, game, cfg.greedy)
 
-        def steps_for(episode: int, replay: dict, name=name, game=game, expert=expert, behave=behave
-                      ) -> Iterator[Step]:
-            seed_key = DAGGER_SEEDS_FROM + 10_000 * cfg.round + episode
-            return labelled_steps(game, expert, episode_seed(cfg.seed, name, seed_key),
-                                  behaviour_rng(cfg.seed, name, seed_key), behave, cfg.decision_cap, returns=True,
-                                  replay=replay)
+            def steps_for(episode: int, replay: dict, name=name, game=game, expert=expert, behave=behave
+                          ) -> Iterator[Step]:
+                seed_key = DAGGER_SEEDS_FROM + 10_000 * cfg.round + episode
+                return labelled_steps(game, expert, episode_seed(cfg.seed, name, seed_key),
+                                      behaviour_rng(cfg.seed, name, seed_key), behave, cfg.decision_cap, returns=True,
+                                      replay=replay)
 
-        fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, 1),
-                                        ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)])
-        out[name] = writer.finish()
+            fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, 1),
+                                            ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)])
+            out[name] = writer.finish()
     return out

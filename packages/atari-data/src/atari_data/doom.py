@@ -125,25 +125,26 @@ def generate_doom(cfg: DoomConfig) -> dict | None:
     game = make_game(cfg.scenario, cfg.seed)
     names = buttons(game)
     name = SCENARIOS[cfg.scenario][1]
-    writer = GameWriter(cfg.root, f"doom_{cfg.scenario}", name, frame_format="rgb_240x320", frames=2, actions=names,
-                        platform="vizdoom", origin=f"atari-data generate, ViZDoom {cfg.scenario}, labels-buffer "
-                        f"expert, epsilon {cfg.epsilon}", license="MIT", seed=cfg.seed, force=cfg.force,
-                        caps={"train": cfg.train_frames, "val": cfg.val_frames})
-    if writer.complete:
+    with GameWriter(cfg.root, f"doom_{cfg.scenario}", name, frame_format="rgb_240x320", frames=2, actions=names,
+                    platform="vizdoom", origin=f"atari-data generate, ViZDoom {cfg.scenario}, labels-buffer "
+                    f"expert, epsilon {cfg.epsilon}", license="MIT", seed=cfg.seed, force=cfg.force,
+                    caps={"train": cfg.train_frames, "val": cfg.val_frames}) as writer:
+        if writer.complete:
+            game.close()
+            return None
+        behave = epsilon_expert(cfg.epsilon, len(names))
+        plan = (("val", VAL_SEEDS_FROM, cfg.val_frames), ("train", TRAIN_SEEDS_FROM, cfg.train_frames))
+        for split, first, cap in plan:
+            labelled, i = 0, 0
+            while labelled < cap:
+                seed = cfg.seed * 1_000_003 + first + i
+                rng = np.random.default_rng(seed)
+                steps = list(_labelled(play(game, seed, behave, rng), writer))
+                labelled += len(steps)
+                writer.add_episode(first + i, split, iter(steps))
+                i += 1
         game.close()
-        return None
-    behave = epsilon_expert(cfg.epsilon, len(names))
-    for split, first, cap in (("val", VAL_SEEDS_FROM, cfg.val_frames), ("train", TRAIN_SEEDS_FROM, cfg.train_frames)):
-        labelled, i = 0, 0
-        while labelled < cap:
-            seed = cfg.seed * 1_000_003 + first + i
-            rng = np.random.default_rng(seed)
-            steps = list(_labelled(play(game, seed, behave, rng), writer))
-            labelled += len(steps)
-            writer.add_episode(first + i, split, iter(steps))
-            i += 1
-    game.close()
-    return writer.finish()
+        return writer.finish()
 
 
 def _labelled(decisions, writer: GameWriter) -> Iterator[Step]:

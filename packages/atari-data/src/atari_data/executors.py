@@ -7,6 +7,9 @@ Each task writes its own game folder whole, so the layout is the same whichever 
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterable
 
 from atari_data.errors import AtariDataError
@@ -31,12 +34,33 @@ def fan_out(fn: Callable, items: Iterable, *, executor: str = "local", workers: 
     from tqdm import tqdm
 
     out = []
-    with mp.get_context("spawn").Pool(min(workers, len(items))) as pool, \
+    with mp.get_context("spawn").Pool(min(workers, len(items)), initializer=die_with_parent,
+                                      initargs=(os.getpid(),)) as pool, \
             tqdm(total=len(items), desc=desc, unit=unit, disable=None if progress else True) as bar:
         for result in pool.imap(fn, items):
             out.append(result)
             bar.update(1)
     return out
+
+
+def die_with_parent(parent: int) -> None:
+    """Pool initializer: end this worker as soon as ``parent`` dies, even by SIGKILL, so no orphan
+    keeps writing a game that a rerun is about to write again."""
+    try:  # Linux: the kernel sends the signal the moment the parent exits
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:  # elsewhere (and as a second guard): notice the new parent within a second
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
 
 
 def ray_map(fn: Callable, items: Iterable) -> list:
@@ -51,9 +75,22 @@ def ray_map(fn: Callable, items: Iterable) -> list:
         os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False, include_dashboard=False)
     task = ray.remote(fn)
+    refs = [task.remote(x) for x in items]
     try:
-        return ray.get([task.remote(x) for x in items])
+        return ray.get(refs)
     except ray.exceptions.RayTaskError as e:
+        _cancel(ray, refs)
         if isinstance(e.cause, AtariDataError):  # bad input stays a one-line error, wherever it was found
             raise e.cause from None
         raise
+    except BaseException:  # Ctrl-C or a dying driver: no task may go on writing after we stop
+        _cancel(ray, refs)
+        raise
+
+
+def _cancel(ray, refs) -> None:
+    for ref in refs:
+        try:
+            ray.cancel(ref, force=True)
+        except Exception:  # noqa: BLE001, S110 - a finished task cannot be cancelled, which is fine
+            pass

@@ -188,31 +188,31 @@ def _reusable_baselines(cfg: GenerateConfig, game: str) -> dict | None:
 def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | None:
     """Write one game; returns its meta.json, or None when it was already complete."""
     protocol = Protocol.ale_v5(game_name, decision_cap=cfg.decision_cap)
-    writer = GameWriter(cfg.root, cfg.source, game_name, frame_format="rgb_210x160",
-                        origin=f"atari-data generate, expert {cfg.expert}, epsilon {cfg.epsilon}",
-                        license="MIT", frames=SOURCES[cfg.source],
-                        caps={"train": cfg.train_frames, "val": cfg.val_frames},
-                        protocol=protocol, seed=cfg.seed, force=cfg.force)
-    if writer.complete:
-        log.info("%s/%s is complete; skipping (use --force to redo)", cfg.source, game_name)
-        return None
-    expert = load_expert(cfg.expert, game_name)
-    game = AtariGame(game_name, protocol, keep=getattr(expert, "frames", None))
-    behave = epsilon_expert(cfg.epsilon)
+    with GameWriter(cfg.root, cfg.source, game_name, frame_format="rgb_210x160",
+                    origin=f"atari-data generate, expert {cfg.expert}, epsilon {cfg.epsilon}",
+                    license="MIT", frames=SOURCES[cfg.source],
+                    caps={"train": cfg.train_frames, "val": cfg.val_frames},
+                    protocol=protocol, seed=cfg.seed, force=cfg.force) as writer:
+        if writer.complete:
+            log.info("%s/%s is complete; skipping (use --force to redo)", cfg.source, game_name)
+            return None
+        expert = load_expert(cfg.expert, game_name)
+        game = AtariGame(game_name, protocol, keep=getattr(expert, "frames", None))
+        behave = epsilon_expert(cfg.epsilon)
 
-    def steps_for(episode: int, replay: dict) -> Iterator[Step]:
-        return labelled_steps(game, expert, episode_seed(cfg.seed, game_name, episode),
-                              behaviour_rng(cfg.seed, game_name, episode), behave, cfg.decision_cap, replay=replay)
+        def steps_for(episode: int, replay: dict) -> Iterator[Step]:
+            return labelled_steps(game, expert, episode_seed(cfg.seed, game_name, episode),
+                                  behaviour_rng(cfg.seed, game_name, episode), behave, cfg.decision_cap, replay=replay)
 
-    fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
-                                    ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)],
-                progress)
-    baselines = None
-    if cfg.baseline_episodes > 0:
-        baselines = _reusable_baselines(cfg, game_name) or measure_baselines(game, expert, cfg)
-    if progress is not None:
-        progress.update(1)
-    return writer.finish(baselines=baselines)
+        fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
+                                        ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)],
+                    progress)
+        baselines = None
+        if cfg.baseline_episodes > 0:
+            baselines = _reusable_baselines(cfg, game_name) or measure_baselines(game, expert, cfg)
+        if progress is not None:
+            progress.update(1)
+        return writer.finish(baselines=baselines)
 
 
 def _one(args) -> tuple[str, dict | None]:

@@ -9,10 +9,13 @@ games that have it. Games are written by :mod:`atari_data.writer`.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,14 +58,13 @@ class GameDir:
 
     def records(self, split: str = "train") -> Iterator[dict]:
         """The records of one split, in file order."""
+        from atari_data.limits import check
+
         path = self.split_file(split)
-        with open(path, encoding="utf-8") as f:
+        check("file", path.stat().st_size, file=str(path), field="(file)")
+        with open(path, "rb") as f:
             for n, line in enumerate(f, 1):
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise AtariDataError(f"is not valid JSON ({e.msg})", file=str(path), line=n,
-                                         field="(record)") from None
+                yield parse_json_line(line, str(path), n, "(record)")
 
     def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
         """A record's frame (or previous frame) as a uint8 array, H x W (gray) or H x W x 3."""
@@ -102,15 +104,109 @@ def list_games(root: str | os.PathLike, sources=None, games=None, ready_only: bo
     return out
 
 
-def read_json(path: Path) -> dict:
+def parse_json_line(line: bytes, file: str, n: int, field: str):
+    """One JSONL line; any defect (not UTF-8, not JSON, too deep, a number too long) is one AtariDataError."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(line.decode("utf-8"))
+    except json.JSONDecodeError as e:
+        raise AtariDataError(f"is not valid JSON ({e.msg})", file=file, line=n, field=field) from None
+    except UnicodeDecodeError as e:
+        raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=file, line=n, field=field) from None
+    except (ValueError, RecursionError) as e:
+        raise AtariDataError(f"is not JSON this reader accepts ({str(e)[:120] or type(e).__name__})", file=file,
+                             line=n, field=field) from None
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from ``path``; anything else (missing, too big, not UTF-8, not JSON, nested past
+    Python's recursion limit, a number past its digit limit, not an object) is one AtariDataError."""
+    from atari_data.limits import read_bytes
+
+    try:
+        value = json.loads(read_bytes(path).decode("utf-8"))
     except FileNotFoundError:
         raise AtariDataError("is missing", file=str(path), field="(file)") from None
+    except OSError as e:
+        raise AtariDataError(f"cannot be read ({e.strerror or e})", file=str(path), field="(file)") from None
     except json.JSONDecodeError as e:
         raise AtariDataError(f"is not valid JSON ({e.msg})", file=str(path), line=e.lineno,
                              field="(file)") from None
+    except UnicodeDecodeError as e:
+        raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=str(path), field="(file)") from None
+    except (ValueError, RecursionError) as e:
+        raise AtariDataError(f"is not JSON this reader accepts ({str(e)[:120] or type(e).__name__})",
+                             file=str(path), field="(file)") from None
+    if not isinstance(value, dict):
+        raise AtariDataError(f"holds a JSON {type(value).__name__}, expected an object", file=str(path),
+                             field="(file)")
+    return value
+
+
+class GameLock:
+    """An exclusive lock on one (source, game) folder, held by whoever assembles it.
+
+    The lock is ``<root>/<source>/.<Game>.lock``, flock-ed (released by the kernel if the holder
+    dies) and removed on release, so a finished layout holds no trace of it. A second writer is
+    refused at once with one line rather than racing the first over the same staging folder.
+    """
+
+    def __init__(self, root: str | os.PathLike, source: str, game: str):
+        self._fd: int | None = None
+        parent = Path(root) / source
+        parent.mkdir(parents=True, exist_ok=True)
+        self.path = parent / f".{game}.lock"
+        self.what = f"{source}/{game}"
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+                os.close(fd)
+                raise AtariDataError(f"another process (pid {holder}) is writing {self.what}; wait for it to finish "
+                                     "or stop it, then rerun", file=str(self.path), field="(lock)") from None
+            try:  # the previous holder may have removed the file between our open and our flock
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)  # while still held: no one can lock the old file meanwhile
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self):
+        self.release()
+
+
+@contextmanager
+def game_lock(root: str | os.PathLike, source: str, game: str) -> Iterator[GameLock]:
+    lock = GameLock(root, source, game)
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def swap_into_place(new: Path, final: Path) -> None:
+    """Move the finished folder ``new`` to ``final``; an old ``final`` is set aside first and deleted
+    only once the new one is in place, so a kill at any moment leaves ``final`` whole (old or new) or,
+    between the two renames, absent with the old one intact beside it as ``.<name>.old``."""
+    old = final.with_name(f".{final.name}.old")
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(new, final)
+    if old.exists():
+        shutil.rmtree(old)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import GameDir, list_games, safe_join
+from atari_data.layout import GameDir, list_games, safe_join, swap_into_place
 from atari_data.records import image_name
 from atari_data.schema import IMAGE_SUFFIXES, SCHEMA_VERSION, encode_json, hf_features, json_schema
 
@@ -270,9 +270,7 @@ def pack(cfg: PackConfig) -> dict:
 
 def _finish(tmp: Path, out: Path, summary: dict, cfg: PackConfig) -> dict:
     _check_hub_limits(tmp)
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    swap_into_place(tmp, out)
     summary["schema_version"] = SCHEMA_VERSION
     cfg.summary = summary
     return summary

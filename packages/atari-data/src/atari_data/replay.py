@@ -21,17 +21,33 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from atari_data import limits
+from atari_data.actions import all_games, minimal_actions
 from atari_data.errors import AtariDataError
-from atari_data.layout import EPISODES, META, READY, SPLITS, GameDir, read_json, write_atomic
+from atari_data.layout import (
+    EPISODES,
+    META,
+    READY,
+    SPLITS,
+    GameDir,
+    game_lock,
+    parse_json_line,
+    read_json,
+    swap_into_place,
+    write_atomic,
+)
 from atari_data.png import decode_png, encode_png
 from atari_data.protocol import Protocol
+from atari_data.records import GameRules
+from atari_data.schema import GAME_RE, SOURCE_RE, check_structure
+from atari_data.schema import META as META_SCHEMA
+from atari_data.validate import check_game
 
 REPLAY_DIR = "replay"
 
@@ -70,13 +86,9 @@ class GameRebuild:
     written: bool = False
 
 
-def _episode_frames(meta: dict, game: str, ep: dict, wanted: set[int]) -> dict[int, np.ndarray]:
+def _episode_frames(protocol: Protocol, game: str, ep: dict, wanted: set[int]) -> dict[int, np.ndarray]:
     from atari_data.play import AtariGame
 
-    p = meta.get("protocol")
-    if not p:
-        raise AtariDataError("has no protocol: cannot replay", field="protocol")
-    protocol = Protocol(**p)
     g = AtariGame(game, protocol)
     out = {}
     for t, frame in enumerate(g.replay(ep["seed"], ep["moves"], ep["decisions"])):
@@ -85,37 +97,152 @@ def _episode_frames(meta: dict, game: str, ep: dict, wanted: set[int]) -> dict[i
     return out
 
 
+def _lines(path: Path, field: str) -> list[tuple[int, object]]:
+    """(line number, JSON value) of every line of a JSONL file, within the file-size limit."""
+    text = limits.read_bytes(path) if path.is_file() else None
+    if text is None:
+        raise AtariDataError("is missing", file=str(path), field="(file)")
+    return [(n, parse_json_line(line, str(path), n, field)) for n, line in enumerate(text.splitlines(), 1)]
+
+
+def _is_int(v, lo: int = 0, hi: int = 2**31 - 1) -> bool:
+    return type(v) is int and lo <= v <= hi
+
+
+def _read_protocol(meta: dict, game: str, path: Path) -> Protocol:
+    defects = check_structure(meta, META_SCHEMA)
+    if defects:
+        f, msg = defects[0]
+        raise AtariDataError(msg, file=str(path), field=f)
+    p = meta.get("protocol")
+    if not p:
+        raise AtariDataError("has no protocol: cannot replay", file=str(path), field="protocol")
+    if meta["game"] != game or game not in all_games():
+        raise AtariDataError(f"game {meta['game']!r} in folder {game!r}: expected an ALE v5 game equal to its folder",
+                             file=str(path), field="game")
+    protocol = Protocol(**p)
+    if protocol.env_id != f"ALE/{game}-v5":
+        raise AtariDataError(f"{protocol.env_id!r} is not ALE/{game}-v5", file=str(path), field="protocol.env_id")
+    if not 0.0 <= protocol.repeat_action_probability <= 1.0:
+        raise AtariDataError(f"{protocol.repeat_action_probability} is not a probability", file=str(path),
+                             field="protocol.repeat_action_probability")
+    if meta["actions"] != list(minimal_actions(game)):
+        raise AtariDataError(f"{meta['actions']} differ from the ALE minimal set", file=str(path), field="actions")
+    return protocol
+
+
+def _read_episodes(path: Path, protocol: Protocol, n_actions: int) -> dict[int, dict]:
+    """Every episode line checked before any is played: ints where ints belong, moves within the
+    action set and the protocol's frame cap, decisions increasing positions among the moves."""
+    max_moves = protocol.max_frames_per_episode // protocol.frameskip
+    episodes: dict[int, dict] = {}
+    for n, ep in _lines(path, "(episode)"):
+        def bad(field: str, msg: str, n=n):
+            return AtariDataError(msg, file=str(path), line=n, field=field)
+        if not isinstance(ep, dict):
+            raise bad("(episode)", "is not a JSON object")
+        for key, hi in (("episode", 2**31 - 1), ("seed", 2**32 - 1)):  # ALE seeds are uint32
+            if not _is_int(ep.get(key), 0, hi):
+                raise bad(key, f"{ep.get(key)!r} is not an integer in 0..{hi}" if key in ep else "is missing")
+        moves, decisions = ep.get("moves"), ep.get("decisions")
+        if not isinstance(moves, list) or not all(_is_int(m, 0, n_actions - 1) for m in moves):
+            raise bad("moves", f"is not a list of action indices 0..{n_actions - 1}")
+        if len(moves) > max_moves:
+            raise bad("moves", f"{len(moves)} moves exceed the protocol's {max_moves} "
+                               f"({protocol.max_frames_per_episode} frames / frameskip {protocol.frameskip})")
+        if (not isinstance(decisions, list) or not all(_is_int(d, 0, len(moves) - 1) for d in decisions)
+                or any(a >= b for a, b in zip(decisions, decisions[1:], strict=False))):
+            raise bad("decisions", "is not an increasing list of positions among the moves")
+        if ep["episode"] in episodes:
+            raise bad("episode", f"episode {ep['episode']} is repeated")
+        episodes[ep["episode"]] = ep
+    return episodes
+
+
+def _read_rows(src: Path, rules: GameRules, episodes: dict[int, dict]) -> dict[str, list[dict]]:
+    """Every record checked as the validator checks it (ids, image paths inside the game folder,
+    labels, targets), and against its episode, before a single frame is written."""
+    rows: dict[str, list[dict]] = {}
+    for split in SPLITS:
+        path = src / f"{split}.jsonl"
+        rows[split] = []
+        for n, row in _lines(path, "(record)"):
+            if not isinstance(row, dict) or not isinstance(row.get("record"), dict) or not isinstance(
+                    row.get("md5"), dict):
+                raise AtariDataError('is not {"record": {...}, "md5": {...}}', file=str(path), line=n,
+                                     field="(record)")
+            rec = row["record"]
+            defects = rules.check(rec)
+            if defects:
+                f, msg = defects[0]
+                raise AtariDataError(msg, file=str(path), line=n, field=f)
+            ep = episodes.get(rec["episode"])
+            if ep is None:
+                raise AtariDataError(f"episode {rec['episode']} has records but no moves", file=str(path), line=n,
+                                     field="episode")
+            if rec["step"] >= len(ep["decisions"]):
+                raise AtariDataError(f"step {rec['step']} is past the episode's {len(ep['decisions'])} decisions",
+                                     file=str(path), line=n, field="step")
+            rows[split].append(row)
+    return rows
+
+
 def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
-    """Rebuild ``<root>/<source>/<game>`` from a replay-packed game folder ``src``."""
+    """Rebuild ``<root>/<source>/<game>`` from a replay-packed game folder ``src``.
+
+    Everything is checked before the emulator runs; the game is assembled in a staging folder,
+    validated there as ``atari-data validate --images`` would, and only then swapped into place
+    and marked ready, under the game's lock.
+    """
     res = GameRebuild(source, game)
+    if not SOURCE_RE.match(source) or not GAME_RE.match(game):
+        raise AtariDataError("is not <source>/<Game>", file=str(src), field="(folder)")
     meta = read_json(src / META)
-    episodes = {}
-    for n, line in enumerate((src / EPISODES).read_text().splitlines(), 1):
-        try:
-            ep = json.loads(line)
-            episodes[ep["episode"]] = ep
-        except (ValueError, KeyError, TypeError):
-            raise AtariDataError("is not an episode line", file=str(src / EPISODES), line=n, field="(episode)") \
-                from None
-    rows = {s: [json.loads(line) for line in (src / f"{s}.jsonl").read_text().splitlines()] for s in SPLITS}
+    protocol = _read_protocol(meta, game, src / META)
+    rules = GameRules(source, game, tuple(meta["actions"]), meta["frames"], meta["platform"])
+    episodes = _read_episodes(src / EPISODES, protocol, len(rules.actions))
+    rows = _read_rows(src, rules, episodes)
     by_episode: dict[int, list[dict]] = {}
     for s in SPLITS:
         for row in rows[s]:
             by_episode.setdefault(row["record"]["episode"], []).append(row)
 
     parent = root / source
-    tmp = parent / f".{game}.rebuild"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    (tmp / "images").mkdir(parents=True)
+    with game_lock(root, source, game):
+        stage_root = parent / f".{game}.rebuild"  # <stage_root>/<source>/<game> is a layout of one game
+        if stage_root.exists():
+            shutil.rmtree(stage_root)
+        staged = GameDir(stage_root, source, game)
+        (staged.path / "images").mkdir(parents=True)
+        try:
+            _write_frames(staged.path, protocol, game, episodes, by_episode, res)
+            if res.mismatched:
+                return res
+            for s in SPLITS:
+                text = "".join(json.dumps(r["record"], ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+                               + "\n" for r in rows[s])
+                (staged.path / f"{s}.jsonl").write_text(text, encoding="utf-8")
+            shutil.copyfile(src / META, staged.path / META)
+            shutil.copyfile(src / EPISODES, staged.path / EPISODES)
+            defects = check_game(staged, images=True)
+            if defects:
+                raise AtariDataError(f"the rebuilt game does not validate ({len(defects)} defects), e.g. "
+                                     f"{defects[0].render()}", file=str(src), field="(game)")
+            swap_into_place(staged.path, parent / game)
+            write_atomic(parent / game / READY, b"")
+        finally:
+            shutil.rmtree(stage_root, ignore_errors=True)
+    res.written = True
+    return res
+
+
+def _write_frames(folder: Path, protocol: Protocol, game: str, episodes: dict, by_episode: dict,
+                  res: GameRebuild) -> None:
     for number, recs in sorted(by_episode.items()):
-        ep = episodes.get(number)
-        if ep is None:
-            raise AtariDataError(f"episode {number} has records but no moves", file=str(src / EPISODES),
-                                 field="episode")
+        ep = episodes[number]
         decisions = ep["decisions"]
         wanted = {r["record"]["step"] for r in recs} | {r["record"]["step"] - 1 for r in recs if r["record"]["step"]}
-        frames = _episode_frames(meta, game, ep, wanted)
+        frames = _episode_frames(protocol, game, ep, wanted)
         for row in recs:
             rec, t = row["record"], row["record"]["step"]
             images = {"image": frames.get(t)}
@@ -126,25 +253,9 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
                 res.frames += 1
                 if frame is not None and pixel_md5(frame) == row["md5"].get(key):
                     res.matched += 1
-                    (tmp / rec[key]).write_bytes(encode_png(frame))
+                    (folder / rec[key]).write_bytes(encode_png(frame))  # rec[key] is images/<id>...: checked
                 else:
                     res.mismatched.append(f"{rec['id']}:{key}")
-    if res.mismatched:
-        shutil.rmtree(tmp)
-        return res
-    for s in SPLITS:
-        text = "".join(json.dumps(r["record"], ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
-                       for r in rows[s])
-        (tmp / f"{s}.jsonl").write_text(text, encoding="utf-8")
-    shutil.copyfile(src / META, tmp / META)
-    shutil.copyfile(src / EPISODES, tmp / EPISODES)
-    final = parent / game
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    write_atomic(final / READY, b"")
-    res.written = True
-    return res
 
 
 def rebuild(repo: str | Path, root: str | Path) -> list[GameRebuild]:

@@ -46,6 +46,13 @@ def validate(root, sources=None, games=None, images: bool = False) -> Report:
     return report
 
 
+def check_game(g: GameDir, images: bool = True) -> list[AtariDataError]:
+    """Every defect of one game folder, ready or not (writers check a staged game with it)."""
+    report = Report()
+    _GameCheck(g, images, report).run()
+    return report.defects
+
+
 class _GameCheck:
     def __init__(self, g: GameDir, images: bool, report: Report):
         self.g, self.images, self.report = g, images, report

@@ -22,7 +22,7 @@ import numpy as np
 
 from atari_data.actions import minimal_actions
 from atari_data.errors import AtariDataError
-from atari_data.layout import EPISODES, META, READY, SPLITS, GameDir, write_atomic
+from atari_data.layout import EPISODES, META, READY, SPLITS, GameDir, GameLock, swap_into_place, write_atomic
 from atari_data.png import encode_png
 from atari_data.protocol import Protocol
 from atari_data.records import GameRules, image_name
@@ -114,12 +114,15 @@ class _EvenSampler:
 class GameWriter:
     """Write one (source, game) folder of a layout.
 
-    >>> w = GameWriter(root, "expert2f", "Pong", frames=2, frame_format="rgb_210x160",
-    ...                origin="built-in expert", license="MIT")
-    >>> if not w.complete:
-    ...     for n, split, steps in episodes:
-    ...         w.add_episode(n, split, steps)
-    ...     w.finish()
+    >>> with GameWriter(root, "expert2f", "Pong", frames=2, frame_format="rgb_210x160",
+    ...                 origin="built-in expert", license="MIT") as w:
+    ...     if not w.complete:
+    ...         for n, split, steps in episodes:
+    ...             w.add_episode(n, split, steps)
+    ...         w.finish()
+
+    A writer holds the game's :class:`~atari_data.layout.GameLock` from construction until
+    ``finish`` or ``close``: a second writer of the same game fails at once with one line.
     """
 
     root: Path | str
@@ -140,6 +143,7 @@ class GameWriter:
     def __post_init__(self):
         self.root = Path(self.root)
         self.dir = GameDir(self.root, self.source, self.game)
+        self._lock: GameLock | None = None
         if self.actions is None:
             self.actions = minimal_actions(self.game)
         self.rules = GameRules(self.source, self.game, tuple(self.actions), self.frames, self.platform)
@@ -156,6 +160,18 @@ class GameWriter:
         self._episodes: dict[int, str] = {}
         self._replays: dict[int, dict] = {}
         self.dropped: Counter = Counter()
+        self._lock = GameLock(self.root, self.source, self.game)  # held until finish() or close()
+
+    def close(self) -> None:
+        """Release the game's lock (``finish`` does it too); nothing is written."""
+        if self._lock is not None:
+            self._lock.release()
+
+    def __enter__(self) -> GameWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @property
     def complete(self) -> bool:
@@ -222,7 +238,13 @@ class GameWriter:
         return frame
 
     def finish(self, baselines: dict | None = None) -> dict:
-        """Write the game folder, then ``_READY``; returns the meta.json written."""
+        """Write the game folder, then ``_READY``, and release the lock; returns the meta.json written."""
+        try:
+            return self._finish(baselines)
+        finally:
+            self.close()
+
+    def _finish(self, baselines: dict | None) -> dict:
         picked = {s: sorted(self._samplers[s].pick(), key=lambda k: (k.episode, k.step)) for s in SPLITS}
         parent = self.dir.path.parent
         parent.mkdir(parents=True, exist_ok=True)
@@ -286,14 +308,7 @@ class GameWriter:
 
         # Swap the finished folder into place; an old or half-written one goes only after.
         final = self.dir.path
-        old = parent / f".{self.game}.old"
-        if old.exists():
-            shutil.rmtree(old)
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-        if old.exists():
-            shutil.rmtree(old)
+        swap_into_place(tmp, final)
         write_atomic(final / READY, b"")
         log.info("%s/%s: %d train, %d val records", self.source, self.game,
                  splits["train"]["records"], splits["val"]["records"])

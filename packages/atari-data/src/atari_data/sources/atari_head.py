@@ -188,26 +188,26 @@ def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None 
         raise AtariDataError(f"no {path.name} (a local copy of {ORIGIN})", file=str(root))
     actions = minimal_actions(game)
     index = {name: i for i, name in enumerate(actions)}
-    writer = GameWriter(out, SOURCE, game, frame_format="rgb_210x160", frames=1, actions=actions,
-                        origin=ORIGIN, license=LICENSE, force=force, progress=progress,
-                        **({"caps": caps} if caps else {}))
-    if writer.complete:
-        return None
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise AtariDataError(f"not a readable zip ({type(e).__name__}: {e})", file=str(path)) from None
-    with archive:
-        trials = trials_in(archive, str(path))
-        for t in trials.values():
-            with archive.open(t.labels_txt) as f:
-                t.rows = parse_labels(f.read().decode("utf-8"), f"{path}!{t.labels_txt}")
-        splits = split_groups({n: len(t.rows) for n, t in trials.items()}, load_trial_links(root, game))
-        for n, t in sorted(trials.items()):
-            frames = frames_of(archive, t, str(path))
-            for k, (episode, rows) in enumerate(_episodes(t.rows)):
-                writer.add_episode(n * 1000 + k, splits[n], _steps(rows, frames, index, t, episode, writer))
-    return writer.finish()
+    with GameWriter(out, SOURCE, game, frame_format="rgb_210x160", frames=1, actions=actions,
+                    origin=ORIGIN, license=LICENSE, force=force, progress=progress,
+                    **({"caps": caps} if caps else {})) as writer:
+        if writer.complete:
+            return None
+        try:
+            archive = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, OSError) as e:
+            raise AtariDataError(f"not a readable zip ({type(e).__name__}: {e})", file=str(path)) from None
+        with archive:
+            trials = trials_in(archive, str(path))
+            for t in trials.values():
+                with archive.open(t.labels_txt) as f:
+                    t.rows = parse_labels(f.read().decode("utf-8"), f"{path}!{t.labels_txt}")
+            splits = split_groups({n: len(t.rows) for n, t in trials.items()}, load_trial_links(root, game))
+            for n, t in sorted(trials.items()):
+                frames = frames_of(archive, t, str(path))
+                for k, (episode, rows) in enumerate(_episodes(t.rows)):
+                    writer.add_episode(n * 1000 + k, splits[n], _steps(rows, frames, index, t, episode, writer))
+        return writer.finish()
 
 
 def _episodes(rows: list[dict]) -> Iterator[tuple[int | None, list[dict]]]:

@@ -67,16 +67,16 @@ def import_game(root: str | Path, out: str | Path, game: str = GAME, caps: dict 
         raise AtariDataError(f"no train-*.parquet below (a local copy of {REPO})", file=str(root))
     actions = minimal_actions(GAME)
     index = {name: i for i, name in enumerate(actions)}
-    writer = GameWriter(out, SOURCE, GAME, frame_format="rgb_128x128", frames=1, actions=actions,
-                        origin=REPO, license="see the dataset card", force=force, progress=progress,
-                        **({"caps": caps} if caps else {}))
-    if writer.complete:
-        return None
-    for split, kind in SPLITS.items():
-        first = 0 if kind == "train" else VAL_EPISODES_FROM
-        for n, (game_i, life_i, run) in enumerate(lives(files[split])):
-            writer.add_episode(first + n, kind, _steps(run, index, game_i, life_i, writer))
-    return writer.finish()
+    with GameWriter(out, SOURCE, GAME, frame_format="rgb_128x128", frames=1, actions=actions,
+                    origin=REPO, license="see the dataset card", force=force, progress=progress,
+                    **({"caps": caps} if caps else {})) as writer:
+        if writer.complete:
+            return None
+        for split, kind in SPLITS.items():
+            first = 0 if kind == "train" else VAL_EPISODES_FROM
+            for n, (game_i, life_i, run) in enumerate(lives(files[split])):
+                writer.add_episode(first + n, kind, _steps(run, index, game_i, life_i, writer))
+        return writer.finish()
 
 
 def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer: GameWriter) -> Iterator[Step]:

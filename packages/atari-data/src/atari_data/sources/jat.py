@@ -144,21 +144,21 @@ def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None 
                              f"`hf download {REPO} --repo-type dataset --include '{config_of(game)}/*'`)",
                              file=str(root))
     actions = minimal_actions(game)
-    writer = GameWriter(out, SOURCE, game, frame_format="gray_84x84", frames=1, actions=actions,
-                        origin=f"{REPO} ({config_of(game)})", license=LICENSE, force=force, progress=progress,
-                        **({"caps": caps} if caps else {}))
-    if writer.complete:
-        return None
-    layout = _establish_layout(files["train"][0], game)
-    for split, kind in SPLITS.items():
-        first = 0 if kind == "train" else VAL_EPISODES_FROM
-        for path in files[split]:
-            n = 0
-            for i, row in rows(path):
-                writer.add_episode(first + i, kind, episode_steps(row, layout, len(actions), writer))
-                n = i + 1
-            first += n
-    return writer.finish()
+    with GameWriter(out, SOURCE, game, frame_format="gray_84x84", frames=1, actions=actions,
+                    origin=f"{REPO} ({config_of(game)})", license=LICENSE, force=force, progress=progress,
+                    **({"caps": caps} if caps else {})) as writer:
+        if writer.complete:
+            return None
+        layout = _establish_layout(files["train"][0], game)
+        for split, kind in SPLITS.items():
+            first = 0 if kind == "train" else VAL_EPISODES_FROM
+            for path in files[split]:
+                n = 0
+                for i, row in rows(path):
+                    writer.add_episode(first + i, kind, episode_steps(row, layout, len(actions), writer))
+                    n = i + 1
+                first += n
+        return writer.finish()
 
 
 def _establish_layout(path: Path, game: str) -> str:

@@ -87,15 +87,15 @@ def import_round(root: str | Path, out: str | Path, slug: str, round_: str, caps
         raise AtariDataError(f"actions {actions!r} (expected move names)", file=str(shards[0] / "records.jsonl"),
                              field="actions")
     frame_format = _frame_format(episodes)
-    writer = GameWriter(out, f"playjev_{round_}", game_name(slug), frame_format=frame_format, frames=2,
-                        actions=actions, platform=PLATFORM, origin=f"{REPO} ({slug}/{round_})", license=LICENSE,
-                        force=force, progress=progress, **({"caps": caps} if caps else {}))
-    if writer.complete:
-        return None
-    splits = assign_splits(range(len(episodes)), 0.05)
-    for i, (shard, _, steps) in enumerate(episodes):
-        writer.add_episode(i, splits[i], _steps(shard, steps, actions, writer))
-    return writer.finish()
+    with GameWriter(out, f"playjev_{round_}", game_name(slug), frame_format=frame_format, frames=2,
+                    actions=actions, platform=PLATFORM, origin=f"{REPO} ({slug}/{round_})", license=LICENSE,
+                    force=force, progress=progress, **({"caps": caps} if caps else {})) as writer:
+        if writer.complete:
+            return None
+        splits = assign_splits(range(len(episodes)), 0.05)
+        for i, (shard, _, steps) in enumerate(episodes):
+            writer.add_episode(i, splits[i], _steps(shard, steps, actions, writer))
+        return writer.finish()
 
 
 def _frame_format(episodes) -> str:

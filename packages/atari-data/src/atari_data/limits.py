@@ -1,0 +1,61 @@
+"""What one input may cost, checked against its declared size before anything is read.
+
+An archive says how big its members are (a zip's central directory, a tar header, a PNG's IHDR)
+before a byte of them is inflated, so a bomb is refused for the price of reading its header:
+a 27 KB zip that would inflate to 1.5 GB, a 10 KB tar member declaring 20 GB, a PNG declaring
+100,000 x 100,000 pixels. The limits are generous for real data (an Atari frame is 100 KB of
+pixels, the largest Atari-HEAD trial archive a few hundred MB) and can be raised:
+``atari-data --limit member=8192 ...`` or ``ATARI_DATA_LIMITS="member=8192,file=4096"`` (MB),
+which worker processes inherit.
+"""
+
+from __future__ import annotations
+
+import os
+
+from atari_data.errors import AtariDataError
+
+MB = 1 << 20
+#: Sizes in MB: ``frame`` one image's decoded pixels; ``member`` one archive member (or all the
+#: members of one inner archive) read into memory; ``file`` one JSON / JSONL / text file read
+#: whole; ``ratio`` how many times a member may inflate over its compressed size.
+DEFAULTS = {"frame": 64, "member": 2048, "file": 1024, "ratio": 1000}
+ENV = "ATARI_DATA_LIMITS"
+
+
+def parse(text: str) -> dict[str, int]:
+    """``"member=4096,file=512"`` -> {"member": 4096, "file": 512}; unknown kinds are an error."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        kind, _, value = part.partition("=")
+        if kind not in DEFAULTS or not value.isdigit() or int(value) < 1:
+            raise AtariDataError(f"{part!r} is not KIND=N with KIND one of {', '.join(DEFAULTS)} and N >= 1",
+                                 field="--limit")
+        out[kind] = int(value)
+    return out
+
+
+def limit(kind: str) -> int:
+    """The limit of ``kind``: bytes for sizes, a plain factor for ``ratio``."""
+    value = {**DEFAULTS, **parse(os.environ.get(ENV, ""))}[kind]
+    return value if kind == "ratio" else value * MB
+
+
+def check(kind: str, size: int, *, file: str, field: str, compressed: int | None = None) -> None:
+    """Refuse ``size`` declared bytes of ``kind`` (and, given ``compressed``, an inflation over the ratio)."""
+    cap = limit(kind)
+    if size > cap:
+        raise AtariDataError(f"declares {size:,} bytes, over the {kind} limit of {cap // MB:,} MB (raise it with "
+                             f"--limit {kind}=MB if this is real)", file=file, field=field)
+    ratio = limit("ratio")
+    if compressed is not None and size > 64 * 1024 and size > ratio * max(compressed, 1):
+        raise AtariDataError(f"inflates {size // max(compressed, 1):,}-fold ({compressed:,} -> {size:,} bytes), "
+                             f"over the limit of {ratio:,} (a zip bomb? raise it with --limit ratio=N)",
+                             file=file, field=field)
+
+
+def read_bytes(path: os.PathLike | str, kind: str = "file", field: str = "(file)") -> bytes:
+    """A whole file, refused before reading when it is larger than the limit of ``kind``."""
+    check(kind, os.path.getsize(path), file=str(path), field=field)
+    with open(path, "rb") as f:
+        return f.read()

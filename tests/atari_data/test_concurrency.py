@@ -1,0 +1,108 @@
+"""Two writers at once, and writers killed mid-way: nothing is lost, raced or left running."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from atari_data.cli import main
+from atari_data.validate import validate
+
+GEN = ["generate", "--games", "Pong", "--train-frames", "400", "--val-frames", "40", "--min-train-episodes", "1",
+       "--decision-cap", "400", "--baseline-episodes", "0"]
+
+
+def _cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "atari_data.cli", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for(paths, timeout: float = 60.0) -> list[Path]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [p for p in paths if p.exists()]
+        if len(found) == len(paths):
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"never appeared: {paths}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in "ZX"
+
+
+def test_a_second_generate_of_the_same_game_is_refused_while_the_first_finishes(tmp_path, capsys):
+    root = tmp_path / "root"
+    first = _cli(*GEN, "--root", str(root))
+    try:
+        _wait_for([root / "expert2f" / ".Pong.lock"])
+        assert main([*GEN, "--root", str(root)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and ".Pong.lock: (lock): another process" in err
+        assert len(err.strip().splitlines()) == 1
+    finally:
+        assert first.wait(timeout=300) == 0, first.stderr.read()
+    report = validate(root, images=True)
+    assert report.ok and [g.game for g in report.games] == ["Pong"]
+    meta = json.loads((root / "expert2f" / "Pong" / "meta.json").read_text())
+    assert meta["train"]["records"] == 400 and meta["val"]["records"] == 40, "no frames lost to a race"
+    assert not list(root.rglob(".*")), "no staging folder or lock left behind"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads worker states from /proc")
+def test_workers_die_with_a_killed_generate_and_the_rerun_is_whole(tmp_path):
+    root = tmp_path / "root"
+    # Long enough (~5 s a game) that a surviving worker would still be playing when we look.
+    cmd = [*GEN, "--games", "Pong,Breakout", "--train-frames", "3000", "--decision-cap", "3000", "--workers", "2",
+           "--root", str(root)]
+    parent = _cli(*cmd)
+    locks = _wait_for([root / "expert2f" / ".Pong.lock", root / "expert2f" / ".Breakout.lock"])
+    time.sleep(0.2)  # let both workers write their pid into their lock
+    workers = [int(p.read_text()) for p in locks]
+    assert parent.pid not in workers and all(_alive(w) for w in workers)
+    os.kill(parent.pid, signal.SIGKILL)  # the main process only: its workers must not outlive it
+    parent.wait()
+    deadline = time.monotonic() + 1.5
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert not any(_alive(w) for w in workers), "workers kept running after their parent died"
+    finally:
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+    assert main(cmd) == 0  # an immediate rerun: no orphan holds a lock or races the staging folders
+    report = validate(root, images=True)
+    assert report.ok and sorted(g.game for g in report.games) == ["Breakout", "Pong"]
+
+
+def test_pack_force_swaps_the_new_folder_in_before_deleting_the_old(layout, tmp_path, monkeypatch):
+    import shutil
+
+    from atari_data import layout as layout_mod
+
+    out = tmp_path / "packed"
+    assert main(["pack", str(layout), str(out)]) == 0
+    real_rmtree = shutil.rmtree
+
+    def killed_half_way(path, *a, **kw):  # a kill during the delete: half of the folder is gone
+        files = sorted(p for p in Path(path).rglob("*") if p.is_file())
+        for p in files[: len(files) // 2]:
+            p.unlink()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(layout_mod.shutil, "rmtree", killed_half_way)
+    with pytest.raises(KeyboardInterrupt):
+        from atari_data.pack import PackConfig, pack
+        pack(PackConfig(root=str(layout), out=str(out), force=True))
+    monkeypatch.setattr(layout_mod.shutil, "rmtree", real_rmtree)
+    assert main(["doctor", str(out)]) == 0, "OUT is the whole new pack, whatever happened to the old one"
