@@ -360,8 +360,8 @@ def cmd_rebuild(a) -> int:
             print(f"  mismatch: {m}")
         bad += not r.written
     if bad:
-        print(f"{bad} games had frames that do not match: was the repository changed, or another ALE version?",
-              file=sys.stderr)
+        print(f"error: {a.repo}: (frames): {bad} games had frames that do not match their MD5 and were not written: "
+              "was the repository changed, or is this another ALE version?", file=sys.stderr)
         return 2
     return 0
 

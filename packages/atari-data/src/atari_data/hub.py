@@ -7,7 +7,6 @@ or logged: error messages from the Hub client are scrubbed of it before they are
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import tarfile
@@ -17,17 +16,20 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from atari_data import limits
 from atari_data.errors import AtariDataError
-from atari_data.schema import KNOWN_VERSIONS, RECORD
+from atari_data.layout import parse_json_line, read_json
+from atari_data.schema import GAME_RE, KNOWN_VERSIONS, RECORD, SOURCE_RE
 
 MAX_SHARD_BYTES = 5_000_000_000
+SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # a folder name that stays inside the repository
 MEMBER_RE = re.compile(r"([a-z][a-z0-9_]*-[A-Za-z0-9]+-e\d{6}-s\d{6})\.(json|png|jpg|prev\.png|prev\.jpg)\Z")
 
 
 def read_card(folder: Path) -> dict:
     path = folder / "README.md"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = limits.read_bytes(path).decode("utf-8", "replace")
     except OSError:
         raise AtariDataError("is missing (not a packed dataset repository?)", file=str(path), field="README.md") \
             from None
@@ -36,10 +38,28 @@ def read_card(folder: Path) -> dict:
         raise AtariDataError("has no YAML header", file=str(path), field="README.md")
     try:
         card = yaml.safe_load(m[1])
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, ValueError, RecursionError) as e:  # ValueError: an integer past 4,300 digits
         raise AtariDataError(f"YAML header does not parse ({e})", file=str(path), field="README.md") from None
-    if not isinstance(card, dict) or not (card.get("configs") or card.get("replay")):
+    if not isinstance(card, dict) or not (card.get("configs") or card.get("replay") or card.get("lmdb_pack")):
         raise AtariDataError("YAML header has no configs", file=str(path), field="configs")
+    configs = card.get("configs") or []
+    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
+        raise AtariDataError("is not a list of {config_name, data_files} mappings", file=str(path), field="configs")
+    for c in configs:
+        name = c.get("config_name")
+        files = c.get("data_files", [])
+        if not isinstance(name, str) or not isinstance(files, list) or not all(
+                isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("split"), str)
+                for f in files):
+            raise AtariDataError("needs a config_name and data_files as a list of {split, path}", file=str(path),
+                                 field=f"configs.{name}")
+        for f in files:
+            if f["path"].startswith("/") or ".." in Path(f["path"]).parts or "\\" in f["path"]:
+                raise AtariDataError(f"{f['path']!r} leaves the repository (data_files are relative globs inside it)",
+                                     file=str(path), field=f"configs.{name}.{f['split']}")
+    for key in ("replay", "lmdb_pack", "dataset_info"):
+        if key in card and not isinstance(card[key], dict if key != "dataset_info" else list):
+            raise AtariDataError(f"is a {type(card[key]).__name__}", file=str(path), field=key)
     return card
 
 
@@ -129,9 +149,9 @@ class Doctor:
         metas = {}
         for f in sorted((self.folder / "meta" / name).glob("*.json")):
             try:
-                metas[f.stem] = json.loads(f.read_text())
-            except ValueError as e:
-                self.defect(f, "(file)", f"is not valid JSON ({e})")
+                metas[f.stem] = read_json(f)
+            except AtariDataError as e:
+                self.defects.append(e)
         expected_by_split = {"train": sum(m.get("train", {}).get("records", 0) for m in metas.values()),
                              "validation": sum(m.get("val", {}).get("records", 0) for m in metas.values())}
         stated = {s.get("name"): s.get("num_examples") for s in info.get("splits", [])}
@@ -173,6 +193,9 @@ class Doctor:
                 with tarfile.open(t) as tf:
                     keys: dict[str, set] = {}
                     for m in tf:
+                        if m.size > limits.limit("member"):
+                            self.defect(t, m.name, f"declares {m.size:,} bytes, over the member limit")
+                            continue
                         if not m.isfile() or m.name.startswith("/") or ".." in m.name.split("/") or "/" in m.name:
                             self.defect(t, m.name, "is not a plain file at the top of the shard (path traversal?)")
                             continue
@@ -193,11 +216,17 @@ class Doctor:
     def _replay(self, listing: dict) -> None:
         base = self.folder / "replay"
         for source, games in listing.items():
+            if not (isinstance(source, str) and SOURCE_RE.match(source) and isinstance(games, (list, dict))
+                    and all(isinstance(g, str) and GAME_RE.match(g) for g in games)):
+                self.defect(self.folder / "README.md", f"replay.{source}", "is not a source with a list of games")
+                continue
             for game in games:
                 d = base / source / game
                 try:
-                    meta = json.loads((d / "meta.json").read_text())
+                    meta = read_json(d / "meta.json")
                     for split, key in (("train", "train"), ("val", "val")):
+                        limits.check("file", (d / f"{split}.jsonl").stat().st_size, file=str(d / f"{split}.jsonl"),
+                                     field="(file)")
                         n = sum(1 for _ in (d / f"{split}.jsonl").open())
                         self.counts[f"replay/{source}/{game}/{split}"] = n
                         stated = meta[key]["records"]
@@ -205,6 +234,8 @@ class Doctor:
                             self.defect(d / f"{split}.jsonl", "records", f"{n} lines, meta.json says {stated}")
                     if not (d / "episodes.jsonl").is_file():
                         self.defect(d, "episodes.jsonl", "is missing: the frames cannot be rebuilt")
+                except AtariDataError as e:
+                    self.defects.append(e)
                 except (OSError, ValueError, KeyError, TypeError) as e:
                     self.defect(d, "(game)", f"is not a replay-packed game ({type(e).__name__}: {e})")
 
@@ -213,6 +244,10 @@ class Doctor:
         loadable without pickle and within the schema, and the card's counts right."""
         from atari_data.meltingpot import ARRAYS, check_row
 
+        if not isinstance(games, dict) or not all(isinstance(g, str) and SAFE_NAME_RE.match(g) and type(n) is int
+                                                  for g, n in games.items()):
+            self.defect(self.folder / "README.md", "lmdb_pack.games", "is not a mapping of game names to row counts")
+            return
         for game, stated in games.items():
             n = 0
             for t in sorted((self.folder / "webdataset" / game).glob("train-*.tar")):
@@ -224,9 +259,16 @@ class Doctor:
                                 self.defect(t, m.name, "is not a plain file at the top of the shard")
                                 continue
                             key, _, ext = m.name.partition(".")
+                            if m.size > limits.limit("member"):
+                                self.defect(t, m.name, f"declares {m.size:,} bytes, over the member limit of "
+                                                       f"{limits.limit('member') // limits.MB:,} MB")
+                                continue
                             data = tf.extractfile(m).read()
                             if ext == "json":
-                                samples.setdefault(key, {}).update(json.loads(data))
+                                value = parse_json_line(data, f"{t}!{m.name}", 1, "(member)")
+                                if not isinstance(value, dict):
+                                    raise ValueError(f"{m.name} is not a JSON object")
+                                samples.setdefault(key, {}).update(value)
                             elif ext.endswith(".npy") and ext[:-4] in ARRAYS:
                                 samples.setdefault(key, {})[ext[:-4]] = np.load(io.BytesIO(data), allow_pickle=False)
                             else:
@@ -238,7 +280,9 @@ class Doctor:
                             except AtariDataError as e:
                                 self.defects.append(e)
                         n += len(samples)
-                except (tarfile.TarError, OSError, ValueError) as e:
+                except AtariDataError as e:
+                    self.defects.append(e)
+                except (tarfile.TarError, OSError, ValueError, EOFError) as e:
                     self.defect(t, "(file)", f"is not a readable shard ({type(e).__name__}: {e})")
             self.counts[game] = n
             if n != stated:

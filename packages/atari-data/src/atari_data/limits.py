@@ -18,8 +18,9 @@ from atari_data.errors import AtariDataError
 MB = 1 << 20
 #: Sizes in MB: ``frame`` one image's decoded pixels; ``member`` one archive member (or all the
 #: members of one inner archive) read into memory; ``file`` one JSON / JSONL / text file read
-#: whole; ``ratio`` how many times a member may inflate over its compressed size.
-DEFAULTS = {"frame": 64, "member": 2048, "file": 1024, "ratio": 1000}
+#: whole; ``ratio`` how many times a member may inflate over its compressed size (real frames,
+#: labels and weights inflate 1-10x; a bomb 1,000x and more).
+DEFAULTS = {"frame": 64, "member": 2048, "file": 1024, "ratio": 200}
 ENV = "ATARI_DATA_LIMITS"
 
 

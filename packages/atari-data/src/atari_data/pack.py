@@ -31,8 +31,9 @@ from pathlib import Path
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import GameDir, list_games, safe_join, swap_into_place
+from atari_data.png import png_size
 from atari_data.records import image_name
-from atari_data.schema import IMAGE_SUFFIXES, SCHEMA_VERSION, encode_json, hf_features, json_schema
+from atari_data.schema import FRAME_FORMAT_RE, IMAGE_SUFFIXES, SCHEMA_VERSION, encode_json, hf_features, json_schema
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +85,29 @@ def layout_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, bytes,
     """(record, image bytes, previous image bytes, side images by ``<name>.<ext>``) in a fixed order:
     games sorted, records as written."""
     for g in games:
+        m = FRAME_FORMAT_RE.match(g.meta()["frame_format"])
+        size = (int(m[3]), int(m[2]))
         for rec in g.records(split):
-            image = safe_join(g.path, rec["image"]).read_bytes()
-            prev = safe_join(g.path, rec["prev_image"]).read_bytes() if "prev_image" in rec else None
-            side = {f"{name}{path[-4:]}": safe_join(g.path, path).read_bytes()
-                    for name, path in side_paths(rec).items()}
+            image = _intact(g, rec["image"], size)
+            prev = _intact(g, rec["prev_image"], size) if "prev_image" in rec else None
+            side = {f"{name}{path[-4:]}": _intact(g, path, None) for name, path in side_paths(rec).items()}
             yield rec, image, prev, side
+
+
+def _intact(g: GameDir, rel: str, size: tuple[int, int] | None) -> bytes:
+    """A frame's bytes, refused when damaged: every PNG chunk's CRC, its image data inflating to its
+    header's size, and that size the game's frame format (one inflate, no pixels built)."""
+    path = safe_join(g.path, rel)
+    data = path.read_bytes()
+    if data[:3] == b"\xff\xd8\xff":
+        ok = data.rstrip(b"\x00")[-2:] == b"\xff\xd9"
+    else:
+        got = png_size(data)
+        ok = got is not None and (size is None or got == size)
+    if not ok:
+        raise AtariDataError(f"is not an intact {'frame' if size is None else f'{size[1]}x{size[0]} frame'} "
+                             "(run `atari-data validate --images`)", file=str(path), field="image")
+    return data
 
 
 def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
@@ -214,58 +232,62 @@ def pack(cfg: PackConfig) -> dict:
     tmp = out.with_name(f".{out.name}.partial")
     if tmp.exists():
         shutil.rmtree(tmp)
-    by_source: dict[str, list[GameDir]] = {}
-    for g in games:
-        by_source.setdefault(g.source, []).append(g)
+    try:  # a refused or interrupted pack leaves no staging folder behind
+        by_source: dict[str, list[GameDir]] = {}
+        for g in games:
+            by_source.setdefault(g.source, []).append(g)
 
-    summary: dict = {"configs": {}}
-    metas: dict[str, dict[str, dict]] = {}
-    if cfg.replay:
-        from atari_data.card import write_replay_card
-        from atari_data.replay import REPLAY_DIR, write_replay_game
+        summary: dict = {"configs": {}}
+        metas: dict[str, dict[str, dict]] = {}
+        if cfg.replay:
+            from atari_data.card import write_replay_card
+            from atari_data.replay import REPLAY_DIR, write_replay_game
 
+            for source, gs in sorted(by_source.items()):
+                counts = {g.game: write_replay_game(g, tmp / REPLAY_DIR / source / g.game) for g in gs}
+                summary["configs"][source] = {"replay": counts}
+                metas[source] = {g.game: g.meta() for g in gs}
+            write_replay_card(tmp / "README.md", cfg.name, summary, metas)
+            return _finish(tmp, out, summary, cfg)
         for source, gs in sorted(by_source.items()):
-            counts = {g.game: write_replay_game(g, tmp / REPLAY_DIR / source / g.game) for g in gs}
-            summary["configs"][source] = {"replay": counts}
             metas[source] = {g.game: g.meta() for g in gs}
-        write_replay_card(tmp / "README.md", cfg.name, summary, metas)
+            frames = {m["frames"] for m in metas[source].values()}
+            if len(frames) != 1:
+                raise AtariDataError(f"games of source {source} mix one- and two-frame records", field="frames")
+            frames = frames.pop()
+            (tmp / "meta" / source).mkdir(parents=True)
+            for g in gs:
+                shutil.copyfile(g.path / "meta.json", tmp / "meta" / source / f"{g.game}.json")
+            conf = {"frames": frames, "splits": {}}
+            for split, hf_split in HF_SPLITS.items():
+                pq_dir, wds_dir = tmp / "data" / source, tmp / "webdataset" / source
+                pq_dir.mkdir(parents=True, exist_ok=True)
+                writers = [_ParquetShards(pq_dir, hf_split, frames, cfg.shard_size)]
+                if "webdataset" in cfg.formats:
+                    wds_dir.mkdir(parents=True, exist_ok=True)
+                    writers.append(_TarShards(wds_dir, hf_split, cfg.shard_size))
+                n, side = 0, 0
+                for row in layout_rows(gs, split):
+                    if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after the split
+                        raise AtariDataError(f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "
+                                             "the WebDataset shards carry; pack with webdataset in --formats",
+                                             field="--formats")
+                    for w in writers:
+                        w.add(*row)
+                    n, side = n + 1, side + len(row[3])
+                shards = [w.close() for w in writers]
+                conf["splits"][hf_split] = {"records": n, "bytes": writers[0].arrow_bytes, "side_images": side,
+                                            "parquet": [p.name for p in shards[0]],
+                                            "webdataset": [p.name for p in shards[1]] if len(shards) > 1 else []}
+            summary["configs"][source] = conf
+        (tmp / "schema").mkdir()
+        for kind in ("record", "meta"):
+            (tmp / "schema" / f"{kind}.schema.json").write_text(json.dumps(json_schema(kind), indent=2) + "\n")
+        write_card(tmp / "README.md", cfg.name, summary, metas)
         return _finish(tmp, out, summary, cfg)
-    for source, gs in sorted(by_source.items()):
-        metas[source] = {g.game: g.meta() for g in gs}
-        frames = {m["frames"] for m in metas[source].values()}
-        if len(frames) != 1:
-            raise AtariDataError(f"games of source {source} mix one- and two-frame records", field="frames")
-        frames = frames.pop()
-        (tmp / "meta" / source).mkdir(parents=True)
-        for g in gs:
-            shutil.copyfile(g.path / "meta.json", tmp / "meta" / source / f"{g.game}.json")
-        conf = {"frames": frames, "splits": {}}
-        for split, hf_split in HF_SPLITS.items():
-            pq_dir, wds_dir = tmp / "data" / source, tmp / "webdataset" / source
-            pq_dir.mkdir(parents=True, exist_ok=True)
-            writers = [_ParquetShards(pq_dir, hf_split, frames, cfg.shard_size)]
-            if "webdataset" in cfg.formats:
-                wds_dir.mkdir(parents=True, exist_ok=True)
-                writers.append(_TarShards(wds_dir, hf_split, cfg.shard_size))
-            n, side = 0, 0
-            for row in layout_rows(gs, split):
-                if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after the split
-                    raise AtariDataError(f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "
-                                         "the WebDataset shards carry; pack with webdataset in --formats",
-                                         field="--formats")
-                for w in writers:
-                    w.add(*row)
-                n, side = n + 1, side + len(row[3])
-            shards = [w.close() for w in writers]
-            conf["splits"][hf_split] = {"records": n, "bytes": writers[0].arrow_bytes, "side_images": side,
-                                        "parquet": [p.name for p in shards[0]],
-                                        "webdataset": [p.name for p in shards[1]] if len(shards) > 1 else []}
-        summary["configs"][source] = conf
-    (tmp / "schema").mkdir()
-    for kind in ("record", "meta"):
-        (tmp / "schema" / f"{kind}.schema.json").write_text(json.dumps(json_schema(kind), indent=2) + "\n")
-    write_card(tmp / "README.md", cfg.name, summary, metas)
-    return _finish(tmp, out, summary, cfg)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _finish(tmp: Path, out: Path, summary: dict, cfg: PackConfig) -> dict:

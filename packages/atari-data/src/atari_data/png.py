@@ -47,6 +47,7 @@ def decode_png(data: bytes) -> np.ndarray:
     Anything else (palettes, transparency chunks, 16-bit, interlaced) goes through
     ``PIL.Image.open``.
     """
+    _check_declared_size(data)
     plain = _plain_idat(data)
     if plain is not None:
         w, h, colour, idat = plain
@@ -59,6 +60,18 @@ def decode_png(data: bytes) -> np.ndarray:
         return np.asarray(Image.frombytes(mode, (w, h), idat, "zip", mode))
     with Image.open(io.BytesIO(data)) as im:
         return np.asarray(im)
+
+
+def _check_declared_size(data: bytes) -> None:
+    """Refuse a PNG whose header declares more pixels than the frame limit, before inflating anything."""
+    from atari_data.limits import limit
+
+    if data[:8] == SIGNATURE and len(data) >= 26 and data[12:16] == b"IHDR":
+        w, h, depth = struct.unpack(">IIB", data[16:25])
+        size = w * h * 4 * max(1, depth // 8)
+        if size > limit("frame"):
+            raise ValueError(f"declares {w}x{h} pixels ({size:,} bytes decoded), over the frame limit "
+                             f"of {limit('frame') >> 20} MB")
 
 
 def _unfiltered(idat: bytes, h: int, stride: int) -> bytes | None:

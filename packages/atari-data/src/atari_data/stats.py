@@ -8,7 +8,9 @@ import math
 import polars as pl
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import list_games
+from atari_data.layout import list_games, parse_json_line
+from atari_data.limits import limit
+from atari_data.schema import META, check_structure
 
 
 def entropy_bits(counts: dict[str, int]) -> float:
@@ -21,10 +23,11 @@ def stats_table(root, sources=None, games=None) -> pl.DataFrame:
     rows = []
     for g in list_games(root, sources, games, ready_only=False):
         row = {"source": g.source, "game": g.game, "ready": g.ready}
-        try:
-            meta = g.meta() if g.ready else {}
-        except AtariDataError:
-            meta = {}
+        meta = g.meta() if g.ready else {}  # a broken meta.json of a ready game is one-line error, not a blank row
+        defects = check_structure(meta, META) if g.ready else []
+        if defects:
+            f, msg = defects[0]
+            raise AtariDataError(msg, file=str(g.path / "meta.json"), field=f)
         train, val = meta.get("train", {}), meta.get("val", {})
         labels = train.get("labels", {})
         row.update(
@@ -44,9 +47,11 @@ def stats_table(root, sources=None, games=None) -> pl.DataFrame:
 
 
 def _has_target(g) -> bool | None:
+    """Whether the first train record has a soft target (None when it cannot be told)."""
     try:
         with open(g.split_file("train"), "rb") as f:
-            line = f.readline()
-        return "target" in json.loads(line) if line else None
-    except (OSError, ValueError):
+            line = f.readline(limit("file"))
+        rec = parse_json_line(line, str(g.split_file("train")), 1, "(record)") if line else None
+    except (OSError, AtariDataError):
         return None
+    return "target" in rec if isinstance(rec, dict) else None

@@ -241,6 +241,9 @@ class GameWriter:
         """Write the game folder, then ``_READY``, and release the lock; returns the meta.json written."""
         try:
             return self._finish(baselines)
+        except BaseException:  # a refused or interrupted game leaves no staging folder behind
+            shutil.rmtree(self.dir.path.parent / f".{self.game}.partial", ignore_errors=True)
+            raise
         finally:
             self.close()
 

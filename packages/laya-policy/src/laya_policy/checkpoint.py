@@ -56,10 +56,24 @@ def save_checkpoint(policy: ChoicePolicy, cfg: AgentConfig, path: str | Path) ->
 
 
 def load_config(path: str | Path) -> AgentConfig:
-    raw = json.loads((Path(path) / CONFIG).read_text())
+    file = Path(path) / CONFIG
+    try:
+        raw = json.loads(file.read_bytes().decode("utf-8"))
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, too deep
+        raise ValueError(f"{file}: is not valid JSON ({type(e).__name__})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{file}: holds a JSON {type(raw).__name__}, expected an object")
     raw.setdefault("preprocess", "processor")  # older checkpoints: 512 through the processor
     raw.setdefault("image_size", 512)
-    return AgentConfig(**{k: v for k, v in raw.items() if k in AgentConfig.__dataclass_fields__})
+    cfg = AgentConfig(**{k: v for k, v in raw.items() if k in AgentConfig.__dataclass_fields__})
+    for name, kind in (("image_size", int), ("frames", int), ("question_types", int), ("head_layers", int),
+                       ("preprocess", str), ("backbone", str), ("temperatures", dict)):
+        if not isinstance(getattr(cfg, name), kind) or isinstance(getattr(cfg, name), bool):
+            raise ValueError(f"{file}: {name}: {getattr(cfg, name)!r} is not a {kind.__name__}")
+    if cfg.frames not in (1, 2) or not 16 <= cfg.image_size <= 4096 or cfg.preprocess not in ("gpu", "processor"):
+        raise ValueError(f"{file}: frames {cfg.frames}, image_size {cfg.image_size}, preprocess {cfg.preprocess!r}: "
+                         "expected frames 1 or 2, image_size 16..4096, preprocess gpu or processor")
+    return cfg
 
 
 def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy, AgentConfig]:
@@ -69,10 +83,14 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy, Agent
     if not (path / CONFIG).is_file():
         raise FileNotFoundError(f"{path} is not a laya-policy checkpoint (no {CONFIG})")
     cfg = load_config(path)
-    backbone = Idefics3Model.from_pretrained(path / "backbone")
-    tokenizer = AutoTokenizer.from_pretrained(path / "backbone")
-    policy = ChoicePolicy(backbone, tokenizer, question_types=cfg.question_types, head_layers=cfg.head_layers)
-    missing, unexpected = policy.load_state_dict(load_file(path / "head.safetensors"), strict=False)
+    try:  # safetensors and JSON only, so nothing in the folder runs; any defect is one line
+        backbone = Idefics3Model.from_pretrained(path / "backbone")
+        tokenizer = AutoTokenizer.from_pretrained(path / "backbone")
+        policy = ChoicePolicy(backbone, tokenizer, question_types=cfg.question_types, head_layers=cfg.head_layers)
+        missing, unexpected = policy.load_state_dict(load_file(path / "head.safetensors"), strict=False)
+    except Exception as e:  # noqa: BLE001 - transformers, tokenizers and safetensors raise many kinds
+        why = str(e).splitlines()[0][:200] if str(e) else ""
+        raise ValueError(f"{path}: is not a loadable laya-policy checkpoint ({type(e).__name__}: {why})") from None
     missing = [k for k in missing if not k.startswith("backbone.")]
     if missing or unexpected:
         raise ValueError(f"{path}/head.safetensors does not fit the head (missing {missing}, unexpected {unexpected})")

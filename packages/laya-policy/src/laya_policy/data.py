@@ -88,11 +88,31 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
             ds = ds.cast_column("prev_image", Image(decode=False))
         if games:
             ds = ds.filter(lambda g: g in games, input_columns="game")
-        for row in ds:
-            image, prev = row.pop("image")["bytes"], row.pop("prev_image", None) if has_prev else None
+        for i, row in enumerate(ds):
+            where = f"{data}: {source}/{hf_split} row {i}"
+            image, prev = row.pop("image"), row.pop("prev_image", None) if has_prev else None
+            for name, value in (("image", image), ("prev_image", prev)):
+                if (value is not None or name == "image") and not (
+                        isinstance(value, dict) and isinstance(value.get("bytes"), bytes) and value["bytes"]):
+                    raise ValueError(f"{where}: {name}: has no image bytes")
             rec = {k: v for k, v in row.items() if v is not None}
-            rec["question"] = json.loads(rec["question"])
+            try:
+                rec["question"] = json.loads(rec["question"])
+            except (KeyError, TypeError, ValueError, RecursionError):
+                raise ValueError(f"{where}: question: is not the JSON of a question") from None
+            if not isinstance(rec.get("label"), int) or not isinstance(rec.get("actions"), list):
+                raise ValueError(f"{where}: label: is missing or not an integer (or actions are missing)")
             if prev is not None:
                 rec["prev_image"] = "packed"
-            out.append(Example(rec, lambda p, a=image, b=prev and prev["bytes"]: decode_png(b if p else a)))
+            out.append(Example(rec, lambda p, a=image["bytes"], b=prev and prev["bytes"], w=where:
+                               _decode(b if p else a, w)))
     return out
+
+
+def _decode(data: bytes, where: str) -> np.ndarray:
+    import zlib
+
+    try:
+        return decode_png(data)
+    except (OSError, ValueError, zlib.error) as e:
+        raise ValueError(f"{where}: image: does not decode ({type(e).__name__}: {e})") from None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from atari_data import limits
 from atari_data.actions import minimal_actions
 from atari_data.errors import AtariDataError
 from atari_data.play import AtariGame
@@ -141,46 +142,68 @@ def read_flax_msgpack(data: bytes):
     return msgpack.unpackb(data, ext_hook=ext_hook, raw=False, strict_map_key=False)
 
 
-def _conv(module, p):
-    torch = _torch()
-    module.weight.data = torch.from_numpy(np.ascontiguousarray(p["kernel"].transpose(3, 2, 0, 1))).float()
-    module.bias.data = torch.from_numpy(np.array(p["bias"])).float()
+def _arr(p, key: str, where: str, name: str) -> np.ndarray:
+    value = p.get(key) if isinstance(p, dict) else None
+    if not isinstance(value, np.ndarray) or value.dtype.kind != "f":
+        raise AtariDataError(f"is {type(value).__name__ if value is not None else 'missing'}, expected a float "
+                             "array", file=where, field=f"{name}.{key}")
+    return value
 
 
-def _dense(module, p):
-    torch = _torch()
-    module.weight.data = torch.from_numpy(np.ascontiguousarray(p["kernel"].T)).float()
-    module.bias.data = torch.from_numpy(np.array(p["bias"])).float()
+def _conv(module, p, where: str = "", name: str = "conv"):
+    kernel = _arr(p, "kernel", where, name)
+    if kernel.ndim != 4:
+        raise AtariDataError(f"has shape {kernel.shape}, expected a 4-d HWIO kernel", file=where,
+                             field=f"{name}.kernel")
+    _set(module.weight, kernel.transpose(3, 2, 0, 1), where, f"{name}.kernel")
+    _set(module.bias, _arr(p, "bias", where, name), where, f"{name}.bias")
+
+
+def _dense(module, p, where: str = "", name: str = "dense"):
+    kernel = _arr(p, "kernel", where, name)
+    if kernel.ndim != 2:
+        raise AtariDataError(f"has shape {kernel.shape}, expected a 2-d kernel", file=where, field=f"{name}.kernel")
+    _set(module.weight, kernel.T, where, f"{name}.kernel")
+    _set(module.bias, _arr(p, "bias", where, name), where, f"{name}.bias")
 
 
 def load_cleanrl(path: Path):
     """(torch module, saved args) from a ``.cleanrl_model`` (Nature or IMPALA CNN)."""
+    import msgpack
+
     try:
-        tree = read_flax_msgpack(path.read_bytes())
+        tree = read_flax_msgpack(limits.read_bytes(path, "member", "--expert"))
         args, (network, actor, _critic) = tree["0"], (tree["1"]["0"], tree["1"]["1"], tree["1"]["2"])
         net_p, actor_p = network["params"], actor["params"]
         n_actions = int(actor_p["Dense_0"]["kernel"].shape[1])
-    except (KeyError, TypeError, ValueError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError,
+            msgpack.UnpackException) as e:
         raise AtariDataError(f"is not a CleanRL Flax checkpoint ({type(e).__name__}: {e})", file=str(path),
                              field="--expert") from None
-    if "Conv_0" in net_p:
-        net = nature_cnn(n_actions, flatten="hwc")
-        for i, j in ((0, 0), (1, 2), (2, 4)):
-            _conv(net.cnn[j], net_p[f"Conv_{i}"])
-        _dense(net.linear, net_p["Dense_0"])
-    elif "ConvSequence_0" in net_p:
-        net = impala_cnn(n_actions)
-        for i, seq in enumerate(net.seqs):
-            p = net_p[f"ConvSequence_{i}"]
-            _conv(seq.conv, p["Conv_0"])
-            for r, res in enumerate((seq.res0, seq.res1)):
-                _conv(res.conv0, p[f"ResidualBlock_{r}"]["Conv_0"])
-                _conv(res.conv1, p[f"ResidualBlock_{r}"]["Conv_1"])
-        _dense(net.linear, net_p["Dense_0"])
-    else:
-        raise AtariDataError(f"unknown CleanRL network (top-level parameters {sorted(net_p)})", file=str(path),
-                             field="--expert")
-    _dense(net.head, actor_p["Dense_0"])
+    where = str(path)
+    try:
+        if "Conv_0" in net_p:
+            net = nature_cnn(n_actions, flatten="hwc")
+            for i, j in ((0, 0), (1, 2), (2, 4)):
+                _conv(net.cnn[j], net_p[f"Conv_{i}"], where, f"Conv_{i}")
+            _dense(net.linear, net_p["Dense_0"], where, "Dense_0")
+        elif "ConvSequence_0" in net_p:
+            net = impala_cnn(n_actions)
+            for i, seq in enumerate(net.seqs):
+                p = net_p[f"ConvSequence_{i}"]
+                _conv(seq.conv, p["Conv_0"], where, f"ConvSequence_{i}.Conv_0")
+                for r, res in enumerate((seq.res0, seq.res1)):
+                    block = f"ConvSequence_{i}.ResidualBlock_{r}"
+                    _conv(res.conv0, p[f"ResidualBlock_{r}"]["Conv_0"], where, f"{block}.Conv_0")
+                    _conv(res.conv1, p[f"ResidualBlock_{r}"]["Conv_1"], where, f"{block}.Conv_1")
+            _dense(net.linear, net_p["Dense_0"], where, "Dense_0")
+        else:
+            raise AtariDataError(f"unknown CleanRL network (top-level parameters {sorted(net_p)})", file=where,
+                                 field="--expert")
+        _dense(net.head, actor_p["Dense_0"], where, "actor.Dense_0")
+    except (KeyError, TypeError, IndexError, AttributeError) as e:
+        raise AtariDataError(f"is not a CleanRL Flax checkpoint ({type(e).__name__}: {e})", file=where,
+                             field="--expert") from None
     return net.eval(), args
 
 
@@ -191,10 +214,19 @@ def load_sb3(path: Path):
     torch = _torch()
     try:
         with zipfile.ZipFile(path) as z:
-            state = torch.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
-    except (OSError, KeyError, zipfile.BadZipFile, RuntimeError) as e:
-        raise AtariDataError(f"is not an SB3 model zip with policy.pth ({e})", file=str(path), field="--expert") \
+            info = z.getinfo("policy.pth")
+            limits.check("member", info.file_size, file=f"{path}!policy.pth", field="--expert",
+                         compressed=info.compress_size)
+            state = torch.load(io.BytesIO(z.read(info)), map_location="cpu", weights_only=True)
+    except AtariDataError:
+        raise
+    except Exception as e:  # noqa: BLE001 - zipfile, zlib and torch.load raise many kinds; weights_only runs no code
+        raise AtariDataError(f"is not an SB3 model zip with a tensors-only policy.pth ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0][:160] if str(e) else ''})", file=str(path), field="--expert") \
             from None
+    if not isinstance(state, dict):
+        raise AtariDataError(f"policy.pth holds a {type(state).__name__}, expected a state dict", file=str(path),
+                             field="--expert")
     layouts = (("features_extractor", "action_net", False),         # PPO
                ("pi_features_extractor", "action_net", False),      # PPO, unshared extractors
                ("q_net.features_extractor", "q_net.q_net.0", True))  # DQN
@@ -203,15 +235,33 @@ def load_sb3(path: Path):
         raise AtariDataError("policy.pth has no Nature-CNN actor or Q-network (expected features_extractor.cnn.* "
                              "with action_net.* or q_net.q_net.0.*)", file=str(path), field="--expert")
     feat, head, is_q = found
-    net = nature_cnn(state[f"{head}.weight"].shape[0], flatten="chw")
+    n_actions = getattr(state[f"{head}.weight"], "shape", (0,))[0]
+    net = nature_cnn(n_actions, flatten="chw")
+    where = f"{path}!policy.pth"
     for i in (0, 2, 4):
-        net.cnn[i].weight.data = state[f"{feat}.cnn.{i}.weight"].float()
-        net.cnn[i].bias.data = state[f"{feat}.cnn.{i}.bias"].float()
-    net.linear.weight.data = state[f"{feat}.linear.0.weight"].float()
-    net.linear.bias.data = state[f"{feat}.linear.0.bias"].float()
-    net.head.weight.data = state[f"{head}.weight"].float()
-    net.head.bias.data = state[f"{head}.bias"].float()
+        _set(net.cnn[i].weight, state.get(f"{feat}.cnn.{i}.weight"), where, f"{feat}.cnn.{i}.weight")
+        _set(net.cnn[i].bias, state.get(f"{feat}.cnn.{i}.bias"), where, f"{feat}.cnn.{i}.bias")
+    _set(net.linear.weight, state.get(f"{feat}.linear.0.weight"), where, f"{feat}.linear.0.weight")
+    _set(net.linear.bias, state.get(f"{feat}.linear.0.bias"), where, f"{feat}.linear.0.bias")
+    _set(net.head.weight, state.get(f"{head}.weight"), where, f"{head}.weight")
+    _set(net.head.bias, state.get(f"{head}.bias"), where, f"{head}.bias")
     return net.eval(), is_q
+
+
+def _set(param, value, where: str, name: str) -> None:
+    """Copy a checkpoint tensor into ``param``, refusing (at load, not at play) a missing one, a
+    non-tensor, a wrong shape or non-finite values."""
+    torch = _torch()
+    if isinstance(value, np.ndarray):
+        value = torch.from_numpy(np.ascontiguousarray(value))
+    if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.dtype == torch.bfloat16):
+        raise AtariDataError(f"is {type(value).__name__ if value is not None else 'missing'}, expected a float "
+                             f"tensor of shape {tuple(param.shape)}", file=where, field=name)
+    if tuple(value.shape) != tuple(param.shape):
+        raise AtariDataError(f"has shape {tuple(value.shape)}, expected {tuple(param.shape)}", file=where, field=name)
+    if not torch.isfinite(value).all():
+        raise AtariDataError("holds NaN or infinite values", file=where, field=name)
+    param.data = value.float().clone()
 
 
 # -- the expert -------------------------------------------------------------------------------------
@@ -268,6 +318,7 @@ def checkpoint_expert(kind: str, arg: str, game: str) -> CheckpointExpert:
 
 def _download(repo: str) -> Path:
     """Fetch the one checkpoint file of a Hub repo (``cleanrl/...`` or ``sb3/...``)."""
+    import httpx2  # huggingface_hub's HTTP client: its errors are not OSErrors
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub.errors import HFValidationError, OfflineModeIsEnabled
 
@@ -278,5 +329,5 @@ def _download(repo: str) -> Path:
         if name is None:
             raise AtariDataError(f"hub repo {repo} has no .cleanrl_model or .zip file", field="--expert")
         return Path(hf_hub_download(repo, name))
-    except (OfflineModeIsEnabled, HFValidationError, OSError) as e:
+    except (OfflineModeIsEnabled, HFValidationError, OSError, httpx2.HTTPError) as e:  # unreachable, refused, 404
         raise AtariDataError(f"cannot fetch hub repo {repo} ({type(e).__name__}); {hint}", field="--expert") from None

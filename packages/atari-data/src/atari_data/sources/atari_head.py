@@ -17,10 +17,12 @@ import io
 import re
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from atari_data import limits
 from atari_data.actions import FULL_ACTIONS, minimal_actions, resolve_game
 from atari_data.errors import AtariDataError
 from atari_data.png import png_size
@@ -79,7 +81,7 @@ def parse_labels(text: str, where: str) -> list[dict]:
             continue
         parts = line.strip().split(",")
         if len(parts) < 6:
-            raise AtariDataError(f"{len(parts)} fields (expected at least 6)", file=where, line=n)
+            raise AtariDataError(f"{len(parts)} fields (expected at least 6)", file=where, line=n, field="(row)")
         frame_id, episode, score, duration, reward, action = map(_value, parts[:6])
         tail = [_value(x) for x in parts[6:]]
         try:
@@ -90,8 +92,8 @@ def parse_labels(text: str, where: str) -> list[dict]:
                          "duration_ms": None if duration is None else float(duration),
                          "unclipped_reward": None if reward is None else float(reward),
                          "action": None if action is None else int(float(action)), "gaze": gaze})
-        except ValueError as e:
-            raise AtariDataError(f"unparseable value ({e})", file=where, line=n) from None
+        except (ValueError, OverflowError) as e:  # OverflowError: int(float("inf"))
+            raise AtariDataError(f"unparseable value ({e})", file=where, line=n, field="(row)") from None
     return rows
 
 
@@ -114,15 +116,33 @@ def trials_in(archive: zipfile.ZipFile, where: str) -> dict[int, Trial]:
 
 def frames_of(archive: zipfile.ZipFile, trial: Trial, where: str) -> dict[str, bytes]:
     """PNG bytes by frame id (``<UTID>_<n>``) from the trial's tar.bz2."""
+    name = f"{where}!{trial.frames_tar}"
     try:
-        with archive.open(trial.frames_tar) as raw, tarfile.open(fileobj=io.BytesIO(raw.read()), mode="r:bz2") as tar:
-            out = {}
+        info = archive.getinfo(trial.frames_tar)
+        limits.check("member", info.file_size, file=name, field="(member)", compressed=info.compress_size)
+        with archive.open(info) as raw, tarfile.open(fileobj=raw, mode="r|bz2") as tar:  # streamed, not read whole
+            out, inflated = {}, 0
             for member in tar:
+                inflated += tarfile.BLOCKSIZE + member.size  # what the bz2 stream inflates to, declared up front
+                limits.check("member", inflated, file=name, field="(member)", compressed=info.compress_size)
                 if member.isfile() and member.name.endswith(".png"):
+                    limits.check("frame", member.size, file=f"{name}!{member.name}", field="image")
                     out[Path(member.name).stem] = tar.extractfile(member).read()
             return out
-    except (tarfile.TarError, EOFError, OSError, zipfile.BadZipFile) as e:
+    except (tarfile.TarError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as e:
         raise AtariDataError(f"{trial.frames_tar}: unreadable archive ({type(e).__name__}: {e})", file=where) from None
+
+
+def _member_text(archive: zipfile.ZipFile, member: str, where: str) -> str:
+    """A text member of the zip, within the size limits, as UTF-8."""
+    try:
+        info = archive.getinfo(member)
+        limits.check("file", info.file_size, file=where, field="(member)", compressed=info.compress_size)
+        return archive.read(info).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=where, field="(file)") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise AtariDataError(f"unreadable ({type(e).__name__}: {e})", file=where, field="(member)") from None
 
 
 def _is_frame(png: bytes) -> bool:
@@ -136,19 +156,31 @@ def load_trial_links(root: Path, game: str) -> dict[int, int]:
     if not path.exists():
         raise AtariDataError("missing (the record's meta_data.csv is needed to group trials)", file=str(path))
     links = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
+    try:
+        text = limits.read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=str(path), field="(file)") from None
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
         for column in ("GameName", "trial_id", "load_trial"):
             if column not in (reader.fieldnames or []):
                 raise AtariDataError(f"missing column {column}", file=str(path), field=column)
         for row in reader:
+            if any(row.get(c) is None for c in ("GameName", "trial_id", "load_trial")):
+                raise AtariDataError(f"has {len([v for v in row.values() if v is not None])} fields, short of the "
+                                     "header's", file=str(path), line=reader.line_num, field="(row)")
             name = row["GameName"].removesuffix("_highscore")
             try:
                 same = resolve_game(name) == game
             except AtariDataError:
                 same = False
             if same and row["load_trial"].strip().isdigit() and int(row["load_trial"]) > 0:
+                if not row["trial_id"].strip().isdigit():
+                    raise AtariDataError(f"{row['trial_id']!r} is not a trial number", file=str(path),
+                                         line=reader.line_num, field="trial_id")
                 links[int(row["trial_id"])] = int(row["load_trial"])
+    except csv.Error as e:
+        raise AtariDataError(f"is not CSV ({e})", file=str(path), field="(file)") from None
     return links
 
 
@@ -200,8 +232,8 @@ def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None 
         with archive:
             trials = trials_in(archive, str(path))
             for t in trials.values():
-                with archive.open(t.labels_txt) as f:
-                    t.rows = parse_labels(f.read().decode("utf-8"), f"{path}!{t.labels_txt}")
+                t.rows = parse_labels(_member_text(archive, t.labels_txt, f"{path}!{t.labels_txt}"),
+                                      f"{path}!{t.labels_txt}")
             splits = split_groups({n: len(t.rows) for n, t in trials.items()}, load_trial_links(root, game))
             for n, t in sorted(trials.items()):
                 frames = frames_of(archive, t, str(path))

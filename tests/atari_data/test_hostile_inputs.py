@@ -1,0 +1,362 @@
+"""The standing test: every atari-data command family fed generated hostile inputs (truncated,
+oversized, non-UTF-8, path-escaping, duplicated, nested past any parser's depth) keeps the three
+promises of ``tests/promises.py``. Concurrent writers are in ``test_concurrency.py``."""
+
+import io
+import json
+import pickle
+import re
+import shutil
+import tarfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from atari_data.actions import FULL_ACTIONS, minimal_actions
+from atari_data.cli import main
+from atari_data.pack import PackConfig, pack
+
+from ..promises import check_promises, run_cli
+from .test_import_atari_head import trial_files
+
+SETTINGS = settings(max_examples=8, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+# -- hostile edits of a file's bytes ------------------------------------------------------------------
+
+JUNK = [b"\xff\xfe", b"\x00", b"\n", b'"', b"{", b"]", b"\xe2\x80\xa8", b"\\u0000", b"1e999999"]
+edits = st.one_of(
+    st.tuples(st.just("truncate"), st.floats(0, 1)),
+    st.tuples(st.just("insert"), st.floats(0, 1), st.sampled_from(JUNK)),
+    st.tuples(st.just("escape"), st.sampled_from([b"../../../escaped", b"/tmp/laya-escaped-abs"])),
+    st.tuples(st.just("digits"), st.integers(0, 30)),
+    st.tuples(st.just("nest"), st.just(0)),
+    st.tuples(st.just("duplicate"), st.floats(0, 1)),
+    st.tuples(st.just("latin1"), st.just(0)),
+)
+
+
+def apply(data: bytes, edit) -> bytes:
+    kind, *arg = edit
+    if kind == "truncate":
+        return data[: int(len(data) * arg[0])]
+    if kind == "insert":
+        at = int(len(data) * arg[0])
+        return data[:at] + arg[1] + data[at:]
+    if kind == "escape":  # keep the file valid JSON, send a path outside the folder
+        return data.replace(b'"images/', b'"' + arg[0] + b"/", 1) if b'"images/' in data else data + arg[0]
+    if kind == "digits":  # a number too long for any sane reader (Python refuses past 4,300 digits)
+        runs = list(re.finditer(rb"(?<![\w.])\d+(?![\w.])", data))
+        if not runs:
+            return data + b"9" * 5000
+        m = runs[arg[0] % len(runs)]
+        return data[: m.start()] + b"9" * 5000 + data[m.end():]
+    if kind == "nest":
+        return b"[" * 100_000 + b"]" * 100_000
+    if kind == "duplicate":
+        lines = data.splitlines(keepends=True)
+        if not lines:
+            return data
+        i = int((len(lines) - 1) * arg[0])
+        return b"".join(lines[: i + 1] + [lines[i]] + lines[i + 1:])
+    if kind == "latin1":
+        return data.replace(b"e", b"\xe9", 3) if b"e" in data else data + b"\xe9"
+    raise AssertionError(kind)
+
+
+def edit_file(path: Path, edit) -> None:
+    path.write_bytes(apply(path.read_bytes(), edit))
+
+
+# -- layouts: validate, stats, pack --------------------------------------------------------------------
+
+LAYOUT_FILES = ["expert2f/Breakout/meta.json", "expert2f/Breakout/train.jsonl", "expert2f/Breakout/val.jsonl",
+                "expert/Pong/meta.json", "expert/Pong/train.jsonl", "expert2f/Breakout/episodes.jsonl"]
+
+
+@SETTINGS
+@given(which=st.sampled_from(LAYOUT_FILES + ["png"]), edit=edits)
+def test_layout_readers_keep_the_promises(layout_master, tmp_path_factory, which, edit):
+    box = tmp_path_factory.mktemp("box")
+    root = box / "root"
+    shutil.copytree(layout_master, root)
+    path = (sorted((root / "expert2f/Breakout/images").iterdir())[3] if which == "png" else root / which)
+    edit_file(path, edit)
+    check_promises(main, ["validate", root, "--images"], sandbox=box, target=None, report=True)
+    check_promises(main, ["stats", root], sandbox=box, target=None)
+    out = box / "packed"
+    code, _ = check_promises(main, ["pack", root, out], sandbox=box, target=out)
+    if code == 0:
+        assert run_cli(main, ["doctor", out])[0] == 0, "a pack that was written is healthy"
+    else:
+        assert not out.exists(), "a refused pack leaves nothing"
+
+
+# -- replay-packed repositories: rebuild ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def replay_master(layout_master, tmp_path_factory):
+    repo = tmp_path_factory.mktemp("replay") / "repo"
+    pack(PackConfig(root=str(layout_master), out=str(repo), replay=True, games=["Breakout"]))
+    return repo
+
+
+@SETTINGS
+@given(which=st.sampled_from(["meta.json", "episodes.jsonl", "train.jsonl", "val.jsonl"]), edit=edits)
+def test_rebuild_keeps_the_promises(replay_master, tmp_path_factory, which, edit):
+    box = tmp_path_factory.mktemp("box")
+    repo, root = box / "in" / "repo", box / "in" / "root"
+    shutil.copytree(replay_master, repo)
+    edit_file(repo / "replay/expert2f/Breakout" / which, edit)
+    check_promises(main, ["rebuild", repo, "--root", root], sandbox=box, target=root)
+    assert not Path("/tmp/laya-escaped-abs.png").exists()
+
+
+# -- Atari-HEAD archives: import ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def head_master(tmp_path_factory):
+    rng = np.random.default_rng(1)
+    root = tmp_path_factory.mktemp("atari-head") / "record"
+    root.mkdir()
+    ok = [i for i, a in enumerate(FULL_ACTIONS) if a in set(minimal_actions("Breakout"))]
+    rows = ["GameName,trial_id,subject_id,load_trial,highest_score,total_frame"]
+    with zipfile.ZipFile(root / "breakout.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        for t in (101, 102):
+            stem, tar, txt = trial_files(rng, t, 2394000 + t, [0] * 6, [ok[i % len(ok)] for i in range(6)])
+            z.writestr(f"breakout/{stem}.tar.bz2", tar)
+            z.writestr(f"breakout/{stem}.txt", txt)
+            rows.append(f"breakout,{t},RZ,0,100,6")
+    (root / "meta_data.csv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+def _rewrite_member(zip_path: Path, suffix: str, fn) -> None:
+    with zipfile.ZipFile(zip_path) as z:
+        members = [(i, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as z:
+        for info, data in members:
+            z.writestr(info.filename, fn(data) if info.filename.endswith(suffix) else data)
+
+
+@SETTINGS
+@given(which=st.sampled_from(["meta_data.csv", "breakout.zip", ".txt", ".tar.bz2"]), edit=edits)
+def test_atari_head_import_keeps_the_promises(head_master, tmp_path_factory, which, edit):
+    box = tmp_path_factory.mktemp("box")
+    record, root = box / "record", box / "layout"
+    shutil.copytree(head_master, record)
+    if which.startswith("."):
+        _rewrite_member(record / "breakout.zip", which, lambda data: apply(data, edit))
+    else:
+        edit_file(record / which, edit)
+    check_promises(main, ["import", "atari_head", "--from", record, "--root", root], sandbox=box, target=root)
+
+
+def _bz2_tar(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:bz2") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _set_field(text: bytes, line: int, column: int, value: bytes) -> bytes:
+    lines = text.split(b"\n")
+    parts = lines[line - 1].split(b",")
+    parts[column] = value
+    lines[line - 1] = b",".join(parts)
+    return b"\n".join(lines)
+
+
+HEAD_CASES = {
+    "labels not UTF-8": (".txt", lambda d: d.replace(b"RZ", b"R\xff", 1) + b"\xff\xfe\n", "(file)"),
+    "an inf action": (".txt", lambda d: _set_field(d, 2, 5, b"inf"), "(row)"),
+    "a short labels row": (".txt", lambda d: d + b"1_99,0\n", "(row)"),
+    "a bz2 bomb of frames": (".tar.bz2", lambda d: _bz2_tar({"s/x_1.png": bytes(30_000_000)}), "(member)"),
+}
+
+
+@pytest.mark.parametrize("case", HEAD_CASES)
+def test_atari_head_named_defects_are_one_line(head_master, tmp_path, case):
+    suffix, fn, field = HEAD_CASES[case]
+    record = tmp_path / "record"
+    shutil.copytree(head_master, record)
+    _rewrite_member(record / "breakout.zip", suffix, fn)
+    code, err = check_promises(main, ["import", "atari_head", "--from", record, "--root", tmp_path / "l"],
+                               sandbox=tmp_path, target=tmp_path / "l")
+    assert code == 2 and f": {field}: " in err, err
+
+
+@pytest.mark.parametrize("csv", ["GameName,trial_id,subject_id,load_trial\nbreakout,101\n",
+                                 "GameName,trial_id,subject_id,load_trial\n\xff\xfe,1,2,3\n"])
+def test_atari_head_bad_meta_data_csv_is_one_line(head_master, tmp_path, csv):
+    record = tmp_path / "record"
+    shutil.copytree(head_master, record)
+    (record / "meta_data.csv").write_bytes(csv.encode("latin-1"))
+    code, err = check_promises(main, ["import", "atari_head", "--from", record, "--root", tmp_path / "l"],
+                               sandbox=tmp_path, target=tmp_path / "l")
+    assert code == 2 and "meta_data.csv" in err, err
+
+
+def test_a_zip_bomb_is_refused_by_its_declared_size(head_master, tmp_path):
+    record = tmp_path / "record"
+    shutil.copytree(head_master, record)
+    _rewrite_member(record / "breakout.zip", ".txt", lambda d: d + bytes(20_000_000))  # deflates ~1,000-fold
+    code, err = check_promises(main, ["import", "atari_head", "--from", record, "--root", tmp_path / "l"],
+                               sandbox=tmp_path, target=tmp_path / "l")
+    assert code == 2 and "inflates" in err and "--limit ratio" in err, err
+    # The limits are flags: raised, the same archive gets past the size check (and fails on its content).
+    code, err = check_promises(main, ["--limit", "ratio=100000", "import", "atari_head", "--from", record,
+                                      "--root", tmp_path / "l"], sandbox=tmp_path, target=tmp_path / "l")
+    assert "inflates" not in err
+
+
+# -- checkpoint experts: generate --expert sb3: --------------------------------------------------------
+
+def _sb3(path: Path, policy_bytes: bytes | None = None) -> Path:
+    """An SB3 PPO zip for Pong in the upstream layout, optionally with other bytes as policy.pth."""
+    from .test_checkpoint_experts import write_sb3
+
+    write_sb3(path, len(minimal_actions("Pong")))
+    if policy_bytes is not None:
+        _rewrite_member(path, "policy.pth", lambda _: policy_bytes)
+    return path
+
+
+class _Payload:
+    def __reduce__(self):
+        return (open, ("/tmp/laya-sb3-pwned", "w"))
+
+
+def _state_with(tmp: Path, **changes) -> bytes:
+    """policy.pth bytes of a genuine SB3 state dict with some entries replaced."""
+    import torch
+
+    from .test_checkpoint_experts import write_sb3
+
+    state = write_sb3(tmp / "genuine.zip", len(minimal_actions("Pong")))
+    state.update(changes)
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return buf.getvalue()
+
+
+SB3_CASES = {
+    "a pickle in policy.pth": lambda tmp, torch: pickle.dumps({"x": _Payload()}),
+    "a layer of the wrong shape": lambda tmp, torch: _state_with(
+        tmp, **{"features_extractor.cnn.2.weight": torch.zeros(64, 32, 3, 3)}),
+    "a non-tensor weight": lambda tmp, torch: _state_with(tmp, **{"features_extractor.linear.0.bias": 3}),
+    "NaN weights": lambda tmp, torch: _state_with(tmp, **{"action_net.bias": torch.full((6,), float("nan"))}),
+    "truncated policy.pth": lambda tmp, torch: _state_with(tmp)[:5000],
+}
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")  # torch says so of the planted pickle
+@pytest.mark.parametrize("case", SB3_CASES)
+def test_generate_refuses_a_hostile_sb3_checkpoint_at_load(tmp_path, case):
+    import torch
+
+    model = _sb3(tmp_path / "model.zip", policy_bytes=SB3_CASES[case](tmp_path, torch))
+    root = tmp_path / "root"
+    code, err = check_promises(main, ["generate", "--root", root, "--games", "Pong", "--expert", f"sb3:{model}",
+                                      "--train-frames", "20", "--val-frames", "4", "--baseline-episodes", "0"],
+                               sandbox=tmp_path, target=root)
+    assert code == 2 and "model.zip" in err, err
+    assert not Path("/tmp/laya-sb3-pwned").exists()
+
+
+@SETTINGS
+@given(edit=edits)
+def test_generate_with_a_damaged_sb3_zip_keeps_the_promises(tmp_path_factory, edit):
+    box = tmp_path_factory.mktemp("box")
+    model = _sb3(box / "model.zip")
+    edit_file(model, edit)
+    check_promises(main, ["generate", "--root", box / "root", "--games", "Pong", "--expert", f"sb3:{model}",
+                          "--train-frames", "8", "--val-frames", "2", "--min-train-episodes", "1",
+                          "--decision-cap", "20", "--baseline-episodes", "0"], sandbox=box, target=box / "root")
+
+
+def test_an_unreachable_hub_is_one_line_not_a_traceback(tmp_path, monkeypatch):
+    import time
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: connection refused
+    monkeypatch.setattr(time, "sleep", lambda s: None)  # huggingface_hub's retry back-off
+    import huggingface_hub.constants as c
+    monkeypatch.setattr(c, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(c, "ENDPOINT", "http://127.0.0.1:9")
+    code, err = check_promises(main, ["generate", "--root", tmp_path / "r", "--games", "Pong", "--expert",
+                                      "hub:sb3/ppo-PongNoFrameskip-v4"], sandbox=tmp_path, target=tmp_path / "r")
+    assert code == 2 and "sb3/ppo-PongNoFrameskip-v4" in err and "ConnectError" in err, err
+
+
+# -- packed repositories: doctor ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def packed_master(layout_master, tmp_path_factory):
+    out = tmp_path_factory.mktemp("packed") / "repo"
+    pack(PackConfig(root=str(layout_master), out=str(out)))
+    return out
+
+
+def _card(repo: Path, fn) -> None:
+    text = (repo / "README.md").read_text()
+    (repo / "README.md").write_text(fn(text))
+
+
+DOCTOR_CASES = {
+    "an absolute data_files glob": lambda t: re.sub(r"path: data/", "path: /etc/", t, count=1),
+    "a data_files glob that climbs out": lambda t: re.sub(r"path: data/", "path: ../../", t, count=1),
+    "configs as a string": lambda t: re.sub(r"configs:\n(- .*\n(  .*\n)*)", "configs: expert2f\n", t, count=1),
+    "data_files as a string": lambda t: re.sub(r"data_files:\n(  - .*\n(    .*\n)*)+", "data_files: x\n", t, count=1),
+}
+
+
+@pytest.mark.parametrize("case", DOCTOR_CASES)
+def test_doctor_refuses_a_hostile_card_on_one_line(packed_master, tmp_path, case):
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    before = (repo / "README.md").read_text()
+    _card(repo, DOCTOR_CASES[case])
+    assert (repo / "README.md").read_text() != before, "the edit applied"
+    code, err = check_promises(main, ["doctor", repo], sandbox=tmp_path, target=None, report=True)
+    assert code == 2
+
+
+def test_doctor_refuses_an_lmdb_member_declaring_20_gb(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "webdataset" / "clean_up").mkdir(parents=True)
+    (repo / "README.md").write_text("---\nlmdb_pack:\n  games:\n    clean_up: 1\n---\n# x\n")
+    with open(repo / "webdataset/clean_up/train-000000.tar", "wb") as f:
+        info = tarfile.TarInfo("000000.frames.npy")
+        info.size = 20 << 30
+        f.write(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(10_000))  # 10 KB on disk
+    code, out, err = run_cli(main, ["doctor", repo])
+    assert code == 2 and "over the member limit" in out, out + err
+
+
+@SETTINGS
+@given(which=st.sampled_from(["README.md", "tar", "meta"]), edit=edits)
+def test_doctor_keeps_the_promises(packed_master, tmp_path_factory, which, edit):
+    box = tmp_path_factory.mktemp("box")
+    repo = box / "repo"
+    shutil.copytree(packed_master, repo)
+    path = {"README.md": repo / "README.md", "tar": next((repo / "webdataset").rglob("*.tar")),
+            "meta": next((repo / "meta").rglob("*.json"))}[which]
+    edit_file(path, edit)
+    check_promises(main, ["doctor", repo], sandbox=box, target=None, report=True)
+
+
+def test_stats_on_a_hostile_meta_json_is_one_line(layout, tmp_path):
+    meta = layout / "expert2f/Breakout/meta.json"
+    for text in (b"[" * 50_000 + b"]" * 50_000, b'{"seed": ' + b"9" * 5000 + b"}", b'{"x": "\xff"}',
+                 json.dumps({"train": []}).encode()):
+        meta.write_bytes(text)
+        code, err = check_promises(main, ["stats", layout], sandbox=tmp_path, target=None)
+        assert code == 2 and "meta.json" in err, err
