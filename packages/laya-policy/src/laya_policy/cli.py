@@ -136,9 +136,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _quiet_library_bars() -> None:
+    """transformers and datasets draw their progress bars even into logs; ours follow the terminal."""
+    if not sys.stderr.isatty():
+        import datasets
+        import transformers
+
+        datasets.disable_progress_bars()
+        transformers.utils.logging.disable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _quiet_library_bars()
         if args.command == "play":
             from laya_policy.play import LayaPolicy
             from laya_policy.video import record_episode

@@ -1,0 +1,79 @@
+"""The standing test for laya-policy's inputs: checkpoints to continue from and packed data, damaged
+or hostile, keep the promises of ``tests/promises.py`` (a planted ``state.pt`` is in test_train.py)."""
+
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from atari_data.generate import GenerateConfig, generate_game
+from laya_policy.cli import main
+from laya_policy.train import TrainConfig, train
+
+from ..atari_data.test_hostile_inputs import apply, edits
+from ..promises import check_promises
+
+TRAIN = ["--steps", "1", "--batch", "2", "--image-size", "64", "--evals", "1"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile-data")
+    generate_game(GenerateConfig(root=str(root), train_frames=24, val_frames=8, min_train_episodes=1,
+                                 decision_cap=40, baseline_episodes=0), "Pong")
+    return root
+
+
+@pytest.fixture(scope="module")
+def checkpoint(data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ckpt") / "run"
+    train(TrainConfig(data=str(data), out=str(out), image_size=64, batch=2, steps=1, evals=1, eval_records=4),
+          progress=False)
+    return out / "final"
+
+
+CKPT_FILES = ["vlm_agent_config.json", "head.safetensors", "backbone/config.json", "backbone/model.safetensors",
+              "backbone/tokenizer.json"]
+
+
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(which=st.sampled_from(CKPT_FILES), edit=edits)
+def test_train_init_from_a_damaged_checkpoint_keeps_the_promises(data, checkpoint, tmp_path_factory, which, edit):
+    box = tmp_path_factory.mktemp("box")
+    ckpt, out = box / "ckpt", box / "run"
+    shutil.copytree(checkpoint, ckpt)
+    path = ckpt / which
+    path.write_bytes(apply(path.read_bytes(), edit))
+    check_promises(main, ["train", "--data", data, "--out", out, "--init-from", ckpt, *TRAIN], sandbox=box, target=out)
+
+
+@pytest.mark.parametrize("text", ['{"image_size": "big"}', "[]", '{"frames": 7}', "\xff{"])
+def test_a_broken_checkpoint_config_is_one_line(data, checkpoint, tmp_path, text):
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(checkpoint, ckpt)
+    (ckpt / "vlm_agent_config.json").write_bytes(text.encode("latin-1"))
+    code, err = check_promises(main, ["train", "--data", data, "--out", tmp_path / "run", "--init-from", ckpt, *TRAIN],
+                               sandbox=tmp_path, target=tmp_path / "run")
+    assert code == 2 and "vlm_agent_config.json" in err, err
+
+
+def test_a_parquet_row_without_image_bytes_is_one_line(data, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from atari_data.pack import PackConfig, pack
+
+    packed = tmp_path / "packed"
+    pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
+    shard = next((packed / "data" / "expert2f").glob("train-*.parquet"))
+    table = pq.read_table(shard)
+    images = table.column("image").to_pylist()
+    images[3] = {"bytes": None, "path": None}  # a row a careless writer left without its frame
+    table = table.set_column(table.schema.get_field_index("image"), "image",
+                             pa.array(images, type=table.schema.field("image").type))
+    pq.write_table(table, shard)
+    code, err = check_promises(main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN],
+                               sandbox=tmp_path, target=tmp_path / "run")
+    assert code == 2 and "row 3: image: has no image bytes" in err, err
