@@ -10,12 +10,12 @@ A random baseline is also measured in every run, under the run's own protocol.
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
 from laya_eval.errors import EvalError
+from laya_eval.jsonfile import is_number, read_json
 
 REFERENCE_CAP = 4_500
 
@@ -77,14 +77,19 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
         raise EvalError("does not exist", file=str(path), field="--baselines")
     out: dict[str, list[Baseline]] = {}
     for f in files:
-        try:
-            meta = json.loads(f.read_text())
-            game, b = meta["game"], meta.get("baselines")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise EvalError(f"is not a dataset meta.json ({type(e).__name__}: {e})", file=str(f),
-                            field="--baselines") from None
+        meta = read_json(f, "--baselines")
+        game = meta.get("game") if isinstance(meta, dict) else None
+        b = meta.get("baselines") if isinstance(meta, dict) else None
+        if not isinstance(game, str) or not (b is None or isinstance(b, dict)):
+            raise EvalError("is not a dataset meta.json (a game name and a baselines mapping)", file=str(f),
+                            field="--baselines")
         if not b:
             continue
+        bad = [k for k, v in b.items() if (k.endswith("_score") or "_score_cap" in k) and not is_number(v)]
+        bad += [k for k in ("protocol",) if k in b and not isinstance(b[k], dict)]
+        if bad or (meta.get("protocol") is not None and not isinstance(meta.get("protocol"), dict)):
+            raise EvalError(f"baselines {', '.join(bad) or 'protocol'}: not finite numbers / a mapping", file=str(f),
+                            field="--baselines")
         source = f"{f} ({b.get('expert', 'expert')})"
         found = out.setdefault(game, [])
         capped = (b.get(f"expert_score_cap{REFERENCE_CAP}"), b.get(f"random_score_cap{REFERENCE_CAP}"))

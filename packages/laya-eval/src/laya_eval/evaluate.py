@@ -26,6 +26,7 @@ from laya_eval.baselines import (
 )
 from laya_eval.errors import EvalError
 from laya_eval.games import resolve_game
+from laya_eval.jsonfile import is_number, numbers, read_json
 from laya_eval.policies import RandomPolicy, load_policy
 from laya_eval.protocol import EvalProtocol
 from laya_eval.runner import Episodes, play
@@ -127,17 +128,33 @@ RESULT_KEYS = ("settings", "protocol", "policy", "games", "summary")
 
 
 def load_results(path: str | Path) -> dict:
-    try:
-        results = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise EvalError("does not exist", file=str(path)) from None
-    except ValueError as e:
-        raise EvalError(f"is not a results file ({e})", file=str(path)) from None
+    results = read_json(path)
     missing = [k for k in RESULT_KEYS if not isinstance(results, dict) or k not in results]
     if missing:
         raise EvalError(f"is not a laya-eval results file (missing {', '.join(missing)})", file=str(path))
+    if not isinstance(results["games"], dict):
+        raise EvalError("is not a mapping of game names to results", file=str(path), field="games")
+    for name, g in results["games"].items():
+        problem = _game_problem(name, g)
+        if problem:
+            raise EvalError(problem, file=str(path), field=f"games.{name}")
     results["summary"] = summarise(results["games"])  # recomputed: the games are the record
     return results
+
+
+def _game_problem(name: str, g) -> str | None:
+    """What is wrong with one game's entry of a results file (as score_game writes it), or None."""
+    if not isinstance(g, dict) or g.get("game") != name:
+        return "is not a game result naming its game"
+    if g.get("error") is not None:
+        return None if isinstance(g["error"], str) else "error is not text"
+    checks = {"mean": is_number(g.get("mean")), "scores": numbers(g.get("scores")) and bool(g.get("scores")),
+              "normalised": g.get("normalised") is None or is_number(g.get("normalised")),
+              "normalised_scores": g.get("normalised") is None or numbers(g.get("normalised_scores")),
+              "excluded": type(g.get("excluded")) is bool, "beats_random": type(g.get("beats_random")) is bool,
+              "flags": isinstance(g.get("flags"), list)}
+    bad = [k for k, ok in checks.items() if not ok]
+    return f"{', '.join(bad)}: not as laya-eval writes them" if bad else None
 
 
 def play_game(cfg: RunConfig, game: str, policy=None, progress=None,

@@ -1,0 +1,41 @@
+"""Reading the JSON files a user hands the judge (results files, dataset meta.json), refusing
+anything that is not plain, bounded JSON with one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from laya_eval.errors import EvalError
+
+#: A results file of every ALE game with a thousand episodes each is a few MB; this is far above.
+MAX_BYTES = 256 << 20
+
+
+def read_json(path: str | Path, field: str | None = None):
+    path = Path(path)
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_BYTES:
+            raise EvalError(f"is {size:,} bytes, over the {MAX_BYTES >> 20} MB a JSON input may be", file=str(path),
+                            field=field)
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise EvalError("does not exist", file=str(path), field=field) from None
+    except OSError as e:
+        raise EvalError(f"cannot be read ({e.strerror or e})", file=str(path), field=field) from None
+    except UnicodeDecodeError as e:
+        raise EvalError(f"is not UTF-8 (byte {e.start})", file=str(path), field=field) from None
+    except (ValueError, RecursionError) as e:  # not JSON, a number past 4,300 digits, nested too deep
+        raise EvalError(f"is not valid JSON ({str(e)[:120] or type(e).__name__})", file=str(path), field=field) \
+            from None
+
+
+def is_number(v) -> bool:
+    return type(v) in (int, float) and math.isfinite(v)
+
+
+def numbers(v) -> bool:
+    return isinstance(v, list) and all(is_number(x) for x in v)
