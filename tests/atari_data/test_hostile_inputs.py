@@ -112,6 +112,7 @@ def test_rebuild_keeps_the_promises(replay_master, tmp_path_factory, which, edit
     repo, root = box / "in" / "repo", box / "in" / "root"
     shutil.copytree(replay_master, repo)
     edit_file(repo / "replay/expert2f/Breakout" / which, edit)
+    Path("/tmp/laya-escaped-abs.png").unlink(missing_ok=True)
     check_promises(main, ["rebuild", repo, "--root", root], sandbox=box, target=root)
     assert not Path("/tmp/laya-escaped-abs.png").exists()
 
@@ -204,7 +205,8 @@ def test_atari_head_bad_meta_data_csv_is_one_line(head_master, tmp_path, csv):
     assert code == 2 and "meta_data.csv" in err, err
 
 
-def test_a_zip_bomb_is_refused_by_its_declared_size(head_master, tmp_path):
+def test_a_zip_bomb_is_refused_by_its_declared_size(head_master, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATARI_DATA_LIMITS", "")  # --limit below sets it for this process; undone after
     record = tmp_path / "record"
     shutil.copytree(head_master, record)
     _rewrite_member(record / "breakout.zip", ".txt", lambda d: d + bytes(20_000_000))  # deflates ~1,000-fold
@@ -262,6 +264,7 @@ SB3_CASES = {
 def test_generate_refuses_a_hostile_sb3_checkpoint_at_load(tmp_path, case):
     import torch
 
+    Path("/tmp/laya-sb3-pwned").unlink(missing_ok=True)
     model = _sb3(tmp_path / "model.zip", policy_bytes=SB3_CASES[case](tmp_path, torch))
     root = tmp_path / "root"
     code, err = check_promises(main, ["generate", "--root", root, "--games", "Pong", "--expert", f"sb3:{model}",
@@ -360,3 +363,32 @@ def test_stats_on_a_hostile_meta_json_is_one_line(layout, tmp_path):
         meta.write_bytes(text)
         code, err = check_promises(main, ["stats", layout], sandbox=tmp_path, target=None)
         assert code == 2 and "meta.json" in err, err
+
+
+# -- the limits themselves --------------------------------------------------------------------------------
+
+def test_a_png_declaring_a_huge_image_is_refused_before_inflating():
+    import struct
+    import zlib
+
+    from atari_data.png import decode_png, encode_png
+
+    real = encode_png(np.zeros((4, 4, 3), np.uint8))
+    header = struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0)
+    chunk = struct.pack(">I", 13) + b"IHDR" + header + struct.pack(">I", zlib.crc32(b"IHDR" + header))
+    bomb = real[:8] + chunk + real[33:]  # 100,000 x 100,000 RGB declared; a few bytes of data
+    with pytest.raises(ValueError, match="over the frame limit"):
+        decode_png(bomb)
+
+
+def test_a_bad_limit_flag_is_one_line(tmp_path):
+    code, err = check_promises(main, ["--limit", "memory=9", "stats", tmp_path], sandbox=tmp_path, target=None)
+    assert code == 2 and "--limit: 'memory=9' is not KIND=N" in err, err
+
+
+def test_a_lowered_limit_reaches_worker_processes(layout_master, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATARI_DATA_LIMITS", "")  # restored after the test, whatever main sets
+    code, err = check_promises(main, ["--limit", "file=1", "stats", layout_master], sandbox=tmp_path, target=None)
+    assert code == 0, err  # small files pass a 1 MB limit
+    import os
+    assert os.environ["ATARI_DATA_LIMITS"] == "file=1", "set in the environment, where spawned workers read it"

@@ -120,6 +120,7 @@ def test_rebuild_refuses_hostile_input_on_one_line_and_writes_nothing(replay_rep
         path.write_text(json.dumps(meta))
     else:
         _edit_jsonl(path, edit)
+    Path("/tmp/laya-escaped.png").unlink(missing_ok=True)  # the absolute target: must not appear
     before = {p for p in tmp_path.rglob("*")}
     rebuilt = tmp_path / "a" / "b" / "rebuilt"
     assert main(["rebuild", str(repo), "--root", str(rebuilt)]) == 2

@@ -77,7 +77,7 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
         raise EvalError("does not exist", file=str(path), field="--baselines")
     out: dict[str, list[Baseline]] = {}
     for f in files:
-        meta = read_json(f, "--baselines")
+        meta = read_json(f, "--baselines", "a dataset meta.json")
         game = meta.get("game") if isinstance(meta, dict) else None
         b = meta.get("baselines") if isinstance(meta, dict) else None
         if not isinstance(game, str) or not (b is None or isinstance(b, dict)):

@@ -128,7 +128,7 @@ RESULT_KEYS = ("settings", "protocol", "policy", "games", "summary")
 
 
 def load_results(path: str | Path) -> dict:
-    results = read_json(path)
+    results = read_json(path, what="a laya-eval results file")
     missing = [k for k in RESULT_KEYS if not isinstance(results, dict) or k not in results]
     if missing:
         raise EvalError(f"is not a laya-eval results file (missing {', '.join(missing)})", file=str(path))

@@ -14,23 +14,26 @@ from laya_eval.errors import EvalError
 MAX_BYTES = 256 << 20
 
 
-def read_json(path: str | Path, field: str | None = None):
+def read_json(path: str | Path, field: str | None = None, what: str = "valid JSON"):
+    """The JSON value in ``path``; any defect is one EvalError saying the file ``is not <what>`` and why."""
     path = Path(path)
+
+    def refuse(why: str) -> EvalError:
+        return EvalError(f"is not {what} ({why})", file=str(path), field=field)
+
     try:
         size = os.path.getsize(path)
         if size > MAX_BYTES:
-            raise EvalError(f"is {size:,} bytes, over the {MAX_BYTES >> 20} MB a JSON input may be", file=str(path),
-                            field=field)
+            raise refuse(f"{size:,} bytes, over the {MAX_BYTES >> 20} MB a JSON input may be")
         return json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise EvalError("does not exist", file=str(path), field=field) from None
     except OSError as e:
-        raise EvalError(f"cannot be read ({e.strerror or e})", file=str(path), field=field) from None
+        raise refuse(f"cannot be read: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
-        raise EvalError(f"is not UTF-8 (byte {e.start})", file=str(path), field=field) from None
+        raise refuse(f"not UTF-8 at byte {e.start}") from None
     except (ValueError, RecursionError) as e:  # not JSON, a number past 4,300 digits, nested too deep
-        raise EvalError(f"is not valid JSON ({str(e)[:120] or type(e).__name__})", file=str(path), field=field) \
-            from None
+        raise refuse(f"not JSON: {str(e)[:120] or type(e).__name__}") from None
 
 
 def is_number(v) -> bool:
