@@ -101,12 +101,26 @@ def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0, rev
         torch.manual_seed(seed)
         return Idefics3Model(tiny_config(tokenizer, replace(PRESETS[name], image_size=image_size))), tokenizer
     try:
-        model = Idefics3Model.from_pretrained(name, revision=revision)
+        # float32 master weights whatever the file stores (the Hub's SmolVLM is bfloat16): AdamW updates
+        # at 2e-5 vanish in bf16, and the float32 head could not take bf16 states. CUDA runs autocast.
+        model = Idefics3Model.from_pretrained(name, revision=revision, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
     except OSError as e:
         raise OSError(f"cannot load backbone {name!r} ({e}). Offline, download it once where the Hub is reachable "
                       f"(`hf download {name} --local-dir DIR`) and pass --model DIR") from None
     return model, tokenizer
+
+
+def pretrained_image_size(name: str, revision: str | None = None) -> int:
+    """The image size a pretrained backbone's vision tower was built for (its config), read without the weights."""
+    from transformers import AutoConfig
+
+    try:
+        return int(AutoConfig.from_pretrained(name, revision=revision).vision_config.image_size)
+    except (OSError, ValueError, AttributeError) as e:
+        raise OSError(f"cannot read the config of backbone {name!r} ({type(e).__name__}: {str(e).splitlines()[0]}). "
+                      f"Offline, download it once (`hf download {name} --local-dir DIR`) and pass --model DIR") \
+            from None
 
 
 def image_tokens(model) -> int:

@@ -17,6 +17,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file, save_file
 
 from laya_policy.model import ChoicePolicy
@@ -45,7 +46,7 @@ def save_checkpoint(policy: ChoicePolicy, cfg: AgentConfig, path: str | Path) ->
         shutil.rmtree(tmp)
     (tmp / "backbone").mkdir(parents=True)
     policy.backbone.save_pretrained(tmp / "backbone")
-    policy.tokenizer.save_pretrained(tmp / "backbone")
+    processor(policy, cfg).save_pretrained(tmp / "backbone")  # tokenizer, chat template, image processor
     head = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items() if not k.startswith("backbone.")}
     save_file(head, tmp / "head.safetensors")
     (tmp / CONFIG).write_text(json.dumps(asdict(cfg), indent=2) + "\n")
@@ -53,6 +54,18 @@ def save_checkpoint(policy: ChoicePolicy, cfg: AgentConfig, path: str | Path) ->
         shutil.rmtree(path)
     os.replace(tmp, path)
     return path
+
+
+def processor(policy: ChoicePolicy, cfg: AgentConfig):
+    """The Idefics3 processor that reads the checkpoint's inputs as the policy does (SmolVLM's LANCZOS
+    to a longest edge of 2048, then ``image_size``; no splitting), so ``AutoProcessor`` loads ``backbone/``."""
+    from transformers import Idefics3Processor
+
+    from laya_policy.imageprep import smolvlm_image_processor
+
+    return Idefics3Processor(image_processor=smolvlm_image_processor(cfg.image_size), tokenizer=policy.tokenizer,
+                             image_seq_len=policy.image_tokens,
+                             chat_template=getattr(policy.tokenizer, "chat_template", None))
 
 
 def load_config(path: str | Path) -> AgentConfig:
@@ -84,7 +97,7 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy, Agent
         raise FileNotFoundError(f"{path} is not a laya-policy checkpoint (no {CONFIG})")
     cfg = load_config(path)
     try:  # safetensors and JSON only, so nothing in the folder runs; any defect is one line
-        backbone = Idefics3Model.from_pretrained(path / "backbone")
+        backbone = Idefics3Model.from_pretrained(path / "backbone", dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(path / "backbone")
         policy = ChoicePolicy(backbone, tokenizer, question_types=cfg.question_types, head_layers=cfg.head_layers)
         missing, unexpected = policy.load_state_dict(load_file(path / "head.safetensors"), strict=False)

@@ -154,11 +154,12 @@ class ImagePrep:
 
 
 def smolvlm_image_processor(size: int = 512):
-    """Idefics3's PIL image processor set up as SmolVLM's: LANCZOS, longest edge 4x size, no splitting."""
+    """Idefics3's PIL image processor set up as SmolVLM's, at any ``size``: LANCZOS to a longest edge of
+    2048 (SmolVLM's ``size``, whatever the final size), then to ``size`` (``max_image_size``); no splitting."""
     from transformers import Idefics3ImageProcessorPil
     from transformers.image_utils import PILImageResampling
 
     return Idefics3ImageProcessorPil(
-        do_resize=True, size={"longest_edge": 4 * size}, resample=PILImageResampling.LANCZOS,
+        do_resize=True, size={"longest_edge": PROCESSOR_LONGEST_EDGE}, resample=PILImageResampling.LANCZOS,
         do_image_splitting=False, max_image_size={"longest_edge": size}, do_rescale=True, rescale_factor=1 / 255,
         do_normalize=True, image_mean=[0.5] * 3, image_std=[0.5] * 3, do_pad=False, do_convert_rgb=True)

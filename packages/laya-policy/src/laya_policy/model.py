@@ -85,13 +85,11 @@ class ChoicePolicy(nn.Module):
     def encode(self, questions: list[dict], n_images: int, orders: list[list[int]] | None = None) -> Encoded:
         """Token sequences for a batch of questions (the inner ``atari_question(...)["action"]`` dicts);
         ``orders[b]`` lists the option indices in the order they are shown (identity by default)."""
-        image = [self._around, self._global] + [self._image] * self.image_tokens + [self._around]
         rows, positions = [], []
         for b, q in enumerate(questions):
             keys = list(q["criteria"])
             order = orders[b] if orders is not None else list(range(len(keys)))
-            ids = self._text("User:") + image * n_images + self._text(q["instructions"]) + [self._end] + \
-                self._text("\nAssistant:\n")
+            ids = self._prompt(q["instructions"], n_images)
             pos, start = [0] * len(keys), [0] * len(keys)
             for k in order:
                 start[k] = len(ids)
@@ -115,17 +113,43 @@ class ChoicePolicy(nn.Module):
         image_pos = (input_ids == self._image).nonzero()[:, 1].reshape(len(rows), -1)
         return Encoded(input_ids, attention, image_pos, option_pos, option_start, option_mask)
 
+    def _prompt(self, instructions: str, n_images: int) -> list[int]:
+        """The user turn and the assistant's opening: the backbone's own chat template when its tokenizer
+        has one (SmolVLM: ``<|im_start|>User:<images><instructions><end_of_utterance>\\nAssistant:``), else
+        ``User:<images><instructions><end_of_utterance>\\nAssistant:``; then a newline, the options follow.
+        Each ``<image>`` becomes the image block the Idefics3 processor writes for an unsplit image."""
+        image = [self._around, self._global] + [self._image] * self.image_tokens + [self._around]
+        template = getattr(self.tokenizer, "chat_template", None)
+        if template:
+            content = [{"type": "image"}] * n_images + [{"type": "text", "text": instructions}]
+            text = self.tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                                      add_generation_prompt=True)
+        else:
+            text = "User:" + "<image>" * n_images + instructions + "<end_of_utterance>\nAssistant:"
+        pieces = (text + "\n").split("<image>")
+        ids = self._text(pieces[0])
+        for piece in pieces[1:]:
+            ids += image + self._text(piece)
+        return ids
+
     @staticmethod
     def to_device(enc: Encoded, device) -> Encoded:
         fields = (getattr(enc, f) for f in Encoded.__dataclass_fields__)
         return Encoded(*(None if t is None else t.to(device) for t in fields))
 
     # -- vision --------------------------------------------------------------------------------------
-    def encode_images(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        """Vision tower + connector: normalised pixels [n, 3, S, S] -> features [n, image_tokens, hidden]."""
-        out = self.backbone.get_image_features(pixel_values[:, None])
-        feats = out.pooler_output if hasattr(out, "pooler_output") else out
-        return torch.stack(list(feats)) if isinstance(feats, (list, tuple)) else feats
+    def encode_images(self, pixel_values: torch.Tensor, train_vision: bool = True) -> torch.Tensor:
+        """Vision tower + connector: normalised pixels [n, 3, S, S] -> features [n, image_tokens, hidden].
+
+        With ``train_vision`` off the tower runs without gradients and the connector with them (it is
+        trained either way). Not ``get_image_features``: that drops images whose pixels are all 0.0 (its
+        padding), which a mid-grey screen is, and runs the connector inside any no-grad block around it.
+        """
+        vision = self.backbone.vision_model
+        pixel_values = pixel_values.to(next(vision.parameters()).dtype)
+        with torch.set_grad_enabled(train_vision and torch.is_grad_enabled()):
+            states = vision(pixel_values=pixel_values).last_hidden_state
+        return self.backbone.connector(states)
 
     @staticmethod
     def _option_words(embed: torch.Tensor, enc: Encoded) -> torch.Tensor:

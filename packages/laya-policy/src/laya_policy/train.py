@@ -38,11 +38,11 @@ class TrainConfig:
     out: str = "runs/train"
     sources: list[str] | None = None
     games: list[str] | None = None
-    frames: int = 2
+    frames: int | None = None          # None: the init_from checkpoint's, else 2
     model: str = "tiny"
     init_from: str | None = None
-    image_size: int = 128
-    preprocess: str = "gpu"
+    image_size: int | None = None      # None: the checkpoint's, the pretrained backbone's, or 128 for a preset
+    preprocess: str | None = None      # None: the checkpoint's, else gpu
     batch: int = 16
     passes: float = 4.0                # passes over the training records (sets the step count)
     steps: int | None = None           # or an explicit step count
@@ -70,6 +70,34 @@ class TrainConfig:
     @property
     def pretrained(self) -> bool:
         return self.backbone not in PRESETS  # presets start from random weights
+
+
+def resolve(cfg: TrainConfig) -> TrainConfig:
+    """Fill frames, image size and preprocessing from the checkpoint continued from (a different value
+    given is an error: the checkpoint was trained on its own), else from the pretrained backbone's
+    vision config (which fixes its image tokens), else the preset defaults. Before any work is done."""
+    from dataclasses import replace
+
+    from laya_policy.backbone import pretrained_image_size
+
+    given = {"frames": cfg.frames, "image_size": cfg.image_size, "preprocess": cfg.preprocess}
+    flags = {"frames": "--frames", "image_size": "--image-size", "preprocess": "--preprocess"}
+    if cfg.init_from:
+        ckpt = asdict(load_config(cfg.init_from))
+        for key, value in given.items():
+            if value is not None and value != ckpt[key]:
+                raise ValueError(f"{flags[key]} {value} differs from the {ckpt[key]} that {cfg.init_from} was trained "
+                                 f"with; leave it out to follow the checkpoint")
+        return replace(cfg, **{k: ckpt[k] for k in given})
+    size = cfg.image_size or 128
+    if cfg.pretrained:
+        native = pretrained_image_size(cfg.model)
+        if cfg.image_size is not None and cfg.image_size != native:
+            raise ValueError(f"--image-size {cfg.image_size}: {cfg.model} takes {native} (its vision config, "
+                             f"{native // 16}x{native // 16} patches merged to its image tokens); leave it out or "
+                             f"pass {native}")
+        size = native
+    return replace(cfg, frames=cfg.frames or 2, image_size=size, preprocess=cfg.preprocess or "gpu")
 
 
 #: (head, backbone) learning rates when none is given. A random preset trains everything: its head
@@ -161,6 +189,7 @@ class Distributed:
 
 class Run:
     def __init__(self, cfg: TrainConfig):
+        cfg = resolve(cfg)
         self.cfg, self.out = cfg, Path(cfg.out)
         self.dist = Distributed(cfg.device)
         if self.dist.main:
@@ -260,8 +289,8 @@ class Run:
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.cfg.device.startswith("cuda"))
 
     def logits(self, examples: list[Example], frames: np.ndarray, shuffle: bool) -> torch.Tensor:
-        with torch.set_grad_enabled(self.train_vision and self.model.training), self.autocast():
-            feats = self.model.encode_images(self.prep(frames))
+        with self.autocast():  # the vision tower runs without gradients when frozen; the connector always trains
+            feats = self.model.encode_images(self.prep(frames), train_vision=self.train_vision)
         feats = feats.reshape(len(examples), self.cfg.frames, *feats.shape[1:])
         rng = random.Random(self.cfg.seed * 7_919 + self.step)  # option orders: also from (seed, step)
         orders = []

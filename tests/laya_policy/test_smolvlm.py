@@ -1,0 +1,120 @@
+"""The pretrained path on a SmolVLM-256M-Instruct copy in the Hub's exact layout and dtype (bf16
+safetensors, its config, tokenizer, chat template and processor configs; see smolvlm_layout.py)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from atari_data.generate import GenerateConfig, generate_game
+from laya_policy.backbone import build_backbone
+from laya_policy.checkpoint import load_checkpoint
+from laya_policy.cli import main
+from laya_policy.train import Run, TrainConfig, train
+
+from .smolvlm_layout import checkpoint_logits, write_smolvlm
+
+
+@pytest.fixture(scope="module")
+def smolvlm(tmp_path_factory):
+    return write_smolvlm(tmp_path_factory.mktemp("hub") / "SmolVLM-256M-Instruct")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("smol-data")
+    generate_game(GenerateConfig(root=str(root), train_frames=24, val_frames=8, min_train_episodes=1,
+                                 decision_cap=40, baseline_episodes=0), "Pong")
+    return root
+
+
+def config(data, out, smolvlm, **kw):
+    base = dict(data=str(data), out=str(out), model=str(smolvlm), batch=2, steps=2, evals=1, eval_records=4,
+                lr_head=1e-3, lr_backbone=1e-3)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_a_bf16_hub_copy_loads_as_float32_master_weights(smolvlm):
+    model, tok = build_backbone(str(smolvlm))
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert tok.chat_template and "<end_of_utterance>" in tok.chat_template
+
+
+def test_the_image_size_comes_from_the_backbone_and_a_wrong_one_is_one_line(data, smolvlm, tmp_path, capsys):
+    run = Run(config(data, tmp_path / "a", smolvlm))
+    assert run.cfg.image_size == 512 and run.model.image_tokens == 64
+    capsys.readouterr()
+    code = main(["train", "--data", str(data), "--out", str(tmp_path / "b"), "--model", str(smolvlm),
+                 "--image-size", "128", "--steps", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--image-size 128" in err and "512" in err, err
+    assert not (tmp_path / "b").exists(), "refused before any work"
+
+
+def test_the_prompt_is_the_backbones_chat_template(smolvlm):
+    from atari_data.questions import atari_question
+    from laya_policy.model import ChoicePolicy
+
+    model, tok = build_backbone(str(smolvlm))
+    policy = ChoicePolicy(model, tok)
+    q = atari_question("Pong", ["NOOP", "FIRE"])["action"]
+    text = tok.decode(policy.encode([q], 2).input_ids[0])
+    image = "<fake_token_around_image><global-img>" + "<image>" * 64 + "<fake_token_around_image>"
+    assert text.startswith("<|im_start|>User:" + image * 2 + q["instructions"] + "<end_of_utterance>\nAssistant:\n- ")
+
+
+def test_frozen_vision_trains_the_connector_and_every_parameter_the_optimiser_holds(data, smolvlm, tmp_path):
+    run = Run(config(data, tmp_path / "run", smolvlm, freeze="vision"))
+    vision = {n: p.detach().clone() for n, p in run.model.backbone.vision_model.named_parameters()}
+    connector = {n: p.detach().clone() for n, p in run.model.backbone.connector.named_parameters()}
+    held = {id(p) for g in run.opt.param_groups for p in g["params"]}
+    assert {id(p) for p in run.model.backbone.connector.parameters()} <= held
+    assert not {id(p) for p in run.model.backbone.vision_model.parameters()} & held
+    run.model.train()
+    examples, frames = run.batch()
+    from laya_policy.train import targets_of, training_loss
+    logits = run.logits(examples, frames, shuffle=False)
+    training_loss(logits, targets_of(examples, logits.shape[1]), 0.5).backward()
+    names = {id(p): n for n, p in run.model.named_parameters()}
+    no_grad = [names[i] for g in run.opt.param_groups for i in map(id, g["params"])
+               if dict(run.model.named_parameters())[names[i]].grad is None]
+    assert not no_grad, f"in the optimiser but never given a gradient: {no_grad[:5]}"
+    run.opt.zero_grad()
+    for _ in range(2):
+        run.train_step()
+    assert all(torch.equal(p, vision[n]) for n, p in run.model.backbone.vision_model.named_parameters())
+    assert any(not torch.equal(p, connector[n]) for n, p in run.model.backbone.connector.named_parameters())
+
+
+def test_train_save_reload_in_a_fresh_process_play_and_judge(data, smolvlm, tmp_path):
+    out = tmp_path / "run"
+    summary = train(config(data, out, smolvlm, freeze="vision"), progress=False)
+    assert summary["steps"] == 2
+    ckpt = out / "final"
+    model, cfg = load_checkpoint(ckpt)
+    assert cfg.image_size == 512 and {p.dtype for p in model.parameters()} == {torch.float32}
+    # The checkpoint's backbone/ is a SmolVLM folder the ecosystem loads as it is.
+    from transformers import AutoProcessor
+    processor = AutoProcessor.from_pretrained(ckpt / "backbone")
+    assert processor.image_seq_len == 64 and processor.tokenizer.chat_template
+
+    here = checkpoint_logits(ckpt)
+    code = "import json, sys; from tests.laya_policy.smolvlm_layout import checkpoint_logits as f; " \
+           "print(json.dumps(f(sys.argv[1])))"
+    done = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-800:]
+    assert json.loads(done.stdout.splitlines()[-1]) == here, "a fresh process gives identical logits"
+
+    results = tmp_path / "r.json"
+    from laya_eval.cli import main as judge
+    assert judge(["run", "--policy", f"laya:{ckpt}", "--games", "Pong", "--episodes", "1", "--cap", "6",
+                  "--random-episodes", "0", "--out", str(results)]) == 0
+    assert json.loads(results.read_text())["games"]["Pong"]["error"] is None
+    assert main(["play", "--model", str(ckpt), "--game", "Pong", "--video", str(tmp_path / "p.gif"),
+                 "--max-decisions", "4"]) == 0
+    assert (tmp_path / "p.gif").read_bytes()[:3] == b"GIF"
