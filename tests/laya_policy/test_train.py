@@ -181,3 +181,22 @@ def test_a_planted_pickle_in_state_pt_is_refused_not_run(data, tmp_path, capsys)
     err = capsys.readouterr().err
     assert code == 2 and not witness.exists()
     assert err.startswith("error: ") and "state.pt" in err and len(err.strip().splitlines()) == 1
+
+
+def test_init_from_follows_the_checkpoint_and_refuses_a_different_setting(data, tmp_path, capsys):
+    from laya_policy.cli import main
+
+    first = tmp_path / "first"
+    train(config(data, first, steps=2, evals=1, frames=1), progress=False)
+    summary = train(TrainConfig(data=str(data), out=str(tmp_path / "next"), init_from=str(first / "final"), batch=2,
+                                steps=2, evals=1, eval_records=4), progress=False)
+    assert summary["steps"] == 2
+    _, cfg = load_checkpoint(tmp_path / "next" / "final")
+    assert (cfg.image_size, cfg.frames, cfg.preprocess) == (64, 1, "gpu"), "followed the checkpoint"
+    capsys.readouterr()
+    for flag, value in (("--image-size", "128"), ("--frames", "2"), ("--preprocess", "processor")):
+        code = main(["train", "--data", str(data), "--out", str(tmp_path / "bad"), "--init-from", str(first / "final"),
+                     flag, value, "--steps", "1"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and f"{flag} {value} differs" in err, err
+        assert not (tmp_path / "bad").exists()
