@@ -38,13 +38,37 @@ def test_operators_compose_the_processors_two_hops():
         ImagePrep(500)
 
 
-def test_device_side_path_matches_the_processor_on_breakout():
-    frames = ale_frames("Breakout")
-    gpu, proc = ImagePrep(512, "gpu")(frames), ImagePrep(512, "processor")(frames)
-    assert gpu.shape == proc.shape == (len(frames), 3, 512, 512) and gpu.dtype == torch.float32
-    diff = np.round((gpu - proc).abs().numpy() * 127.5, 3)  # grey levels (whole numbers, up to float error)
-    assert diff.mean() <= 0.05
-    assert np.quantile(diff, 0.999) <= 2
+#: (mean, 99.9th percentile) of |device path - processor| in grey levels, per game and size: the
+#: measured figures (4 frames of random play, seed 0) with a little room. The residual is the
+#: processor clamping LANCZOS overshoot at its uint8 2048x1560 intermediate (imageprep's docstring);
+#: it grows with the shrink factor and with hard-edged, busy screens.
+FIDELITY = {  # measured 2026-12-01: mean, p99.9 at 512 | at 128
+    "Breakout": {512: (0.05, 2), 128: (0.30, 12)},        # 0.048, 2 | 0.278, 11
+    "Pong": {512: (0.03, 3), 128: (0.06, 3)},             # 0.019, 3 | 0.046, 2
+    "MsPacman": {512: (0.22, 8), 128: (0.75, 19)},        # 0.188, 7 | 0.696, 18
+    "SpaceInvaders": {512: (0.17, 13), 128: (0.52, 15)},  # 0.150, 12 | 0.468, 14
+    "Freeway": {512: (0.11, 11), 128: (0.17, 11)},        # 0.098, 10 | 0.152, 10
+    "Boxing": {512: (0.04, 5), 128: (0.09, 9)},           # 0.032, 4 | 0.075, 8
+}
+
+
+@pytest.mark.parametrize("game", FIDELITY)
+def test_device_side_path_matches_the_processor(game):
+    frames = ale_frames(game)
+    for size, (mean, p999) in FIDELITY[game].items():
+        gpu, proc = ImagePrep(size, "gpu")(frames), ImagePrep(size, "processor")(frames)
+        assert gpu.shape == proc.shape == (len(frames), 3, size, size) and gpu.dtype == torch.float32
+        diff = np.round((gpu - proc).abs().numpy() * 127.5, 3)  # grey levels (whole numbers, up to float error)
+        assert diff.mean() <= mean, (size, diff.mean())
+        assert np.quantile(diff, 0.999) <= p999, (size, np.quantile(diff, 0.999))
+
+
+def test_the_processor_goes_through_2048_at_every_size():
+    from laya_policy.imageprep import PROCESSOR_LONGEST_EDGE, smolvlm_image_processor
+
+    for size in (128, 256, 512):
+        p = smolvlm_image_processor(size)
+        assert p.size["longest_edge"] == PROCESSOR_LONGEST_EDGE and p.max_image_size["longest_edge"] == size
 
 
 def test_alternative_interpolations_run_and_differ():

@@ -7,8 +7,14 @@ and std 0.5. On a 210x160 Atari screen that is 210x160 -> 2048x1560 -> 512x512.
 
 Resizing is linear along each axis, so the two hops compose into one matrix per axis, computed
 once in float64: ``out = A_h @ frame @ A_w.T`` per channel, two matmuls on the device, then
-rounded, clamped to 0..255 and normalised as the processor does. Pillow also rounds to 8 bits
-between passes; a linear operator cannot, which is the whole of the (small) difference.
+rounded, clamped to 0..255 and normalised as the processor does. The processor goes through 2048
+at every final size (its ``size`` is SmolVLM's, ``max_image_size`` the final one), and so does the
+operator. What a linear operator cannot do is the processor's uint8 intermediate: LANCZOS
+overshoots at hard edges (a 0 -> 200 edge rings below 0 and above 200), and Pillow clamps those
+overshoots to 0..255 (and rounds) in the 2048x1560 image before shrinking it. That clamping is most
+of the residual (measured on MsPacman at 128: 0.70 grey levels mean, 0.10 when only the clamp is
+added to the float path, 0.0002 for ``lanczos2-exact``), and it grows with the shrink factor, so
+128 differs more than 512; tests/laya_policy/test_imageprep.py states the bounds per game.
 
 ``interpolation`` picks the operator: ``lanczos2`` (the processor's two hops composed, default),
 ``lanczos2-exact`` (the four passes one by one, rounded and clamped like Pillow: equal to the
