@@ -138,13 +138,13 @@ def test_broken_sources_are_one_line_errors_and_write_nothing(tmp_path, capsys, 
     assert not (tmp_path / "out" / "jat" / "Breakout").exists(), "nothing half-written"
 
 
-def hub_cache(cache, repo: str, files: dict[str, bytes]) -> str:
-    """A dataset repo in a Hugging Face Hub cache, laid out as huggingface_hub writes it: content in
+def hub_cache(cache, repo: str, files: dict[str, bytes], repo_type: str = "dataset") -> str:
+    """A repo in a Hugging Face Hub cache, laid out as huggingface_hub writes it: content in
     ``blobs/<sha256>``, ``snapshots/<commit>/<path>`` symlinks to the blobs, ``refs/main`` naming
     the commit. Returns the commit."""
     import hashlib
 
-    folder = cache / ("datasets--" + repo.replace("/", "--"))
+    folder = cache / (f"{repo_type}s--" + repo.replace("/", "--"))
     commit = hashlib.sha1(repo.encode()).hexdigest()
     (folder / "blobs").mkdir(parents=True)
     for path, data in files.items():

@@ -200,3 +200,25 @@ def test_init_from_follows_the_checkpoint_and_refuses_a_different_setting(data, 
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and f"{flag} {value} differs" in err, err
         assert not (tmp_path / "bad").exists()
+
+
+def test_a_checkpoint_loads_from_the_hub_cache_by_its_id_offline(data, tmp_path, monkeypatch, capsys):
+    import huggingface_hub.constants
+
+    from laya_eval.cli import main as judge
+
+    from ..atari_data.test_import_jat import hub_cache
+
+    out = tmp_path / "run"
+    train(config(data, out, steps=2, evals=1, games=["Pong"]), progress=False)
+    files = {str(p.relative_to(out / "final")): p.read_bytes() for p in (out / "final").rglob("*") if p.is_file()}
+    hub_cache(tmp_path / "hub", "laya/tiny-pong", files, repo_type="model")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    model, cfg = load_checkpoint("laya/tiny-pong")
+    assert cfg.image_size == 64
+    results = tmp_path / "r.json"
+    assert judge(["run", "--policy", "laya:laya/tiny-pong", "--games", "Pong", "--episodes", "1", "--cap", "5",
+                  "--random-episodes", "0", "--out", str(results)]) == 0
+    assert json.loads(results.read_text())["games"]["Pong"]["error"] is None
+    with pytest.raises(OSError, match=r"hf download laya/other --revision v2 --local-dir DIR"):
+        load_checkpoint("laya/other@v2")

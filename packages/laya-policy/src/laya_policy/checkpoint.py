@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -68,8 +69,31 @@ def processor(policy: ChoicePolicy, cfg: AgentConfig):
                              chat_template=getattr(policy.tokenizer, "chat_template", None))
 
 
+HUB_SPEC = re.compile(r"([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@([\w./-]+))?\Z")
+
+
+def resolve_checkpoint(spec: str | Path) -> Path:
+    """A checkpoint folder: ``spec`` itself when it exists, else ``ORG/NAME[@REVISION]`` from the Hub
+    (``snapshot_download``; offline, the local Hub cache)."""
+    path = Path(spec)
+    if path.exists():
+        return path
+    m = HUB_SPEC.match(str(spec))
+    if not m:
+        raise FileNotFoundError(f"{spec}: no such checkpoint folder (nor a Hub id ORG/NAME[@REVISION])")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(m[1], revision=m[2]))
+    except Exception as e:  # noqa: BLE001 - offline and not cached, unknown repo, network: one line each
+        revision = f" --revision {m[2]}" if m[2] else ""
+        raise OSError(f"{spec}: not a local folder, and the Hub checkpoint cannot be fetched ({type(e).__name__}); "
+                      f"download it where the Hub is reachable (`hf download {m[1]}{revision} --local-dir DIR`) "
+                      "and pass DIR") from None
+
+
 def load_config(path: str | Path) -> AgentConfig:
-    file = Path(path) / CONFIG
+    file = resolve_checkpoint(path) / CONFIG
     try:
         raw = json.loads(file.read_bytes().decode("utf-8"))
     except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, too deep
@@ -92,7 +116,7 @@ def load_config(path: str | Path) -> AgentConfig:
 def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy, AgentConfig]:
     from transformers import AutoTokenizer, Idefics3Model
 
-    path = Path(path)
+    path = resolve_checkpoint(path)
     if not (path / CONFIG).is_file():
         raise FileNotFoundError(f"{path} is not a laya-policy checkpoint (no {CONFIG})")
     cfg = load_config(path)
