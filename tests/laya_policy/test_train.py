@@ -64,17 +64,41 @@ def test_learning_rate_schedule_follows_steps_or_time_whichever_runs_out_first()
     assert lr_factor(0.2) > lr_factor(0.6) > lr_factor(0.9)
 
 
-def test_calibration_is_fitted_only_on_held_out_games(data, tmp_path):
-    summary = train(config(data, tmp_path / "a", games=["Pong"], steps=4, evals=1), progress=False)
-    assert "skipped" in summary["calibration"]
-    summary = train(config(data, tmp_path / "b", games=["Pong"], calibrate_on=["Breakout"], steps=4, evals=1),
-                    progress=False)
+def test_calibration_fits_on_held_out_episodes_and_reports_on_records_it_did_not_see(data, tmp_path):
+    from laya_policy.train import _halves, load_groups
+
+    cfg = config(data, tmp_path / "a", steps=4, evals=1)
+    val = [ex for exs in load_groups(cfg, "val").values() for ex in exs]
+    fit, report = _halves(val)
+    ids = lambda exs: {ex.rec["id"] for ex in exs}  # noqa: E731
+    assert fit and report and not ids(fit) & ids(report)
+    eps = lambda exs: {(ex.rec["game"], ex.rec["episode"]) for ex in exs}  # noqa: E731
+    assert not eps(fit) & eps(report), "whole episodes on one side"
+    summary = train(cfg, progress=False)
     calib = summary["calibration"]
-    assert calib["holdout"] == ["Breakout"]
-    if "skipped" not in calib:  # an untrained model on an unseen game is rarely calibrated already
-        assert calib["ece_after"] <= calib["ece_before"] + 1e-6
-        _, cfg = load_checkpoint(tmp_path / "b" / "final")
-        assert cfg.temperatures["choice"] == pytest.approx(calib["temperature"])
+    assert calib["holdout"] == ["Breakout", "Pong"], "by default the training games' own held-out episodes"
+    assert (calib["fit_records"], calib["report_records"]) == (len(fit), len(report))
+    _, saved = load_checkpoint(tmp_path / "a" / "final")
+    if "skipped" in calib:
+        assert calib["ece_before"] < 0.05 and saved.temperatures["choice"] == 1.0
+    else:
+        assert saved.temperatures["choice"] == pytest.approx(calib["temperature"]) and "ece_after" in calib
+    # Continuing from a checkpoint starts from its temperature (and keeps it when already calibrated).
+    summary = train(config(data, tmp_path / "b", steps=2, evals=1, init_from=str(tmp_path / "a" / "final"),
+                           image_size=None), progress=False)
+    assert summary["calibration"]["start_temperature"] == pytest.approx(saved.temperatures["choice"])
+
+
+def test_the_temperature_fit_follows_soft_targets():
+    import torch
+
+    from laya_policy.objectives import fit_temperature
+
+    logits = torch.tensor([[2.0, 0.0, -2.0]] * 64)
+    labels = torch.zeros(64, dtype=torch.long)
+    soft = torch.softmax(logits / 4.0, -1)  # the expert was 4x less sure than the logits say
+    assert fit_temperature(logits, labels, soft) == pytest.approx(4.0, rel=1e-3)
+    assert fit_temperature(logits, labels) < 0.5, "against hard labels that are always right it sharpens instead"
 
 
 def test_train_cli_runs_and_reports_bad_input_on_one_line(data, tmp_path, capsys):

@@ -58,15 +58,19 @@ def expected_calibration_error(logits: torch.Tensor, labels: torch.Tensor, bins:
     return ece.item()
 
 
-def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, steps: int = 200) -> float:
-    """The temperature T minimising held-out NLL of softmax(logits / T) (LBFGS on log T)."""
+def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, target: torch.Tensor | None = None,
+                    steps: int = 200) -> float:
+    """The temperature T minimising the held-out cross-entropy of softmax(logits / T) against ``target``
+    (soft, as training scores it), or against ``labels`` when no target is given (LBFGS on log T)."""
     log_t = torch.zeros((), requires_grad=True)
     opt = torch.optim.LBFGS([log_t], lr=0.5, max_iter=steps, line_search_fn="strong_wolfe")
     logits = logits.detach()
 
     def closure():
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(logits / log_t.exp(), labels)
+        scaled = logits / log_t.exp()
+        loss = soft_cross_entropy(scaled, target) if target is not None else \
+            torch.nn.functional.cross_entropy(scaled, labels)
         loss.backward()
         return loss
 

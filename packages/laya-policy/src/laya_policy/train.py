@@ -326,7 +326,7 @@ class Run:
     @torch.no_grad()
     def evaluate(self, groups: dict[str, list[Example]] | None = None) -> dict:
         self.model.eval()
-        per_game, all_logits, all_labels = {}, [], []
+        per_game = {}
         for key, examples in (groups if groups is not None else self.val).items():
             picked = examples[:: max(1, len(examples) // self.cfg.eval_records)][: self.cfg.eval_records]
             logits, labels = [], []
@@ -338,11 +338,8 @@ class Run:
             finite = torch.where(torch.isinf(lg), torch.full_like(lg, -1e9), lg)
             per_game[key] = {"accuracy": (lg.argmax(-1) == lb).float().mean().item(), "nll": nll(finite, lb),
                              "ece": expected_calibration_error(finite, lb), "records": len(lb)}
-            all_logits.append(finite)
-            all_labels.append(lb)
         entry = {"step": self.step, "minutes": round(self.spent / 60, 3), "games": per_game,
                  "nll": float(np.mean([g["nll"] for g in per_game.values()])) if per_game else None}
-        self._holdout = (all_logits, all_labels)
         return entry
 
     def play_check(self) -> dict:
@@ -429,37 +426,70 @@ class Run:
                 self.best["play"] = entry["play"]["score"]
             save_checkpoint(self.model, self.agent_config(), self.out / "best")
 
+    @torch.no_grad()
+    def _scored(self, examples: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(logits, labels, targets) of ``examples``, padded to the most options with impossible ones."""
+        self.model.eval()
+        logits, labels, targets = [], [], []
+        for i in range(0, len(examples), self.cfg.batch):
+            chunk = examples[i: i + self.cfg.batch]
+            lg = self.logits(chunk, frames_of(chunk, self.cfg.frames), shuffle=False).cpu()
+            logits.append(torch.where(torch.isinf(lg), torch.full_like(lg, -1e9), lg))
+            labels.append(torch.tensor([ex.rec["label"] for ex in chunk]))
+            targets.append(targets_of(chunk, lg.shape[1]))
+        k = max(lg.shape[1] for lg in logits)
+        return (torch.cat([torch.nn.functional.pad(x, (0, k - x.shape[1]), value=-1e9) for x in logits]),
+                torch.cat(labels), torch.cat([torch.nn.functional.pad(t, (0, k - t.shape[1])) for t in targets]))
+
     def agent_config(self, temperature: float = 1.0) -> AgentConfig:
         return AgentConfig(image_size=self.cfg.image_size, preprocess=self.cfg.preprocess, frames=self.cfg.frames,
                            temperatures={"choice": temperature}, backbone=self.cfg.backbone)
 
     def finish(self) -> dict:
-        """Fit a temperature on held-out games and write ``final/``. The fit is skipped when raw ECE is
-        already below 0.05, or when the only holdout is the training games' (it over-flattens)."""
-        temperature, calib = 1.0, {}
+        """Fit the temperature and write ``final/``.
+
+        The fit uses held-out episodes of the training games (their val split, never trained on; or the
+        ``calibrate_on`` games' val split): the episodes alternate between a fit half, where T minimises
+        the soft cross-entropy against the training target (the label where a record has none), and a
+        report half, where ECE is measured before and after. When raw ECE on the report half is already
+        below 0.05 the starting temperature is kept (1, or the ``init_from`` checkpoint's).
+        """
+        start_t = float(load_config(self.cfg.init_from).temperatures.get("choice", 1.0)) if self.cfg.init_from \
+            else 1.0
+        temperature, calib = start_t, {}
         holdout = load_groups(self.cfg, "val", self.cfg.calibrate_on) if self.cfg.calibrate_on else self.val
-        if holdout:
-            self.evaluate(holdout)
-            per_game, labels = self._holdout
-            k = max(lg.shape[1] for lg in per_game)  # games differ in option count: pad with impossible options
-            logits = torch.cat([torch.nn.functional.pad(lg, (0, k - lg.shape[1]), value=-1e9) for lg in per_game])
-            labels = torch.cat(labels)
-            raw = expected_calibration_error(logits, labels)
-            calib = {"ece_before": raw, "holdout": sorted(holdout)}
+        examples = [ex for key in sorted(holdout) for ex in holdout[key]]
+        if examples:
+            fit, report = _halves(examples)
+            (fit_logits, fit_labels, fit_targets), (rep_logits, rep_labels, _) = self._scored(fit), self._scored(report)
+            raw = expected_calibration_error(rep_logits / start_t, rep_labels)
+            calib = {"ece_before": raw, "holdout": sorted(holdout), "fit_records": len(fit),
+                     "report_records": len(report), "start_temperature": start_t}
             if raw < 0.05:
                 calib["skipped"] = "ECE already below 0.05"
-            elif set(holdout) <= set(self.train):
-                calib["skipped"] = "the holdout is only the training games' (pass calibrate_on)"
             else:
-                temperature = fit_temperature(logits, labels)
+                temperature = fit_temperature(fit_logits, fit_labels, fit_targets)
                 calib.update(temperature=temperature,
-                             ece_after=expected_calibration_error(logits / temperature, labels))
+                             ece_after=expected_calibration_error(rep_logits / temperature, rep_labels))
         save_checkpoint(self.model, self.agent_config(temperature), self.out / "final")
         steps_s = self.step / max(self.busy, 1e-9)
         return {"steps": self.step, "minutes": round(self.spent / 60, 3), "best": self.best, "calibration": calib,
                 "samples_per_group": self.counts, "curve": self.curve,
                 "samples_per_s": round(steps_s * self.cfg.batch * self.dist.world, 2),
                 "data_wait_share": round(self.wait / max(self.busy, 1e-9), 4)}
+
+
+def _halves(examples: list[Example], most: int = 512) -> tuple[list[Example], list[Example]]:
+    """(fit, report): whole episodes alternate between the two (records alternate when a group has a
+    single episode), each half at most ``most`` records, evenly spread."""
+    episodes = sorted({(ex.rec["game"], ex.rec["source"], ex.rec["episode"]) for ex in examples})
+    if len(episodes) >= 2:
+        side = {e: i % 2 for i, e in enumerate(episodes)}
+        halves = [[ex for ex in examples if side[(ex.rec["game"], ex.rec["source"], ex.rec["episode"])] == h]
+                  for h in (0, 1)]
+    else:
+        halves = [examples[0::2], examples[1::2]]
+    return tuple(h[:: max(1, len(h) // most)][:most] for h in halves)
 
 
 def print_eval(entry: dict) -> None:
