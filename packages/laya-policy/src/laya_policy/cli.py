@@ -72,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--evals", type=int, default=d.evals, help="evaluations during the run (default %(default)s)")
     t.add_argument("--select-by", choices=("nll", "play"), default=d.select_by, help="keep OUT/best by validation "
                    "NLL or by a short play check in laya-eval (default %(default)s)")
-    t.add_argument("--calibrate-on", type=_names, help="games whose val split fits the temperature (default: the training games' own held-out "
-                   "val episodes; ECE is reported on episodes the fit did not use)")
+    t.add_argument("--calibrate-on", type=_names, help="games whose val split fits the temperature (default: the "
+                   "training games' own held-out val episodes; ECE is reported on episodes the fit did not use)")
     t.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
     t.add_argument("--device", default=d.device, help="torch device, e.g. cuda (default %(default)s)")
     t.add_argument("--restart", action="store_true", help="start over instead of resuming OUT/state.pt")
