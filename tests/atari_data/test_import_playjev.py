@@ -95,4 +95,4 @@ def test_a_broken_records_line_is_a_one_line_error(copy, tmp_path, capsys):
     path.write_text(path.read_text() + "{not json\n")
     assert main(["import", "playjev", "--from", str(copy), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "records.jsonl:37: not JSON" in err
+    assert err.count("\n") == 1 and "records.jsonl:37: (record): is not valid JSON" in err

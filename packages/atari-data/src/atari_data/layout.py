@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,31 +59,31 @@ class GameDir:
 
     def records(self, split: str = "train") -> Iterator[dict]:
         """The records of one split, in file order."""
-        from atari_data.limits import check
+        from atari_data.limits import read_bytes
 
         path = self.split_file(split)
-        check("file", path.stat().st_size, file=str(path), field="(file)")
-        with open(path, "rb") as f:
-            for n, line in enumerate(f, 1):
+        for n, line in enumerate(read_bytes(path).split(b"\n"), 1):
+            if line:
                 yield parse_json_line(line, str(path), n, "(record)")
 
     def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
         """A record's frame (or previous frame) as a uint8 array, H x W (gray) or H x W x 3."""
+        from atari_data.limits import read_bytes
         from atari_data.png import decode_png
 
         rel = rec["prev_image" if prev else "image"]
         path = safe_join(self.path, rel)
         try:
-            return decode_png(path.read_bytes())
+            return decode_png(read_bytes(path, "frame", "image"))
         except (OSError, ValueError, zlib.error) as e:
             raise AtariDataError(f"cannot read frame ({e})", file=str(path), field="image") from None
 
 
-def safe_join(base: Path, rel: str) -> Path:
+def safe_join(base: Path, rel: str, field: str = "image") -> Path:
     """``base / rel``, refusing paths that would leave ``base``."""
     p = Path(rel)
     if p.is_absolute() or ".." in p.parts:
-        raise AtariDataError(f"path {rel!r} leaves the game folder", file=str(base), field="image")
+        raise AtariDataError(f"path {rel!r} leaves its folder", file=str(base), field=field)
     return base / p
 
 
@@ -157,7 +158,14 @@ class GameLock:
         self.path = parent / f".{game}.lock"
         self.what = f"{source}/{game}"
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # never through a symlink: a planted link would have us truncate whatever it points at
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            except OSError as e:
+                raise AtariDataError(f"cannot be opened as a lock file ({e.strerror}; a symlink or not a file?)",
+                                     file=str(self.path), field="(lock)") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise AtariDataError("is not a regular file", file=str(self.path), field="(lock)")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

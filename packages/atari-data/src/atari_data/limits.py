@@ -12,6 +12,8 @@ which worker processes inherit.
 from __future__ import annotations
 
 import os
+import re
+import stat
 
 from atari_data.errors import AtariDataError
 
@@ -29,7 +31,7 @@ def parse(text: str) -> dict[str, int]:
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         kind, _, value = part.partition("=")
-        if kind not in DEFAULTS or not value.isdigit() or int(value) < 1:
+        if kind not in DEFAULTS or not re.fullmatch(r"[0-9]{1,9}", value) or int(value) < 1:
             raise AtariDataError(f"{part!r} is not KIND=N with KIND one of {', '.join(DEFAULTS)} and N >= 1",
                                  field="--limit")
         out[kind] = int(value)
@@ -56,7 +58,16 @@ def check(kind: str, size: int, *, file: str, field: str, compressed: int | None
 
 
 def read_bytes(path: os.PathLike | str, kind: str = "file", field: str = "(file)") -> bytes:
-    """A whole file, refused before reading when it is larger than the limit of ``kind``."""
-    check(kind, os.path.getsize(path), file=str(path), field=field)
+    """A whole regular file, refused before reading when it is larger than the limit of ``kind``. A
+    device, FIFO or socket (``/dev/zero``, a pipe) is refused too: its size says nothing, and reading
+    it could block or never end. At most the limit is read, whatever the file does meanwhile."""
+    cap = limit(kind)
     with open(path, "rb") as f:
-        return f.read()
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise AtariDataError("is not a regular file (a device, pipe or socket?)", file=str(path), field=field)
+        check(kind, st.st_size, file=str(path), field=field)
+        data = f.read(cap + 1)
+    if len(data) > cap:  # it grew while we read
+        check(kind, len(data), file=str(path), field=field)
+    return data

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import GameDir, list_games, safe_join, swap_into_place
+from atari_data.limits import read_bytes
 from atari_data.png import png_size
 from atari_data.records import image_name
 from atari_data.schema import FRAME_FORMAT_RE, IMAGE_SUFFIXES, SCHEMA_VERSION, encode_json, hf_features, json_schema
@@ -98,7 +99,7 @@ def _intact(g: GameDir, rel: str, size: tuple[int, int] | None) -> bytes:
     """A frame's bytes, refused when damaged: every PNG chunk's CRC, its image data inflating to its
     header's size, and that size the game's frame format (one inflate, no pixels built)."""
     path = safe_join(g.path, rel)
-    data = path.read_bytes()
+    data = read_bytes(path, "frame", "image")
     if data[:3] == b"\xff\xd8\xff":
         ok = data.rstrip(b"\x00")[-2:] == b"\xff\xd9"
     else:

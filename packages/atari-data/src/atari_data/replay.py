@@ -42,7 +42,7 @@ from atari_data.layout import (
     swap_into_place,
     write_atomic,
 )
-from atari_data.png import decode_png, encode_png
+from atari_data.png import encode_png
 from atari_data.protocol import Protocol
 from atari_data.records import GameRules
 from atari_data.schema import GAME_RE, SOURCE_RE, check_structure
@@ -68,8 +68,7 @@ def write_replay_game(g: GameDir, dest: Path) -> int:
     for split in SPLITS:
         lines = []
         for rec in g.records(split):
-            md5 = {k: pixel_md5(decode_png((g.path / rec[k]).read_bytes()))
-                   for k in ("image", "prev_image") if k in rec}
+            md5 = {k: pixel_md5(g.frame(rec, prev=k == "prev_image")) for k in ("image", "prev_image") if k in rec}
             lines.append(json.dumps({"record": rec, "md5": md5}, ensure_ascii=False, separators=(",", ":")))
         (dest / f"{split}.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         n += len(lines)

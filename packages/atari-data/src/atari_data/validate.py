@@ -6,6 +6,7 @@ what was expected. Validation never stops at the first defect and never raises o
 
 from __future__ import annotations
 
+import io
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from PIL import Image
 from atari_data.actions import all_games, minimal_actions
 from atari_data.errors import AtariDataError
 from atari_data.layout import META, SPLITS, GameDir, list_games
+from atari_data.limits import read_bytes
 from atari_data.records import GameRules
 from atari_data.schema import FRAME_FORMAT_RE, check_structure
 from atari_data.schema import META as META_SCHEMA
@@ -90,9 +92,12 @@ class _GameCheck:
 
     def _meta(self, path: Path) -> dict:
         try:
-            meta = orjson.loads(path.read_bytes())
+            meta = orjson.loads(read_bytes(path))
         except FileNotFoundError:
             self.defect(path, "(file)", "is missing")
+            return {}
+        except AtariDataError as e:
+            self.report.defects.append(e)
             return {}
         except orjson.JSONDecodeError as e:
             self.defect(path, "(file)", f"is not valid JSON ({e})")
@@ -123,7 +128,10 @@ class _GameCheck:
         episodes: set[int] = set()
         n = 0
         try:
-            data = path.read_bytes()
+            data = read_bytes(path)
+        except AtariDataError as e:
+            self.report.defects.append(e)
+            return 0, episodes, Counter()
         except OSError:
             self.defect(path, "(file)", "is missing")
             return 0, episodes, Counter()
@@ -172,14 +180,14 @@ class _GameCheck:
                 self._decode(self.g.path / rel, path, n, fld, size)
         if rec["step"] == 0 and len(names) == 2 and all(r in present for _, r in names):
             a, b = (self.g.path / r for _, r in names)
-            if a.read_bytes() != b.read_bytes() and _pixels(a) != _pixels(b):
+            if _frame_bytes(a) != _frame_bytes(b) and _pixels(a) != _pixels(b):
                 self.defect(path, "prev_image", "differs from image on the episode's first step "
                                                 "(expected a copy of the current frame)", n)
 
     def _decode(self, file: Path, path: Path, n: int, fld: str, size) -> None:
         mode, wh = size
         try:
-            with Image.open(file) as im:
+            with Image.open(io.BytesIO(read_bytes(file, "frame", fld))) as im:
                 im.load()
                 got_mode, got_size = im.mode, im.size
         except Exception as e:  # noqa: BLE001 - any decoder failure is a defect of this file
@@ -215,9 +223,16 @@ def _is_str_list(v) -> bool:
     return isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v)
 
 
+def _frame_bytes(path: Path) -> bytes | None:
+    try:
+        return read_bytes(path, "frame", "image")
+    except (OSError, AtariDataError):
+        return None
+
+
 def _pixels(path: Path):
     try:
-        with Image.open(path) as im:
+        with Image.open(io.BytesIO(read_bytes(path, "frame", "image"))) as im:
             return im.mode, im.size, im.tobytes()
     except Exception:  # noqa: BLE001 - an unreadable frame never equals another
         return path

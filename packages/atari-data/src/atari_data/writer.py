@@ -251,9 +251,10 @@ class GameWriter:
         picked = {s: sorted(self._samplers[s].pick(), key=lambda k: (k.episode, k.step)) for s in SPLITS}
         parent = self.dir.path.parent
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = parent / f".{self.game}.partial"
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        stage = parent / f".{self.game}.partial"  # <stage>/<source>/<game>: a layout of one game, validated there
+        if stage.exists():
+            shutil.rmtree(stage)
+        tmp = stage / self.source / self.game
         (tmp / "images").mkdir(parents=True)
 
         splits, files = {}, []
@@ -310,8 +311,17 @@ class GameWriter:
         _write_file(tmp / META, json.dumps(meta, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
         # Swap the finished folder into place; an old or half-written one goes only after.
+        # The validator's view of what was written (records, files, first-step copies, meta.json
+        # against the records): a source that copies frames it was given cannot slip a broken game in.
+        from atari_data.validate import check_game
+
+        defects = check_game(GameDir(stage, self.source, self.game), images=False)
+        if defects:
+            raise AtariDataError(f"the written game does not validate ({len(defects)} defects), e.g. "
+                                 f"{defects[0].render()}", file=f"{self.source}/{self.game}", field="(game)")
         final = self.dir.path
         swap_into_place(tmp, final)
+        shutil.rmtree(stage)
         write_atomic(final / READY, b"")
         log.info("%s/%s: %d train, %d val records", self.source, self.game,
                  splits["train"]["records"], splits["val"]["records"])

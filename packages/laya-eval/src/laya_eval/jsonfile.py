@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from pathlib import Path
 
 from laya_eval.errors import EvalError
@@ -22,10 +23,16 @@ def read_json(path: str | Path, field: str | None = None, what: str = "valid JSO
         return EvalError(f"is not {what} ({why})", file=str(path), field=field)
 
     try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            raise refuse(f"{size:,} bytes, over the {MAX_BYTES >> 20} MB a JSON input may be")
-        return json.loads(path.read_bytes().decode("utf-8"))
+        with open(path, "rb") as f:  # a device or pipe says nothing by its size, and may never end
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise refuse("not a regular file: a device, pipe or socket?")
+            if st.st_size > MAX_BYTES:
+                raise refuse(f"{st.st_size:,} bytes, over the {MAX_BYTES >> 20} MB a JSON input may be")
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise refuse(f"over the {MAX_BYTES >> 20} MB a JSON input may be")
+        return json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise EvalError("does not exist", file=str(path), field=field) from None
     except OSError as e:

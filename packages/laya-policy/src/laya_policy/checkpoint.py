@@ -107,6 +107,9 @@ def load_config(path: str | Path) -> AgentConfig:
                        ("preprocess", str), ("backbone", str), ("temperatures", dict)):
         if not isinstance(getattr(cfg, name), kind) or isinstance(getattr(cfg, name), bool):
             raise ValueError(f"{file}: {name}: {getattr(cfg, name)!r} is not a {kind.__name__}")
+    if not (1 <= cfg.question_types <= 64 and 1 <= cfg.head_layers <= 16):  # checked before a layer is built
+        raise ValueError(f"{file}: question_types {cfg.question_types}, head_layers {cfg.head_layers}: expected "
+                         "1..64 and 1..16")
     if cfg.frames not in (1, 2) or not 16 <= cfg.image_size <= 4096 or cfg.preprocess not in ("gpu", "processor"):
         raise ValueError(f"{file}: frames {cfg.frames}, image_size {cfg.image_size}, preprocess {cfg.preprocess!r}: "
                          "expected frames 1 or 2, image_size 16..4096, preprocess gpu or processor")

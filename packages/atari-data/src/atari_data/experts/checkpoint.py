@@ -175,7 +175,7 @@ def load_cleanrl(path: Path):
         tree = read_flax_msgpack(limits.read_bytes(path, "member", "--expert"))
         args, (network, actor, _critic) = tree["0"], (tree["1"]["0"], tree["1"]["1"], tree["1"]["2"])
         net_p, actor_p = network["params"], actor["params"]
-        n_actions = int(actor_p["Dense_0"]["kernel"].shape[1])
+        n_actions = _action_count(int(actor_p["Dense_0"]["kernel"].shape[1]), path, "actor.Dense_0.kernel")
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError,
             msgpack.UnpackException) as e:
         raise AtariDataError(f"is not a CleanRL Flax checkpoint ({type(e).__name__}: {e})", file=str(path),
@@ -235,7 +235,7 @@ def load_sb3(path: Path):
         raise AtariDataError("policy.pth has no Nature-CNN actor or Q-network (expected features_extractor.cnn.* "
                              "with action_net.* or q_net.q_net.0.*)", file=str(path), field="--expert")
     feat, head, is_q = found
-    n_actions = getattr(state[f"{head}.weight"], "shape", (0,))[0]
+    n_actions = _action_count(getattr(state[f"{head}.weight"], "shape", (0,))[0], path, f"{head}.weight")
     net = nature_cnn(n_actions, flatten="chw")
     where = f"{path}!policy.pth"
     for i in (0, 2, 4):
@@ -246,6 +246,13 @@ def load_sb3(path: Path):
     _set(net.head.weight, state.get(f"{head}.weight"), where, f"{head}.weight")
     _set(net.head.bias, state.get(f"{head}.bias"), where, f"{head}.bias")
     return net.eval(), is_q
+
+
+def _action_count(n: int, path: Path, field: str) -> int:
+    """A head's action count, checked before any layer is built from it (a 35 KB file may declare 10^11)."""
+    if not 1 <= n <= 18:
+        raise AtariDataError(f"declares {n} actions (an ALE game has 1 to 18)", file=str(path), field=field)
+    return n
 
 
 def _set(param, value, where: str, name: str) -> None:

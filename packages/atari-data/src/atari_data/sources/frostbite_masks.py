@@ -14,6 +14,7 @@ test become train and val, so no segment of a game crosses splits.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,10 +83,13 @@ def import_game(root: str | Path, out: str | Path, game: str = GAME, caps: dict 
 def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer: GameWriter) -> Iterator[Step]:
     for row in run:
         a = row["action"]
-        if a is None or not 0 <= a < len(FULL_ACTIONS) or FULL_ACTIONS[a] not in index:
-            writer.drop("invalid_action")
+        if type(a) is not int or not 0 <= a < len(FULL_ACTIONS) or FULL_ACTIONS[a] not in index:
+            writer.drop("invalid_action")  # None, a float, text: counted, not a crash
             continue
-        obs, mask = (row[c]["bytes"] if isinstance(row[c], dict) else None for c in ("observation", "mask"))
+        obs, mask = (row[c].get("bytes") if isinstance(row[c], dict) else None for c in ("observation", "mask"))
+        if not isinstance(obs, bytes) or not isinstance(mask, bytes):
+            writer.drop("bad_observation" if not isinstance(obs, bytes) else "bad_mask")
+            continue
         if not obs or png_size(obs) != (128, 128):
             writer.drop("bad_observation")
             continue
@@ -93,5 +97,7 @@ def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer:
             writer.drop("bad_mask")
             continue
         yield Step(frame=obs, label=index[FULL_ACTIONS[a]], side={"mask": mask},
-                   provenance={"row": row["row"], "game": game, "life": life, "reward": row["reward"],
+                   provenance={"row": row["row"], "game": game, "life": life,
+                               "reward": float(row["reward"]) if type(row["reward"]) in (int, float)
+                               and math.isfinite(row["reward"]) else None,
                                "terminated": bool(row["terminated"])})

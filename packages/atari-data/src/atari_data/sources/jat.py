@@ -13,6 +13,7 @@ train, JAT test becomes val; there is no ``target``.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -110,6 +111,10 @@ def episode_steps(row: dict, layout: str, n_actions: int, writer: GameWriter) ->
     """The newest frame and action of each step; undecodable frames and actions outside the
     minimal set are dropped and counted."""
     images, actions, rewards = row["image_observations"], row["discrete_actions"], row["rewards"]
+    if not all(isinstance(c, list) for c in (images, actions, rewards)):
+        raise AtariDataError("image_observations, discrete_actions and rewards must be lists (one per step), got "
+                             f"{type(images).__name__}, {type(actions).__name__}, {type(rewards).__name__}",
+                             field="(row)")
     if not (len(images) == len(actions) == len(rewards)):
         writer.drop("row_length_mismatch", len(images))
         return
@@ -121,10 +126,13 @@ def episode_steps(row: dict, layout: str, n_actions: int, writer: GameWriter) ->
         if png is None:
             writer.drop("corrupt_image")
             continue
-        if action is None or not 0 <= int(action) < n_actions:
+        if type(action) is not int or not 0 <= action < n_actions:  # None, NaN, text: counted, not a crash
             writer.drop("action_out_of_range")
             continue
-        yield Step(frame=png, label=int(action), provenance={"reward": float(reward), "jat_step": t})
+        if type(reward) not in (int, float) or not math.isfinite(reward):
+            writer.drop("bad_reward")
+            continue
+        yield Step(frame=png, label=action, provenance={"reward": float(reward), "jat_step": t})
 
 
 @functools.cache

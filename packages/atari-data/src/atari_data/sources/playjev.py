@@ -14,12 +14,13 @@ episodes go to val by whole episodes (about 5%).
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from PIL import Image
 
+from atari_data import limits
 from atari_data.errors import AtariDataError
+from atari_data.layout import parse_json_line, safe_join
 from atari_data.writer import GameWriter, Step, assign_splits
 
 REPO = "OmniJev/PlayJev-data"
@@ -57,18 +58,21 @@ def _read_shard(shard: Path) -> dict[object, list[tuple[int, dict]]]:
     """Records by the source's episode, in first-appearance order, each episode by step."""
     path = shard / "records.jsonl"
     episodes: dict[object, list[tuple[int, dict]]] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError as e:
-                raise AtariDataError(f"not JSON ({e})", file=str(path), line=n) from None
-            missing = [k for k in REQUIRED if k not in rec] if isinstance(rec, dict) else ["(record)"]
-            if missing:
-                raise AtariDataError(f"missing {missing}", file=str(path), line=n, field=missing[0])
-            episodes.setdefault(rec["episode"], []).append((n, rec))
+    for n, line in enumerate(limits.read_bytes(path).split(b"\n"), 1):
+        if not line.strip():
+            continue
+        rec = parse_json_line(line, str(path), n, "(record)")
+        missing = [k for k in REQUIRED if k not in rec] if isinstance(rec, dict) else ["(record)"]
+        if missing:
+            raise AtariDataError(f"missing {missing}", file=str(path), line=n, field=missing[0])
+        for key in ("episode", "step"):
+            if type(rec[key]) is not int or not 0 <= rec[key] < 2**31:
+                raise AtariDataError(f"{rec[key]!r} is not an integer in 0..2^31-1", file=str(path), line=n,
+                                     field=key)
+        for key in ("frame", "prev_frame"):
+            if rec.get(key) is not None and not isinstance(rec[key], str):
+                raise AtariDataError(f"{rec[key]!r} is not a path", file=str(path), line=n, field=key)
+        episodes.setdefault(rec["episode"], []).append((n, rec))
     for steps in episodes.values():
         steps.sort(key=lambda x: x[1]["step"])
     return episodes
@@ -102,8 +106,8 @@ def _frame_format(episodes) -> str:
     """``rgb_<h>x<w>`` of the first frame on disk (every frame is checked against it on validate)."""
     for shard, _, steps in episodes:
         for _, rec in steps:
-            path = shard / str(rec["frame"])
-            if path.is_file():
+            path = safe_join(shard, rec["frame"], "frame")
+            if path.is_file() and path.stat().st_size <= limits.limit("frame"):
                 try:
                     with Image.open(path) as im:
                         return f"{'gray' if im.mode == 'L' else 'rgb'}_{im.height}x{im.width}"
@@ -123,21 +127,21 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
         if label is None or taken is None:
             writer.drop("bad_move")
             continue
-        frame = shard / str(rec["frame"])
+        frame = safe_join(shard, rec["frame"], "frame")  # never a file outside the shard
         if not frame.is_file():
             writer.drop("frame_missing")
             continue
-        data = frame.read_bytes()
+        data = limits.read_bytes(frame, "frame", "frame")
         if hashlib.md5(data).hexdigest() != rec["frame_md5"]:
             writer.drop("frame_md5_mismatch")
             continue
         prev = None
         if rec.get("prev_frame"):
-            p = shard / str(rec["prev_frame"])
+            p = safe_join(shard, rec["prev_frame"], "prev_frame")
             if not p.is_file():
                 writer.drop("prev_frame_missing")
                 continue
-            prev = p.read_bytes()
+            prev = limits.read_bytes(p, "frame", "prev_frame")
         probs = rec.get("teacher_probs")
         if probs is not None and (not isinstance(probs, list) or len(probs) != len(actions)
                                   or not all(isinstance(x, (int, float)) and x >= 0 for x in probs)
