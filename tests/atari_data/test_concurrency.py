@@ -13,6 +13,8 @@ import pytest
 from atari_data.cli import main
 from atari_data.validate import validate
 
+from ..promises import run_cli
+
 GEN = ["generate", "--games", "Pong", "--train-frames", "400", "--val-frames", "40", "--min-train-episodes", "1",
        "--decision-cap", "400", "--baseline-episodes", "0"]
 
@@ -106,3 +108,31 @@ def test_pack_force_swaps_the_new_folder_in_before_deleting_the_old(layout, tmp_
         pack(PackConfig(root=str(layout), out=str(out), force=True))
     monkeypatch.setattr(layout_mod.shutil, "rmtree", real_rmtree)
     assert main(["doctor", str(out)]) == 0, "OUT is the whole new pack, whatever happened to the old one"
+
+
+def test_pack_refuses_a_target_it_must_not_replace(layout, tmp_path):
+    from ..promises import check_promises
+
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "keep.txt").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "notes")
+    for out, what in ((layout, "overlaps the layout"), (layout.parent, "overlaps the layout"),
+                      (layout / "inner", "overlaps the layout"), (tmp_path / "afile", "is not a packed repository"),
+                      (tmp_path / "notes", "is not a packed repository"), (tmp_path / "link", "is a symlink")):
+        code, err = check_promises(main, ["pack", layout, out, "--force"], sandbox=tmp_path, target=None)
+        assert code == 2 and what in err, (out, err)
+    assert (tmp_path / "notes" / "keep.txt").read_text() == "mine" and validate(layout).ok
+
+
+def test_a_second_pack_into_the_same_folder_is_refused(layout, tmp_path):
+    from atari_data.layout import FileLock
+
+    out = tmp_path / "packed"
+    held = FileLock(tmp_path / ".packed.lock", str(out))  # another pack is running
+    try:
+        code, _, err = run_cli(main, ["pack", layout, out])
+        assert code == 2 and ".packed.lock: (lock): another process" in err, err
+    finally:
+        held.release()
+    assert main(["pack", str(layout), str(out)]) == 0

@@ -41,7 +41,13 @@ def test_report_and_compare_keep_the_promises(results, tmp_path_factory, edit):
                                   lambda r: r["games"]["Pong"].update(scores="many"),
                                   lambda r: r["games"]["Pong"].update(mean=None),
                                   lambda r: r["games"]["Pong"].update(normalised_scores=[{"x": 1}], normalised=0.5),
-                                  lambda r: r["games"].update(Pong=7)])
+                                  lambda r: r["games"].update(Pong=7),
+                                  lambda r: r["games"]["Pong"].pop("std"),
+                                  lambda r: r["games"]["Pong"].update(baseline="x"),
+                                  lambda r: r["games"]["Pong"].update(baseline={"expert": "x", "random": 0}),
+                                  lambda r: r["games"]["Pong"].update(flags=[1]),
+                                  lambda r: r["games"]["Pong"].update(random=[]),
+                                  lambda r: r["games"]["Pong"].update(human_normalised="x")])
 def test_a_results_file_with_wrong_types_is_one_line(results, tmp_path, edit):
     data = json.loads(results.read_text())
     edit(data)
@@ -61,3 +67,21 @@ def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):
     code, err = check_promises(main, ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap",
                                       "10", "--baselines", path, "--out", out], sandbox=tmp_path, target=out)
     assert code == 2 and "meta.json" in err and not out.exists(), err
+
+
+@pytest.mark.parametrize("edit,field", [(lambda r: r.update(settings=[]), "settings"),
+                                        (lambda r: r["settings"].pop("policy"), "settings"),
+                                        (lambda r: r.update(protocol=[1]), "protocol")])
+def test_a_results_file_with_wrong_settings_is_one_line(results, tmp_path, edit, field):
+    data = json.loads(results.read_text())
+    edit(data)
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps(data))
+    code, err = check_promises(main, ["report", bad], sandbox=tmp_path, target=None)
+    assert code == 2 and f"r.json: {field}:" in err, err
+
+
+def test_a_device_as_results_file_is_one_line(tmp_path):
+    (tmp_path / "r.json").symlink_to("/dev/zero")
+    code, err = check_promises(main, ["report", tmp_path / "r.json"], sandbox=tmp_path, target=None)
+    assert code == 2 and "not a regular file" in err, err

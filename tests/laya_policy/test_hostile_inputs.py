@@ -77,3 +77,22 @@ def test_a_parquet_row_without_image_bytes_is_one_line(data, tmp_path):
     code, err = check_promises(main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN],
                                sandbox=tmp_path, target=tmp_path / "run")
     assert code == 2 and "row 3: image: has no image bytes" in err, err
+
+
+@pytest.mark.parametrize("edit,field", [(lambda r: r.update(question="x"), "question"),
+                                        (lambda r: r.pop("game"), "game"),
+                                        (lambda r: r.update(label=99), "label"),
+                                        (lambda r: r.update(label="x"), "label"),
+                                        (lambda r: r.update(target=[1.0]), "target")])
+def test_train_refuses_a_hand_edited_ready_layout_on_one_line(data, tmp_path, edit, field):
+    import json
+
+    root = tmp_path / "data"
+    shutil.copytree(data, root)
+    path = root / "expert2f" / "Pong" / "train.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    edit(rows[2])
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, err = check_promises(main, ["train", "--data", root, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path,
+                               target=tmp_path / "run")
+    assert code == 2 and f"train.jsonl:3: {field}: " in err, err

@@ -234,5 +234,6 @@ def generate(cfg: GenerateConfig, progress: bool = True) -> dict[str, dict | Non
         with tqdm(total=3, desc=f"{c.source}/{g}", unit="stage", disable=None if progress else True) as bar:
             return g, generate_game(c, g, bar)
 
-    return dict(fan_out(_one, [(cfg, g) for g in cfg.games], executor=cfg.executor, workers=cfg.workers, here=here,
+    games = list(dict.fromkeys(cfg.games))  # Pong,Pong is one game, not two writers of one folder
+    return dict(fan_out(_one, [(cfg, g) for g in games], executor=cfg.executor, workers=cfg.workers, here=here,
                         progress=progress, desc=cfg.source))

@@ -143,20 +143,22 @@ def read_json(path: Path) -> dict:
     return value
 
 
-class GameLock:
-    """An exclusive lock on one (source, game) folder, held by whoever assembles it.
+def GameLock(root: str | os.PathLike, source: str, game: str) -> FileLock:  # noqa: N802 - reads as the lock it is
+    """The lock of one (source, game) folder, ``<root>/<source>/.<Game>.lock``, held by whoever
+    assembles it: a second writer is refused at once with one line rather than racing the first over
+    the same staging folder."""
+    parent = Path(root) / source
+    parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(parent / f".{game}.lock", f"{source}/{game}")
 
-    The lock is ``<root>/<source>/.<Game>.lock``, flock-ed (released by the kernel if the holder
-    dies) and removed on release, so a finished layout holds no trace of it. A second writer is
-    refused at once with one line rather than racing the first over the same staging folder.
-    """
 
-    def __init__(self, root: str | os.PathLike, source: str, game: str):
+class FileLock:
+    """An exclusive lock held through a file: flock-ed (released by the kernel if the holder dies),
+    never opened through a symlink, and removed on release, so a finished output holds no trace."""
+
+    def __init__(self, path: Path, what: str):
         self._fd: int | None = None
-        parent = Path(root) / source
-        parent.mkdir(parents=True, exist_ok=True)
-        self.path = parent / f".{game}.lock"
-        self.what = f"{source}/{game}"
+        self.path, self.what = Path(path), what
         while True:
             try:  # never through a symlink: a planted link would have us truncate whatever it points at
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)

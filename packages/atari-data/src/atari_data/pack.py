@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import GameDir, list_games, safe_join, swap_into_place
+from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
 from atari_data.limits import read_bytes
 from atari_data.png import png_size
 from atari_data.records import image_name
@@ -213,7 +213,6 @@ class _TarShards:
 
 def pack(cfg: PackConfig) -> dict:
     """Pack and return a summary: configs, splits, records, shards and files."""
-    from atari_data.card import write_card
     from atari_data.validate import validate
 
     unknown = set(cfg.formats) - {"parquet", "webdataset"}
@@ -228,8 +227,36 @@ def pack(cfg: PackConfig) -> dict:
         raise AtariDataError(f"{len(report.defects)} defects, e.g. {report.defects[0].render()}; run "
                              "`atari-data validate` first", file=str(cfg.root), field="root")
     out = Path(cfg.out)
-    if out.exists() and not cfg.force:
-        raise AtariDataError("exists; use --force to replace it", file=str(out), field="OUT")
+    _check_target(Path(cfg.root), out, cfg.force)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out.with_name(f".{out.name}.lock"), str(out))  # one pack into OUT at a time
+    try:
+        return _pack(cfg, games, out)
+    finally:
+        lock.release()
+
+
+def _check_target(root: Path, out: Path, force: bool) -> None:
+    """OUT may be replaced only when it is a packed repository of its own: never the layout, a folder
+    holding it or inside it, a file, or a symlink."""
+    if out.is_symlink():
+        raise AtariDataError("is a symlink; pass the folder it points to", file=str(out), field="OUT")
+    r, o = root.resolve(), out.resolve()
+    if r == o or r in o.parents or o in r.parents:
+        raise AtariDataError(f"overlaps the layout {root} (OUT must be neither it, inside it, nor around it)",
+                             file=str(out), field="OUT")
+    if out.exists():
+        if not force:
+            raise AtariDataError("exists; use --force to replace it", file=str(out), field="OUT")
+        if not out.is_dir() or not (out / "README.md").is_file() or not (
+                (out / "data").is_dir() or (out / "replay").is_dir()):
+            raise AtariDataError("exists and is not a packed repository (README.md with data/ or replay/); "
+                                 "refusing to replace it", file=str(out), field="OUT")
+
+
+def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
+    from atari_data.card import write_card
+
     tmp = out.with_name(f".{out.name}.partial")
     if tmp.exists():
         shutil.rmtree(tmp)

@@ -134,6 +134,12 @@ def load_results(path: str | Path) -> dict:
         raise EvalError(f"is not a laya-eval results file (missing {', '.join(missing)})", file=str(path))
     if not isinstance(results["games"], dict):
         raise EvalError("is not a mapping of game names to results", file=str(path), field="games")
+    settings, protocol = results["settings"], results["protocol"]
+    if not isinstance(settings, dict) or not {"policy", "episodes", "seed_base", "cap", "greedy"} <= set(settings):
+        raise EvalError("is not the settings laya-eval writes (policy, episodes, seed_base, cap, greedy)",
+                        file=str(path), field="settings")
+    if not isinstance(protocol, dict):
+        raise EvalError("is not a mapping", file=str(path), field="protocol")
     for name, g in results["games"].items():
         problem = _game_problem(name, g)
         if problem:
@@ -148,11 +154,18 @@ def _game_problem(name: str, g) -> str | None:
         return "is not a game result naming its game"
     if g.get("error") is not None:
         return None if isinstance(g["error"], str) else "error is not text"
-    checks = {"mean": is_number(g.get("mean")), "scores": numbers(g.get("scores")) and bool(g.get("scores")),
+    b, rnd = g.get("baseline"), g.get("random", {})
+    checks = {"mean": is_number(g.get("mean")), "std": is_number(g.get("std")),
+              "scores": numbers(g.get("scores")) and bool(g.get("scores")),
               "normalised": g.get("normalised") is None or is_number(g.get("normalised")),
               "normalised_scores": g.get("normalised") is None or numbers(g.get("normalised_scores")),
+              "human_normalised": g.get("human_normalised") is None or is_number(g.get("human_normalised")),
+              "baseline": b is None or (isinstance(b, dict) and is_number(b.get("expert"))
+                                        and is_number(b.get("random"))
+                                        and (b.get("cap") is None or type(b.get("cap")) is int)),
+              "random": isinstance(rnd, dict) and (rnd.get("mean") is None or is_number(rnd.get("mean"))),
               "excluded": type(g.get("excluded")) is bool, "beats_random": type(g.get("beats_random")) is bool,
-              "flags": isinstance(g.get("flags"), list)}
+              "flags": isinstance(g.get("flags"), list) and all(isinstance(f, str) for f in g["flags"])}
     bad = [k for k, ok in checks.items() if not ok]
     return f"{', '.join(bad)}: not as laya-eval writes them" if bad else None
 

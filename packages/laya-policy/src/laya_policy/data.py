@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
 from atari_data.png import decode_png
+from atari_data.records import GameRules
 
 
 class Example:
@@ -62,9 +64,21 @@ def load_examples(data: str, split: str, sources: list[str] | None = None,
 
 
 def _layout_examples(root, split, sources, games) -> list[Example]:
+    """Every record of the ready games, each checked as the validator checks it (a ready folder may
+    still have been edited by hand): a defect is one AtariDataError naming file, line and field."""
     out = []
     for g in list_games(root, sources, games):
-        for rec in g.records(split):
+        meta = g.meta()
+        try:
+            rules = GameRules(g.source, g.game, tuple(meta["actions"]), meta["frames"], meta.get("platform", "ale"))
+        except (KeyError, TypeError, ValueError) as e:
+            raise AtariDataError(f"is not a usable meta.json ({type(e).__name__}: {e})", file=str(g.path / "meta.json"),
+                                 field="(file)") from None
+        for n, rec in enumerate(g.records(split), 1):
+            defects = rules.check(rec)
+            if defects:
+                field, msg = defects[0]
+                raise AtariDataError(msg, file=str(g.split_file(split)), line=n, field=field)
             out.append(Example(rec, lambda prev, g=g, rec=rec: g.frame(rec, prev=prev)))
     return out
 
