@@ -392,3 +392,110 @@ def test_a_lowered_limit_reaches_worker_processes(layout_master, tmp_path, monke
     assert code == 0, err  # small files pass a 1 MB limit
     import os
     assert os.environ["ATARI_DATA_LIMITS"] == "file=1", "set in the environment, where spawned workers read it"
+
+
+# -- what an outside review found (each failed before its fix) --------------------------------------------
+
+def test_a_planted_lock_symlink_is_refused_and_its_target_untouched(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "root" / "expert2f").mkdir(parents=True)
+    (tmp_path / "root" / "expert2f" / ".Pong.lock").symlink_to(victim)
+    code, err = check_promises(main, ["generate", "--root", tmp_path / "root", "--games", "Pong", "--train-frames",
+                                      "8", "--val-frames", "2", "--baseline-episodes", "0"],
+                               sandbox=tmp_path / "root", target=None)
+    assert code == 2 and ".Pong.lock: (lock):" in err and victim.read_text() == "precious", err
+
+
+@pytest.mark.parametrize("which", ["expert2f/Breakout/val.jsonl", "expert2f/Breakout/meta.json"])
+def test_a_device_in_a_layout_is_refused_not_read_forever(layout, tmp_path, which):
+    (layout / which).unlink()
+    (layout / which).symlink_to("/dev/zero")
+    code, out, err = run_cli(main, ["validate", layout])
+    assert code == 2 and "is not a regular file" in out, out + err
+    code, err = check_promises(main, ["stats", layout], sandbox=tmp_path, target=None)
+    assert code in (0, 2) and (code == 0 or "regular file" in err), err
+
+
+def test_playjev_frames_outside_their_shard_are_refused(tmp_path):
+    import hashlib
+
+    from .test_import_playjev import write_shard
+
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", np.random.default_rng(0))
+    secret = tmp_path / "secret.jpg"
+    shutil.copy(next((root / "floppy_bird/clone_a/frames").iterdir()), secret)
+    path = root / "floppy_bird/clone_a/records.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    rows[0].update(frame="../../../secret.jpg", frame_md5=hashlib.md5(secret.read_bytes()).hexdigest())
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "layout"
+    code, err = check_promises(main, ["import", "playjev", "--from", root, "--root", out], sandbox=tmp_path,
+                               target=out)
+    assert code == 2 and "frame: path '../../../secret.jpg' leaves its folder" in err, err
+
+
+@pytest.mark.parametrize("edit,field", [(lambda r: r.update(step="zero"), "step"),
+                                        (lambda r: r.update(episode=[1]), "episode")])
+def test_playjev_records_with_wrong_types_are_one_line(tmp_path, edit, field):
+    from .test_import_playjev import write_shard
+
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", np.random.default_rng(0))
+    path = root / "floppy_bird/clone_a/records.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    edit(rows[4])
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, err = check_promises(main, ["import", "playjev", "--from", root, "--root", tmp_path / "l"],
+                               sandbox=tmp_path, target=tmp_path / "l")
+    assert code == 2 and f"records.jsonl:5: {field}:" in err, err
+
+
+def test_a_copied_game_that_does_not_validate_is_never_marked_ready(tmp_path):
+    from .test_import_playjev import write_shard
+
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", np.random.default_rng(0))
+    (root / "floppy_bird/clone_a/frames/e0_s0.jpg").unlink()  # step 1's previous frame is gone
+    out = tmp_path / "layout"
+    code, err = check_promises(main, ["import", "playjev", "--from", root, "--root", out], sandbox=tmp_path,
+                               target=out)
+    assert code == 2 and "does not validate" in err and not list(out.rglob("_READY")), err
+
+
+def test_an_sb3_head_declaring_10_to_the_11_actions_is_refused_before_building(tmp_path):
+    import torch
+
+    head = torch.zeros(1).expand(10**11, 512)  # a few bytes on disk, 200 TB as a layer
+    model = _sb3(tmp_path / "model.zip", policy_bytes=_state_with(tmp_path, **{"action_net.weight": head}))
+    code, err = check_promises(main, ["generate", "--root", tmp_path / "r", "--games", "Pong", "--expert",
+                                      f"sb3:{model}", "--baseline-episodes", "0"], sandbox=tmp_path,
+                               target=tmp_path / "r")
+    assert code == 2 and "declares 100000000000 actions" in err, err
+
+
+@pytest.mark.parametrize("actions,rewards", [(["a"] * 30, [0.0] * 30), ([float("nan")] * 30, [0.0] * 30),
+                                             ([1] * 30, ["x"] * 30), (3, [0.0] * 30)])
+def test_jat_columns_of_the_wrong_type_are_counted_or_one_line(tmp_path, actions, rewards):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .test_import_jat import frames_of_a_game, stacks
+
+    folder = tmp_path / "jat" / "atari-breakout"
+    folder.mkdir(parents=True)
+    images = [{"bytes": b, "path": None} for b in stacks(frames_of_a_game(np.random.default_rng(0), 30))]
+    pq.write_table(pa.table({"image_observations": [images], "discrete_actions": [actions], "rewards": [rewards]}),
+                   folder / "train-00000-of-00001.parquet")
+    code, err = check_promises(main, ["import", "jat", "--from", tmp_path / "jat", "--root", tmp_path / "l"],
+                               sandbox=tmp_path, target=tmp_path / "l")
+    assert code in (0, 2) and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["²", "9" * 5000, "-1", "0"])
+def test_limit_values_that_are_not_plain_digits_are_one_line(tmp_path, value, monkeypatch):
+    monkeypatch.setenv("ATARI_DATA_LIMITS", "")
+    code, err = check_promises(main, ["--limit", f"frame={value}", "stats", tmp_path], sandbox=tmp_path,
+                               target=None)
+    assert code == 2 and "--limit:" in err, err
