@@ -246,3 +246,38 @@ def test_a_checkpoint_loads_from_the_hub_cache_by_its_id_offline(data, tmp_path,
     assert json.loads(results.read_text())["games"]["Pong"]["error"] is None
     with pytest.raises(OSError, match=r"hf download laya/other --revision v2 --local-dir DIR"):
         load_checkpoint("laya/other@v2")
+
+
+def test_push_stages_the_checkpoint_with_a_model_card_that_loads_back_from_the_hub(data, tmp_path, monkeypatch,
+                                                                                   capsys):
+    import huggingface_hub.constants
+
+    from laya_eval.cli import main as judge
+    from laya_policy.cli import main
+
+    from ..atari_data.test_import_jat import hub_cache
+
+    out = tmp_path / "run"
+    train(config(data, out, steps=2, evals=1, games=["Pong"]), progress=False)
+    results = tmp_path / "eval.json"
+    assert judge(["run", "--policy", f"laya:{out / 'final'}", "--games", "Pong", "--episodes", "1", "--cap", "5",
+                  "--random-episodes", "0", "--out", str(results)]) == 0
+    staged = tmp_path / "staged"
+    capsys.readouterr()
+    assert main(["push", str(out / "final"), "--repo", "me/laya-tiny-pong", "--results", str(results),
+                 "--dry-run", str(staged)]) == 0
+    assert "nothing uploaded" in capsys.readouterr().out
+    card = (staged / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: \"laya-policy\"\nlicense: \"apache-2.0\"")
+    assert "base_model" not in card, "the tiny preset has no base model on the Hub"
+    assert "laya-eval run --policy laya:me/laya-tiny-pong" in card and "| Pong |" in card and "2 steps" in card
+    # What push uploads is a checkpoint: from a Hub cache of exactly those files it plays again.
+    hub_cache(tmp_path / "hub", "me/laya-tiny-pong",
+              {str(p.relative_to(staged)): p.read_bytes() for p in staged.rglob("*") if p.is_file()}, "model")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    _, cfg = load_checkpoint("me/laya-tiny-pong")
+    assert cfg.frames == 2
+    # Offline the upload itself is one line naming the repo.
+    assert main(["push", str(out / "final"), "--repo", "me/laya-tiny-pong"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot push to the Hub repo me/laya-tiny-pong") and err.count("\n") == 1, err

@@ -5,6 +5,7 @@
                               temperatures, backbone and revision, head layout
       backbone/               the Idefics3 backbone (config.json, model.safetensors) and its tokenizer
       head.safetensors        question-type embedding, head transformer, scorer
+      training.json           how it was trained (data, sources, games, steps, settings), when known
 
 A config without the preprocessing keys means 512 through the processor (older checkpoints).
 """
@@ -39,7 +40,10 @@ class AgentConfig:
     head_layers: int = 2
 
 
-def save_checkpoint(policy: ChoicePolicy, cfg: AgentConfig, path: str | Path) -> Path:
+TRAINING = "training.json"  # how the checkpoint was trained (data, steps, settings): for its model card
+
+
+def save_checkpoint(policy: ChoicePolicy, cfg: AgentConfig, path: str | Path, training: dict | None = None) -> Path:
     """Write the checkpoint beside ``path`` and rename it into place."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -51,6 +55,8 @@ def save_checkpoint(policy: ChoicePolicy, cfg: AgentConfig, path: str | Path) ->
     head = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items() if not k.startswith("backbone.")}
     save_file(head, tmp / "head.safetensors")
     (tmp / CONFIG).write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+    if training is not None:
+        (tmp / TRAINING).write_text(json.dumps(training, indent=2) + "\n")
     if path.exists():
         shutil.rmtree(path)
     os.replace(tmp, path)

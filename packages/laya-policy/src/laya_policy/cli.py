@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from atari_data.errors import AtariDataError
+from laya_eval.errors import EvalError
 
 
 def _names(text: str) -> list[str]:
@@ -47,13 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", default=d.out, help="run folder (default %(default)s)")
     t.add_argument("--sources", type=_names, help="comma-separated sources (default all)")
     t.add_argument("--games", type=_names, help="comma-separated games (default all)")
-    t.add_argument("--frames", type=int, choices=(1, 2), default=d.frames, help="(default %(default)s)")
+    t.add_argument("--frames", type=int, choices=(1, 2), default=d.frames, help="(default: --init-from's, else 2)")
     t.add_argument("--model", default=d.model, help=f"tiny (random weights, built here), a Hub id such as {SMOLVLM}, "
                    "or a local directory (default %(default)s)")
     t.add_argument("--init-from", help="checkpoint to continue from (e.g. after a DAgger round)")
-    t.add_argument("--image-size", type=int, default=d.image_size, help="(default %(default)s)")
+    t.add_argument("--image-size", type=int, default=d.image_size, help="(default: --init-from's, else the "
+                   "pretrained backbone's vision config, else 128 for a preset)")
     t.add_argument("--preprocess", choices=("gpu", "processor"), default=d.preprocess,
-                   help="device-side resize (gpu) or SmolVLM's processor (default %(default)s)")
+                   help="device-side resize (gpu) or SmolVLM's processor (default: --init-from's, else gpu)")
     t.add_argument("--batch", type=int, default=d.batch, help="per process (default %(default)s)")
     t.add_argument("--passes", type=float, default=d.passes, help="passes over the training records "
                    "(default %(default)s)")
@@ -100,6 +102,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--device", default="cpu", help="(default %(default)s)")
     g.add_argument("--force", action="store_true", help="rewrite games already written")
 
+    pu = sub.add_parser("push", help="upload a checkpoint to the Hub with a generated model card",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description="Upload CKPT to the model repo --repo with a README.md model card: the base "
+                        "model, the data and settings it was trained with (its training.json), the evaluation table "
+                        "of a laya-eval results file, the license. Anyone then plays it with "
+                        "`laya-eval run --policy laya:ORG/NAME`.", epilog="examples:\n"
+                        "  laya-policy push runs/tiny/final --repo me/laya-tiny-pong --results runs/tiny/eval.json\n"
+                        "  laya-policy push runs/tiny/final --repo me/laya-tiny-pong --dry-run staged/  # look first")
+    pu.add_argument("checkpoint", metavar="CKPT", help="checkpoint folder (or ORG/NAME[@REVISION])")
+    pu.add_argument("--repo", required=True, help="model repo id, ORG/NAME")
+    pu.add_argument("--results", help="a laya-eval results file for the card's evaluation table")
+    pu.add_argument("--license", default="apache-2.0", help="(default %(default)s, SmolVLM's)")
+    pu.add_argument("--private", action="store_true", help="create the repo private")
+    pu.add_argument("--revision", help="branch to push to (default main)")
+    pu.add_argument("--dry-run", metavar="DIR", help="write the folder that would be uploaded to DIR and stop")
+
     from laya_policy.quickstart import QuickstartConfig
 
     q = QuickstartConfig()
@@ -119,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--val-frames", type=int, default=q.val_frames, help="per game (default %(default)s)")
     k.add_argument("--minutes", type=float, default=q.minutes, help="training budget (default %(default)s)")
     k.add_argument("--model", default=q.model, help="tiny, a Hub id or a local directory (default %(default)s)")
-    k.add_argument("--image-size", type=int, default=q.image_size, help="(default %(default)s)")
+    k.add_argument("--image-size", type=int, default=q.image_size, help="(default: the backbone's; 128 for tiny)")
     k.add_argument("--batch", type=int, default=q.batch, help="(default %(default)s)")
     k.add_argument("--episodes", type=int, default=q.episodes, help="evaluation episodes per game "
                    "(default %(default)s)")
@@ -183,6 +201,16 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     print(f"{game}: {meta['train']['records']} train / {meta['val']['records']} val records -> "
                           f"{args.root}/dagger{args.round}/{game}")
+        if args.command == "push":
+            from pathlib import Path
+
+            from laya_policy.push import push, stage
+
+            if args.dry_run:
+                folder = stage(args.checkpoint, args.repo, Path(args.dry_run), args.results, args.license)
+                print(f"staged {sum(1 for p in folder.rglob('*') if p.is_file())} files in {folder}; nothing uploaded")
+            else:
+                print(push(args.checkpoint, args.repo, args.results, args.private, args.revision, args.license))
         if args.command == "quickstart":
             from laya_policy.quickstart import Quickstart, QuickstartConfig
 
@@ -193,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
-    except (OSError, ValueError, AtariDataError) as e:
-        print(f"error: {e.render() if isinstance(e, AtariDataError) else e}", file=sys.stderr)
+    except (OSError, ValueError, AtariDataError, EvalError) as e:
+        print(f"error: {e.render() if isinstance(e, (AtariDataError, EvalError)) else e}", file=sys.stderr)
         return 2
 
 

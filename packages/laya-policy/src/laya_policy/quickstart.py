@@ -34,7 +34,7 @@ class QuickstartConfig:
     decision_cap: int = 1_000          # per generated episode: more, shorter episodes
     baseline_episodes: int = 2
     model: str = "tiny"
-    image_size: int = 128
+    image_size: int | None = None  # None: the backbone's (128 for tiny)
     batch: int = 16
     minutes: float = 8.0               # training budget
     episodes: int = 5                  # evaluation episodes per game

@@ -100,6 +100,10 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     return replace(cfg, frames=cfg.frames or 2, image_size=size, preprocess=cfg.preprocess or "gpu")
 
 
+#: The settings a checkpoint's training.json (and so its model card) records.
+TRAINING_KEYS = ("data", "sources", "games", "frames", "image_size", "preprocess", "batch", "passes", "steps",
+                 "balance", "freeze", "lr_head", "lr_backbone", "spherical_weight", "seed", "device")
+
 #: (head, backbone) learning rates when none is given. A random preset trains everything: its head
 #: needs 1e-3 to move, and at 1e-3 its vision tower loses what the random features already tell apart.
 DEFAULT_LRS = {"pretrained": (1e-4, 2e-5), "tiny": (1e-3, 1e-4)}
@@ -471,7 +475,10 @@ class Run:
                 temperature = fit_temperature(fit_logits, fit_labels, fit_targets)
                 calib.update(temperature=temperature,
                              ece_after=expected_calibration_error(rep_logits / temperature, rep_labels))
-        save_checkpoint(self.model, self.agent_config(temperature), self.out / "final")
+        training = {k: v for k, v in asdict(self.cfg).items() if k in TRAINING_KEYS} | {
+            "model": self.cfg.backbone, "steps_done": self.step, "minutes": round(self.spent / 60, 3),
+            "groups": sorted(self.train), "calibration": calib}
+        save_checkpoint(self.model, self.agent_config(temperature), self.out / "final", training)
         steps_s = self.step / max(self.busy, 1e-9)
         return {"steps": self.step, "minutes": round(self.spent / 60, 3), "best": self.best, "calibration": calib,
                 "samples_per_group": self.counts, "curve": self.curve,
