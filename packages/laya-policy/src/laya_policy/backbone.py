@@ -111,12 +111,18 @@ def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0, rev
     return model, tokenizer
 
 
-def pretrained_image_size(name: str, revision: str | None = None) -> int:
-    """The image size a pretrained backbone's vision tower was built for (its config), read without the weights."""
+def pretrained_image_size(name: str, revision: str | None = None) -> tuple[int, int]:
+    """(image size, patch size) a pretrained backbone's vision tower was built for, read from its
+    config without the weights."""
+    from pathlib import Path
+
     from transformers import AutoConfig
 
+    if name.startswith((".", "/")) and not Path(name).is_dir():
+        raise OSError(f"--model {name}: no such folder")
     try:
-        return int(AutoConfig.from_pretrained(name, revision=revision).vision_config.image_size)
+        v = AutoConfig.from_pretrained(name, revision=revision).vision_config
+        return int(v.image_size), int(v.patch_size)
     except (OSError, ValueError, AttributeError) as e:
         raise OSError(f"cannot read the config of backbone {name!r} ({type(e).__name__}: {str(e).splitlines()[0]}). "
                       f"Offline, download it once (`hf download {name} --local-dir DIR`) and pass --model DIR") \

@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--games", type=_names, help="comma-separated games (default all)")
     t.add_argument("--frames", type=int, choices=(1, 2), default=d.frames, help="(default: --init-from's, else 2)")
     t.add_argument("--model", default=d.model, help=f"tiny (random weights, built here), a Hub id such as {SMOLVLM}, "
-                   "or a local directory (default %(default)s)")
+                   "or a local directory (default: --init-from's backbone, else tiny)")
     t.add_argument("--init-from", help="checkpoint to continue from (e.g. after a DAgger round)")
     t.add_argument("--image-size", type=int, default=d.image_size, help="(default: --init-from's, else the "
                    "pretrained backbone's vision config, else 128 for a preset)")

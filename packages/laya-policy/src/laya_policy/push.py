@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from laya_policy.backbone import PRESETS
-from laya_policy.checkpoint import CONFIG, TRAINING, load_config, resolve_checkpoint
+from laya_policy.checkpoint import CONFIG, HUB_SPEC, TRAINING, load_config, resolve_checkpoint
 
 
 def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str = "apache-2.0") -> str:
@@ -23,10 +23,10 @@ def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str 
     training = json.loads((ckpt / TRAINING).read_text()) if (ckpt / TRAINING).is_file() else {}
     header = {"library_name": "laya-policy", "license": license, "pipeline_tag": "reinforcement-learning",
               "tags": ["atari", "vision-language-model", "game-playing", "laya"]}
-    if cfg.backbone not in PRESETS:
-        header["base_model"] = cfg.backbone
+    if cfg.backbone not in PRESETS and training.get("model_on_hub", HUB_SPEC.match(cfg.backbone) is not None):
+        header["base_model"] = cfg.backbone  # a Hub id; a local copy's path means nothing to others
     data = training.get("data")
-    if data and not Path(data).exists():  # a Hub dataset id, not a local folder
+    if data and training.get("data_on_hub"):
         header["datasets"] = [data]
     yaml_lines = [f"{k}: {json.dumps(v)}" for k, v in header.items()]  # JSON values are YAML
     lines = ["---", *yaml_lines, "---", "", f"# {repo}", "",
@@ -46,15 +46,19 @@ def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str 
     lines += ["", "## Evaluation", ""]
     if results:
         s = results.get("settings", {})
-        lines += [f"laya-eval, {s.get('episodes')} episodes per game, decision cap {s.get('cap') or 'none'}, "
-                  f"{'greedy' if s.get('greedy') else 'sampled'} actions.", "",
-                  "| game | mean score | normalised | beats random |", "| --- | ---: | ---: | --- |"]
+        episodes = s.get("episodes")
+        lines += [f"laya-eval, {episodes} episode{'' if episodes == 1 else 's'} per game, decision cap "
+                  f"{s.get('cap') or 'none'}, {'greedy' if s.get('greedy') else 'sampled'} actions; "
+                  f"{s.get('random_episodes') or 0} random episodes per game in the same run. Flags say where a "
+                  "score should not be compared as it stands.", "",
+                  "| game | mean score | normalised | beats random | flags |", "| --- | ---: | ---: | --- | --- |"]
         for game, g in sorted(results.get("games", {}).items()):
             if g.get("error"):
-                lines.append(f"| {game} | failed | | |")
+                lines.append(f"| {game} | failed | | | |")
                 continue
             norm = "—" if g.get("normalised") is None else f"{g['normalised']:.3f}"
-            lines.append(f"| {game} | {g['mean']:.1f} | {norm} | {'yes' if g.get('beats_random') else 'no'} |")
+            lines.append(f"| {game} | {g['mean']:.1f} | {norm} | {'yes' if g.get('beats_random') else 'no'} | "
+                         f"{'; '.join(g.get('flags') or [])} |")
     else:
         lines.append("Not given (pass `--results` with a laya-eval results file).")
     lines += ["", "## Files", "", f"`{CONFIG}` (preprocessing, frames, temperature), `backbone/` (loads with "
@@ -68,10 +72,19 @@ def stage(ckpt: str | Path, repo: str, out: Path, results_path: str | None = Non
     """The folder that would be uploaded: the checkpoint's files and README.md, written to ``out``."""
     from laya_eval.evaluate import load_results
 
+    if not HUB_SPEC.match(repo) or "@" in repo:
+        raise ValueError(f"--repo {repo!r}: expected a Hub model id ORG/NAME")
     ckpt = resolve_checkpoint(ckpt)
     results = load_results(results_path) if results_path else None
-    if out.exists():
-        shutil.rmtree(out)
+    if results is not None:
+        spec = str(results.get("policy", {}).get("spec", ""))
+        played = spec.removeprefix("laya:")
+        if not spec.startswith("laya:") or not (played == repo or (Path(played).exists()
+                                                                   and Path(played).resolve() == ckpt.resolve())):
+            raise ValueError(f"{results_path}: policy {spec!r} is not this checkpoint ({ckpt}); evaluate it with "
+                             f"`laya-eval run --policy laya:{ckpt}`")
+    if out.exists():  # never someone's folder: a dry run writes a new one
+        raise ValueError(f"{out}: exists; pass a new folder to stage into")
     shutil.copytree(ckpt, out, symlinks=False)
     (out / "README.md").write_text(model_card(ckpt, repo, results, license), encoding="utf-8")
     return out

@@ -39,7 +39,7 @@ class TrainConfig:
     sources: list[str] | None = None
     games: list[str] | None = None
     frames: int | None = None          # None: the init_from checkpoint's, else 2
-    model: str = "tiny"
+    model: str | None = None           # None: the init_from checkpoint's backbone, else tiny
     init_from: str | None = None
     image_size: int | None = None      # None: the checkpoint's, the pretrained backbone's, or 128 for a preset
     preprocess: str | None = None      # None: the checkpoint's, else gpu
@@ -65,7 +65,7 @@ class TrainConfig:
     @property
     def backbone(self) -> str:
         """The backbone's name: ``model``, or the one the ``init_from`` checkpoint was built on."""
-        return load_config(self.init_from).backbone if self.init_from else self.model
+        return load_config(self.init_from).backbone if self.init_from else (self.model or "tiny")
 
     @property
     def pretrained(self) -> bool:
@@ -80,22 +80,28 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
 
     from laya_policy.backbone import pretrained_image_size
 
-    given = {"frames": cfg.frames, "image_size": cfg.image_size, "preprocess": cfg.preprocess}
-    flags = {"frames": "--frames", "image_size": "--image-size", "preprocess": "--preprocess"}
+    if cfg.steps is not None and cfg.steps < 1:
+        raise ValueError(f"--steps {cfg.steps}: expected 1 or more (leave it out to use --passes)")
+    if cfg.image_size is not None and (cfg.image_size < 64 or cfg.image_size % 64):
+        raise ValueError(f"--image-size {cfg.image_size}: expected a positive multiple of 64 (16-pixel patches, "
+                         "merged 4x4)")
+    given = {"model": cfg.model, "frames": cfg.frames, "image_size": cfg.image_size, "preprocess": cfg.preprocess}
     if cfg.init_from:
         ckpt = asdict(load_config(cfg.init_from))
+        ckpt["model"] = ckpt["backbone"]
         for key, value in given.items():
             if value is not None and value != ckpt[key]:
-                raise ValueError(f"{flags[key]} {value} differs from the {ckpt[key]} that {cfg.init_from} was trained "
-                                 f"with; leave it out to follow the checkpoint")
+                raise ValueError(f"--{key.replace('_', '-')} {value} differs from the {ckpt[key]} that {cfg.init_from} "
+                                 "was trained with; leave it out to follow the checkpoint")
         return replace(cfg, **{k: ckpt[k] for k in given})
-    size = cfg.image_size or 128
+    cfg = replace(cfg, model=cfg.model or "tiny")
+    size = 128 if cfg.image_size is None else cfg.image_size
     if cfg.pretrained:
-        native = pretrained_image_size(cfg.model)
+        native, patch = pretrained_image_size(cfg.model)
         if cfg.image_size is not None and cfg.image_size != native:
             raise ValueError(f"--image-size {cfg.image_size}: {cfg.model} takes {native} (its vision config, "
-                             f"{native // 16}x{native // 16} patches merged to its image tokens); leave it out or "
-                             f"pass {native}")
+                             f"{native // patch}x{native // patch} patches of {patch} merged to its image tokens); "
+                             f"leave it out or pass {native}")
         size = native
     return replace(cfg, frames=cfg.frames or 2, image_size=size, preprocess=cfg.preprocess or "gpu")
 
@@ -430,6 +436,9 @@ class Run:
                 self.best["play"] = entry["play"]["score"]
             save_checkpoint(self.model, self.agent_config(), self.out / "best")
 
+    def base_lrs_named(self) -> list[dict]:
+        return [{"group": name, "lr": lr} for name, lr in zip(("head", "backbone"), self.base_lrs, strict=True)]
+
     @torch.no_grad()
     def _scored(self, examples: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(logits, labels, targets) of ``examples``, padded to the most options with impossible ones."""
@@ -446,8 +455,13 @@ class Run:
                 torch.cat(labels), torch.cat([torch.nn.functional.pad(t, (0, k - t.shape[1])) for t in targets]))
 
     def agent_config(self, temperature: float = 1.0) -> AgentConfig:
-        return AgentConfig(image_size=self.cfg.image_size, preprocess=self.cfg.preprocess, frames=self.cfg.frames,
-                           temperatures={"choice": temperature}, backbone=self.cfg.backbone)
+        """What the checkpoint restores: a continued checkpoint's own fields (interpolation, head shape,
+        revision), with this run's temperature."""
+        from dataclasses import replace
+
+        base = load_config(self.cfg.init_from) if self.cfg.init_from else AgentConfig(backbone=self.cfg.backbone)
+        return replace(base, image_size=self.cfg.image_size, preprocess=self.cfg.preprocess, frames=self.cfg.frames,
+                       temperatures={"choice": temperature})
 
     def finish(self) -> dict:
         """Fit the temperature and write ``final/``.
@@ -475,9 +489,13 @@ class Run:
                 temperature = fit_temperature(fit_logits, fit_labels, fit_targets)
                 calib.update(temperature=temperature,
                              ece_after=expected_calibration_error(rep_logits / temperature, rep_labels))
+        from laya_policy.data import data_kind
+
         training = {k: v for k, v in asdict(self.cfg).items() if k in TRAINING_KEYS} | {
-            "model": self.cfg.backbone, "steps_done": self.step, "minutes": round(self.spent / 60, 3),
-            "groups": sorted(self.train), "calibration": calib}
+            "model": self.cfg.backbone, "model_on_hub": self.cfg.pretrained and not Path(self.cfg.backbone).exists(),
+            "data_on_hub": data_kind(self.cfg.data) == "hub", "freeze": "none" if self.train_vision else "vision",
+            "lrs": [g["lr"] for g in self.base_lrs_named()], "steps_done": self.step,
+            "minutes": round(self.spent / 60, 3), "groups": sorted(self.train), "calibration": calib}
         save_checkpoint(self.model, self.agent_config(temperature), self.out / "final", training)
         steps_s = self.step / max(self.busy, 1e-9)
         return {"steps": self.step, "minutes": round(self.spent / 60, 3), "best": self.best, "calibration": calib,
@@ -487,15 +505,22 @@ class Run:
 
 
 def _halves(examples: list[Example], most: int = 512) -> tuple[list[Example], list[Example]]:
-    """(fit, report): whole episodes alternate between the two (records alternate when a group has a
-    single episode), each half at most ``most`` records, evenly spread."""
-    episodes = sorted({(ex.rec["game"], ex.rec["source"], ex.rec["episode"]) for ex in examples})
-    if len(episodes) >= 2:
-        side = {e: i % 2 for i, e in enumerate(episodes)}
-        halves = [[ex for ex in examples if side[(ex.rec["game"], ex.rec["source"], ex.rec["episode"])] == h]
-                  for h in (0, 1)]
-    else:
-        halves = [examples[0::2], examples[1::2]]
+    """(fit, report), both holding every (game, source): within each, whole episodes alternate between
+    the two halves, or its records alternate when it has a single episode. Each half at most ``most``
+    records, evenly spread."""
+    groups: dict[tuple, list[Example]] = {}
+    for ex in examples:
+        groups.setdefault((ex.rec["game"], ex.rec["source"]), []).append(ex)
+    halves: list[list[Example]] = [[], []]
+    for _, group in sorted(groups.items()):
+        episodes = sorted({ex.rec["episode"] for ex in group})
+        if len(episodes) >= 2:
+            side = {e: i % 2 for i, e in enumerate(episodes)}
+            for ex in group:
+                halves[side[ex.rec["episode"]]].append(ex)
+        else:
+            halves[0] += group[0::2]
+            halves[1] += group[1::2]
     return tuple(h[:: max(1, len(h) // most)][:most] for h in halves)
 
 
