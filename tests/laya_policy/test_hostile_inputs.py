@@ -7,7 +7,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from atari_data.generate import GenerateConfig, generate_game
 from laya_policy.cli import main
 from laya_policy.train import TrainConfig, train
 
@@ -18,11 +17,8 @@ TRAIN = ["--steps", "1", "--batch", "2", "--image-size", "64", "--evals", "1"]
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hostile-data")
-    generate_game(GenerateConfig(root=str(root), train_frames=24, val_frames=8, min_train_episodes=1,
-                                 decision_cap=40, baseline_episodes=0), "Pong")
-    return root
+def data(pong_data):
+    return pong_data
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from atari_data.generate import GenerateConfig, generate_game
 from laya_policy.backbone import build_backbone
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.cli import main
@@ -24,11 +23,8 @@ def smolvlm(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("smol-data")
-    generate_game(GenerateConfig(root=str(root), train_frames=24, val_frames=8, min_train_episodes=1,
-                                 decision_cap=40, baseline_episodes=0), "Pong")
-    return root
+def data(pong_data):
+    return pong_data
 
 
 def config(data, out, smolvlm, **kw):
