@@ -77,6 +77,10 @@ def ray_map(fn: Callable, items: Iterable) -> list:
     task = ray.remote(fn)
     refs = [task.remote(x) for x in items]
     try:
+        pending = list(refs)
+        while pending:  # fail fast: the first failed task stops the rest, not the last to finish
+            ready, pending = ray.wait(pending, num_returns=1)
+            ray.get(ready)
         return ray.get(refs)
     except ray.exceptions.RayTaskError as e:
         _cancel(ray, refs)
