@@ -59,12 +59,8 @@ class GameDir:
 
     def records(self, split: str = "train") -> Iterator[dict]:
         """The records of one split, in file order."""
-        from atari_data.limits import read_bytes
-
-        path = self.split_file(split)
-        for n, line in enumerate(read_bytes(path).split(b"\n"), 1):
-            if line:
-                yield parse_json_line(line, str(path), n, "(record)")
+        for _, rec in read_jsonl(self.split_file(split), "(record)"):
+            yield rec
 
     def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
         """A record's frame (or previous frame) as a uint8 array, H x W (gray) or H x W x 3."""
@@ -105,12 +101,34 @@ def list_games(root: str | os.PathLike, sources=None, games=None, ready_only: bo
     return out
 
 
-def parse_json_line(line: bytes, file: str, n: int, field: str):
-    """One JSONL line; any defect (not UTF-8, not JSON, too deep, a number too long) is one AtariDataError."""
+def read_jsonl(path: Path, field: str = "(record)") -> Iterator[tuple[int, object]]:
+    """(line number, value) of every non-blank line of a JSONL file read within the file limit. Lines
+    split on ``\\n`` only: JSON text may hold other line separators (U+2028) verbatim."""
+    for n, line in enumerate(_read(path).split(b"\n"), 1):
+        if line.strip():
+            yield n, parse_json_line(line, str(path), n, field)
+
+
+def _read(path: Path) -> bytes:
+    """A whole text file within the file limit; missing or unreadable is one AtariDataError."""
+    from atari_data.limits import read_bytes
+
+    try:
+        return read_bytes(path)
+    except FileNotFoundError:
+        raise AtariDataError("is missing", file=str(path), field="(file)") from None
+    except OSError as e:
+        raise AtariDataError(f"cannot be read ({e.strerror or e})", file=str(path), field="(file)") from None
+
+
+def parse_json_line(line: bytes, file: str, n: int | None, field: str):
+    """One JSON text (a JSONL line, or a whole file with ``n`` None); any defect (not UTF-8, not JSON,
+    too deep, a number too long) is one AtariDataError."""
     try:
         return json.loads(line.decode("utf-8"))
     except json.JSONDecodeError as e:
-        raise AtariDataError(f"is not valid JSON ({e.msg})", file=file, line=n, field=field) from None
+        raise AtariDataError(f"is not valid JSON ({e.msg})", file=file, line=e.lineno if n is None else n,
+                             field=field) from None
     except UnicodeDecodeError as e:
         raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=file, line=n, field=field) from None
     except (ValueError, RecursionError) as e:
@@ -121,22 +139,7 @@ def parse_json_line(line: bytes, file: str, n: int, field: str):
 def read_json(path: Path) -> dict:
     """A JSON object from ``path``; anything else (missing, too big, not UTF-8, not JSON, nested past
     Python's recursion limit, a number past its digit limit, not an object) is one AtariDataError."""
-    from atari_data.limits import read_bytes
-
-    try:
-        value = json.loads(read_bytes(path).decode("utf-8"))
-    except FileNotFoundError:
-        raise AtariDataError("is missing", file=str(path), field="(file)") from None
-    except OSError as e:
-        raise AtariDataError(f"cannot be read ({e.strerror or e})", file=str(path), field="(file)") from None
-    except json.JSONDecodeError as e:
-        raise AtariDataError(f"is not valid JSON ({e.msg})", file=str(path), line=e.lineno,
-                             field="(file)") from None
-    except UnicodeDecodeError as e:
-        raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=str(path), field="(file)") from None
-    except (ValueError, RecursionError) as e:
-        raise AtariDataError(f"is not JSON this reader accepts ({str(e)[:120] or type(e).__name__})",
-                             file=str(path), field="(file)") from None
+    value = parse_json_line(_read(path), str(path), None, "(file)")
     if not isinstance(value, dict):
         raise AtariDataError(f"holds a JSON {type(value).__name__}, expected an object", file=str(path),
                              field="(file)")
@@ -192,17 +195,14 @@ class FileLock:
             os.close(self._fd)
             self._fd = None
 
-    def __del__(self):
+    def __enter__(self) -> FileLock:
+        return self
+
+    def __exit__(self, *exc) -> None:
         self.release()
 
-
-@contextmanager
-def game_lock(root: str | os.PathLike, source: str, game: str) -> Iterator[GameLock]:
-    lock = GameLock(root, source, game)
-    try:
-        yield lock
-    finally:
-        lock.release()
+    def __del__(self):
+        self.release()
 
 
 def swap_into_place(new: Path, final: Path) -> None:
@@ -217,6 +217,37 @@ def swap_into_place(new: Path, final: Path) -> None:
     os.replace(new, final)
     if old.exists():
         shutil.rmtree(old)
+
+
+@contextmanager
+def staged_game(root: str | os.PathLike, source: str, game: str, kind: str) -> Iterator[GameDir]:
+    """A fresh one-game layout ``<root>/<source>/.<Game>.<kind>/<source>/<Game>/`` (with ``images/``)
+    to assemble a game in; removed on the way out, whatever happened (a committed game has left it)."""
+    stage = Path(root) / source / f".{game}.{kind}"
+    if stage.exists():
+        shutil.rmtree(stage)
+    staged = GameDir(stage, source, game)
+    (staged.path / "images").mkdir(parents=True)
+    try:
+        yield staged
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def commit_game(staged: GameDir, images: bool, file: str) -> Path:
+    """Validate a staged game as ``atari-data validate`` would (decoding frames with ``images``), swap
+    it into ``<root>/<source>/<Game>`` and mark it ready; returns the final folder. Nothing is marked
+    ready that does not validate: a defect is one AtariDataError naming the first."""
+    from atari_data.validate import check_game
+
+    defects = check_game(staged, images=images)
+    if defects:
+        raise AtariDataError(f"the assembled game does not validate ({len(defects)} defects), e.g. "
+                             f"{defects[0].render()}", file=file, field="(game)")
+    final = staged.root.parent / staged.game  # the stage lives in <root>/<source>/, beside the game
+    swap_into_place(staged.path, final)
+    write_atomic(final / READY, b"")
+    return final
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -11,6 +11,7 @@ which worker processes inherit.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -40,8 +41,13 @@ def parse(text: str) -> dict[str, int]:
 
 def limit(kind: str) -> int:
     """The limit of ``kind``: bytes for sizes, a plain factor for ``ratio``."""
-    value = {**DEFAULTS, **parse(os.environ.get(ENV, ""))}[kind]
-    return value if kind == "ratio" else value * MB
+    return _limits(os.environ.get(ENV, ""))[kind]
+
+
+@functools.lru_cache(maxsize=8)
+def _limits(env: str) -> dict[str, int]:
+    """Every limit for one value of the environment variable (read per frame: parsed once)."""
+    return {k: v if k == "ratio" else v * MB for k, v in {**DEFAULTS, **parse(env)}.items()}
 
 
 def check(kind: str, size: int, *, file: str, field: str, compressed: int | None = None) -> None:
@@ -62,12 +68,27 @@ def read_bytes(path: os.PathLike | str, kind: str = "file", field: str = "(file)
     device, FIFO or socket (``/dev/zero``, a pipe) is refused too: its size says nothing, and reading
     it could block or never end. At most the limit is read, whatever the file does meanwhile."""
     cap = limit(kind)
-    with open(path, "rb") as f:
+    with open(path, "rb", buffering=0) as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise AtariDataError("is not a regular file (a device, pipe or socket?)", file=str(path), field=field)
         check(kind, st.st_size, file=str(path), field=field)
-        data = f.read(cap + 1)
-    if len(data) > cap:  # it grew while we read
+        chunks, total, want = [], 0, st.st_size + 1  # sized reads: no cap-sized buffer for a small file
+        while total <= cap:  # a file that grows (or says 0, as /proc does) is read on, up to the limit
+            chunk = f.read(want)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total, want = total + len(chunk), 1 << 20
+    data = b"".join(chunks)
+    if len(data) > cap:
         check(kind, len(data), file=str(path), field=field)
     return data
+
+
+def zip_member(archive, name: str, kind: str, file: str, field: str) -> bytes:
+    """One member of an open ``zipfile.ZipFile``, refused by its declared size and inflation before
+    it is inflated (zipfile then reads no more than the size declared)."""
+    info = archive.getinfo(name)
+    check(kind, info.file_size, file=file, field=field, compressed=info.compress_size)
+    return archive.read(info)

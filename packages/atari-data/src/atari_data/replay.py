@@ -27,27 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from atari_data import limits
 from atari_data.actions import all_games, minimal_actions
 from atari_data.errors import AtariDataError
-from atari_data.layout import (
-    EPISODES,
-    META,
-    READY,
-    SPLITS,
-    GameDir,
-    game_lock,
-    parse_json_line,
-    read_json,
-    swap_into_place,
-    write_atomic,
-)
+from atari_data.layout import EPISODES, META, SPLITS, GameDir, GameLock, commit_game, read_json, read_jsonl, staged_game
 from atari_data.png import encode_png
 from atari_data.protocol import Protocol
 from atari_data.records import GameRules
 from atari_data.schema import GAME_RE, SOURCE_RE, check_structure
 from atari_data.schema import META as META_SCHEMA
-from atari_data.validate import check_game
 
 REPLAY_DIR = "replay"
 
@@ -96,14 +83,6 @@ def _episode_frames(protocol: Protocol, game: str, ep: dict, wanted: set[int]) -
     return out
 
 
-def _lines(path: Path, field: str) -> list[tuple[int, object]]:
-    """(line number, JSON value) of every line of a JSONL file, within the file-size limit."""
-    text = limits.read_bytes(path) if path.is_file() else None
-    if text is None:
-        raise AtariDataError("is missing", file=str(path), field="(file)")
-    return [(n, parse_json_line(line, str(path), n, field)) for n, line in enumerate(text.splitlines(), 1)]
-
-
 def _is_int(v, lo: int = 0, hi: int = 2**31 - 1) -> bool:
     return type(v) is int and lo <= v <= hi
 
@@ -135,7 +114,7 @@ def _read_episodes(path: Path, protocol: Protocol, n_actions: int) -> dict[int, 
     action set and the protocol's frame cap, decisions increasing positions among the moves."""
     max_moves = protocol.max_frames_per_episode // protocol.frameskip
     episodes: dict[int, dict] = {}
-    for n, ep in _lines(path, "(episode)"):
+    for n, ep in read_jsonl(path, "(episode)"):
         def bad(field: str, msg: str, n=n):
             return AtariDataError(msg, file=str(path), line=n, field=field)
         if not isinstance(ep, dict):
@@ -165,7 +144,7 @@ def _read_rows(src: Path, rules: GameRules, episodes: dict[int, dict]) -> dict[s
     for split in SPLITS:
         path = src / f"{split}.jsonl"
         rows[split] = []
-        for n, row in _lines(path, "(record)"):
+        for n, row in read_jsonl(path, "(record)"):
             if not isinstance(row, dict) or not isinstance(row.get("record"), dict) or not isinstance(
                     row.get("md5"), dict):
                 raise AtariDataError('is not {"record": {...}, "md5": {...}}', file=str(path), line=n,
@@ -206,31 +185,17 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
         for row in rows[s]:
             by_episode.setdefault(row["record"]["episode"], []).append(row)
 
-    parent = root / source
-    with game_lock(root, source, game):
-        stage_root = parent / f".{game}.rebuild"  # <stage_root>/<source>/<game> is a layout of one game
-        if stage_root.exists():
-            shutil.rmtree(stage_root)
-        staged = GameDir(stage_root, source, game)
-        (staged.path / "images").mkdir(parents=True)
-        try:
-            _write_frames(staged.path, protocol, game, episodes, by_episode, res)
-            if res.mismatched:
-                return res
-            for s in SPLITS:
-                text = "".join(json.dumps(r["record"], ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-                               + "\n" for r in rows[s])
-                (staged.path / f"{s}.jsonl").write_text(text, encoding="utf-8")
-            shutil.copyfile(src / META, staged.path / META)
-            shutil.copyfile(src / EPISODES, staged.path / EPISODES)
-            defects = check_game(staged, images=True)
-            if defects:
-                raise AtariDataError(f"the rebuilt game does not validate ({len(defects)} defects), e.g. "
-                                     f"{defects[0].render()}", file=str(src), field="(game)")
-            swap_into_place(staged.path, parent / game)
-            write_atomic(parent / game / READY, b"")
-        finally:
-            shutil.rmtree(stage_root, ignore_errors=True)
+    with GameLock(root, source, game), staged_game(root, source, game, "rebuild") as staged:
+        _write_frames(staged.path, protocol, game, episodes, by_episode, res)
+        if res.mismatched:
+            return res
+        for s in SPLITS:
+            text = "".join(json.dumps(r["record"], ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+                           + "\n" for r in rows[s])
+            (staged.path / f"{s}.jsonl").write_text(text, encoding="utf-8")
+        shutil.copyfile(src / META, staged.path / META)
+        shutil.copyfile(src / EPISODES, staged.path / EPISODES)
+        commit_game(staged, images=True, file=str(src))
     res.written = True
     return res
 

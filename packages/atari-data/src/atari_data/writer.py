@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ import numpy as np
 
 from atari_data.actions import minimal_actions
 from atari_data.errors import AtariDataError
-from atari_data.layout import EPISODES, META, READY, SPLITS, GameDir, GameLock, swap_into_place, write_atomic
+from atari_data.layout import EPISODES, META, SPLITS, GameDir, GameLock, commit_game, staged_game
 from atari_data.png import encode_png
 from atari_data.protocol import Protocol
 from atari_data.records import GameRules, image_name
@@ -239,23 +238,15 @@ class GameWriter:
 
     def finish(self, baselines: dict | None = None) -> dict:
         """Write the game folder, then ``_READY``, and release the lock; returns the meta.json written."""
-        try:
-            return self._finish(baselines)
-        except BaseException:  # a refused or interrupted game leaves no staging folder behind
-            shutil.rmtree(self.dir.path.parent / f".{self.game}.partial", ignore_errors=True)
-            raise
+        try:  # the staging folder goes whatever happens: a refused or interrupted game leaves nothing
+            with staged_game(self.root, self.source, self.game, "partial") as staged:
+                return self._finish(staged, baselines)
         finally:
             self.close()
 
-    def _finish(self, baselines: dict | None) -> dict:
+    def _finish(self, staged: GameDir, baselines: dict | None) -> dict:
         picked = {s: sorted(self._samplers[s].pick(), key=lambda k: (k.episode, k.step)) for s in SPLITS}
-        parent = self.dir.path.parent
-        parent.mkdir(parents=True, exist_ok=True)
-        stage = parent / f".{self.game}.partial"  # <stage>/<source>/<game>: a layout of one game, validated there
-        if stage.exists():
-            shutil.rmtree(stage)
-        tmp = stage / self.source / self.game
-        (tmp / "images").mkdir(parents=True)
+        tmp = staged.path
 
         splits, files = {}, []
         for split in SPLITS:
@@ -310,19 +301,10 @@ class GameWriter:
             raise AtariDataError(msg, file=f"{self.source}/{self.game}/meta.json", field=f)
         _write_file(tmp / META, json.dumps(meta, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
-        # Swap the finished folder into place; an old or half-written one goes only after.
-        # The validator's view of what was written (records, files, first-step copies, meta.json
-        # against the records): a source that copies frames it was given cannot slip a broken game in.
-        from atari_data.validate import check_game
-
-        defects = check_game(GameDir(stage, self.source, self.game), images=False)
-        if defects:
-            raise AtariDataError(f"the written game does not validate ({len(defects)} defects), e.g. "
-                                 f"{defects[0].render()}", file=f"{self.source}/{self.game}", field="(game)")
-        final = self.dir.path
-        swap_into_place(tmp, final)
-        shutil.rmtree(stage)
-        write_atomic(final / READY, b"")
+        # The validator's view of what was written (records, files, first-step copies, meta.json against
+        # the records), so a source that copies frames it was given cannot slip a broken game in; then
+        # the finished folder is swapped in (an old one goes only after) and marked ready.
+        commit_game(staged, images=False, file=f"{self.source}/{self.game}")
         log.info("%s/%s: %d train, %d val records", self.source, self.game,
                  splits["train"]["records"], splits["val"]["records"])
         return meta

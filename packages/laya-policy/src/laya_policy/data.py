@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import list_games
+from atari_data.layout import list_games, read_jsonl
 from atari_data.png import decode_png
 from atari_data.records import GameRules
 
@@ -74,7 +74,7 @@ def _layout_examples(root, split, sources, games) -> list[Example]:
         except (KeyError, TypeError, ValueError) as e:
             raise AtariDataError(f"is not a usable meta.json ({type(e).__name__}: {e})", file=str(g.path / "meta.json"),
                                  field="(file)") from None
-        for n, rec in enumerate(g.records(split), 1):
+        for n, rec in read_jsonl(g.split_file(split)):
             defects = rules.check(rec)
             if defects:
                 field, msg = defects[0]

@@ -25,7 +25,7 @@ import torch
 
 from atari_data.layout import write_atomic
 from laya_policy.backbone import PRESETS, build_backbone
-from laya_policy.checkpoint import AgentConfig, load_checkpoint, load_config, save_checkpoint
+from laya_policy.checkpoint import AgentConfig, load_checkpoint, load_config, resolve_checkpoint, save_checkpoint
 from laya_policy.data import Example, load_examples
 from laya_policy.imageprep import ImagePrep
 from laya_policy.model import ChoicePolicy
@@ -65,7 +65,9 @@ class TrainConfig:
     @property
     def backbone(self) -> str:
         """The backbone's name: ``model``, or the one the ``init_from`` checkpoint was built on."""
-        return load_config(self.init_from).backbone if self.init_from else (self.model or "tiny")
+        if self.model:  # resolve() sets it, so a resolved config reads no file
+            return self.model
+        return load_config(self.init_from).backbone if self.init_from else "tiny"
 
     @property
     def pretrained(self) -> bool:
@@ -87,6 +89,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
                          "merged 4x4)")
     given = {"model": cfg.model, "frames": cfg.frames, "image_size": cfg.image_size, "preprocess": cfg.preprocess}
     if cfg.init_from:
+        cfg = replace(cfg, init_from=str(resolve_checkpoint(cfg.init_from)))  # a Hub id is fetched once, here
         ckpt = asdict(load_config(cfg.init_from))
         ckpt["model"] = ckpt["backbone"]
         for key, value in given.items():
@@ -201,6 +204,7 @@ class Run:
     def __init__(self, cfg: TrainConfig):
         cfg = resolve(cfg)
         self.cfg, self.out = cfg, Path(cfg.out)
+        self.start = load_config(cfg.init_from) if cfg.init_from else None  # the checkpoint continued from
         self.dist = Distributed(cfg.device)
         if self.dist.main:
             self.out.mkdir(parents=True, exist_ok=True)
@@ -335,19 +339,12 @@ class Run:
 
     @torch.no_grad()
     def evaluate(self, groups: dict[str, list[Example]] | None = None) -> dict:
-        self.model.eval()
         per_game = {}
         for key, examples in (groups if groups is not None else self.val).items():
             picked = examples[:: max(1, len(examples) // self.cfg.eval_records)][: self.cfg.eval_records]
-            logits, labels = [], []
-            for i in range(0, len(picked), self.cfg.batch):
-                chunk = picked[i: i + self.cfg.batch]
-                logits.append(self.logits(chunk, frames_of(chunk, self.cfg.frames), shuffle=False).cpu())
-                labels.append(torch.tensor([ex.rec["label"] for ex in chunk]))
-            lg, lb = torch.cat(logits), torch.cat(labels)
-            finite = torch.where(torch.isinf(lg), torch.full_like(lg, -1e9), lg)
-            per_game[key] = {"accuracy": (lg.argmax(-1) == lb).float().mean().item(), "nll": nll(finite, lb),
-                             "ece": expected_calibration_error(finite, lb), "records": len(lb)}
+            lg, lb, _ = self._scored(picked)
+            per_game[key] = {"accuracy": (lg.argmax(-1) == lb).float().mean().item(), "nll": nll(lg, lb),
+                             "ece": expected_calibration_error(lg, lb), "records": len(lb)}
         entry = {"step": self.step, "minutes": round(self.spent / 60, 3), "games": per_game,
                  "nll": float(np.mean([g["nll"] for g in per_game.values()])) if per_game else None}
         return entry
@@ -436,9 +433,6 @@ class Run:
                 self.best["play"] = entry["play"]["score"]
             save_checkpoint(self.model, self.agent_config(), self.out / "best")
 
-    def base_lrs_named(self) -> list[dict]:
-        return [{"group": name, "lr": lr} for name, lr in zip(("head", "backbone"), self.base_lrs, strict=True)]
-
     @torch.no_grad()
     def _scored(self, examples: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(logits, labels, targets) of ``examples``, padded to the most options with impossible ones."""
@@ -459,7 +453,7 @@ class Run:
         revision), with this run's temperature."""
         from dataclasses import replace
 
-        base = load_config(self.cfg.init_from) if self.cfg.init_from else AgentConfig(backbone=self.cfg.backbone)
+        base = self.start or AgentConfig(backbone=self.cfg.backbone)
         return replace(base, image_size=self.cfg.image_size, preprocess=self.cfg.preprocess, frames=self.cfg.frames,
                        temperatures={"choice": temperature})
 
@@ -472,8 +466,7 @@ class Run:
         report half, where ECE is measured before and after. When raw ECE on the report half is already
         below 0.05 the starting temperature is kept (1, or the ``init_from`` checkpoint's).
         """
-        start_t = float(load_config(self.cfg.init_from).temperatures.get("choice", 1.0)) if self.cfg.init_from \
-            else 1.0
+        start_t = float(self.start.temperatures.get("choice", 1.0)) if self.start else 1.0
         temperature, calib = start_t, {}
         holdout = load_groups(self.cfg, "val", self.cfg.calibrate_on) if self.cfg.calibrate_on else self.val
         examples = [ex for key in sorted(holdout) for ex in holdout[key]]
@@ -494,7 +487,7 @@ class Run:
         training = {k: v for k, v in asdict(self.cfg).items() if k in TRAINING_KEYS} | {
             "model": self.cfg.backbone, "model_on_hub": self.cfg.pretrained and not Path(self.cfg.backbone).exists(),
             "data_on_hub": data_kind(self.cfg.data) == "hub", "freeze": "none" if self.train_vision else "vision",
-            "lrs": [g["lr"] for g in self.base_lrs_named()], "steps_done": self.step,
+            "lrs": {"head": self.base_lrs[0], "backbone": self.base_lrs[1]}, "steps_done": self.step,
             "minutes": round(self.spent / 60, 3), "groups": sorted(self.train), "calibration": calib}
         save_checkpoint(self.model, self.agent_config(temperature), self.out / "final", training)
         steps_s = self.step / max(self.busy, 1e-9)

@@ -214,10 +214,8 @@ def load_sb3(path: Path):
     torch = _torch()
     try:
         with zipfile.ZipFile(path) as z:
-            info = z.getinfo("policy.pth")
-            limits.check("member", info.file_size, file=f"{path}!policy.pth", field="--expert",
-                         compressed=info.compress_size)
-            state = torch.load(io.BytesIO(z.read(info)), map_location="cpu", weights_only=True)
+            data = limits.zip_member(z, "policy.pth", "member", f"{path}!policy.pth", "--expert")
+            state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except AtariDataError:
         raise
     except Exception as e:  # noqa: BLE001 - zipfile, zlib and torch.load raise many kinds; weights_only runs no code

@@ -136,9 +136,7 @@ def frames_of(archive: zipfile.ZipFile, trial: Trial, where: str) -> dict[str, b
 def _member_text(archive: zipfile.ZipFile, member: str, where: str) -> str:
     """A text member of the zip, within the size limits, as UTF-8."""
     try:
-        info = archive.getinfo(member)
-        limits.check("file", info.file_size, file=where, field="(member)", compressed=info.compress_size)
-        return archive.read(info).decode("utf-8")
+        return limits.zip_member(archive, member, "file", where, "(member)").decode("utf-8")
     except UnicodeDecodeError as e:
         raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=where, field="(file)") from None
     except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:

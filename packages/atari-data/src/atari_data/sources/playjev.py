@@ -20,7 +20,7 @@ from PIL import Image
 
 from atari_data import limits
 from atari_data.errors import AtariDataError
-from atari_data.layout import parse_json_line, safe_join
+from atari_data.layout import read_jsonl, safe_join
 from atari_data.writer import GameWriter, Step, assign_splits
 
 REPO = "OmniJev/PlayJev-data"
@@ -58,10 +58,7 @@ def _read_shard(shard: Path) -> dict[object, list[tuple[int, dict]]]:
     """Records by the source's episode, in first-appearance order, each episode by step."""
     path = shard / "records.jsonl"
     episodes: dict[object, list[tuple[int, dict]]] = {}
-    for n, line in enumerate(limits.read_bytes(path).split(b"\n"), 1):
-        if not line.strip():
-            continue
-        rec = parse_json_line(line, str(path), n, "(record)")
+    for n, rec in read_jsonl(path):
         missing = [k for k in REQUIRED if k not in rec] if isinstance(rec, dict) else ["(record)"]
         if missing:
             raise AtariDataError(f"missing {missing}", file=str(path), line=n, field=missing[0])
