@@ -11,3 +11,21 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 _cache = tempfile.mkdtemp(prefix="hf-datasets-cache-")
 os.environ["HF_DATASETS_CACHE"] = _cache
 atexit.register(shutil.rmtree, _cache, True)
+# Ray workers use this interpreter (see tests/test_ray_workers.py); Ray reads this on its first import.
+os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance for every test that needs one: starting Ray costs ~5 s each time."""
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra ([ray])")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def pytest_collection_modifyitems(items):
+    """Run the tests that use Ray last, so its idle processes do not share the cores with the rest."""
+    items.sort(key=lambda item: "ray_local" in getattr(item, "fixturenames", ()))

@@ -205,19 +205,13 @@ def test_a_bad_game_in_a_worker_is_a_one_line_error(source, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_ray_executor_gives_the_local_bytes(source, tmp_path, monkeypatch, capsys):
-    ray = pytest.importorskip("ray", reason="Ray is an optional extra (atari-data[ray])")
+def test_ray_executor_gives_the_local_bytes(source, tmp_path, capsys, ray_local):
     root, _ = source
     assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "local")]) == 0
-    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")  # workers use this interpreter
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "ray"), "--executor", "ray"]) == 0
-        printed = capsys.readouterr().out
-        (root / "atari-kongfumaster" / "train-00000-of-00001.parquet").write_bytes(b"not parquet")
-        assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "bad"), "--executor", "ray"]) == 2
-    finally:
-        ray.shutdown()
+    assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "ray"), "--executor", "ray"]) == 0
+    printed = capsys.readouterr().out
+    (root / "atari-kongfumaster" / "train-00000-of-00001.parquet").write_bytes(b"not parquet")
+    assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "bad"), "--executor", "ray"]) == 2
     assert tree_bytes(tmp_path / "local") == tree_bytes(tmp_path / "ray")
     assert printed.index("jat/Breakout") < printed.index("jat/KungFuMaster"), "summaries in game order"
     err = capsys.readouterr().err

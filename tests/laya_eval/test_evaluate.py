@@ -176,17 +176,11 @@ def test_sigkill_mid_run_then_rerun_completes(tmp_path):
 
 
 @pytest.mark.slow
-def test_ray_executor_gives_the_local_results(tmp_path, monkeypatch):
-    ray = pytest.importorskip("ray", reason="Ray is an optional extra (laya-eval[ray])")
+def test_ray_executor_gives_the_local_results(tmp_path, ray_local):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     local = run(tmp_path / "a", "random", games=("Pong", "Breakout"))
-    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")  # workers use this interpreter
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        remote = run(tmp_path / "b", "random", games=("Pong", "Breakout"), executor="ray")
-    finally:
-        ray.shutdown()
+    remote = run(tmp_path / "b", "random", games=("Pong", "Breakout"), executor="ray")
     for game in ("Pong", "Breakout"):
         assert remote["games"][game]["scores"] == local["games"][game]["scores"]
         assert remote["games"][game]["random"] == {**local["games"][game]["random"],
