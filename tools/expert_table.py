@@ -14,7 +14,7 @@ from atari_data.experts import load_expert
 from atari_data.experts.builtin import BUILTIN
 from atari_data.generate import GenerateConfig, measure_baselines
 from atari_data.play import AtariGame
-from atari_data.protocol import BASELINE_CAP, Protocol
+from laya_protocol.protocol import BASELINE_CAP, Protocol
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("--episodes", type=int, default=10)

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from atari_data.actions import FULL_ACTIONS, minimal_actions
 from atari_data.cli import main
 from atari_data.pack import PackConfig, pack
+from laya_protocol.games import FULL_ACTIONS, minimal_actions
 
 from ..promises import check_promises, run_cli
 from .test_import_atari_head import trial_files

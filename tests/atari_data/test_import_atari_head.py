@@ -9,12 +9,12 @@ import zipfile
 import numpy as np
 import pytest
 
-from atari_data.actions import FULL_ACTIONS, minimal_actions
 from atari_data.cli import main
 from atari_data.layout import list_games
 from atari_data.png import encode_png
 from atari_data.sources import atari_head
 from atari_data.validate import validate
+from laya_protocol.games import FULL_ACTIONS, minimal_actions
 
 GAME, ZIP = "Breakout", "breakout.zip"
 

@@ -16,6 +16,7 @@ from atari_data.cli import main
 from atari_data.layout import list_games
 from atari_data.sources import jat
 from atari_data.validate import validate
+from laya_protocol.seeds import IMPORTED_VAL_FROM
 
 from .conftest import tree_bytes
 
@@ -83,7 +84,7 @@ def test_jat_import_keeps_the_newest_frame_in_the_established_order(source, tmp_
         assert meta["frame_format"] == "gray_84x84" and meta["frames"] == 1 and meta["license"] == "Apache-2.0"
         for split, jat_split in (("train", "train"), ("val", "test")):
             for rec in g.records(split):
-                index = rec["episode"] - (0 if split == "train" else jat.VAL_EPISODES_FROM)
+                index = rec["episode"] - (0 if split == "train" else IMPORTED_VAL_FROM)
                 frames, acts = truth[(config, jat_split, index)]
                 assert np.array_equal(g.frame(rec), frames[rec["step"]]), "the newest frame, unscrambled"
                 assert rec["label"] == acts[rec["step"]] and "target" not in rec

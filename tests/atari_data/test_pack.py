@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-import atari_data.pack as pack_mod
+from atari_data import repo
 from atari_data.cli import main
 from atari_data.errors import AtariDataError
 from atari_data.hub import read_card
@@ -220,7 +220,7 @@ def test_pack_refuses_bad_input(layout, packed, tmp_path):
 
 
 def test_hub_file_limits_are_enforced(layout_master, tmp_path, monkeypatch):
-    monkeypatch.setattr(pack_mod, "MAX_FILES_PER_FOLDER", 2)
+    monkeypatch.setattr(repo, "MAX_FILES_PER_FOLDER", 2)
     with pytest.raises(AtariDataError, match="over the Hub's 2; use a larger --shard-size"):
         pack(PackConfig(root=str(layout_master), out=str(tmp_path / "x"), shard_size=50_000))
     assert not (tmp_path / "x").exists()

@@ -1,5 +1,5 @@
-from atari_data.actions import minimal_actions
 from atari_data.questions import DEFAULT_GOAL, GOALS, action_label, atari_question, format_option
+from laya_protocol.games import minimal_actions
 
 
 def test_question_shape_and_criteria_order():
@@ -30,6 +30,6 @@ def test_action_labels():
 
 
 def test_every_full_action_has_a_distinct_label():
-    from atari_data.actions import FULL_ACTIONS
+    from laya_protocol.games import FULL_ACTIONS
     labels = [action_label(a) for a in FULL_ACTIONS]
     assert len(set(labels)) == len(labels)

@@ -1,17 +1,17 @@
 import numpy as np
 import pytest
 
-from laya_eval.games import minimal_actions
 from laya_eval.policies import ConstantPolicy, RandomPolicy
-from laya_eval.protocol import EvalProtocol
 from laya_eval.runner import play
+from laya_protocol.games import minimal_actions
+from laya_protocol.protocol import Protocol
 
 from .fake_policies import Recorder, probs
 
 
 def test_two_frame_rule_lockstep_batches_and_auto_fire():
     rec = Recorder(action=0)  # NOOP: in Breakout only auto-FIRE ever launches the ball
-    ep = play(rec, "Breakout", EvalProtocol.ale_v5("Breakout", decision_cap=60), 3, 100000)
+    ep = play(rec, "Breakout", Protocol.ale_v5("Breakout", decision_cap=60), 3, 100000)
     assert ep.error is None and ep.steps == [60, 60, 60] and all(ep.capped)
     assert rec.resets == [("Breakout", minimal_actions("Breakout"))]
     assert ep.actions == {"NOOP": 180, "FIRE": 0, "RIGHT": 0, "LEFT": 0}, "auto-FIRE presses are not decisions"
@@ -33,19 +33,19 @@ def test_two_frame_rule_lockstep_batches_and_auto_fire():
 
 
 def test_same_seeds_same_scores_and_episode_independence():
-    proto = EvalProtocol.ale_v5("Pong", decision_cap=300)
+    proto = Protocol.ale_v5("Pong", decision_cap=300)
     a = play(RandomPolicy(seed=3), "Pong", proto, 2, 100000)
     b = play(RandomPolicy(seed=3), "Pong", proto, 2, 100000)
     assert a.scores == b.scores and a.steps == b.steps and a.actions == b.actions
 
 
 def test_game_over_ends_an_episode_before_the_cap():
-    ep = play(ConstantPolicy("NOOP"), "Pong", EvalProtocol.ale_v5("Pong", decision_cap=None), 1, 100000)
+    ep = play(ConstantPolicy("NOOP"), "Pong", Protocol.ale_v5("Pong", decision_cap=None), 1, 100000)
     assert ep.scores == [-21.0] and not ep.capped[0] and ep.steps[0] < 27_000
 
 
 def test_greedy_and_sampled_probabilities():
-    proto = EvalProtocol.ale_v5("Pong", decision_cap=50)
+    proto = Protocol.ale_v5("Pong", decision_cap=50)
     greedy = play(probs(prefer=2), "Pong", proto, 2, 100000, greedy=True)
     assert greedy.actions["RIGHT"] == 100
     sampled = play(probs(prefer=2), "Pong", proto, 2, 100000, greedy=False)
@@ -55,7 +55,7 @@ def test_greedy_and_sampled_probabilities():
 @pytest.mark.parametrize("game", ["Freeway", "Breakout"])
 def test_cap_none_plays_to_the_frame_limit_or_game_over(game):
     ep = play(ConstantPolicy("UP" if game == "Freeway" else "NOOP"), game,
-              EvalProtocol.ale_v5(game, decision_cap=None), 1, 100000)
+              Protocol.ale_v5(game, decision_cap=None), 1, 100000)
     assert ep.error is None and not ep.capped[0]
     if game == "Freeway":
         assert ep.scores[0] >= 20  # always UP crosses about 21 times in the 2:16 round

@@ -97,10 +97,10 @@ def checkpoint_logits(ckpt: str | Path) -> list[float]:
     import numpy as np
     import torch
 
-    from atari_data.actions import minimal_actions
     from atari_data.questions import atari_question
     from laya_policy.checkpoint import load_checkpoint
     from laya_policy.imageprep import ImagePrep
+    from laya_protocol.games import minimal_actions
 
     model, cfg = load_checkpoint(ckpt)
     frames = np.random.default_rng(0).integers(0, 256, (2, 210, 160, 3), dtype=np.uint8)

@@ -1,11 +1,11 @@
 import numpy as np
 import torch
 
-from atari_data.actions import minimal_actions
 from atari_data.questions import atari_question
 from laya_policy.backbone import build_backbone, image_tokens
 from laya_policy.imageprep import ImagePrep
 from laya_policy.model import ChoicePolicy
+from laya_protocol.games import minimal_actions
 
 
 def policy():

@@ -67,7 +67,7 @@ def test_laya_eval_plays_a_checkpoint_through_the_entry_point(ckpt, tmp_path, ca
 
 
 def test_two_frame_play_hits_the_feature_cache(ckpt):
-    from laya_eval.policies import Batch
+    from laya_eval.batch import Batch
     policy = LayaPolicy(str(ckpt[0]))
     policy.reset("Pong", ("NOOP", "FIRE", "RIGHT", "LEFT", "RIGHTFIRE", "LEFTFIRE"))
     rng = np.random.default_rng(0)
@@ -116,7 +116,7 @@ def test_cuda_graph_gives_the_eager_probabilities(ckpt):
 
 
 def test_the_question_follows_the_batchs_platform(ckpt):
-    from laya_eval.policies import Batch
+    from laya_eval.batch import Batch
 
     policy = LayaPolicy(str(ckpt[0]))
     frames = np.zeros((1, 240, 320, 3), np.uint8)

@@ -20,8 +20,8 @@ import numpy as np
 from ale_py.vector_env import AtariVectorEnv
 
 from laya_eval.policies import RandomPolicy
-from laya_eval.protocol import EvalProtocol
 from laya_eval.runner import play
+from laya_protocol.protocol import Protocol
 
 
 def raw(envs: int, threads: int, steps: int) -> float:
@@ -39,7 +39,7 @@ def raw(envs: int, threads: int, steps: int) -> float:
 
 
 def ours(envs: int, threads: int, steps: int) -> float:
-    ep = play(RandomPolicy(seed=0), "Freeway", EvalProtocol.ale_v5("Freeway", decision_cap=steps), envs, 100_000,
+    ep = play(RandomPolicy(seed=0), "Freeway", Protocol.ale_v5("Freeway", decision_cap=steps), envs, 100_000,
               threads=threads)
     assert all(ep.capped), "an episode ended early: the two runs would not do the same work"
     return sum(ep.steps) / ep.seconds

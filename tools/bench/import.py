@@ -37,9 +37,9 @@ import pyarrow.parquet as pq
 from ale_py import roms
 from PIL import Image
 
-from atari_data.actions import FULL_ACTIONS, minimal_actions
 from atari_data.png import decode_png, encode_png
 from atari_data.sources import atari_head, jat
+from laya_protocol.games import FULL_ACTIONS, minimal_actions
 
 
 def screens(n: int) -> list[np.ndarray]:

@@ -20,12 +20,12 @@ import time
 import torch
 from transformers import Idefics3Model
 
-from laya_eval.protocol import EvalProtocol
 from laya_eval.runner import play
 from laya_policy.backbone import TinySize, tiny_config, tiny_tokenizer
 from laya_policy.checkpoint import AgentConfig, save_checkpoint
 from laya_policy.model import ChoicePolicy
 from laya_policy.play import LayaPolicy
+from laya_protocol.protocol import Protocol
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
     size = TinySize(image_size=args.size, vision_hidden=256, vision_layers=6, vision_intermediate=512,
                     text_hidden=64, text_layers=1, text_intermediate=128)
     policy = ChoicePolicy(Idefics3Model(tiny_config(tok, size)), tok)
-    proto = EvalProtocol.ale_v5("Breakout", decision_cap=args.decisions)
+    proto = Protocol.ale_v5("Breakout", decision_cap=args.decisions)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         save_checkpoint(policy, AgentConfig(image_size=args.size, preprocess="gpu", frames=2), f"{tmp}/ckpt")

@@ -24,12 +24,12 @@ import time
 import numpy as np
 import torch
 
-from laya_eval.protocol import EvalProtocol
 from laya_eval.runner import play
 from laya_policy.backbone import build_backbone
 from laya_policy.checkpoint import AgentConfig, save_checkpoint
 from laya_policy.model import ChoicePolicy
 from laya_policy.play import LayaPolicy
+from laya_protocol.protocol import Protocol
 
 REFERENCE_L4 = {"processor": 17.3, "device-side": 49.1, "device-side + cache": 53.1}
 
@@ -41,7 +41,7 @@ def main() -> None:
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("play_gpu.py needs a CUDA GPU (none found); the CPU figures come from tools/bench/play.py")
-    proto = EvalProtocol.ale_v5("Breakout", decision_cap=args.decisions)
+    proto = Protocol.ale_v5("Breakout", decision_cap=args.decisions)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for preprocess in ("processor", "gpu"):
@@ -52,7 +52,7 @@ def main() -> None:
                 ("device-side + cache", "gpu", True, False), ("device-side + cache + CUDA graph", "gpu", True, True)]
         for name, path, cache, graph in runs:
             policy = LayaPolicy(f"{tmp}/{path}", device="cuda", cache=cache, cuda_graph=graph)
-            play(policy, "Breakout", EvalProtocol.ale_v5("Breakout", decision_cap=10), 2, 0)  # warm-up
+            play(policy, "Breakout", Protocol.ale_v5("Breakout", decision_cap=10), 2, 0)  # warm-up
             torch.cuda.synchronize()
             t = time.perf_counter()
             ep = play(policy, "Breakout", proto, args.episodes, 100_000, greedy=False)

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from atari_data.protocol import BASELINE_CAP
+from atari_data import repo
 from atari_data.schema import RECORD, SCHEMA_VERSION, hf_features, markdown_table
+from laya_protocol.names import score_key, scores_key
+from laya_protocol.protocol import BASELINE_CAP
 
 CITATIONS = """```bibtex
 @article{bellemare13arcade,
@@ -35,7 +37,7 @@ def card_yaml(summary: dict, metas: dict[str, dict[str, dict]]) -> dict:
     configs, infos = [], []
     for i, (source, conf) in enumerate(summary["configs"].items()):
         entry = {"config_name": source, "data_files": [
-            {"split": split, "path": f"data/{source}/{split}-*.parquet"}
+            {"split": split, "path": repo.parquet_pattern(source, split)}
             for split, s in conf["splits"].items() if s["records"]]}
         if i == 0:
             entry["default"] = True
@@ -63,7 +65,7 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
              "row = ds[0]                 # row['image'] is a PIL image; question and provenance are JSON text",
              "```", "", "Streaming the WebDataset shards for training (split by node and worker):", "",
              "```python", "from atari_data.shards import records", "",
-             f'for rec in records("webdataset/{first}/train-{{000000..000000}}.tar"):',
+             f'for rec in records("{repo.tar_urls(first, "train", 1)}"):',
              "    rec['image'], rec['label'], rec['target']", "```", "",
              "## Configs", "", "| config | games | train | validation | frames per record | frame formats | license | "
              "origin |", "| --- | --- | ---: | ---: | ---: | --- | --- | --- |"]
@@ -75,8 +77,9 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
         lines.append(f"| `{source}` | {', '.join(sorted(ms))} | {conf['splits']['train']['records']} | "
                      f"{conf['splits']['validation']['records']} | {conf['frames']} | {formats} | {lic} | {origin} |")
     lines += ["", f"## Record schema (version {SCHEMA_VERSION})", "", markdown_table(RECORD), "",
-              "`schema/record.schema.json` and `schema/meta.schema.json` hold the JSON Schemas; "
-              "`meta/<config>/<Game>.json` holds every game's meta.json as written.", "", "## Evaluation protocol", ""]
+              f"{' and '.join(f'`{repo.schema_file(k)}`' for k in repo.SCHEMA_KINDS)} hold the JSON Schemas; "
+              f"`{repo.meta_file('<config>', '<Game>')}` holds every game's meta.json as written.", "",
+              "## Evaluation protocol", ""]
     protocols = {(s, m["protocol"]["env_id"].split("/")[0]): m["protocol"] for s, ms in metas.items()
                  for m in ms.values() if m.get("protocol")}
     if protocols:
@@ -105,10 +108,10 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
         for game, m in sorted(ms.items()):
             b = m.get("baselines")
             if b:
-                capped = (f"{b[f'expert_score_cap{BASELINE_CAP}']:g} / {b[f'random_score_cap{BASELINE_CAP}']:g}"
-                          if f"expert_score_cap{BASELINE_CAP}" in b else "—")
-                base_rows.append(f"| `{source}` | {game} | {b.get('expert', '')} | {b['expert_score']:g} / "
-                                 f"{b['random_score']:g} | {capped} | {len(b['expert_scores'])} |")
+                capped = (f"{b[score_key('expert', BASELINE_CAP)]:g} / {b[score_key('random', BASELINE_CAP)]:g}"
+                          if score_key("expert", BASELINE_CAP) in b else "—")
+                base_rows.append(f"| `{source}` | {game} | {b.get('expert', '')} | {b[score_key('expert')]:g} / "
+                                 f"{b[score_key('random')]:g} | {capped} | {len(b[scores_key('expert')])} |")
     if base_rows:
         lines += ["", "## Baselines", "", f"Greedy expert / uniform random, mean episode score; also after the first "
                   f"{BASELINE_CAP} decisions, which evaluation uses.", "",

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import textwrap
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from atari_data.errors import AtariDataError
 from atari_data.executors import EXECUTORS
 from atari_data.generate import GenerateConfig
 from atari_data.importing import SOURCES
+from laya_protocol import seeds
+from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 
 EXAMPLES = """examples:
   atari-data generate --root data/atari --games Pong,Breakout --source expert2f
@@ -82,15 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
 
     g = sub.add_parser("generate", help="play ALE with an expert and write expert / expert2f data",
-                       description="Play ALE v5 (sticky actions 0.25, 4 frames per decision, rewards summed, "
-                       "auto-FIRE after reset and lost lives) with an epsilon-expert and record every "
+                       description=textwrap.fill(
+                       f"Play ALE v5 (sticky actions {STICKY_ACTIONS}, {FRAMESKIP} frames per decision, rewards "
+                       "summed, auto-FIRE after reset and lost lives) with an epsilon-expert and record every "
                        "decision: the raw 210x160 RGB frame, the expert's distribution as `target`, its "
                        "argmax as `label`, the move played in `provenance`, and for expert2f the previous "
                        "decision's frame. Also measures expert (greedy) and uniform-random baselines into "
-                       "meta.json. Val episodes are numbered from 1000, train from 2000, baselines from "
-                       "900000 (expert) and 950000 (random); every seed derives from (--seed, game, "
-                       "episode), so the same command gives the same bytes. A complete game is skipped "
-                       "unless --force; an interrupted one is redone cleanly.")
+                       "meta.json. Episode numbers say what an episode is for (the table below); every seed "
+                       "derives from (--seed, game, episode), so the same command gives the same bytes. A "
+                       "complete game is skipped unless --force; an interrupted one is redone cleanly.", 78),
+                       epilog="episode numbers by role (laya_protocol.seeds):\n" + textwrap.indent(seeds.table(), "  "),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     d = GenerateConfig
     g.add_argument("--root", required=True, help="layout root folder to write into")
     g.add_argument("--games", type=_csv, default=_default_factory(d, "games"),
@@ -367,7 +372,7 @@ def cmd_rebuild(a) -> int:
 
 
 def cmd_games(a) -> int:
-    from atari_data.actions import all_games, minimal_actions
+    from laya_protocol.games import all_games, minimal_actions
 
     for game in all_games():
         print(f"{game:<20} {' '.join(minimal_actions(game))}")

@@ -5,8 +5,8 @@ probabilities), labels every visited decision with an expert's distribution, and
 ``dagger<N>`` through the shared writer: two-frame records whose provenance also carries the move
 played, the return-to-go from that decision and the episode's score.
 
-Episode numbers follow `generate` (val from 1000, train from 2000); ALE seeds come from
-(seed, game, 300000 + 10000 * round + episode), apart from every other role's.
+Episode numbers follow `generate`; ALE seeds come from (seed, game, ``seeds.dagger_episode(round,
+episode)``), apart from every other role's (:mod:`laya_protocol.seeds`).
 """
 
 from __future__ import annotations
@@ -20,18 +20,15 @@ from atari_data.actions import resolve_game
 from atari_data.errors import AtariDataError
 from atari_data.experts import load_expert
 from atari_data.generate import (
-    TRAIN_EPISODES_FROM,
-    VAL_EPISODES_FROM,
     behaviour_rng,
     fill_splits,
     labelled_steps,
     sample,
 )
 from atari_data.play import AtariGame, Decision, PreviousFrame, episode_seed
-from atari_data.protocol import Protocol
 from atari_data.writer import GameWriter, Step
-
-DAGGER_SEEDS_FROM = 300_000
+from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
+from laya_protocol.seeds import TRAIN_EPISODES_FROM, VAL_EPISODES_FROM, dagger_episode
 
 #: ``policy(frames, game, actions) -> probabilities``: frames are [previous, current] uint8
 #: 210x160x3 screens, the previous one a copy of the current on an episode's first decision and
@@ -48,7 +45,7 @@ class DaggerConfig:
     train_frames: int = 3_000
     val_frames: int = 150
     min_train_episodes: int = 2
-    decision_cap: int | None = 4_500
+    decision_cap: int | None = EVAL_DECISION_CAP
     greedy: bool = False
     seed: int = 0
     force: bool = False
@@ -92,7 +89,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
 
             def steps_for(episode: int, replay: dict, name=name, game=game, expert=expert, behave=behave
                           ) -> Iterator[Step]:
-                seed_key = DAGGER_SEEDS_FROM + 10_000 * cfg.round + episode
+                seed_key = dagger_episode(cfg.round, episode)
                 return labelled_steps(game, expert, episode_seed(cfg.seed, name, seed_key),
                                       behaviour_rng(cfg.seed, name, seed_key), behave, cfg.decision_cap, returns=True,
                                       replay=replay)

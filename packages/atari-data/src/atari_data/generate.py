@@ -4,14 +4,9 @@ Behaviour: with probability ``epsilon`` a uniform random action, otherwise a sam
 expert's distribution. ``target`` is the expert's distribution before that mix (6 decimals),
 ``label`` its argmax, and the move actually played goes into ``provenance["played"]``.
 
-Episode numbers encode their role, and every ALE seed and behaviour random stream derives from
-(seed, game, episode number), so roles never share an episode and a rerun replays the same
-games byte for byte:
-
-    val episodes           1000 + i
-    train episodes         2000 + i
-    expert baseline      900000 + i
-    random baseline      950000 + i
+Episode numbers encode their role (:mod:`laya_protocol.seeds`: val, train, expert and random
+baselines), and every ALE seed and behaviour random stream derives from (seed, game, episode
+number), so roles never share an episode and a rerun replays the same games byte for byte.
 """
 
 from __future__ import annotations
@@ -27,15 +22,13 @@ from atari_data.errors import AtariDataError
 from atari_data.experts import Expert, load_expert
 from atari_data.layout import GameDir
 from atari_data.play import AtariGame, Decision, episode_seed, play_episode
-from atari_data.protocol import BASELINE_CAP, Protocol
 from atari_data.writer import GameWriter, Step
+from laya_protocol.names import score_key, scores_key
+from laya_protocol.protocol import BASELINE_CAP, DATA_DECISION_CAP, Protocol
+from laya_protocol.seeds import EXPERT_BASELINE_FROM, RANDOM_BASELINE_FROM, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM
 
 log = logging.getLogger(__name__)
 
-VAL_EPISODES_FROM = 1000
-TRAIN_EPISODES_FROM = 2000
-EXPERT_BASELINE_FROM = 900_000
-RANDOM_BASELINE_FROM = 950_000
 SOURCES = {"expert": 1, "expert2f": 2}  # source -> frames per record
 
 
@@ -52,7 +45,7 @@ class GenerateConfig:
     min_train_episodes: int = 3
     min_val_episodes: int = 1
     epsilon: float = 0.1
-    decision_cap: int | None = 27_000
+    decision_cap: int | None = DATA_DECISION_CAP
     baseline_episodes: int = 5
     seed: int = 0
     workers: int = 1
@@ -161,11 +154,11 @@ def measure_baselines(game: AtariGame, expert: Expert, cfg: GenerateConfig) -> d
                     at_cap = game.score
             full.append(game.score)
             capped.append(game.score if at_cap is None else at_cap)
-        out[f"{who}_score"] = round(float(np.mean(full)), 4)
-        out[f"{who}_scores"] = full
-        if cfg.decision_cap is None or cfg.decision_cap >= BASELINE_CAP:  # else they would not be cap-4500 scores
-            out[f"{who}_score_cap{BASELINE_CAP}"] = round(float(np.mean(capped)), 4)
-            out[f"{who}_scores_cap{BASELINE_CAP}"] = capped
+        out[score_key(who)] = round(float(np.mean(full)), 4)
+        out[scores_key(who)] = full
+        if cfg.decision_cap is None or cfg.decision_cap >= BASELINE_CAP:  # else they would not be capped scores
+            out[score_key(who, BASELINE_CAP)] = round(float(np.mean(capped)), 4)
+            out[scores_key(who, BASELINE_CAP)] = capped
     out["protocol"] = game.protocol.to_dict()
     return out
 
@@ -179,7 +172,7 @@ def _reusable_baselines(cfg: GenerateConfig, game: str) -> dict | None:
         meta = g.meta()
         b = meta.get("baselines") or {}
         if (b.get("expert") == cfg.expert and meta.get("seed") == cfg.seed
-                and len(b.get("expert_scores", [])) == cfg.baseline_episodes
+                and len(b.get(scores_key("expert"), [])) == cfg.baseline_episodes
                 and b.get("protocol", {}).get("decision_cap") == cfg.decision_cap):
             return b
     return None

@@ -19,8 +19,9 @@ import datasets
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
-from atari_data.pack import HF_SPLITS, hf_row, layout_rows
+from atari_data.pack import hf_row, layout_rows
 from atari_data.schema import hf_features
+from laya_protocol.names import HUB_SPLITS
 
 
 @dataclass
@@ -52,7 +53,7 @@ class AtariLayout(datasets.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager):
         games = self._games()
         return [datasets.SplitGenerator(name=hf, gen_kwargs={"games": games, "split": split})
-                for split, hf in HF_SPLITS.items()]
+                for split, hf in HUB_SPLITS.items()]
 
     def _generate_examples(self, games, split):
         names = list(self.info.features)

@@ -16,18 +16,19 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from atari_data import limits
+from atari_data import limits, repo
 from atari_data.errors import AtariDataError
 from atari_data.layout import parse_json_line, read_json
-from atari_data.schema import GAME_RE, KNOWN_VERSIONS, RECORD, SOURCE_RE
+from atari_data.schema import GAME_RE, ID_RE, KNOWN_VERSIONS, RECORD, SOURCE_RE
+from laya_protocol.names import HUB_SPLITS
 
-MAX_SHARD_BYTES = 5_000_000_000
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # a folder name that stays inside the repository
-MEMBER_RE = re.compile(r"([a-z][a-z0-9_]*-[A-Za-z0-9]+-e\d{6}-s\d{6})\.(json|png|jpg|prev\.png|prev\.jpg)\Z")
+#: The members a record's sample may have (side images are not checked by name here).
+MEMBER_EXTS = {repo.RECORD_EXT, *repo.FRAME_EXTS, *(f"{repo.PREV}.{e}" for e in repo.FRAME_EXTS)}
 
 
 def read_card(folder: Path) -> dict:
-    path = folder / "README.md"
+    path = folder / repo.CARD
     try:
         text = limits.read_bytes(path).decode("utf-8", "replace")
     except OSError:
@@ -122,7 +123,7 @@ class Doctor:
             return self
         version = card.get("schema_version")
         if version not in KNOWN_VERSIONS:
-            self.defect(self.folder / "README.md", "schema_version", f"{version!r} is not a known schema version "
+            self.defect(self.folder / repo.CARD, "schema_version", f"{version!r} is not a known schema version "
                                                                        f"({', '.join(map(str, KNOWN_VERSIONS))})")
         if card.get("replay"):
             self._replay(card["replay"])
@@ -133,11 +134,11 @@ class Doctor:
             for df in conf.get("data_files", []):
                 matched = sorted(self.folder.glob(df["path"]))
                 if not matched:
-                    self.defect(self.folder / "README.md", f"configs.{name}.{df['split']}",
+                    self.defect(self.folder / repo.CARD, f"configs.{name}.{df['split']}",
                                 f"{df['path']} matches no file")
                 claimed.update(matched)
             self._config(name, conf, infos.get(name, {}))
-        for p in sorted((self.folder / "data").rglob("*")) if (self.folder / "data").exists() else []:
+        for p in sorted((self.folder / repo.DATA).rglob("*")) if (self.folder / repo.DATA).exists() else []:
             if p.is_file() and p not in claimed:
                 self.defect(p, "(file)", "belongs to no config in the card")
         self._limits()
@@ -147,20 +148,20 @@ class Doctor:
         from datasets import load_dataset
 
         metas = {}
-        for f in sorted((self.folder / "meta" / name).glob("*.json")):
+        for f in sorted((self.folder / repo.meta_dir(name)).glob("*.json")):
             try:
                 metas[f.stem] = read_json(f)
             except AtariDataError as e:
                 self.defects.append(e)
-        expected_by_split = {"train": sum(m.get("train", {}).get("records", 0) for m in metas.values()),
-                             "validation": sum(m.get("val", {}).get("records", 0) for m in metas.values())}
+        expected_by_split = {hub: sum(m.get(split, {}).get("records", 0) for m in metas.values())
+                             for split, hub in HUB_SPLITS.items()}
         stated = {s.get("name"): s.get("num_examples") for s in info.get("splits", [])}
         for df in conf.get("data_files", []):
             split = df["split"]
             try:
                 ds = load_dataset(str(self.folder), name, split=split)
             except Exception as e:  # noqa: BLE001 - whatever `datasets` raises, it is a defect of the repo
-                self.defect(self.folder / "README.md", f"configs.{name}.{split}",
+                self.defect(self.folder / repo.CARD, f"configs.{name}.{split}",
                             f"does not load ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
                 continue
             if set(ds.column_names) - set(RECORD.names) or {"id", "image", "label"} - set(ds.column_names):
@@ -168,10 +169,10 @@ class Doctor:
             n = len(ds)
             self.counts[f"{name}/{split}"] = n
             if n != expected_by_split.get(split):
-                self.defect(self.folder / "meta" / name, f"{split}.records",
+                self.defect(self.folder / repo.meta_dir(name), f"{split}.records",
                             f"meta.json files say {expected_by_split.get(split)}, the data has {n}")
             if split in stated and stated[split] != n:
-                self.defect(self.folder / "README.md", f"dataset_info.{name}.{split}",
+                self.defect(self.folder / repo.CARD, f"dataset_info.{name}.{split}",
                             f"says {stated[split]} examples, the data has {n}")
             for i in range(n):
                 try:
@@ -184,7 +185,7 @@ class Doctor:
             self._tars(name, split, n)
 
     def _tars(self, name: str, split: str, n_rows: int) -> None:
-        tars = sorted((self.folder / "webdataset" / name).glob(f"{split}-*.tar"))
+        tars = sorted(self.folder.glob(repo.tar_pattern(name, split)))
         if not tars:
             return
         samples = 0
@@ -199,26 +200,27 @@ class Doctor:
                         if not m.isfile() or m.name.startswith("/") or ".." in m.name.split("/") or "/" in m.name:
                             self.defect(t, m.name, "is not a plain file at the top of the shard (path traversal?)")
                             continue
-                        mm = MEMBER_RE.match(m.name)
-                        if not mm:
+                        key, ext = repo.split_member(m.name)
+                        if not ID_RE.match(key) or ext not in MEMBER_EXTS:
                             self.defect(t, m.name, "is a stray member (expected <id>.json, <id>.png, <id>.prev.png)")
                             continue
-                        keys.setdefault(mm[1], set()).add(mm[2])
+                        keys.setdefault(key, set()).add(ext)
                     for key, exts in keys.items():
-                        if "json" not in exts or not exts & {"png", "jpg"}:
+                        if repo.RECORD_EXT not in exts or not exts & set(repo.FRAME_EXTS):
                             self.defect(t, key, f"has {sorted(exts)}; a sample needs json and an image")
                     samples += len(keys)
             except (tarfile.TarError, OSError) as e:
                 self.defect(t, "(file)", f"is not a readable tar ({e})")
         if samples != n_rows:
-            self.defect(self.folder / "webdataset" / name, split, f"{samples} samples, the parquet split has {n_rows}")
+            self.defect(self.folder / repo.tar_dir(name), split,
+                        f"{samples} samples, the parquet split has {n_rows}")
 
     def _replay(self, listing: dict) -> None:
-        base = self.folder / "replay"
+        base = self.folder / repo.REPLAY
         for source, games in listing.items():
             if not (isinstance(source, str) and SOURCE_RE.match(source) and isinstance(games, (list, dict))
                     and all(isinstance(g, str) and GAME_RE.match(g) for g in games)):
-                self.defect(self.folder / "README.md", f"replay.{source}", "is not a source with a list of games")
+                self.defect(self.folder / repo.CARD, f"replay.{source}", "is not a source with a list of games")
                 continue
             for game in games:
                 d = base / source / game
@@ -246,11 +248,11 @@ class Doctor:
 
         if not isinstance(games, dict) or not all(isinstance(g, str) and SAFE_NAME_RE.match(g) and type(n) is int
                                                   for g, n in games.items()):
-            self.defect(self.folder / "README.md", "lmdb_pack.games", "is not a mapping of game names to row counts")
+            self.defect(self.folder / repo.CARD, "lmdb_pack.games", "is not a mapping of game names to row counts")
             return
         for game, stated in games.items():
             n = 0
-            for t in sorted((self.folder / "webdataset" / game).glob("train-*.tar")):
+            for t in sorted(self.folder.glob(repo.tar_pattern(game, "train"))):
                 try:
                     with tarfile.open(t) as tf:
                         samples: dict[str, dict] = {}
@@ -258,7 +260,7 @@ class Doctor:
                             if not m.isfile() or "/" in m.name or m.name.startswith(".."):
                                 self.defect(t, m.name, "is not a plain file at the top of the shard")
                                 continue
-                            key, _, ext = m.name.partition(".")
+                            key, ext = repo.split_member(m.name)
                             if m.size > limits.limit("member"):
                                 self.defect(t, m.name, f"declares {m.size:,} bytes, over the member limit of "
                                                        f"{limits.limit('member') // limits.MB:,} MB")
@@ -286,20 +288,11 @@ class Doctor:
                     self.defect(t, "(file)", f"is not a readable shard ({type(e).__name__}: {e})")
             self.counts[game] = n
             if n != stated:
-                self.defect(self.folder / "README.md", f"lmdb_pack.games.{game}", f"says {stated}, the shards hold {n}")
+                self.defect(self.folder / repo.CARD, f"lmdb_pack.games.{game}", f"says {stated}, the shards hold {n}")
 
     def _limits(self) -> None:
-        files = [p for p in self.folder.rglob("*") if p.is_file()]
-        if len(files) > 100_000:
-            self.defect(self.folder, "(files)", f"{len(files)} files, over the Hub's 100,000")
-        per: dict[Path, int] = {}
-        for p in files:
-            per[p.parent] = per.get(p.parent, 0) + 1
-            if p.stat().st_size > MAX_SHARD_BYTES:
-                self.defect(p, "(size)", f"{p.stat().st_size} bytes, over the Hub's 5 GB per file")
-        for d, n in per.items():
-            if n > 10_000:
-                self.defect(d, "(files)", f"{n} files in one folder, over the Hub's 10,000")
+        for path, fld, msg in repo.hub_limit_defects(self.folder):
+            self.defect(path, fld, msg)
 
 
 def resolve_repo(target: str) -> Path:

@@ -25,7 +25,6 @@ import numpy as np
 from atari_data.errors import AtariDataError
 from atari_data.schema import GAME_RE, SOURCE_RE
 
-SPLITS = ("train", "val")
 READY = "_READY"
 META = "meta.json"
 #: Optional, for played sources: per episode the ALE seed and every move, so frames can be rebuilt.
@@ -232,22 +231,6 @@ def staged_game(root: str | os.PathLike, source: str, game: str, kind: str) -> I
         yield staged
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-
-
-def commit_game(staged: GameDir, images: bool, file: str) -> Path:
-    """Validate a staged game as ``atari-data validate`` would (decoding frames with ``images``), swap
-    it into ``<root>/<source>/<Game>`` and mark it ready; returns the final folder. Nothing is marked
-    ready that does not validate: a defect is one AtariDataError naming the first."""
-    from atari_data.validate import check_game
-
-    defects = check_game(staged, images=images)
-    if defects:
-        raise AtariDataError(f"the assembled game does not validate ({len(defects)} defects), e.g. "
-                             f"{defects[0].render()}", file=file, field="(game)")
-    final = staged.root.parent / staged.game  # the stage lives in <root>/<source>/, beside the game
-    swap_into_place(staged.path, final)
-    write_atomic(final / READY, b"")
-    return final
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -1,19 +1,11 @@
-"""Turn the ready games of a layout into a Hub-ready dataset repository folder.
+"""Turn the ready games of a layout into a Hub-ready dataset repository folder, laid out as
+:mod:`atari_data.repo` says.
 
-    OUT/
-      README.md                               dataset card: YAML configs and features, tables
-      data/<source>/{train,validation}-NNNNN-of-NNNNN.parquet     what load_dataset reads
-      webdataset/<source>/{train,validation}-NNNNNN.tar           what training streams
-      meta/<source>/<Game>.json               every game's meta.json, verbatim
-      schema/{record,meta}.schema.json        the frozen schema
-
-One config per source, splits ``train`` and ``validation``. Parquet rows are the record fields,
-flat (frames as HF ``Image``, ``question`` and ``provenance`` as JSON text). A WebDataset sample
-is ``<id>.json`` (the record without its image paths), ``<id>.png``, for two-frame sources
-``<id>.prev.png``, and ``<id>.<name>.png`` for each side image the record's provenance references
-(e.g. Frostbite's ``mask``; only the shards carry those, the Parquet rows keep the path). Files
-are written in a fixed order with fixed metadata, so the same layout always packs to the same
-bytes. The folder is built beside OUT and renamed into place.
+One config per source, the Hub's split names. Parquet rows are the record fields, flat (frames as
+HF ``Image``, ``question`` and ``provenance`` as JSON text). WebDataset samples carry the same rows
+and also each side image the record's provenance references (e.g. Frostbite's ``mask``; the
+Parquet rows keep only its path). Files are written in a fixed order with fixed metadata, so the
+same layout always packs to the same bytes. The folder is built beside OUT and renamed into place.
 """
 
 from __future__ import annotations
@@ -29,19 +21,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from atari_data import repo
 from atari_data.errors import AtariDataError
 from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
 from atari_data.limits import read_bytes
 from atari_data.png import png_size
 from atari_data.records import image_name
 from atari_data.schema import FRAME_FORMAT_RE, IMAGE_SUFFIXES, SCHEMA_VERSION, encode_json, hf_features, json_schema
+from laya_protocol.names import HUB_SPLITS
 
 log = logging.getLogger(__name__)
 
-HF_SPLITS = {"train": "train", "val": "validation"}
 ROWS_PER_GROUP = 500
-MAX_FILES_PER_FOLDER = 10_000
-MAX_FILES = 100_000
 
 
 def parse_size(text: str | int) -> int:
@@ -91,7 +82,7 @@ def layout_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, bytes,
         for rec in g.records(split):
             image = _intact(g, rec["image"], size)
             prev = _intact(g, rec["prev_image"], size) if "prev_image" in rec else None
-            side = {f"{name}{path[-4:]}": _intact(g, path, None) for name, path in side_paths(rec).items()}
+            side = {repo.frame_ext(path, name): _intact(g, path, None) for name, path in side_paths(rec).items()}
             yield rec, image, prev, side
 
 
@@ -127,10 +118,12 @@ def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
 
 
 class _ParquetShards:
-    def __init__(self, folder: Path, split: str, frames: int, shard_size: int):
+    def __init__(self, root: Path, config: str, split: str, frames: int, shard_size: int):
         import pyarrow as pa
 
-        self.folder, self.split, self.shard_size = folder, split, shard_size
+        self.root, self.config, self.split, self.shard_size = root, config, split, shard_size
+        self.folder = (root / repo.parquet_file(config, split, 0, 1)).parent  # where its shards are staged
+        self.folder.mkdir(parents=True, exist_ok=True)
         self.features = hf_features(frames)
         self.schema: pa.Schema = self.features.arrow_schema
         self.names, self.rows, self.bytes, self.writer, self.shards = list(self.features), [], 0, None, []
@@ -171,15 +164,15 @@ class _ParquetShards:
         n = len(self.shards)
         out = []
         for i, tmp in enumerate(self.shards):
-            final = self.folder / f"{self.split}-{i:05d}-of-{n:05d}.parquet"
+            final = self.root / repo.parquet_file(self.config, self.split, i, n)
             os.replace(tmp, final)
             out.append(final)
         return out
 
 
 class _TarShards:
-    def __init__(self, folder: Path, split: str, shard_size: int):
-        self.folder, self.split, self.shard_size = folder, split, shard_size
+    def __init__(self, root: Path, config: str, split: str, shard_size: int):
+        self.root, self.config, self.split, self.shard_size = root, config, split, shard_size
         self.tar: tarfile.TarFile | None = None
         self.bytes, self.paths = 0, []
 
@@ -191,16 +184,19 @@ class _TarShards:
 
     def add(self, rec: dict, image: bytes, prev: bytes | None, side: dict[str, bytes]) -> None:
         if self.tar is None:
-            path = self.folder / f"{self.split}-{len(self.paths):06d}.tar"
+            path = self.root / repo.tar_file(self.config, self.split, len(self.paths))
+            path.parent.mkdir(parents=True, exist_ok=True)
             self.paths.append(path)
             self.tar = tarfile.open(path, "w", format=tarfile.USTAR_FORMAT)
         body = {k: v for k, v in rec.items() if k not in ("image", "prev_image")}
-        self._member(f"{rec['id']}.json", json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
-        self._member(f"{rec['id']}{rec['image'][-4:]}", image)
+        key = rec["id"]
+        self._member(repo.member(key, repo.RECORD_EXT),
+                     json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+        self._member(repo.member(key, repo.frame_ext(rec["image"])), image)
         if prev is not None:
-            self._member(f"{rec['id']}.prev{rec['prev_image'][-4:]}", prev)
-        for name in sorted(side):
-            self._member(f"{rec['id']}.{name}", side[name])
+            self._member(repo.member(key, repo.frame_ext(rec["prev_image"], repo.PREV)), prev)
+        for ext in sorted(side):
+            self._member(repo.member(key, ext), side[ext])
         if self.bytes >= self.shard_size:
             self.close()
 
@@ -248,8 +244,7 @@ def _check_target(root: Path, out: Path, force: bool) -> None:
     if out.exists():
         if not force:
             raise AtariDataError("exists; use --force to replace it", file=str(out), field="OUT")
-        if not out.is_dir() or not (out / "README.md").is_file() or not (
-                (out / "data").is_dir() or (out / "replay").is_dir()):
+        if not out.is_dir() or not repo.is_packed(out):
             raise AtariDataError("exists and is not a packed repository (README.md with data/ or replay/); "
                                  "refusing to replace it", file=str(out), field="OUT")
 
@@ -275,7 +270,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
                 counts = {g.game: write_replay_game(g, tmp / REPLAY_DIR / source / g.game) for g in gs}
                 summary["configs"][source] = {"replay": counts}
                 metas[source] = {g.game: g.meta() for g in gs}
-            write_replay_card(tmp / "README.md", cfg.name, summary, metas)
+            write_replay_card(tmp / repo.CARD, cfg.name, summary, metas)
             return _finish(tmp, out, summary, cfg)
         for source, gs in sorted(by_source.items()):
             metas[source] = {g.game: g.meta() for g in gs}
@@ -283,17 +278,14 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
             if len(frames) != 1:
                 raise AtariDataError(f"games of source {source} mix one- and two-frame records", field="frames")
             frames = frames.pop()
-            (tmp / "meta" / source).mkdir(parents=True)
             for g in gs:
-                shutil.copyfile(g.path / "meta.json", tmp / "meta" / source / f"{g.game}.json")
+                (tmp / repo.meta_file(source, g.game)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(g.path / "meta.json", tmp / repo.meta_file(source, g.game))
             conf = {"frames": frames, "splits": {}}
-            for split, hf_split in HF_SPLITS.items():
-                pq_dir, wds_dir = tmp / "data" / source, tmp / "webdataset" / source
-                pq_dir.mkdir(parents=True, exist_ok=True)
-                writers = [_ParquetShards(pq_dir, hf_split, frames, cfg.shard_size)]
+            for split, hf_split in HUB_SPLITS.items():
+                writers = [_ParquetShards(tmp, source, hf_split, frames, cfg.shard_size)]
                 if "webdataset" in cfg.formats:
-                    wds_dir.mkdir(parents=True, exist_ok=True)
-                    writers.append(_TarShards(wds_dir, hf_split, cfg.shard_size))
+                    writers.append(_TarShards(tmp, source, hf_split, cfg.shard_size))
                 n, side = 0, 0
                 for row in layout_rows(gs, split):
                     if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after the split
@@ -308,10 +300,10 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
                                             "parquet": [p.name for p in shards[0]],
                                             "webdataset": [p.name for p in shards[1]] if len(shards) > 1 else []}
             summary["configs"][source] = conf
-        (tmp / "schema").mkdir()
-        for kind in ("record", "meta"):
-            (tmp / "schema" / f"{kind}.schema.json").write_text(json.dumps(json_schema(kind), indent=2) + "\n")
-        write_card(tmp / "README.md", cfg.name, summary, metas)
+        (tmp / repo.SCHEMA).mkdir()
+        for kind in repo.SCHEMA_KINDS:
+            (tmp / repo.schema_file(kind)).write_text(json.dumps(json_schema(kind), indent=2) + "\n")
+        write_card(tmp / repo.CARD, cfg.name, summary, metas)
         return _finish(tmp, out, summary, cfg)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -327,14 +319,6 @@ def _finish(tmp: Path, out: Path, summary: dict, cfg: PackConfig) -> dict:
 
 
 def _check_hub_limits(folder: Path) -> None:
-    files = [p for p in folder.rglob("*") if p.is_file()]
-    if len(files) > MAX_FILES:
-        raise AtariDataError(f"{len(files)} files, over the Hub's {MAX_FILES}; use a larger --shard-size",
-                             file=str(folder), field="--shard-size")
-    per_folder: dict[Path, int] = {}
-    for p in files:
-        per_folder[p.parent] = per_folder.get(p.parent, 0) + 1
-    for d, n in per_folder.items():
-        if n > MAX_FILES_PER_FOLDER:
-            raise AtariDataError(f"{n} files in one folder, over the Hub's {MAX_FILES_PER_FOLDER}; use a larger "
-                                 "--shard-size", file=str(d), field="--shard-size")
+    for path, _, msg in repo.hub_limit_defects(folder)[:1]:
+        raise AtariDataError(f"{msg}; use a larger --shard-size" if "files" in msg else msg, file=str(path),
+                             field="--shard-size")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from atari_data.actions import minimal_actions, rom_id
-from atari_data.protocol import AUTO_FIRE_RULE, Protocol
+from laya_protocol.games import minimal_actions, rom_id
+from laya_protocol.protocol import AUTO_FIRE_RULE, DATA_DECISION_CAP, Protocol
 
 
 @dataclass
@@ -38,7 +38,7 @@ class AtariGame:
         from ale_py.env import AtariEnv
 
         self.game = game
-        self.protocol = protocol or Protocol.ale_v5(game)
+        self.protocol = protocol or Protocol.ale_v5(game, decision_cap=DATA_DECISION_CAP)
         self.actions = minimal_actions(game)
         self.env = AtariEnv(
             game=rom_id(game), frameskip=1, full_action_space=self.protocol.action_set == "full",

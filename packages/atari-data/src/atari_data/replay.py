@@ -27,14 +27,16 @@ from pathlib import Path
 
 import numpy as np
 
-from atari_data.actions import all_games, minimal_actions
 from atari_data.errors import AtariDataError
-from atari_data.layout import EPISODES, META, SPLITS, GameDir, GameLock, commit_game, read_json, read_jsonl, staged_game
+from atari_data.layout import EPISODES, META, GameDir, GameLock, read_json, read_jsonl, staged_game
 from atari_data.png import encode_png
-from atari_data.protocol import Protocol
 from atari_data.records import GameRules
 from atari_data.schema import GAME_RE, SOURCE_RE, check_structure
 from atari_data.schema import META as META_SCHEMA
+from atari_data.validate import commit_game
+from laya_protocol.games import all_games, minimal_actions
+from laya_protocol.names import SPLITS
+from laya_protocol.protocol import Protocol
 
 REPLAY_DIR = "replay"
 

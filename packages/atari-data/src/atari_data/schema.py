@@ -16,7 +16,9 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from atari_data.protocol import BASELINE_CAP
+from laya_protocol.games import ACTION_SETS
+from laya_protocol.names import BASELINE_ROLES, score_key, scores_key
+from laya_protocol.protocol import AUTO_FIRE_RULE, BASELINE_CAP
 
 SCHEMA_VERSION = 1
 KNOWN_VERSIONS = (1,)
@@ -442,21 +444,21 @@ PROTOCOL = Object((
     Field("env_id", Str(), True, "e.g. `ALE/Breakout-v5`"),
     Field("repeat_action_probability", Num(), True, "sticky-action probability"),
     Field("frameskip", Int(minimum=1), True, "emulator frames per decision"),
-    Field("action_set", Str(choices=("minimal", "full")), True, "which ALE action set"),
+    Field("action_set", Str(choices=ACTION_SETS), True, "which ALE action set"),
     Field("max_frames_per_episode", Int(), True, "emulator frame cap"),
     Field("decision_cap", Nullable(Int()), True, "decision cap, or null for none"),
-    Field("auto_fire", Str(choices=("reset_and_life_loss", "none")), True,
+    Field("auto_fire", Str(choices=(AUTO_FIRE_RULE, "none")), True,
           "when FIRE is pressed automatically (not a decision)"),
 ))
 
 _BASELINE_FIELDS = []
-for _who in ("expert", "random"):
-    for _suffix in ("", f"_cap{BASELINE_CAP}"):
+for _who in BASELINE_ROLES:
+    for _cap in (None, BASELINE_CAP):
         _BASELINE_FIELDS += [
-            Field(f"{_who}_score{_suffix}", Num(), False,
-                  f"{_who} mean episode score" + (f", first {BASELINE_CAP} decisions" if _suffix else "")),
-            Field(f"{_who}_scores{_suffix}", List(Num()), False,
-                  f"{_who} per-episode scores" + (f", first {BASELINE_CAP} decisions" if _suffix else "")),
+            Field(score_key(_who, _cap), Num(), False,
+                  f"{_who} mean episode score" + (f", first {_cap} decisions" if _cap else "")),
+            Field(scores_key(_who, _cap), List(Num()), False,
+                  f"{_who} per-episode scores" + (f", first {_cap} decisions" if _cap else "")),
         ]
 BASELINES = Object((
     Field("expert", Str(), False, "which expert policy was measured"),

@@ -17,20 +17,25 @@ import json
 import numpy as np
 from PIL import Image
 
+from atari_data import repo
 from atari_data.png import decode_png
 
 
 def decode_sample(sample: dict) -> dict:
-    """A WebDataset sample (``json``, ``png``/``jpg``, ``prev.png``/``prev.jpg``) as a record dict."""
-    rec = json.loads(sample["json"])
-    for key, field in (("png", "image"), ("prev.png", "prev_image")):
-        if key in sample:
-            rec[field] = decode_png(sample[key])
-    for key, field in (("jpg", "image"), ("prev.jpg", "prev_image")):
-        if key in sample:
-            with Image.open(io.BytesIO(sample[key])) as im:
-                rec[field] = np.asarray(im)
+    """A WebDataset sample (members named as :mod:`atari_data.repo` says) as a record dict."""
+    rec = json.loads(sample[repo.RECORD_EXT])
+    for ext in repo.FRAME_EXTS:
+        for key, field in ((ext, "image"), (f"{repo.PREV}.{ext}", "prev_image")):
+            if key in sample:
+                rec[field] = _decode(sample[key], ext)
     return rec
+
+
+def _decode(data: bytes, ext: str) -> np.ndarray:
+    if ext == "png":
+        return decode_png(data)
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(im)
 
 
 def records(urls, split: bool = True, shuffle: int = 0, seed: int = 0):

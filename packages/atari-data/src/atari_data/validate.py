@@ -15,13 +15,14 @@ from pathlib import Path
 import orjson
 from PIL import Image
 
-from atari_data.actions import all_games, minimal_actions
 from atari_data.errors import AtariDataError
-from atari_data.layout import META, SPLITS, GameDir, list_games
+from atari_data.layout import META, READY, GameDir, list_games, swap_into_place, write_atomic
 from atari_data.limits import read_bytes
 from atari_data.records import GameRules
 from atari_data.schema import FRAME_FORMAT_RE, check_structure
 from atari_data.schema import META as META_SCHEMA
+from laya_protocol.games import all_games, minimal_actions
+from laya_protocol.names import SPLITS
 
 
 @dataclass
@@ -236,3 +237,17 @@ def _pixels(data: bytes | None):
             return im.mode, im.size, im.tobytes()
     except Exception:  # noqa: BLE001 - an unreadable frame never equals another
         return object()
+
+
+def commit_game(staged: GameDir, images: bool, file: str) -> Path:
+    """Validate a staged game as ``atari-data validate`` would (decoding frames with ``images``), swap
+    it into ``<root>/<source>/<Game>`` and mark it ready; returns the final folder. Nothing is marked
+    ready that does not validate: a defect is one AtariDataError naming the first."""
+    defects = check_game(staged, images=images)
+    if defects:
+        raise AtariDataError(f"the assembled game does not validate ({len(defects)} defects), e.g. "
+                             f"{defects[0].render()}", file=file, field="(game)")
+    final = staged.root.parent / staged.game  # the stage lives in <root>/<source>/, beside the game
+    swap_into_place(staged.path, final)
+    write_atomic(final / READY, b"")
+    return final

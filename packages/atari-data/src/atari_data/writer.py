@@ -19,14 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from atari_data.actions import minimal_actions
 from atari_data.errors import AtariDataError
-from atari_data.layout import EPISODES, META, SPLITS, GameDir, GameLock, commit_game, staged_game
+from atari_data.layout import EPISODES, META, GameDir, GameLock, staged_game
 from atari_data.png import encode_png
-from atari_data.protocol import Protocol
 from atari_data.records import GameRules, image_name
 from atari_data.schema import FRAME_FORMAT_RE, SCHEMA_VERSION, check_structure
 from atari_data.schema import META as META_SCHEMA
+from atari_data.validate import commit_game
+from laya_protocol.games import minimal_actions
+from laya_protocol.names import SPLITS
+from laya_protocol.protocol import Protocol
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,10 @@
 """Baselines to normalise by, and the games whose normalised scores are not skill.
 
 Three kinds of baseline, each kept with where it came from and under which decision cap:
-  * built-in expert/random scores of the reference experts, capped at 4,500 decisions (8 games);
+  * the reference table: expert/random scores of the upstream CleanRL PPO experts (best of 9
+    checkpoints a game, recorded in the project's reference notes; they need the Hub, so nothing here
+    re-measures them), capped at 4,500 decisions (8 games). atari-data's ``builtin`` RAM experts are
+    other, weaker players: their scores are in a dataset's meta.json, not here;
   * any dataset's meta.json baselines (`--baselines PATH`), read as plain JSON;
   * the Atari-57 random and professional-human scores (human-normalised scores, for reference).
 A random baseline is also measured in every run, under the run's own protocol.
@@ -16,8 +19,8 @@ from pathlib import Path
 
 from laya_eval.errors import EvalError
 from laya_eval.jsonfile import is_number, read_json
-
-REFERENCE_CAP = 4_500
+from laya_protocol.names import score_key
+from laya_protocol.protocol import BASELINE_CAP, DATA_DECISION_CAP
 
 
 @dataclass(frozen=True)
@@ -31,9 +34,9 @@ class Baseline:
         return asdict(self)
 
 
-# The reference experts' scores with sticky actions, auto-FIRE and 4,500-decision episodes.
+# The upstream CleanRL PPO experts' scores with sticky actions, auto-FIRE and 4,500-decision episodes.
 REFERENCE = {
-    game: Baseline(expert, random, "reference experts (built-in)", REFERENCE_CAP)
+    game: Baseline(expert, random, "reference table (upstream CleanRL PPO experts)", BASELINE_CAP)
     for game, expert, random in (
         ("Boxing", 92.4, 1.6), ("Freeway", 34.0, 0.0), ("Pong", 5.4, -20.2), ("Qbert", 24985.0, 185.0),
         ("MsPacman", 6092.0, 434.0), ("Breakout", 218.0, 1.2), ("SpaceInvaders", 8251.0, 125.0),
@@ -92,13 +95,14 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
                             field="--baselines")
         source = f"{f} ({b.get('expert', 'expert')})"
         found = out.setdefault(game, [])
-        capped = (b.get(f"expert_score_cap{REFERENCE_CAP}"), b.get(f"random_score_cap{REFERENCE_CAP}"))
+        capped = (b.get(score_key("expert", BASELINE_CAP)), b.get(score_key("random", BASELINE_CAP)))
         if None not in capped:
-            found.append(Baseline(*capped, source, REFERENCE_CAP))
+            found.append(Baseline(*capped, source, BASELINE_CAP))
         full_cap = (b.get("protocol") or meta.get("protocol") or {}).get("decision_cap")
-        if b.get("expert_score") is not None and b.get("random_score") is not None:
-            found.append(Baseline(b["expert_score"], b["random_score"], source,
-                                  None if full_cap in (None, 27_000) else full_cap))
+        full = (b.get(score_key("expert")), b.get(score_key("random")))
+        if None not in full:
+            found.append(Baseline(*full, source,
+                                  None if full_cap in (None, DATA_DECISION_CAP) else full_cap))
     if not out:
         raise EvalError("holds no meta.json with baselines", file=str(path), field="--baselines")
     return out

@@ -13,6 +13,8 @@ from dataclasses import fields
 
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig
+from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
+from laya_protocol.seeds import EVAL_SEED_BASE
 
 EXAMPLES = """examples:
   laya-eval run --policy random --games Pong,Breakout --episodes 10 --out results.json
@@ -41,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="play a policy on some games and write results.json",
                        description="Play N episodes per game in lockstep (seeds SEED_BASE+i), ALE v5 defaults: "
-                       "sticky actions 0.25, frameskip 4, minimal action set, auto-FIRE after reset and lost lives "
+                       f"sticky actions {STICKY_ACTIONS}, frameskip {FRAMESKIP}, minimal action set, auto-FIRE after "
+                       "reset and lost lives "
                        "for games with FIRE (not decisions; rewards count). A random baseline is measured in the "
                        "same run. The results file is rewritten after each game; the same command again skips "
                        "finished games.")
@@ -91,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="as for run: random, constant:ATTACK, module:attr, cmd:..., laya:CKPT")
     dm.add_argument("--scenario", default="basic", help="(default %(default)s)")
     dm.add_argument("--episodes", type=int, default=50, help="(default %(default)s)")
-    dm.add_argument("--seed-base", type=int, default=100_000, help="episode i is seeded seed_base + i "
+    dm.add_argument("--seed-base", type=int, default=EVAL_SEED_BASE, help="episode i is seeded seed_base + i "
                     "(default %(default)s)")
     dm.add_argument("--sample", action="store_true", help="sample from returned probabilities instead of the top one")
     dm.add_argument("--policy-kwargs", type=json.loads, default={}, help="JSON object passed to the policy factory")

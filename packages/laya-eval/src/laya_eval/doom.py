@@ -1,16 +1,13 @@
 """ViZDoom as a second platform: play any policy on a scenario and judge it (extra ``laya-eval[vizdoom]``).
 
-Protocol: the scenario's own config (``basic``: strafe left, strafe right, shoot; +106 for the
-kill, -5 per missed shot, -1 per tic, 300 tics), 320x240 RGB screens, 4 tics per decision, the
-two-frame rule (the previous decision's screen; a copy on the first decision), episode i seeded
-``seed_base + i`` (default 100000, apart from the data's 1000+ and 2000+). The policy gets the
-same ``Batch`` as on ALE, with ``platform="vizdoom"``. Baselines are measured in the same run on
-the same seeds: the labels-buffer expert (shoot when the largest monster box covers the crosshair
-column, else strafe toward it), uniform random buttons and always-ATTACK. Normalised =
-(policy - random) / (expert - random) on mean reward.
-
-This module does not import atari-data (whose generator has its own copy of the scenario setup and
-expert): the judge stays independent of the data it judges.
+The scenario, its screens, tics per decision and the labels-buffer expert are
+:mod:`laya_protocol.doom`'s, shared with the data. The play loop is the judge's own (the data's is
+separate on purpose, so each checks the other): the two-frame rule (the previous decision's screen;
+a copy on the first decision), episode i seeded ``seed_base + i`` (default
+``laya_protocol.seeds.EVAL_SEED_BASE``, apart from every range the data uses). The policy gets the
+same ``Batch`` as on ALE, with ``platform="vizdoom"``. Baselines are measured in the same run on the
+same seeds: the expert (which shoots when it sees no target), uniform random buttons and
+always-ATTACK. Normalised = (policy - random) / (expert - random) on mean reward.
 """
 
 from __future__ import annotations
@@ -23,51 +20,41 @@ from pathlib import Path
 
 import numpy as np
 
+from laya_eval.batch import Batch, choose
 from laya_eval.errors import EvalError
-from laya_eval.policies import Batch, ConstantPolicy, RandomPolicy, choose, load_policy
-
-SCENARIOS = {"basic": ("basic.cfg", "DoomBasic")}
-TICS_PER_DECISION = 4
-IGNORED = ("DoomPlayer", "BulletPuff", "Blood", "Dead")
+from laya_eval.policies import ConstantPolicy, RandomPolicy, load_policy
+from laya_protocol import doom
+from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
+from laya_protocol.errors import UnknownName
+from laya_protocol.seeds import EVAL_SEED_BASE
 
 
 def make_game(scenario: str):
     try:
-        import vizdoom as vzd
+        return doom.make_game(scenario)
     except ImportError:
         raise EvalError("ViZDoom needs the vizdoom extra: pip install 'laya-eval[vizdoom]'") from None
-    if scenario not in SCENARIOS:
-        raise EvalError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})", field="--scenario")
-    game = vzd.DoomGame()
-    game.load_config(os.path.join(vzd.scenarios_path, SCENARIOS[scenario][0]))
-    game.set_window_visible(False)
-    game.set_screen_format(vzd.ScreenFormat.RGB24)
-    game.set_screen_resolution(vzd.ScreenResolution.RES_320X240)
-    game.set_labels_buffer_enabled(True)
-    game.init()
-    return game
+    except UnknownName as e:
+        raise EvalError(str(e), field="--scenario") from None
 
 
 class ExpertPolicy:
-    """The labels-buffer expert; it reads the game's state, so it only runs inside this module."""
+    """The labels-buffer expert; it reads the game's state, so it only runs inside this module.
+    Where the expert sees no target, the baseline shoots: a baseline must act on every decision."""
 
     def __init__(self, game):
         self.game = game
 
     def __call__(self, batch: Batch) -> np.ndarray:
-        state, names = self.game.get_state(), list(batch.actions)
-        boxes = [lb for lb in state.labels if not any(x in lb.object_name for x in IGNORED)]
-        box = max(boxes, key=lambda lb: lb.width * lb.height, default=None)
-        centre = batch.frames.shape[2] / 2
-        if box is None or box.x - 2 <= centre <= box.x + box.width + 2:
-            return np.array([names.index("ATTACK")])
-        return np.array([names.index("MOVE_LEFT" if box.x + box.width / 2 < centre else "MOVE_RIGHT")])
+        names = list(batch.actions)
+        button = expert_button(self.game.get_state(), names, batch.frames.shape[2])
+        return np.array([names.index("ATTACK") if button is None else button])
 
 
 def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: bool = True) -> dict:
     """Play ``episodes`` episodes; per-episode rewards, kills and steps, and the action mix."""
-    names = tuple(b.name for b in game.get_available_buttons())
-    name = SCENARIOS[scenario][1]
+    names = buttons(game)
+    name = doom.game_name(scenario)
     if hasattr(policy, "reset"):
         policy.reset(name, names)
     rng = np.random.default_rng(seed_base)
@@ -92,7 +79,7 @@ def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: boo
             "steps": float(np.mean(steps)), "rewards": rewards, "actions": dict(mix)}
 
 
-def evaluate_doom(policy_spec: str, scenario: str = "basic", episodes: int = 50, seed_base: int = 100_000,
+def evaluate_doom(policy_spec: str, scenario: str = "basic", episodes: int = 50, seed_base: int = EVAL_SEED_BASE,
                   greedy: bool = True, policy_kwargs: dict | None = None, out: str | None = None) -> dict:
     """The policy and the three baselines on the same seeds; written to ``out`` when given."""
     game = make_game(scenario)

@@ -28,9 +28,10 @@ from laya_eval.errors import EvalError
 from laya_eval.games import resolve_game
 from laya_eval.jsonfile import is_number, numbers, read_json
 from laya_eval.policies import RandomPolicy, load_policy
-from laya_eval.protocol import EvalProtocol
 from laya_eval.runner import Episodes, play
 from laya_eval.stats import iqm, median_of_means, optimality_gap, stratified_bootstrap_ci
+from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
+from laya_protocol.seeds import EVAL_SEED_BASE
 
 
 @dataclass
@@ -41,8 +42,8 @@ class RunConfig:
     games: list[str]
     out: str = "results.json"
     episodes: int = 10
-    seed_base: int = 100_000
-    cap: int | None = 4_500
+    seed_base: int = EVAL_SEED_BASE
+    cap: int | None = EVAL_DECISION_CAP
     greedy: bool = True
     policy_kwargs: dict = field(default_factory=dict)
     random_episodes: int = 10
@@ -64,8 +65,8 @@ class RunConfig:
                 "random_episodes": self.random_episodes, "baselines": self.baselines}
 
 
-def protocol_for(game: str, cap: int | None) -> EvalProtocol:
-    return EvalProtocol.ale_v5(game, decision_cap=cap)
+def protocol_for(game: str, cap: int | None) -> Protocol:
+    return Protocol.ale_v5(game, decision_cap=cap)
 
 
 def score_game(game: str, ep: Episodes, rnd: Episodes | None, baseline: Baseline | None, cap: int | None,

@@ -15,31 +15,14 @@ then ``--greedy``, the default, takes the top one and ``--sample`` draws). It ma
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 import numpy as np
 
+from laya_eval.batch import Batch
 from laya_eval.errors import EvalError
 
 GROUP = "laya_eval.policies"
-
-
-@dataclass
-class Batch:
-    """The decisions to make now, one row per episode that needs one."""
-
-    game: str
-    actions: tuple[str, ...]
-    frames: np.ndarray        # uint8 [n, 210, 160, 3]: the current screens
-    prev_frames: np.ndarray   # uint8 [n, 210, 160, 3]: the previous decisions' screens (a copy of the
-    #                           current one on an episode's first decision and after an auto-FIRE)
-    new_episode: np.ndarray   # bool [n]: the episode's first decision
-    episodes: np.ndarray      # int [n]: which episode of the game each row belongs to
-    platform: str = "ale"     # or "vizdoom" (screens are then 240 x 320)
-
-    def __len__(self) -> int:
-        return len(self.frames)
 
 
 class RandomPolicy:
@@ -108,35 +91,3 @@ def _create(spec: str, factory, *args, **kwargs):
         return factory(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - a third-party factory may raise anything; say so on one line
         raise EvalError(f"{spec!r} could not be created: {type(e).__name__}: {e}", field="--policy") from None
-
-
-class PolicyError(Exception):
-    """The policy misbehaved: raised, hung, or answered out of range. Recorded per game."""
-
-
-def choose(out, batch: Batch, greedy: bool, rng: np.random.Generator) -> np.ndarray:
-    """Validate a policy's answer and turn it into one action index per row."""
-    n, a = len(batch), len(batch.actions)
-    try:
-        arr = np.asarray(out)
-    except Exception as e:  # noqa: BLE001 - anything that is not array-like
-        raise PolicyError(f"returned {type(out).__name__}, not an array ({e})") from None
-    if arr.dtype.kind in "iu" and arr.shape == (n,):
-        bad = arr[(arr < 0) | (arr >= a)]
-        if bad.size:
-            raise PolicyError(f"returned action {int(bad[0])}, out of range for {a} actions "
-                              f"({', '.join(batch.actions)})")
-        return arr.astype(np.int64)
-    if arr.dtype.kind == "f" and arr.shape == (n, a):
-        if not np.isfinite(arr).all():
-            raise PolicyError(f"returned non-finite probabilities {arr[~np.isfinite(arr).all(1)][0].tolist()}")
-        if (arr < 0).any() or (arr.sum(1) <= 0).any():
-            row = arr[((arr < 0).any(1)) | (arr.sum(1) <= 0)][0]
-            raise PolicyError(f"returned invalid probabilities {row.tolist()} (negative or all zero)")
-        if greedy:
-            return arr.argmax(1)
-        p = arr / arr.sum(1, keepdims=True)
-        u = rng.random(n)[:, None]
-        return np.minimum((p.cumsum(1) < u).sum(1), a - 1)
-    raise PolicyError(f"returned shape {arr.shape} ({arr.dtype}) for a batch of {n}; expected {n} action indices "
-                      f"or {n}x{a} probabilities")

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from laya_eval.games import minimal_actions, rom_id
-from laya_eval.policies import Batch, PolicyError, choose
-from laya_eval.protocol import EvalProtocol
+from laya_eval.batch import Batch, PolicyError, choose
+from laya_protocol.games import minimal_actions, rom_id
+from laya_protocol.protocol import Protocol
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Episodes:
     extra: dict = field(default_factory=dict)
 
 
-def play(policy, game: str, protocol: EvalProtocol, episodes: int, seed_base: int, greedy: bool = True,
+def play(policy, game: str, protocol: Protocol, episodes: int, seed_base: int, greedy: bool = True,
          sample_seed: int = 0, threads: int = 0, progress=None) -> Episodes:
     """Play ``episodes`` episodes of ``game``; a misbehaving policy ends the game with ``error`` set."""
     from ale_py.vector_env import AtariVectorEnv

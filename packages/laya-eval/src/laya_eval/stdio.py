@@ -35,7 +35,7 @@ import threading
 
 import numpy as np
 
-from laya_eval.policies import Batch, PolicyError
+from laya_eval.batch import Batch, PolicyError
 
 PROTOCOL_VERSION = 1
 

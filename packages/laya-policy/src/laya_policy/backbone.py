@@ -40,8 +40,8 @@ PRESETS = {"tiny": TinySize(), "random-smolvlm": SMOLVLM_SHAPES}
 
 def question_corpus() -> list[str]:
     """Every text a policy is shown: each ALE game's question with all 18 options, and the turn markers."""
-    from atari_data.actions import FULL_ACTIONS, all_games
     from atari_data.questions import atari_question, format_option
+    from laya_protocol.games import FULL_ACTIONS, all_games
 
     texts = ["User:", "\nAssistant:\n"]
     for game in all_games():

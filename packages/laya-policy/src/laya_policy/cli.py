@@ -7,6 +7,8 @@ import sys
 
 from atari_data.errors import AtariDataError
 from laya_eval.errors import EvalError
+from laya_protocol.protocol import EVAL_DECISION_CAP
+from laya_protocol.seeds import EVAL_SEED_BASE
 
 
 def _names(text: str) -> list[str]:
@@ -25,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--game", required=True, help="ALE v5 game name, e.g. Pong")
     pl.add_argument("--video", required=True, help="output .gif or .mp4")
     pl.add_argument("--max-decisions", type=int, default=1000, help="(default %(default)s)")
-    pl.add_argument("--seed", type=int, default=100_000, help="(default %(default)s)")
+    pl.add_argument("--seed", type=int, default=EVAL_SEED_BASE, help="(default %(default)s)")
     pl.add_argument("--sample", action="store_true", help="draw actions from the probabilities instead of the top one")
     pl.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
     pl.add_argument("--cuda-graph", action="store_true", help="replay the language model and head as one CUDA graph "
@@ -96,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--expert", default="builtin", help="builtin, sb3:PATH, cleanrl:PATH or hub:REPO (default builtin)")
     g.add_argument("--train-frames", type=int, default=3_000, help="(default %(default)s)")
     g.add_argument("--val-frames", type=int, default=150, help="(default %(default)s)")
-    g.add_argument("--decision-cap", type=int, default=4_500, help="(default %(default)s)")
+    g.add_argument("--decision-cap", type=int, default=EVAL_DECISION_CAP, help="(default %(default)s)")
     g.add_argument("--greedy", action="store_true", help="play the top action instead of sampling")
     g.add_argument("--seed", type=int, default=0, help="(default %(default)s)")
     g.add_argument("--device", default="cpu", help="(default %(default)s)")

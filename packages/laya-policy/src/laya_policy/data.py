@@ -17,10 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from atari_data import repo
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games, read_jsonl
 from atari_data.png import decode_png
 from atari_data.records import GameRules
+from laya_protocol.names import HUB_SPLITS
 
 
 class Example:
@@ -48,7 +50,7 @@ def data_kind(data: str) -> str:
     or ``hub`` (anything else: a repository id)."""
     path = Path(data)
     if path.is_dir():
-        if (path / "data").is_dir() and (path / "README.md").is_file():
+        if (path / repo.DATA).is_dir() and (path / repo.CARD).is_file():
             return "packed"
         return "layout"
     if path.exists() or data.startswith((".", "/")):
@@ -86,7 +88,7 @@ def _layout_examples(root, split, sources, games) -> list[Example]:
 def _packed_examples(data, split, sources, games) -> list[Example]:
     from datasets import Image, get_dataset_config_names, load_dataset
 
-    hf_split = {"train": "train", "val": "validation"}[split]
+    hf_split = HUB_SPLITS[split]
     out = []
     try:
         configs = get_dataset_config_names(data)

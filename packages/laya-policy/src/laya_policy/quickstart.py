@@ -22,6 +22,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from laya_protocol.names import HUB_SPLITS
+from laya_protocol.protocol import EVAL_DECISION_CAP
+
 STAGES = ("generate", "validate", "pack", "load", "train", "evaluate", "report")
 
 
@@ -38,7 +41,7 @@ class QuickstartConfig:
     batch: int = 16
     minutes: float = 8.0               # training budget
     episodes: int = 5                  # evaluation episodes per game
-    cap: int = 4_500                   # evaluation decision cap (the protocol's)
+    cap: int = EVAL_DECISION_CAP       # evaluation decision cap (the protocol's)
     video_decisions: int = 300
     device: str = "cpu"
     workers: int = 2
@@ -119,7 +122,7 @@ class Quickstart:
         from datasets import load_dataset
 
         counts = {}
-        for split in ("train", "validation"):
+        for split in HUB_SPLITS.values():
             ds = load_dataset(str(self.packed), "expert2f", split=split)
             counts[split] = len(ds)
         first = ds[0]

@@ -30,6 +30,7 @@ from laya_policy.data import Example, load_examples
 from laya_policy.imageprep import ImagePrep
 from laya_policy.model import ChoicePolicy
 from laya_policy.objectives import expected_calibration_error, fit_temperature, nll, training_loss
+from laya_protocol.seeds import PLAY_CHECK_SEED_BASE
 
 
 @dataclass
@@ -358,7 +359,8 @@ class Run:
         ckpt = save_checkpoint(self.model, self.agent_config(), self.out / ".play-check")
         policy = LayaPolicy(str(ckpt), device=self.cfg.device)
         games = sorted({k.split("/")[0] for k in self.train})[:3]
-        run = RunConfig(policy="laya", games=games, episodes=3, cap=400, seed_base=500_000, random_episodes=0)
+        run = RunConfig(policy="laya", games=games, episodes=3, cap=400, seed_base=PLAY_CHECK_SEED_BASE,
+                        random_episodes=0)
         scores = {g: play_game(run, g, policy) for g in run.games}
         values = [r["normalised"] for r in scores.values() if r.get("normalised") is not None]
         return {"score": float(np.mean(values)) if values else None,

@@ -8,7 +8,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from atari_data.play import AtariGame, PreviousFrame, play_episode
-from laya_eval.policies import Batch
+from laya_eval.batch import Batch
+from laya_protocol.seeds import EVAL_SEED_BASE
 
 
 def annotate(frame: np.ndarray, text: str, scale: int = 2) -> Image.Image:
@@ -19,7 +20,7 @@ def annotate(frame: np.ndarray, text: str, scale: int = 2) -> Image.Image:
     return im
 
 
-def record_episode(policy, game: str, out: str | Path, seed: int = 100_000, max_decisions: int = 1_000,
+def record_episode(policy, game: str, out: str | Path, seed: int = EVAL_SEED_BASE, max_decisions: int = 1_000,
                    greedy: bool = True, fps: int = 15) -> dict:
     """Play one episode (two-frame rule, auto-FIRE) and write it as .gif or .mp4; returns a summary."""
     out = Path(out)

@@ -14,9 +14,9 @@ from functools import cache
 
 import numpy as np
 
-from atari_data.actions import minimal_actions
 from atari_data.errors import AtariDataError
 from atari_data.play import AtariGame
+from laya_protocol.games import minimal_actions
 
 # How confident the targets are: lower is sharper.
 TEMPERATURE = 0.35

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from atari_data import limits
-from atari_data.actions import minimal_actions
 from atari_data.errors import AtariDataError
 from atari_data.play import AtariGame
+from laya_protocol.games import minimal_actions
 
 Q_TEMPERATURE = 0.1  # DQN Q-values become a distribution through softmax(q / this)
 

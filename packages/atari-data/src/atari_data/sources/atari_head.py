@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atari_data import limits
-from atari_data.actions import FULL_ACTIONS, minimal_actions, resolve_game
+from atari_data.actions import resolve_game
 from atari_data.errors import AtariDataError
 from atari_data.png import png_size
 from atari_data.writer import GameWriter, Step
+from laya_protocol.games import FULL_ACTIONS, minimal_actions
 
 SOURCE = "atari_head"
 ORIGIN = "Atari-HEAD, Zenodo record 3451402"

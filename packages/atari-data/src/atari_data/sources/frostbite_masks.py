@@ -18,18 +18,18 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
-from atari_data.actions import FULL_ACTIONS, minimal_actions
 from atari_data.errors import AtariDataError
 from atari_data.png import png_size
 from atari_data.sources import parquet_rows
 from atari_data.writer import GameWriter, Step
+from laya_protocol.games import FULL_ACTIONS, minimal_actions
+from laya_protocol.seeds import IMPORTED_VAL_FROM
 
 SOURCE = "frostbite_masks"
 GAME = "Frostbite"
 REPO = "EpicPinkPenguin/atari_frostbite_with_masks"
 COLUMNS = ("observation", "mask", "action", "reward", "terminated", "truncated")
 SPLITS = {"train": "train", "test": "val"}
-VAL_EPISODES_FROM = 500_000
 
 
 def parquet_files(root: Path, split: str) -> list[Path]:
@@ -74,7 +74,7 @@ def import_game(root: str | Path, out: str | Path, game: str = GAME, caps: dict 
         if writer.complete:
             return None
         for split, kind in SPLITS.items():
-            first = 0 if kind == "train" else VAL_EPISODES_FROM
+            first = 0 if kind == "train" else IMPORTED_VAL_FROM
             for n, (game_i, life_i, run) in enumerate(lives(files[split])):
                 writer.add_episode(first + n, kind, _steps(run, index, game_i, life_i, writer))
         return writer.finish()

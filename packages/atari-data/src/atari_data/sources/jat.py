@@ -21,11 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from atari_data.actions import minimal_actions, resolve_game
+from atari_data.actions import resolve_game
 from atari_data.errors import AtariDataError
 from atari_data.png import decode_png, encode_png
 from atari_data.sources import parquet_rows
 from atari_data.writer import GameWriter, Step
+from laya_protocol.games import minimal_actions
+from laya_protocol.seeds import IMPORTED_VAL_FROM
 
 SOURCE = "jat"
 REPO = "jat-project/jat-dataset"
@@ -35,7 +37,6 @@ COLUMNS = ("image_observations", "discrete_actions", "rewards")
 QUIRKS = {"asteroid": "Asteroids", "kongfumaster": "KungFuMaster", "montezuma": "MontezumaRevenge",
           "privateye": "PrivateEye"}
 SPLITS = {"train": "train", "test": "val"}
-VAL_EPISODES_FROM = 500_000  # JAT test rows, numbered apart from train rows (0, 1, ...)
 ORDER_CHECK_STEPS = 64
 ORDER_MIN_AGREEMENT = 0.9
 FRAMES_PER_TASK = 64
@@ -159,7 +160,7 @@ def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None 
             return None
         layout = _establish_layout(files["train"][0], game)
         for split, kind in SPLITS.items():
-            first = 0 if kind == "train" else VAL_EPISODES_FROM
+            first = 0 if kind == "train" else IMPORTED_VAL_FROM  # test rows numbered apart from train rows
             for path in files[split]:
                 n = 0
                 for i, row in rows(path):

@@ -1,0 +1,41 @@
+"""Episode numbers by role, so that no two roles ever play the same episode.
+
+Data generators number episodes from these starts and derive every ALE seed and behaviour random
+stream from (seed, game, episode number); laya-eval seeds episode i with ``EVAL_SEED_BASE + i``
+(the default of ``--seed-base``), far from every range data uses.
+"""
+
+from __future__ import annotations
+
+VAL_EPISODES_FROM = 1_000
+TRAIN_EPISODES_FROM = 2_000
+EVAL_SEED_BASE = 100_000
+PLAY_CHECK_SEED_BASE = 200_000  # laya-policy's play checks during training, apart from the final evaluation's
+DAGGER_EPISODES_FROM = 300_000
+DAGGER_ROUND_STRIDE = 10_000
+IMPORTED_VAL_FROM = 500_000
+EXPERT_BASELINE_FROM = 900_000
+RANDOM_BASELINE_FROM = 950_000
+
+#: (role, first episode number, how the rest follow), for help texts and docs.
+RANGES: tuple[tuple[str, int, str], ...] = (
+    ("val episodes (generate, DAgger, ViZDoom)", VAL_EPISODES_FROM, "+ i"),
+    ("train episodes (generate, DAgger, ViZDoom)", TRAIN_EPISODES_FROM, "+ i"),
+    ("evaluation (laya-eval --seed-base)", EVAL_SEED_BASE, "+ i"),
+    ("play checks while training (laya-policy)", PLAY_CHECK_SEED_BASE, "+ i"),
+    ("DAgger ALE seeds", DAGGER_EPISODES_FROM, f"+ {DAGGER_ROUND_STRIDE} * round + episode"),
+    ("imported val/test rows", IMPORTED_VAL_FROM, "+ i"),
+    ("expert baseline", EXPERT_BASELINE_FROM, "+ i"),
+    ("random baseline", RANDOM_BASELINE_FROM, "+ i"),
+)
+
+
+def dagger_episode(round_: int, episode: int) -> int:
+    """The episode number a DAgger round's ALE seed derives from."""
+    return DAGGER_EPISODES_FROM + DAGGER_ROUND_STRIDE * round_ + episode
+
+
+def table() -> str:
+    """The ranges as aligned text lines."""
+    width = max(len(role) for role, _, _ in RANGES)
+    return "\n".join(f"{role:<{width}}  {first:>7,} {rule}" for role, first, rule in RANGES)
