@@ -15,11 +15,15 @@ import textwrap
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from atari_data.doom import DoomConfig
 from atari_data.errors import AtariDataError
 from atari_data.executors import EXECUTORS
 from atari_data.generate import GenerateConfig
 from atari_data.importing import SOURCES
+from atari_data.pack import PackConfig
+from atari_data.writer import DEFAULT_CAPS
 from laya_protocol import seeds
+from laya_protocol.config import add_options, csv, from_args
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 
 EXAMPLES = """examples:
@@ -38,10 +42,6 @@ class ValidateConfig:
     max_lines: int = 50
 
 
-def _csv(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
-
-
 def _default(cls, name):
     return next(f.default for f in fields(cls) if f.name == name)
 
@@ -49,8 +49,8 @@ def _default(cls, name):
 def _layout_selection(p: argparse.ArgumentParser) -> None:
     """ROOT and the games of it to use, spelled the same way by every command that reads a layout."""
     p.add_argument("root", help="layout root folder")
-    p.add_argument("--sources", "--source", dest="sources", type=_csv, help="only these sources (comma-separated)")
-    p.add_argument("--games", "--game", dest="games", type=_csv, help="only these games (comma-separated)")
+    p.add_argument("--sources", "--source", dest="sources", type=csv, help="only these sources (comma-separated)")
+    p.add_argument("--games", "--game", dest="games", type=csv, help="only these games (comma-separated)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,41 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "complete game is skipped unless --force; an interrupted one is redone cleanly.", 78),
                        epilog="episode numbers by role (laya_protocol.seeds):\n" + textwrap.indent(seeds.table(), "  "),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    d = GenerateConfig
-    g.add_argument("--root", required=True, help="layout root folder to write into")
-    g.add_argument("--games", type=_csv, default=_default_factory(d, "games"),
-                   help="ALE v5 game names, comma-separated (default %(default)s)")
-    g.add_argument("--source", choices=("expert", "expert2f"), default=d.source,
-                   help="expert2f also records the previous frame as prev_image (default %(default)s)")
-    g.add_argument("--expert", default=d.expert,
-                   help="builtin (RAM-reading scripted experts), sb3:PATH, cleanrl:PATH or hub:REPO "
-                   "(default %(default)s)")
-    g.add_argument("--train-frames", type=int, default=d.train_frames,
-                   help="train records per game at most; episodes are played until there are this many "
-                   "decisions and subsampled evenly (default %(default)s)")
-    g.add_argument("--val-frames", type=int, default=d.val_frames,
-                   help="val records per game at most (default %(default)s)")
-    g.add_argument("--min-train-episodes", type=int, default=d.min_train_episodes,
-                   help="play at least this many train episodes (default %(default)s)")
-    g.add_argument("--epsilon", type=float, help=f"probability of a uniform random move instead of the expert's "
-                   f"(default {d.epsilon}; 0.3 for ViZDoom)")
+    add_options(g, GenerateConfig, skip=("epsilon", "min_val_episodes"))
+    g.add_argument("--epsilon", type=float, help="probability of a uniform random move instead of the expert's "
+                   f"(default {GenerateConfig.epsilon}; {DoomConfig.epsilon} for ViZDoom)")
     g.add_argument("--platform", choices=("ale", "vizdoom"), default="ale",
                    help="vizdoom: play a ViZDoom scenario with its labels-buffer expert instead (source "
                    "doom_<scenario>; --games, --source, --expert and the ALE options do not apply; needs "
                    "atari-data[vizdoom]) (default %(default)s)")
-    g.add_argument("--scenario", default="basic", help="ViZDoom scenario (default %(default)s)")
-    g.add_argument("--decision-cap", type=int, default=d.decision_cap,
-                   help="decisions per episode at most (default %(default)s, the v5 frame limit)")
-    g.add_argument("--baseline-episodes", type=int, default=d.baseline_episodes,
-                   help="episodes each for the expert and random baselines; 0 skips them "
-                   "(default %(default)s)")
-    g.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
-    g.add_argument("--workers", type=int, default=d.workers,
-                   help="games generated in parallel processes (default %(default)s)")
-    g.add_argument("--executor", choices=EXECUTORS, default=d.executor,
-                   help="ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one); "
-                   "needs atari-data[ray] (default %(default)s)")
-    g.add_argument("--force", action="store_true", help="rewrite games that are already complete")
+    g.add_argument("--scenario", default=DoomConfig.scenario, help="ViZDoom scenario (default %(default)s)")
 
     pk = sub.add_parser("pack", help="turn a layout into a Hub-ready dataset repository folder",
                         description="Pack the ready games of ROOT into OUT: one config per source (splits train "
@@ -139,10 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "The layout is validated first; the same layout always packs to the same bytes.")
     _layout_selection(pk)
     pk.add_argument("out", help="repository folder to create")
-    pk.add_argument("--shard-size", default="512MB", help="target shard size, e.g. 512MB or 1GB (default %(default)s)")
-    pk.add_argument("--formats", type=_csv, default=["parquet", "webdataset"],
-                    help="parquet (required: load_dataset reads it) and/or webdataset (default %(default)s)")
-    pk.add_argument("--name", default="atari", help="title of the dataset card (default %(default)s)")
+    pk.add_argument("--shard-size", default=PackConfig.shard_size, help="target shard size, e.g. 512MB or 1GB "
+                    f"(default {PackConfig.shard_size / 1e6:g}MB)")
+    pk.add_argument("--formats", type=csv, default=list(PackConfig.formats),
+                    help="parquet (required: load_dataset reads it) and/or webdataset "
+                    f"(default {','.join(PackConfig.formats)})")
+    pk.add_argument("--name", default=PackConfig.name, help="title of the dataset card (default %(default)s)")
     pk.add_argument("--force", action="store_true", help="replace OUT if it exists")
     pk.add_argument("--replay", action="store_true",
                     help="no frames: each episode's seed and moves plus an MD5 per frame, so the screens can be "
@@ -213,10 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("source", choices=SOURCES, help="which dataset")
     im.add_argument("--from", dest="from_", required=True, help="a local copy of the dataset, or hub:REPO (online)")
     im.add_argument("--root", required=True, help="layout root to write into")
-    im.add_argument("--games", type=_csv, help="ALE v5 names, comma-separated (default: every game found)")
-    im.add_argument("--train-frames", type=int, default=20_000, help="train records per game at most "
+    im.add_argument("--games", type=csv, help="ALE v5 names, comma-separated (default: every game found)")
+    im.add_argument("--train-frames", type=int, default=DEFAULT_CAPS["train"], help="train records per game at most "
                     "(default %(default)s)")
-    im.add_argument("--val-frames", type=int, default=1_000, help="val records per game at most (default %(default)s)")
+    im.add_argument("--val-frames", type=int, default=DEFAULT_CAPS["val"], help="val records per game at most "
+                    "(default %(default)s)")
     im.add_argument("--workers", type=int, default=1, help="games imported in parallel processes (default "
                     "%(default)s)")
     im.add_argument("--executor", choices=EXECUTORS, default="local",
@@ -224,10 +200,6 @@ def build_parser() -> argparse.ArgumentParser:
                     "path every node reads); needs atari-data[ray] (default %(default)s)")
     im.add_argument("--force", action="store_true", help="rewrite games that are already complete")
     return p
-
-
-def _default_factory(cls, name):
-    return next(f.default_factory() for f in fields(cls) if f.name == name)
 
 
 def cmd_validate(a) -> int:
@@ -270,11 +242,11 @@ def cmd_generate(a) -> int:
     from atari_data.generate import generate
 
     if a.platform == "vizdoom":
-        from atari_data.doom import DoomConfig, generate_doom
+        from atari_data.doom import generate_doom
 
+        epsilon = DoomConfig.epsilon if a.epsilon is None else a.epsilon
         meta = generate_doom(DoomConfig(root=a.root, scenario=a.scenario, train_frames=a.train_frames,
-                                        val_frames=a.val_frames, epsilon=0.3 if a.epsilon is None else a.epsilon,
-                                        seed=a.seed, force=a.force))
+                                        val_frames=a.val_frames, epsilon=epsilon, seed=a.seed, force=a.force))
         source = f"doom_{a.scenario}"
         if meta is None:
             print(f"{source}: already complete (use --force to redo)")
@@ -282,12 +254,7 @@ def cmd_generate(a) -> int:
             print(f"{source}/{meta['game']}: {meta['train']['records']} train, {meta['val']['records']} val records; "
                   f"frames without a monster: {meta['dropped'].get('no_monster', 0)}")
         return 0
-    cfg = GenerateConfig(root=a.root, games=a.games, source=a.source, expert=a.expert,
-                         train_frames=a.train_frames, val_frames=a.val_frames,
-                         min_train_episodes=a.min_train_episodes,
-                         epsilon=GenerateConfig.epsilon if a.epsilon is None else a.epsilon,
-                         decision_cap=a.decision_cap, baseline_episodes=a.baseline_episodes, seed=a.seed,
-                         workers=a.workers, executor=a.executor, force=a.force)
+    cfg = from_args(GenerateConfig, a, epsilon=GenerateConfig.epsilon if a.epsilon is None else a.epsilon)
     for game, meta in generate(cfg).items():
         if meta is None:
             print(f"{cfg.source}/{game}: already complete (use --force to redo)")

@@ -27,6 +27,7 @@ from atari_data.generate import (
 )
 from atari_data.play import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.writer import GameWriter, Step
+from laya_protocol.config import option
 from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
 from laya_protocol.seeds import TRAIN_EPISODES_FROM, VAL_EPISODES_FROM, dagger_episode
 
@@ -38,17 +39,19 @@ Policy = Callable[[list[np.ndarray], str, Sequence[str]], np.ndarray]
 
 @dataclass
 class DaggerConfig:
-    root: str
-    round: int
-    games: list[str]
-    expert: str = "builtin"
-    train_frames: int = 3_000
-    val_frames: int = 150
-    min_train_episodes: int = 2
-    decision_cap: int | None = EVAL_DECISION_CAP
-    greedy: bool = False
-    seed: int = 0
-    force: bool = False
+    """One DAgger round; each field is one flag of `laya-policy dagger`."""
+
+    root: str = option(help="atari-data layout root to write into")
+    round: int = option(help="round number N (source dagger<N>)")
+    games: list[str] = option(help="comma-separated games")
+    expert: str = option("builtin", "builtin, sb3:PATH, cleanrl:PATH or hub:REPO")
+    train_frames: int = option(3_000, "train records per game at most")
+    val_frames: int = option(150, "val records per game at most")
+    min_train_episodes: int = option(2, "play at least this many train episodes")
+    decision_cap: int | None = option(EVAL_DECISION_CAP, "decisions per episode at most")
+    greedy: bool = option(False, "play the top action instead of sampling")
+    seed: int = option(0)
+    force: bool = option(False, "rewrite games already written")
 
 
 def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):

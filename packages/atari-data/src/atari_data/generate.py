@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from atari_data.actions import resolve_game
 from atari_data.errors import AtariDataError
+from atari_data.executors import EXECUTORS
 from atari_data.experts import Expert, load_expert
 from atari_data.layout import GameDir
 from atari_data.play import AtariGame, Decision, episode_seed, play_episode
-from atari_data.writer import GameWriter, Step
+from atari_data.writer import DEFAULT_CAPS, GameWriter, Step
+from laya_protocol.config import option
 from laya_protocol.names import score_key, scores_key
 from laya_protocol.protocol import BASELINE_CAP, DATA_DECISION_CAP, Protocol
 from laya_protocol.seeds import EXPERT_BASELINE_FROM, RANDOM_BASELINE_FROM, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM
@@ -36,21 +38,25 @@ SOURCES = {"expert": 1, "expert2f": 2}  # source -> frames per record
 class GenerateConfig:
     """What `atari-data generate` plays and writes; every flag maps to one field."""
 
-    root: str
-    games: list[str] = field(default_factory=lambda: ["Pong", "Breakout", "Freeway", "Boxing"])
-    source: str = "expert2f"
-    expert: str = "builtin"
-    train_frames: int = 20_000
-    val_frames: int = 1_000
-    min_train_episodes: int = 3
-    min_val_episodes: int = 1
-    epsilon: float = 0.1
-    decision_cap: int | None = DATA_DECISION_CAP
-    baseline_episodes: int = 5
-    seed: int = 0
-    workers: int = 1
-    executor: str = "local"
-    force: bool = False
+    root: str = option(help="layout root folder to write into")
+    games: list[str] = option(help="ALE v5 game names, comma-separated",
+                              factory=lambda: ["Pong", "Breakout", "Freeway", "Boxing"])
+    source: str = option("expert2f", "expert2f also records the previous frame as prev_image", choices=tuple(SOURCES))
+    expert: str = option("builtin", "builtin (RAM-reading scripted experts), sb3:PATH, cleanrl:PATH or hub:REPO")
+    train_frames: int = option(DEFAULT_CAPS["train"], "train records per game at most; episodes are played until "
+                               "there are this many decisions and subsampled evenly")
+    val_frames: int = option(DEFAULT_CAPS["val"], "val records per game at most")
+    min_train_episodes: int = option(3, "play at least this many train episodes")
+    min_val_episodes: int = option(1, "play at least this many val episodes")
+    epsilon: float = option(0.1, "probability of a uniform random move instead of the expert's")
+    decision_cap: int | None = option(DATA_DECISION_CAP, "decisions per episode at most (the default is ALE v5's "
+                                      "frame limit)")
+    baseline_episodes: int = option(5, "episodes each for the expert and random baselines; 0 skips them")
+    seed: int = option(0, "every ALE seed and random stream derives from it")
+    workers: int = option(1, "games generated in parallel processes")
+    executor: str = option("local", "ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one); needs "
+                           "atari-data[ray]", choices=EXECUTORS)
+    force: bool = option(False, "rewrite games that are already complete")
 
     def __post_init__(self):
         if self.source not in SOURCES:

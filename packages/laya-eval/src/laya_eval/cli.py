@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import fields
 
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig
+from laya_protocol.config import add_options, from_args
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 from laya_protocol.seeds import EVAL_SEED_BASE
 
@@ -24,14 +24,6 @@ EXAMPLES = """examples:
   laya-eval report results.json --out report/
   laya-eval compare baseline.json candidate.json
 """
-
-
-def _default(name):
-    return next(f.default for f in fields(RunConfig) if f.name == name)
-
-
-def _cap(text: str) -> int | None:
-    return None if text.lower() == "none" else int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,34 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "for games with FIRE (not decisions; rewards count). A random baseline is measured in the "
                        "same run. The results file is rewritten after each game; the same command again skips "
                        "finished games.")
-    r.add_argument("--policy", required=True,
-                   help="NAME[:ARG] (entry point of group laya_eval.policies: random, noop, constant:ACTION, "
-                   "laya:CKPT, ...), module:attr (a factory), or cmd:COMMAND (stdio protocol)")
-    r.add_argument("--policy-kwargs", type=json.loads, default={}, help="JSON object of keyword arguments for the "
-                   "policy factory")
-    r.add_argument("--games", required=True, type=lambda s: [x for x in s.split(",") if x],
-                   help="ALE v5 game names, comma-separated")
-    r.add_argument("--episodes", type=int, default=_default("episodes"), help="per game (default %(default)s)")
-    r.add_argument("--seed-base", type=int, default=_default("seed_base"),
-                   help="episode i is seeded SEED_BASE+i (default %(default)s)")
-    r.add_argument("--cap", type=_cap, default=_default("cap"),
-                   help="decisions per episode, or 'none' for the full 108,000 frames (default %(default)s)")
+    add_options(r, RunConfig)
     mode = r.add_mutually_exclusive_group()
-    mode.add_argument("--greedy", dest="greedy", action="store_true", default=True,
+    mode.add_argument("--greedy", dest="greedy", action="store_true", default=RunConfig.greedy,
                       help="take the most probable action of a policy that returns probabilities (default)")
     mode.add_argument("--sample", dest="greedy", action="store_false", help="draw from its probabilities instead")
-    r.add_argument("--random-episodes", type=int, default=_default("random_episodes"),
-                   help="episodes of the random baseline measured in this run, 0 for none (default %(default)s)")
-    r.add_argument("--baselines", help="expert/random baselines from dataset meta.json files: a file, an "
-                   "atari-data layout root, or a packed dataset repository")
-    r.add_argument("--threads", type=int, default=_default("threads"),
-                   help="emulator threads, 0 for one per core (default %(default)s)")
-    r.add_argument("--timeout", type=float, default=_default("timeout"),
-                   help="seconds a cmd: policy may take per call before it is killed (default %(default)s)")
-    r.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="ray plays games as Ray tasks (RAY_ADDRESS, else a local instance)")
-    r.add_argument("--out", default=_default("out"), help="results file (default %(default)s)")
-    r.add_argument("--restart", action="store_true", help="overwrite a results file made with other settings")
 
     rep = sub.add_parser("report", help="markdown table and PNG plots of a results file")
     rep.add_argument("results")
@@ -106,10 +75,7 @@ def cmd_run(a) -> int:
     from laya_eval.evaluate import evaluate
     from laya_eval.report import markdown
 
-    cfg = RunConfig(policy=a.policy, games=a.games, out=a.out, episodes=a.episodes, seed_base=a.seed_base,
-                    cap=a.cap, greedy=a.greedy, policy_kwargs=a.policy_kwargs, random_episodes=a.random_episodes,
-                    baselines=a.baselines, threads=a.threads, timeout=a.timeout, executor=a.executor,
-                    restart=a.restart)
+    cfg = from_args(RunConfig, a)
     results = evaluate(cfg)
     print(markdown(results))
     failed = results["summary"].get("failed", [])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,28 +30,39 @@ from laya_eval.jsonfile import is_number, numbers, read_json
 from laya_eval.policies import RandomPolicy, load_policy
 from laya_eval.runner import Episodes, play
 from laya_eval.stats import iqm, median_of_means, optimality_gap, stratified_bootstrap_ci
-from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
+from laya_protocol.config import option
+from laya_protocol.protocol import EVAL_DECISION_CAP, FRAME_CAP, Protocol
 from laya_protocol.seeds import EVAL_SEED_BASE
+
+
+def decision_cap(text: str) -> int | None:
+    """A ``--cap``: a number of decisions, or ``none``."""
+    return None if text.lower() == "none" else int(text)
 
 
 @dataclass
 class RunConfig:
-    """What `laya-eval run` does; every flag maps to one field."""
+    """What `laya-eval run` does; each field is one flag (``--field-name``)."""
 
-    policy: str
-    games: list[str]
-    out: str = "results.json"
-    episodes: int = 10
-    seed_base: int = EVAL_SEED_BASE
-    cap: int | None = EVAL_DECISION_CAP
-    greedy: bool = True
-    policy_kwargs: dict = field(default_factory=dict)
-    random_episodes: int = 10
-    baselines: str | None = None
-    threads: int = 0
-    timeout: float = 60.0
-    executor: str = "local"
-    restart: bool = False
+    policy: str = option(help="NAME[:ARG] (entry point of group laya_eval.policies: random, noop, constant:ACTION, "
+                         "laya:CKPT, ...), module:attr (a factory), or cmd:COMMAND (stdio protocol)")
+    games: list[str] = option(help="ALE v5 game names, comma-separated")
+    out: str = option("results.json", "results file")
+    episodes: int = option(10, "per game")
+    seed_base: int = option(EVAL_SEED_BASE, "episode i is seeded SEED_BASE+i")
+    cap: int | None = option(EVAL_DECISION_CAP, f"decisions per episode, or 'none' for the full {FRAME_CAP:,} frames",
+                             parse=decision_cap)
+    greedy: bool = option(True, cli=False)  # --greedy / --sample, a pair of switches
+    policy_kwargs: dict = option(help="JSON object of keyword arguments for the policy factory", factory=dict,
+                                 parse=json.loads, shown="{}")
+    random_episodes: int = option(10, "episodes of the random baseline measured in this run, 0 for none")
+    baselines: str | None = option(None, "expert/random baselines from dataset meta.json files: a file, an "
+                                   "atari-data layout root, or a packed dataset repository")
+    threads: int = option(0, "emulator threads, 0 for one per core")
+    timeout: float = option(60.0, "seconds a cmd: policy may take per call before it is killed")
+    executor: str = option("local", "ray plays games as Ray tasks (RAY_ADDRESS, else a local instance)",
+                           choices=("local", "ray"))
+    restart: bool = option(False, "overwrite a results file made with other settings")
 
     def __post_init__(self):
         self.games = [resolve_game(g) for g in self.games]

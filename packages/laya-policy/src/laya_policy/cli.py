@@ -7,12 +7,8 @@ import sys
 
 from atari_data.errors import AtariDataError
 from laya_eval.errors import EvalError
-from laya_protocol.protocol import EVAL_DECISION_CAP
+from laya_protocol.config import add_options, from_args
 from laya_protocol.seeds import EVAL_SEED_BASE
-
-
-def _names(text: str) -> list[str]:
-    return [n for n in text.split(",") if n]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,47 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "  laya-policy train --data data/atari --games Pong,Freeway --max-minutes 15 --out runs/tiny\n"
                        "  laya-policy train --data out/packed --sources expert2f --out runs/packed\n"
                        "  torchrun --nproc-per-node 2 -m laya_policy.cli train --data data/atari --out runs/ddp")
-    from laya_policy.backbone import SMOLVLM
-    from laya_policy.train import DEFAULT_LRS, TrainConfig
+    from laya_policy.train import TrainConfig
 
-    d = TrainConfig(data="")
-    t.add_argument("--data", required=True, help="an atari-data layout root, a packed repository folder "
-                   "(atari-data pack), or its Hub id")
-    t.add_argument("--out", default=d.out, help="run folder (default %(default)s)")
-    t.add_argument("--sources", type=_names, help="comma-separated sources (default all)")
-    t.add_argument("--games", type=_names, help="comma-separated games (default all)")
-    t.add_argument("--frames", type=int, choices=(1, 2), default=d.frames, help="(default: --init-from's, else 2)")
-    t.add_argument("--model", default=d.model, help=f"tiny (random weights, built here), a Hub id such as {SMOLVLM}, "
-                   "or a local directory (default: --init-from's backbone, else tiny)")
-    t.add_argument("--init-from", help="checkpoint to continue from (e.g. after a DAgger round)")
-    t.add_argument("--image-size", type=int, default=d.image_size, help="(default: --init-from's, else the "
-                   "pretrained backbone's vision config, else 128 for a preset)")
-    t.add_argument("--preprocess", choices=("gpu", "processor"), default=d.preprocess,
-                   help="device-side resize (gpu) or SmolVLM's processor (default: --init-from's, else gpu)")
-    t.add_argument("--batch", type=int, default=d.batch, help="per process (default %(default)s)")
-    t.add_argument("--passes", type=float, default=d.passes, help="passes over the training records "
-                   "(default %(default)s)")
-    t.add_argument("--steps", type=int, help="an explicit step count instead of --passes")
-    t.add_argument("--max-minutes", type=float, default=d.max_minutes, help="time budget, resumed runs included; "
-                   "the learning-rate schedule follows whichever of steps and time runs out first "
-                   "(default %(default)s)")
-    t.add_argument("--balance", choices=("game", "game_source"), default=d.balance, help="(default %(default)s)")
-    t.add_argument("--freeze", choices=("auto", "vision", "none"), default=d.freeze,
-                   help="auto: the vision tower is frozen for a pretrained backbone, trained for tiny (default auto)")
-    lrs = {kind: [f"{lr:.0e}".replace("e-0", "e-") for lr in pair] for kind, pair in DEFAULT_LRS.items()}
-    t.add_argument("--lr-head", type=float,
-                   help=f"(default {lrs['pretrained'][0]} pretrained, {lrs['tiny'][0]} tiny)")
-    t.add_argument("--lr-backbone", type=float,
-                   help=f"scaled by sqrt(batch/16) (default {lrs['pretrained'][1]} pretrained, {lrs['tiny'][1]} tiny)")
-    t.add_argument("--evals", type=int, default=d.evals, help="evaluations during the run (default %(default)s)")
-    t.add_argument("--select-by", choices=("nll", "play"), default=d.select_by, help="keep OUT/best by validation "
-                   "NLL or by a short play check in laya-eval (default %(default)s)")
-    t.add_argument("--calibrate-on", type=_names, help="games whose val split fits the temperature (default: the "
-                   "training games' own held-out val episodes; ECE is reported on episodes the fit did not use)")
-    t.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
-    t.add_argument("--device", default=d.device, help="torch device, e.g. cuda (default %(default)s)")
-    t.add_argument("--restart", action="store_true", help="start over instead of resuming OUT/state.pt")
-    t.add_argument("--crash-at-step", type=int, help="raise once at this step (to exercise resuming)")
+    add_options(t, TrainConfig)
 
     g = sub.add_parser("dagger", help="play a checkpoint, label what it saw with the expert, write source daggerN",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -92,17 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "  laya-policy train --data data/atari --sources expert2f,dagger1 --balance game_source \\\n"
                        "      --init-from runs/tiny/final --out runs/tiny-d1")
     g.add_argument("--model", required=True, help="checkpoint directory")
-    g.add_argument("--root", required=True, help="atari-data layout root to write into")
-    g.add_argument("--games", type=_names, required=True, help="comma-separated games")
-    g.add_argument("--round", type=int, required=True, help="round number N (source dagger<N>)")
-    g.add_argument("--expert", default="builtin", help="builtin, sb3:PATH, cleanrl:PATH or hub:REPO (default builtin)")
-    g.add_argument("--train-frames", type=int, default=3_000, help="(default %(default)s)")
-    g.add_argument("--val-frames", type=int, default=150, help="(default %(default)s)")
-    g.add_argument("--decision-cap", type=int, default=EVAL_DECISION_CAP, help="(default %(default)s)")
-    g.add_argument("--greedy", action="store_true", help="play the top action instead of sampling")
-    g.add_argument("--seed", type=int, default=0, help="(default %(default)s)")
-    g.add_argument("--device", default="cpu", help="(default %(default)s)")
-    g.add_argument("--force", action="store_true", help="rewrite games already written")
+    g.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
+    from atari_data.dagger import DaggerConfig
+
+    add_options(g, DaggerConfig)
 
     pu = sub.add_parser("push", help="upload a checkpoint to the Hub with a generated model card",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -122,7 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     from laya_policy.quickstart import QuickstartConfig
 
-    q = QuickstartConfig()
     k = sub.add_parser("quickstart", help="the whole pipeline on built-in defaults: data, training, evaluation, report",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Generate expert2f data with the built-in experts, validate it, pack it, load it "
@@ -133,27 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "  laya-policy quickstart\n"
                        "  laya-policy quickstart --games Pong,Breakout,Freeway,Boxing,SpaceInvaders --minutes 60 "
                        "--train-frames 20000 --device cuda --out runs/bigger")
-    k.add_argument("--out", default=q.out, help="(default %(default)s)")
-    k.add_argument("--games", type=_names, default=q.games, help="comma-separated (default %(default)s)")
-    k.add_argument("--train-frames", type=int, default=q.train_frames, help="per game (default %(default)s)")
-    k.add_argument("--val-frames", type=int, default=q.val_frames, help="per game (default %(default)s)")
-    k.add_argument("--minutes", type=float, default=q.minutes, help="training budget (default %(default)s)")
-    k.add_argument("--model", default=q.model, help="tiny, a Hub id or a local directory (default %(default)s)")
-    k.add_argument("--image-size", type=int, default=q.image_size, help="(default: the backbone's; 128 for tiny)")
-    k.add_argument("--batch", type=int, default=q.batch, help="(default %(default)s)")
-    k.add_argument("--episodes", type=int, default=q.episodes, help="evaluation episodes per game "
-                   "(default %(default)s)")
-    k.add_argument("--cap", type=int, default=q.cap, help="evaluation decisions per episode at most "
-                   "(default %(default)s, the protocol's)")
-    k.add_argument("--decision-cap", type=int, default=q.decision_cap, help="decisions per generated episode "
-                   "(default %(default)s)")
-    k.add_argument("--baseline-episodes", type=int, default=q.baseline_episodes, help="expert and random episodes "
-                   "measured into meta.json (default %(default)s)")
-    k.add_argument("--video-decisions", type=int, default=q.video_decisions, help="(default %(default)s)")
-    k.add_argument("--device", default=q.device, help="(default %(default)s)")
-    k.add_argument("--workers", type=int, default=q.workers, help="generation processes (default %(default)s)")
-    k.add_argument("--seed", type=int, default=q.seed, help="(default %(default)s)")
-    k.add_argument("--restart", action="store_true", help="delete OUT and start over")
+    add_options(k, QuickstartConfig)
     return p
 
 
@@ -183,9 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "train":
             from laya_policy.train import TrainConfig, train
 
-            keys = set(TrainConfig.__dataclass_fields__) & set(vars(args))
-            cfg = TrainConfig(**{k: getattr(args, k) for k in keys})
-            summary = train(cfg)
+            summary = train(from_args(TrainConfig, args))
             if summary:  # other ranks of a distributed run return nothing
                 print(f"{summary['steps']} steps in {summary['minutes']:.1f} min ({summary['samples_per_s']} "
                       f"samples/s); best {summary['best']}; checkpoint {args.out}/final")
@@ -194,10 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             from laya_policy.play import LayaPolicy
 
             policy = LayaPolicy(args.model, device=args.device)
-            cfg = DaggerConfig(root=args.root, round=args.round, games=args.games, expert=args.expert,
-                               train_frames=args.train_frames, val_frames=args.val_frames,
-                               decision_cap=args.decision_cap, greedy=args.greedy, seed=args.seed, force=args.force)
-            for game, meta in write_dagger_round(cfg, policy.frames_policy()).items():
+            for game, meta in write_dagger_round(from_args(DaggerConfig, args), policy.frames_policy()).items():
                 if meta is None:
                     print(f"{game}: already written (--force to redo)")
                 else:
@@ -216,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "quickstart":
             from laya_policy.quickstart import Quickstart, QuickstartConfig
 
-            keys = set(QuickstartConfig.__dataclass_fields__) & set(vars(args))
-            Quickstart(QuickstartConfig(**{k: getattr(args, k) for k in keys})).run()
+            Quickstart(from_args(QuickstartConfig, args)).run()
             print(f"report: {args.out}/report.md")
         return 0
     except KeyboardInterrupt:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from laya_protocol.config import option
 from laya_protocol.names import HUB_SPLITS
 from laya_protocol.protocol import EVAL_DECISION_CAP
 
@@ -30,23 +31,25 @@ STAGES = ("generate", "validate", "pack", "load", "train", "evaluate", "report")
 
 @dataclass
 class QuickstartConfig:
-    out: str = "runs/quickstart"
-    games: list[str] = field(default_factory=lambda: ["Freeway", "Boxing", "Breakout", "Pong"])
-    train_frames: int = 5_000
-    val_frames: int = 200
-    decision_cap: int = 1_000          # per generated episode: more, shorter episodes
-    baseline_episodes: int = 2
-    model: str = "tiny"
-    image_size: int | None = None  # None: the backbone's (128 for tiny)
-    batch: int = 16
-    minutes: float = 8.0               # training budget
-    episodes: int = 5                  # evaluation episodes per game
-    cap: int = EVAL_DECISION_CAP       # evaluation decision cap (the protocol's)
-    video_decisions: int = 300
-    device: str = "cpu"
-    workers: int = 2
-    seed: int = 0
-    restart: bool = False
+    """The whole pipeline's settings; each field is one flag of `laya-policy quickstart`."""
+
+    out: str = option("runs/quickstart", "run folder")
+    games: list[str] = option(help="comma-separated", factory=lambda: ["Freeway", "Boxing", "Breakout", "Pong"])
+    train_frames: int = option(5_000, "train records per game")
+    val_frames: int = option(200, "val records per game")
+    decision_cap: int = option(1_000, "decisions per generated episode (more, shorter episodes)")
+    baseline_episodes: int = option(2, "expert and random episodes measured into meta.json")
+    model: str = option("tiny", "tiny, a Hub id or a local directory")
+    image_size: int | None = option(None, "frame side in pixels", shown="the backbone's; 128 for tiny")
+    batch: int = option(16, "training batch")
+    minutes: float = option(8.0, "training budget")
+    episodes: int = option(5, "evaluation episodes per game")
+    cap: int = option(EVAL_DECISION_CAP, "evaluation decisions per episode at most (the protocol's)")
+    video_decisions: int = option(300, "decisions in the report's video")
+    device: str = option("cpu", "torch device")
+    workers: int = option(2, "generation processes")
+    seed: int = option(0)
+    restart: bool = option(False, "delete OUT and start over")
 
 
 class Quickstart:

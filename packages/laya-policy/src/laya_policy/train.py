@@ -24,44 +24,64 @@ import numpy as np
 import torch
 
 from atari_data.layout import write_atomic
-from laya_policy.backbone import PRESETS, build_backbone
+from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import AgentConfig, load_checkpoint, load_config, resolve_checkpoint, save_checkpoint
 from laya_policy.data import Example, load_examples
 from laya_policy.imageprep import ImagePrep
 from laya_policy.model import ChoicePolicy
 from laya_policy.objectives import expected_calibration_error, fit_temperature, nll, training_loss
+from laya_protocol.config import option
 from laya_protocol.seeds import PLAY_CHECK_SEED_BASE
+
+#: (head, backbone) learning rates when none is given. A random preset trains everything: its head
+#: needs 1e-3 to move, and at 1e-3 its vision tower loses what the random features already tell apart.
+DEFAULT_LRS = {"pretrained": (1e-4, 2e-5), "tiny": (1e-3, 1e-4)}
+
+
+def _lrs(i: int) -> str:
+    return ", ".join(f"{f'{pair[i]:.0e}'.replace('e-0', 'e-')} {kind}" for kind, pair in DEFAULT_LRS.items())
 
 
 @dataclass
 class TrainConfig:
-    data: str                          # a layout root, a packed repository folder, or a Hub id
-    out: str = "runs/train"
-    sources: list[str] | None = None
-    games: list[str] | None = None
-    frames: int | None = None          # None: the init_from checkpoint's, else 2
-    model: str | None = None           # None: the init_from checkpoint's backbone, else tiny
-    init_from: str | None = None
-    image_size: int | None = None      # None: the checkpoint's, the pretrained backbone's, or 128 for a preset
-    preprocess: str | None = None      # None: the checkpoint's, else gpu
-    batch: int = 16
-    passes: float = 4.0                # passes over the training records (sets the step count)
-    steps: int | None = None           # or an explicit step count
-    max_minutes: float = 15.0
-    balance: str = "game"              # or game_source
-    freeze: str = "auto"               # vision, none, or auto: vision for a pretrained backbone, none for tiny
-    lr_head: float | None = None       # None: DEFAULT_LRS
-    lr_backbone: float | None = None   # None: DEFAULT_LRS
-    spherical_weight: float = 0.5
-    evals: int = 4
-    eval_records: int = 256
-    select_by: str = "nll"             # or play: a short laya-eval play check at each evaluation
-    state_minutes: float = 2.0
-    seed: int = 0
-    device: str = "cpu"
-    restart: bool = False
-    crash_at_step: int | None = None
-    calibrate_on: list[str] | None = None  # held-out games for the temperature fit (not trained on)
+    """What `laya-policy train` does; each field is one flag (``--field-name``)."""
+
+    data: str = option(help="an atari-data layout root, a packed repository folder (atari-data pack), or its Hub id")
+    out: str = option("runs/train", "run folder")
+    sources: list[str] | None = option(None, "comma-separated sources", shown="all")
+    games: list[str] | None = option(None, "comma-separated games", shown="all")
+    frames: int | None = option(None, "frames per record the model sees", choices=(1, 2),
+                                shown="--init-from's, else 2")
+    model: str | None = option(None, f"tiny (random weights, built here), a Hub id such as {SMOLVLM}, or a local "
+                               "directory", shown="--init-from's backbone, else tiny")
+    init_from: str | None = option(None, "checkpoint to continue from (e.g. after a DAgger round)")
+    image_size: int | None = option(None, "frame side in pixels", shown="--init-from's, else the pretrained "
+                                    "backbone's vision config, else 128 for a preset")
+    preprocess: str | None = option(None, "device-side resize (gpu) or SmolVLM's processor",
+                                    choices=("gpu", "processor"), shown="--init-from's, else gpu")
+    batch: int = option(16, "per process")
+    passes: float = option(4.0, "passes over the training records (sets the step count)")
+    steps: int | None = option(None, "an explicit step count instead of --passes")
+    max_minutes: float = option(15.0, "time budget, resumed runs included; the learning-rate schedule follows "
+                                "whichever of steps and time runs out first")
+    balance: str = option("game", "what sampling balances over", choices=("game", "game_source"))
+    freeze: str = option("auto", "auto: the vision tower is frozen for a pretrained backbone, trained for tiny",
+                         choices=("auto", "vision", "none"))
+    lr_head: float | None = option(None, "head learning rate", shown=_lrs(0))
+    lr_backbone: float | None = option(None, "backbone learning rate, scaled by sqrt(batch/16)", shown=_lrs(1))
+    spherical_weight: float = option(0.5, cli=False)
+    evals: int = option(4, "evaluations during the run")
+    eval_records: int = option(256, cli=False)
+    select_by: str = option("nll", "keep OUT/best by validation NLL or by a short play check in laya-eval",
+                            choices=("nll", "play"))
+    state_minutes: float = option(2.0, cli=False)
+    seed: int = option(0)
+    device: str = option("cpu", "torch device, e.g. cuda")
+    restart: bool = option(False, "start over instead of resuming OUT/state.pt")
+    crash_at_step: int | None = option(None, "raise once at this step (to exercise resuming)")
+    calibrate_on: list[str] | None = option(None, "games whose val split fits the temperature (not trained on)",
+                                            shown="the training games' own held-out val episodes; ECE is reported "
+                                            "on episodes the fit did not use")
 
     @property
     def backbone(self) -> str:
@@ -114,9 +134,6 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
 TRAINING_KEYS = ("data", "sources", "games", "frames", "image_size", "preprocess", "batch", "passes", "steps",
                  "balance", "freeze", "lr_head", "lr_backbone", "spherical_weight", "seed", "device")
 
-#: (head, backbone) learning rates when none is given. A random preset trains everything: its head
-#: needs 1e-3 to move, and at 1e-3 its vision tower loses what the random features already tell apart.
-DEFAULT_LRS = {"pretrained": (1e-4, 2e-5), "tiny": (1e-3, 1e-4)}
 
 
 class CrashForTesting(RuntimeError):

@@ -1,0 +1,66 @@
+"""Flags come from the config dataclasses: a default written on a field is the CLI's default."""
+
+import argparse
+from dataclasses import dataclass
+
+import pytest
+
+from laya_protocol.config import add_options, from_args, option
+
+
+@dataclass
+class Example:
+    games: list[str] = option(help="comma-separated")
+    episodes: int = option(10, "per game")
+    cap: int | None = option(None, "decisions", shown="none")
+    ratio: float = option(0.5)
+    mode: str = option("a", choices=("a", "b"))
+    force: bool = option(False, "redo")
+    hidden: float = option(1.0, cli=False)
+
+
+def _parse(cls, argv):
+    p = argparse.ArgumentParser(exit_on_error=False)
+    add_options(p, cls)
+    return p, p.parse_args(argv)
+
+
+def test_types_defaults_and_required_flags():
+    p, a = _parse(Example, ["--games", "Pong, Breakout,"])
+    cfg = from_args(Example, a)
+    assert cfg == Example(games=["Pong", "Breakout"])
+    cfg = from_args(Example, _parse(Example, ["--games", "Pong", "--episodes", "3", "--cap", "7", "--ratio", "2",
+                                              "--mode", "b", "--force"])[1])
+    assert (cfg.episodes, cfg.cap, cfg.ratio, cfg.mode, cfg.force, cfg.hidden) == (3, 7, 2.0, "b", True, 1.0)
+    help_text = p.format_help()
+    assert "--hidden" not in help_text and "(default 10)" in help_text and "(default none)" in help_text
+    with pytest.raises(SystemExit):
+        p.parse_args([])  # --games is required
+    with pytest.raises((SystemExit, argparse.ArgumentError)):
+        p.parse_args(["--games", "x", "--mode", "c"])
+
+
+def _cli_defaults(parser: argparse.ArgumentParser, command: str, argv: list[str]) -> argparse.Namespace:
+    return parser.parse_args([command, *argv])
+
+
+@pytest.mark.parametrize("package,command,cls,argv", [
+    ("atari_data", "generate", "atari_data.generate:GenerateConfig", ["--root", "r"]),
+    ("laya_eval", "run", "laya_eval.evaluate:RunConfig", ["--policy", "random", "--games", "Pong"]),
+    ("laya_policy", "train", "laya_policy.train:TrainConfig", ["--data", "d"]),
+    ("laya_policy", "dagger", "atari_data.dagger:DaggerConfig",
+     ["--model", "m", "--root", "r", "--games", "Pong", "--round", "1"]),
+    ("laya_policy", "quickstart", "laya_policy.quickstart:QuickstartConfig", []),
+])
+def test_every_cli_default_is_its_config_default(package, command, cls, argv):
+    import importlib
+
+    module, name = cls.split(":")
+    config = getattr(importlib.import_module(module), name)
+    parser = importlib.import_module(f"{package}.cli").build_parser()
+    args = _cli_defaults(parser, command, argv)
+    built = from_args(config, args, **({"epsilon": config.epsilon} if command == "generate" else {}))
+    required = {k: getattr(built, k) for k in ("root", "games", "policy", "data", "round") if hasattr(built, k)}
+    if command == "dagger":
+        required = {k: getattr(built, k) for k in ("root", "games", "round")}
+    assert built == config(**required)
