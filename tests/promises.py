@@ -38,7 +38,7 @@ def check_promises(main, argv: list, *, sandbox: Path, target: Path | None, repo
     outside = sorted(p for p in created if target is None or (p != target and target not in p.parents))
     assert not outside, f"written outside the target: {outside[:5]}"
     if target is not None and target.is_dir() and list(target.rglob("_READY")):
-        from atari_data.validate import validate
+        from atari_data.layout.validate import validate
 
         result = validate(target, images=True)
         assert result.ok, f"marked ready but invalid: {result.defects[0].render()}"

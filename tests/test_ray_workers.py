@@ -22,7 +22,7 @@ print(json.dumps(out))
 """
 
 CASES = {
-    "atari-data": ("from atari_data.executors import ray_map", "out = ray_map(where, [0])[0]"),
+    "atari-data": ("from atari_data.produce.executors import ray_map", "out = ray_map(where, [0])[0]"),
     "laya-eval": ("from laya_eval.executors import ray_each", "out = next(ray_each(where, [(0,)]))"),
 }
 

@@ -7,7 +7,7 @@ Episodes are seeded 100000+i (disjoint from the data's 1000+ and 2000+), 4 tics 
 
 import argparse
 
-from atari_data import doom
+from atari_data.play import doom
 
 
 def main() -> None:

@@ -10,10 +10,10 @@ import argparse
 
 import numpy as np
 
-from atari_data.experts import load_expert
-from atari_data.experts.builtin import BUILTIN
-from atari_data.generate import GenerateConfig, measure_baselines
-from atari_data.play import AtariGame
+from atari_data.play.ale import AtariGame
+from atari_data.play.experts import load_expert
+from atari_data.play.experts.builtin import BUILTIN
+from atari_data.produce.generate import GenerateConfig, measure_baselines
 from laya_protocol.protocol import BASELINE_CAP, Protocol
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

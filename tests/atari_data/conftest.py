@@ -2,7 +2,7 @@ import shutil
 
 import pytest
 
-from atari_data.generate import GenerateConfig, generate_game
+from atari_data.produce.generate import GenerateConfig, generate_game
 
 
 def small_config(root, **kw) -> GenerateConfig:

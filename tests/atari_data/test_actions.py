@@ -2,8 +2,8 @@ import ale_py
 import gymnasium as gym
 import pytest
 
-from atari_data.actions import full_to_minimal, resolve_game
 from atari_data.errors import AtariDataError
+from atari_data.play.actions import full_to_minimal, resolve_game
 from laya_protocol.games import FULL_ACTIONS, all_games, minimal_actions
 
 gym.register_envs(ale_py)

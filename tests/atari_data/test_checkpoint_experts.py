@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from atari_data.errors import AtariDataError
-from atari_data.experts.checkpoint import checkpoint_expert, preprocess
-from atari_data.generate import generate_game
 from atari_data.layout import GameDir
-from atari_data.play import AtariGame, play_episode
-from atari_data.validate import validate
+from atari_data.layout.validate import validate
+from atari_data.play.ale import AtariGame, play_episode
+from atari_data.play.experts.checkpoint import checkpoint_expert, preprocess
+from atari_data.produce.generate import generate_game
 
 from .conftest import small_config
 

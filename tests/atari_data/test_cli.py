@@ -60,7 +60,8 @@ def test_games_and_schema(capsys):
 
 
 def test_core_package_imports_without_torch_or_ray():
-    code = ("import sys, atari_data.cli, atari_data.generate, atari_data.dagger, atari_data.experts; "
+    code = ("import sys, atari_data.cli, atari_data.produce.generate, atari_data.produce.dagger, "
+            "atari_data.play.experts; "
             "print([m for m in ('torch', 'ray', 'cv2') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

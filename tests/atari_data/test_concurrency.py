@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from atari_data.cli import main
-from atari_data.validate import validate
+from atari_data.layout.validate import validate
 
 from ..promises import run_cli
 
@@ -104,7 +104,7 @@ def test_pack_force_swaps_the_new_folder_in_before_deleting_the_old(layout, tmp_
 
     monkeypatch.setattr(layout_mod.shutil, "rmtree", killed_half_way)
     with pytest.raises(KeyboardInterrupt):
-        from atari_data.pack import PackConfig, pack
+        from atari_data.publish.pack import PackConfig, pack
         pack(PackConfig(root=str(layout), out=str(out), force=True))
     monkeypatch.setattr(layout_mod.shutil, "rmtree", real_rmtree)
     assert main(["doctor", str(out)]) == 0, "OUT is the whole new pack, whatever happened to the old one"
@@ -156,7 +156,7 @@ def test_a_failed_ray_task_cancels_the_others_at_once(tmp_path, ray_local):
     from ray import cloudpickle
 
     from atari_data.errors import AtariDataError
-    from atari_data.executors import fan_out
+    from atari_data.produce.executors import fan_out
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import the tests
     late = tmp_path / "late.txt"

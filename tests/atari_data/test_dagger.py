@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from atari_data.dagger import DaggerConfig, write_dagger_round
 from atari_data.errors import AtariDataError
 from atari_data.layout import GameDir
-from atari_data.validate import validate
+from atari_data.layout.validate import validate
+from atari_data.produce.dagger import DaggerConfig, write_dagger_round
 
 
 def test_dagger_round_writes_labelled_two_frame_records(tmp_path):

@@ -4,10 +4,10 @@ import pytest
 
 pytest.importorskip("vizdoom", reason="ViZDoom is an optional extra (atari-data[vizdoom])")
 
-from atari_data import doom  # noqa: E402
 from atari_data.cli import main  # noqa: E402
 from atari_data.layout import list_games  # noqa: E402
-from atari_data.validate import validate  # noqa: E402
+from atari_data.layout.validate import validate  # noqa: E402
+from atari_data.play import doom  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import time
 import numpy as np
 import pytest
 
-import atari_data.generate as gen
+import atari_data.produce.generate as gen
 from atari_data.errors import AtariDataError
-from atari_data.experts import load_expert
-from atari_data.experts.builtin import joystick, joystick_probs
 from atari_data.layout import GameDir
-from atari_data.play import AtariGame
-from atari_data.validate import validate
+from atari_data.layout.validate import validate
+from atari_data.play.ale import AtariGame
+from atari_data.play.experts import load_expert
+from atari_data.play.experts.builtin import joystick, joystick_probs
 
 from .conftest import small_config, tree_bytes
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from atari_data.cli import main
-from atari_data.pack import PackConfig, pack
+from atari_data.publish.pack import PackConfig, pack
 from laya_protocol.games import FULL_ACTIONS, minimal_actions
 
 from ..promises import check_promises, run_cli
@@ -371,7 +371,7 @@ def test_a_png_declaring_a_huge_image_is_refused_before_inflating():
     import struct
     import zlib
 
-    from atari_data.png import decode_png, encode_png
+    from atari_data.layout.png import decode_png, encode_png
 
     real = encode_png(np.zeros((4, 4, 3), np.uint8))
     header = struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0)

@@ -11,9 +11,9 @@ import pytest
 
 from atari_data.cli import main
 from atari_data.layout import list_games
-from atari_data.png import encode_png
-from atari_data.sources import atari_head
-from atari_data.validate import validate
+from atari_data.layout.png import encode_png
+from atari_data.layout.validate import validate
+from atari_data.produce.sources import atari_head
 from laya_protocol.games import FULL_ACTIONS, minimal_actions
 
 GAME, ZIP = "Breakout", "breakout.zip"

@@ -11,7 +11,7 @@ from PIL import Image
 
 from atari_data.cli import main
 from atari_data.layout import list_games
-from atari_data.validate import validate
+from atari_data.layout.validate import validate
 
 IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 

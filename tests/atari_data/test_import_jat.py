@@ -14,8 +14,8 @@ from PIL import Image
 
 from atari_data.cli import main
 from atari_data.layout import list_games
-from atari_data.sources import jat
-from atari_data.validate import validate
+from atari_data.layout.validate import validate
+from atari_data.produce.sources import jat
 from laya_protocol.seeds import IMPORTED_VAL_FROM
 
 from .conftest import tree_bytes

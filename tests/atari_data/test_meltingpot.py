@@ -10,8 +10,8 @@ import pytest
 
 from atari_data.cli import main
 from atari_data.errors import AtariDataError
-from atari_data.hub import Doctor
-from atari_data.meltingpot import load_sample, pack_lmdb, read_lmdb, safe_loads
+from atari_data.meltingpot.lmdb import load_sample, pack_lmdb, read_lmdb, safe_loads
+from atari_data.publish.doctor import Doctor
 
 
 def clip(rng, players=2, t_lat=5, t_act=16, hw=8):

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import yaml
 
-from atari_data import repo
 from atari_data.cli import main
 from atari_data.errors import AtariDataError
-from atari_data.hub import read_card
 from atari_data.layout import list_games
-from atari_data.pack import PackConfig, pack, parse_size
+from atari_data.publish import repo
+from atari_data.publish.hub import read_card
+from atari_data.publish.pack import PackConfig, pack, parse_size
 from atari_data.schema import RECORD
 
 
@@ -96,7 +96,7 @@ def test_load_dataset_in_a_fresh_offline_process(packed, layout_master, config, 
 def test_webdataset_shards_read_raw_and_through_the_helper(packed, layout_master):
     import webdataset as wds
 
-    from atari_data.shards import records
+    from atari_data.publish.shards import records
 
     urls = sorted(str(p) for p in (packed / "webdataset" / "expert2f").glob("train-*.tar"))
     raw = list(wds.WebDataset(urls, shardshuffle=False, empty_check=False))
@@ -113,7 +113,7 @@ def test_webdataset_shards_read_raw_and_through_the_helper(packed, layout_master
 def test_shards_are_split_across_dataloader_workers(packed):
     import torch
 
-    from atari_data.shards import records
+    from atari_data.publish.shards import records
 
     urls = sorted(str(p) for p in (packed / "webdataset" / "expert2f").glob("train-*.tar"))
     assert len(urls) >= 2
@@ -133,7 +133,7 @@ def test_tar_members_are_deterministic_and_plain(packed):
 def test_datasets_builder_reads_the_layout_like_the_packed_config(layout_master, packed, tmp_path):
     from datasets import load_dataset
 
-    from atari_data.hf import AtariLayout
+    from atari_data.publish.hf import AtariLayout
 
     b = AtariLayout(data_dir=str(layout_master), source="expert2f", cache_dir=str(tmp_path / "cache"))
     b.download_and_prepare()

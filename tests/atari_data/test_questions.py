@@ -1,4 +1,4 @@
-from atari_data.questions import DEFAULT_GOAL, GOALS, action_label, atari_question, format_option
+from atari_data.schema.questions import DEFAULT_GOAL, GOALS, action_label, atari_question, format_option
 from laya_protocol.games import minimal_actions
 
 

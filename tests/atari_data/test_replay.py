@@ -5,9 +5,9 @@ import pytest
 
 from atari_data.cli import main
 from atari_data.errors import AtariDataError
-from atari_data.generate import generate_game
-from atari_data.pack import PackConfig, pack
-from atari_data.validate import validate
+from atari_data.layout.validate import validate
+from atari_data.produce.generate import generate_game
+from atari_data.publish.pack import PackConfig, pack
 
 from .conftest import small_config
 

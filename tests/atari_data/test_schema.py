@@ -58,7 +58,7 @@ def test_json_schema_and_structural_check_agree_on_bad_records(layout_master, ch
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(rec, schema.json_schema("record"))
     # The fast checker reports it too, as a defect, never an exception.
-    from atari_data.records import GameRules
+    from atari_data.layout.records import GameRules
     rules = GameRules(g.source, g.game, rec["actions"] if change.get("actions") is None else ("NOOP",), 2)
     assert rules.check(rec)
 

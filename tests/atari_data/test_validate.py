@@ -10,7 +10,7 @@ from PIL import Image
 
 from atari_data.cli import main
 from atari_data.errors import AtariDataError
-from atari_data.validate import validate
+from atari_data.layout.validate import validate
 
 B2 = "expert2f/Breakout"  # two-frame game of the fixture layout
 P1 = "expert/Pong"        # one-frame game

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from atari_data import schema
 from atari_data.cli import main
 from atari_data.errors import AtariDataError
-from atari_data.validate import validate
+from atari_data.layout.validate import validate
 
 GAME = "expert2f/Breakout"
 

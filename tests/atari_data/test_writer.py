@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from atari_data.errors import AtariDataError
-from atari_data.generate import generate_game
 from atari_data.layout import READY, GameDir, list_games
-from atari_data.validate import validate
-from atari_data.writer import GameWriter, Step, assign_splits
+from atari_data.layout.validate import validate
+from atari_data.layout.writer import GameWriter, Step, assign_splits
+from atari_data.produce.generate import generate_game
 
 from .conftest import small_config
 
@@ -130,7 +130,7 @@ def test_incomplete_game_is_redone_cleanly(tmp_path):
 
 
 def test_a_crash_while_writing_leaves_no_ready_game(tmp_path, monkeypatch):
-    import atari_data.writer as wmod
+    import atari_data.layout.writer as wmod
 
     w = writer(tmp_path)
     w.add_episode(2000, "train", synthetic(2000, 5))
@@ -201,7 +201,7 @@ def test_png_encoder_round_trips_through_pillow(shape):
 
     from PIL import Image
 
-    from atari_data.png import encode_png
+    from atari_data.layout.png import encode_png
 
     a = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
     data = encode_png(a)
@@ -219,7 +219,7 @@ def test_png_decoder_reads_our_frames_and_falls_back_to_pillow(shape):
 
     from PIL import Image
 
-    from atari_data.png import decode_png, encode_png
+    from atari_data.layout.png import decode_png, encode_png
 
     a = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
     if a.ndim < 3 or a.shape[2] == 3:  # the encoder writes grey and RGB only
@@ -244,14 +244,14 @@ def _png(rows: bytes, w: int, h: int, interlace: int = 0, stream: bytes | None =
     import struct
     import zlib
 
-    from atari_data.png import SIGNATURE
+    from atari_data.layout.png import SIGNATURE
 
     return (SIGNATURE + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, interlace))
             + _chunk(b"IDAT", zlib.compress(rows) if stream is None else stream) + _chunk(b"IEND", b""))
 
 
 def test_png_decoder_unfilters_rows_after_an_unfiltered_first_row():
-    from atari_data.png import decode_png
+    from atari_data.layout.png import decode_png
 
     # Row 0 unfiltered [10, 20, 30]; row 1 Sub-filtered deltas [5, 1, 1] -> [5, 6, 7];
     # row 2 Up-filtered [1, 1, 1] -> [6, 7, 8].
@@ -261,7 +261,7 @@ def test_png_decoder_unfilters_rows_after_an_unfiltered_first_row():
 
 @pytest.mark.parametrize("rows", [bytes([0, 1, 2]), bytes([1, 1, 2])], ids=["unfiltered", "filtered"])
 def test_png_decoder_refuses_a_short_image(rows):
-    from atari_data.png import decode_png
+    from atari_data.layout.png import decode_png
 
     with pytest.raises(ValueError):
         decode_png(_png(rows, 3, 3))  # one row of three
@@ -273,7 +273,7 @@ def test_png_size_accepts_whole_pngs_and_refuses_damaged_ones():
 
     from PIL import Image
 
-    from atari_data.png import encode_png, png_size
+    from atari_data.layout.png import encode_png, png_size
 
     rng = np.random.default_rng(2)
     rgb = rng.integers(0, 256, (21, 16, 3), dtype=np.uint8)

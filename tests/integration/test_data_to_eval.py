@@ -1,6 +1,6 @@
 """atari-data's generated baselines feed laya-eval's normalisation, through plain JSON only."""
 
-from atari_data.generate import GenerateConfig, generate_game
+from atari_data.produce.generate import GenerateConfig, generate_game
 from laya_eval.evaluate import RunConfig, evaluate
 
 

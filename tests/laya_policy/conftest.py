@@ -1,6 +1,6 @@
 import pytest
 
-from atari_data.generate import GenerateConfig, generate_game
+from atari_data.produce.generate import GenerateConfig, generate_game
 
 
 @pytest.fixture(scope="session")

@@ -97,7 +97,7 @@ def checkpoint_logits(ckpt: str | Path) -> list[float]:
     import numpy as np
     import torch
 
-    from atari_data.questions import atari_question
+    from atari_data.schema.questions import atari_question
     from laya_policy.checkpoint import load_checkpoint
     from laya_policy.imageprep import ImagePrep
     from laya_protocol.games import minimal_actions

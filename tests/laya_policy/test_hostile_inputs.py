@@ -59,7 +59,7 @@ def test_a_parquet_row_without_image_bytes_is_one_line(data, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from atari_data.pack import PackConfig, pack
+    from atari_data.publish.pack import PackConfig, pack
 
     packed = tmp_path / "packed"
     pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))

@@ -3,7 +3,7 @@ import pytest
 import torch
 from PIL import Image
 
-from atari_data.play import AtariGame, play_episode
+from atari_data.play.ale import AtariGame, play_episode
 from laya_policy.imageprep import ImagePrep, axis_operators, processor_intermediate, resize_matrix
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from atari_data.questions import atari_question
+from atari_data.schema.questions import atari_question
 from laya_policy.backbone import build_backbone, image_tokens
 from laya_policy.imageprep import ImagePrep
 from laya_policy.model import ChoicePolicy

@@ -52,7 +52,7 @@ def test_the_image_size_comes_from_the_backbone_and_a_wrong_one_is_one_line(data
 
 
 def test_the_prompt_is_the_backbones_chat_template(smolvlm):
-    from atari_data.questions import atari_question
+    from atari_data.schema.questions import atari_question
     from laya_policy.model import ChoicePolicy
 
     model, tok = build_backbone(str(smolvlm))

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from atari_data.generate import GenerateConfig, generate_game
+from atari_data.produce.generate import GenerateConfig, generate_game
 from laya_eval.evaluate import RunConfig, evaluate
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.train import CrashForTesting, TrainConfig, lr_factor, train
@@ -118,7 +118,7 @@ def test_train_cli_runs_and_reports_bad_input_on_one_line(data, tmp_path, capsys
 
 
 def test_a_packed_repository_trains_like_its_layout(data, tmp_path):
-    from atari_data.pack import PackConfig, pack
+    from atari_data.publish.pack import PackConfig, pack
     from laya_policy.data import data_kind, load_examples
 
     packed = tmp_path / "packed"

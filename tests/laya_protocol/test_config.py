@@ -45,10 +45,10 @@ def _cli_defaults(parser: argparse.ArgumentParser, command: str, argv: list[str]
 
 
 @pytest.mark.parametrize("package,command,cls,argv", [
-    ("atari_data", "generate", "atari_data.generate:GenerateConfig", ["--root", "r"]),
+    ("atari_data", "generate", "atari_data.produce.generate:GenerateConfig", ["--root", "r"]),
     ("laya_eval", "run", "laya_eval.evaluate:RunConfig", ["--policy", "random", "--games", "Pong"]),
     ("laya_policy", "train", "laya_policy.train:TrainConfig", ["--data", "d"]),
-    ("laya_policy", "dagger", "atari_data.dagger:DaggerConfig",
+    ("laya_policy", "dagger", "atari_data.produce.dagger:DaggerConfig",
      ["--model", "m", "--root", "r", "--games", "Pong", "--round", "1"]),
     ("laya_policy", "quickstart", "laya_policy.quickstart:QuickstartConfig", []),
 ])

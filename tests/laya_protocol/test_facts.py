@@ -33,7 +33,7 @@ def test_action_sets():
 
 
 def test_each_package_reports_an_unknown_game_in_its_own_words():
-    from atari_data.actions import resolve_game as data_resolve
+    from atari_data.play.actions import resolve_game as data_resolve
     from laya_eval.games import resolve_game as eval_resolve
 
     assert data_resolve("ms_pacman") == eval_resolve("MS-PACMAN") == games.resolve_game("mspacman") == "MsPacman"
@@ -75,7 +75,7 @@ def test_the_doom_expert_is_one_for_data_and_judge():
     pytest.importorskip("vizdoom", reason="ViZDoom is an optional extra ([vizdoom])")
     import numpy as np
 
-    from atari_data import doom as data_doom
+    from atari_data.play import doom as data_doom
     from laya_eval.batch import Batch
     from laya_eval.doom import ExpertPolicy
 

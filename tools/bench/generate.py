@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from atari_data.generate import GenerateConfig, generate
-from atari_data.play import AtariGame
+from atari_data.play.ale import AtariGame
+from atari_data.produce.generate import GenerateConfig, generate
 
 GAMES = ["Pong", "Breakout", "Freeway", "Boxing"]
 

@@ -37,8 +37,8 @@ import pyarrow.parquet as pq
 from ale_py import roms
 from PIL import Image
 
-from atari_data.png import decode_png, encode_png
-from atari_data.sources import atari_head, jat
+from atari_data.layout.png import decode_png, encode_png
+from atari_data.produce.sources import atari_head, jat
 from laya_protocol.games import FULL_ACTIONS, minimal_actions
 
 

@@ -1,9 +1,9 @@
 """How fast do packed datasets decode, against plain PNG decoding of the same frames?
 
-(a) the WebDataset helper (`atari_data.shards.records`), (b) `load_dataset(..., streaming=True)`
+(a) the WebDataset helper (`atari_data.publish.shards.records`), (b) `load_dataset(..., streaming=True)`
 on the Parquet config, each turning every sample's frames into uint8 arrays, against decoding the
 same PNG files straight from the layout with Pillow, in one run. The helper decodes our unfiltered
-PNGs with zlib alone (`atari_data.png.decode_png`); a row shows that decoder on the raw files too.
+PNGs with zlib alone (`atari_data.layout.png.decode_png`); a row shows that decoder on the raw files too.
 Also the packed bytes per record against the layout's (files' sizes, not disk blocks).
 
     uv run python tools/bench/load.py [--root DIR] [--records 4000]
@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from atari_data.generate import GenerateConfig, generate
 from atari_data.layout import list_games
-from atari_data.pack import PackConfig, pack
-from atari_data.png import decode_png
-from atari_data.shards import records
+from atari_data.layout.png import decode_png
+from atari_data.produce.generate import GenerateConfig, generate
+from atari_data.publish.pack import PackConfig, pack
+from atari_data.publish.shards import records
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from atari_data.play import AtariGame, play_episode
+from atari_data.play.ale import AtariGame, play_episode
 from laya_policy.imageprep import ImagePrep
 
 GAMES = ["Pong", "Breakout", "MsPacman", "Boxing", "Freeway", "SpaceInvaders"]

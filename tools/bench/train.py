@@ -19,7 +19,7 @@ import tempfile
 
 import torch
 
-from atari_data.generate import GenerateConfig, generate_game
+from atari_data.produce.generate import GenerateConfig, generate_game
 from laya_policy.train import TrainConfig, train
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import orjson
 from PIL import Image
 
-from atari_data.generate import GenerateConfig, generate_game
 from atari_data.layout import list_games
-from atari_data.validate import validate
+from atari_data.layout.validate import validate
+from atari_data.produce.generate import GenerateConfig, generate_game
 
 
 def build(root: Path, records: int) -> None:

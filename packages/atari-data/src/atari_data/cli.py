@@ -15,13 +15,13 @@ import textwrap
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from atari_data.doom import DoomConfig
 from atari_data.errors import AtariDataError
-from atari_data.executors import EXECUTORS
-from atari_data.generate import GenerateConfig
-from atari_data.importing import SOURCES
-from atari_data.pack import PackConfig
-from atari_data.writer import DEFAULT_CAPS
+from atari_data.layout.writer import DEFAULT_CAPS
+from atari_data.play.doom import DoomConfig
+from atari_data.produce.executors import EXECUTORS
+from atari_data.produce.generate import GenerateConfig
+from atari_data.produce.importing import SOURCES
+from atari_data.publish.pack import PackConfig
 from laya_protocol import seeds
 from laya_protocol.config import add_options, csv, from_args
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
@@ -203,8 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_validate(a) -> int:
-    from atari_data.stats import stats_table
-    from atari_data.validate import validate
+    from atari_data.layout.stats import stats_table
+    from atari_data.layout.validate import validate
 
     cfg = ValidateConfig(a.root, a.sources, a.games, a.images, a.max_lines)
     report = validate(cfg.root, cfg.sources, cfg.games, images=cfg.images)
@@ -228,7 +228,7 @@ def cmd_validate(a) -> int:
 
 
 def cmd_stats(a) -> int:
-    from atari_data.stats import stats_table
+    from atari_data.layout.stats import stats_table
 
     table = stats_table(a.root, a.sources, a.games)
     if a.json:
@@ -239,10 +239,10 @@ def cmd_stats(a) -> int:
 
 
 def cmd_generate(a) -> int:
-    from atari_data.generate import generate
+    from atari_data.produce.generate import generate
 
     if a.platform == "vizdoom":
-        from atari_data.doom import generate_doom
+        from atari_data.play.doom import generate_doom
 
         epsilon = DoomConfig.epsilon if a.epsilon is None else a.epsilon
         meta = generate_doom(DoomConfig(root=a.root, scenario=a.scenario, train_frames=a.train_frames,
@@ -269,7 +269,7 @@ def cmd_generate(a) -> int:
 
 
 def cmd_pack(a) -> int:
-    from atari_data.pack import PackConfig, pack, parse_size
+    from atari_data.publish.pack import PackConfig, pack, parse_size
 
     cfg = PackConfig(root=a.root, out=a.out, sources=a.sources, games=a.games, shard_size=parse_size(a.shard_size),
                      formats=tuple(a.formats), force=a.force, name=a.name, replay=a.replay)
@@ -288,7 +288,7 @@ def cmd_pack(a) -> int:
 
 
 def cmd_publish(a) -> int:
-    from atari_data.hub import publish
+    from atari_data.publish.hub import publish
 
     files = publish(a.out, a.repo, private=a.private, revision=a.revision, dry_run=a.dry_run)
     total = sum(size for _, size in files)
@@ -305,7 +305,8 @@ def cmd_publish(a) -> int:
 
 
 def cmd_doctor(a) -> int:
-    from atari_data.hub import Doctor, resolve_repo
+    from atari_data.publish.doctor import Doctor
+    from atari_data.publish.hub import resolve_repo
 
     d = Doctor(resolve_repo(a.target)).run()
     if d.defects:
@@ -321,7 +322,7 @@ def cmd_doctor(a) -> int:
 
 
 def cmd_rebuild(a) -> int:
-    from atari_data.replay import rebuild
+    from atari_data.publish.replay import rebuild
 
     results = rebuild(a.repo, a.root)
     bad = 0
@@ -347,7 +348,7 @@ def cmd_games(a) -> int:
 
 
 def cmd_pack_lmdb(a) -> int:
-    from atari_data.meltingpot import pack_lmdb
+    from atari_data.meltingpot.lmdb import pack_lmdb
 
     counts = pack_lmdb(a.src, a.out, a.rows_per_shard, a.name)
     for game, n in counts.items():
@@ -357,17 +358,14 @@ def cmd_pack_lmdb(a) -> int:
 
 
 def cmd_import(a) -> int:
-    from atari_data.actions import resolve_game
-    from atari_data.importing import importer, plan, run_jobs
-    from atari_data.sources import jat, local_copy
+    from atari_data.produce.importing import importer, plan, run_jobs
+    from atari_data.produce.sources import local_copy
 
-    if a.source == "atari_head" and a.from_.startswith("hub:"):
-        raise AtariDataError("Atari-HEAD lives on Zenodo, not the Hub: download record 3451402 and pass its folder",
+    source = importer(a.source)
+    if source.REPO is None and a.from_.startswith("hub:"):
+        raise AtariDataError(f"{a.source} is not on the Hub ({source.ORIGIN}): download it and pass its folder",
                              field="--from")
-    patterns = None
-    if a.source == "jat" and a.games:  # download only the configs asked for
-        patterns = [f"{jat.config_of(resolve_game(g))}/*" for g in a.games]
-    root = local_copy(a.from_, getattr(importer(a.source), "REPO", ""), patterns)
+    root = local_copy(a.from_, source.REPO or "", source.download_patterns(a.games))
     jobs = plan(a.source, root, a.root, a.games, {"train": a.train_frames, "val": a.val_frames}, a.force)
     for job, meta in zip(jobs, run_jobs(jobs, a.executor, a.workers), strict=True):
         _print_import(job.name, meta)

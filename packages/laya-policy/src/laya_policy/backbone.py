@@ -40,7 +40,7 @@ PRESETS = {"tiny": TinySize(), "random-smolvlm": SMOLVLM_SHAPES}
 
 def question_corpus() -> list[str]:
     """Every text a policy is shown: each ALE game's question with all 18 options, and the turn markers."""
-    from atari_data.questions import atari_question, format_option
+    from atari_data.schema.questions import atari_question, format_option
     from laya_protocol.games import FULL_ACTIONS, all_games
 
     texts = ["User:", "\nAssistant:\n"]

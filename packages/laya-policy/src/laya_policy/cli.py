@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "      --init-from runs/tiny/final --out runs/tiny-d1")
     g.add_argument("--model", required=True, help="checkpoint directory")
     g.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
-    from atari_data.dagger import DaggerConfig
+    from atari_data.produce.dagger import DaggerConfig
 
     add_options(g, DaggerConfig)
 
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{summary['steps']} steps in {summary['minutes']:.1f} min ({summary['samples_per_s']} "
                       f"samples/s); best {summary['best']}; checkpoint {args.out}/final")
         if args.command == "dagger":
-            from atari_data.dagger import DaggerConfig, write_dagger_round
+            from atari_data.produce.dagger import DaggerConfig, write_dagger_round
             from laya_policy.play import LayaPolicy
 
             policy = LayaPolicy(args.model, device=args.device)

@@ -19,7 +19,7 @@ the screen (every image token squeezed to a few features and concatenated, so th
 where things are). The query projects the option's state and the mean input embedding of the
 option line's own tokens (what the option says, whatever its place in the list). Padded option
 slots score -inf, so one model serves any number of options. The question text comes from
-``atari_data.questions``; nothing here words it.
+``atari_data.schema.questions``; nothing here words it.
 
 Why the screen summary: a "which button, given where the target is" decision is a product of the
 option and the target's place. Read only through the transformer and a per-option MLP, a randomly
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from atari_data.questions import format_option
+from atari_data.schema.questions import format_option
 
 NEG_INF = float("-inf")
 MAX_FRAMES = 2  # image slots the head has places for (the current screen takes the last)

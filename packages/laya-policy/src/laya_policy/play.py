@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from atari_data.questions import game_question
+from atari_data.schema.questions import game_question
 from laya_policy.cache import FrameFeatureCache
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.imageprep import ImagePrep

@@ -97,7 +97,7 @@ class Quickstart:
 
     # -- stages ----------------------------------------------------------------------------------
     def generate(self) -> dict:
-        from atari_data.generate import GenerateConfig, generate
+        from atari_data.produce.generate import GenerateConfig, generate
 
         c = self.cfg
         metas = generate(GenerateConfig(root=str(self.data), games=c.games, train_frames=c.train_frames,
@@ -107,7 +107,7 @@ class Quickstart:
 
     def validate(self) -> dict:
         from atari_data.errors import AtariDataError
-        from atari_data.validate import validate
+        from atari_data.layout.validate import validate
 
         report = validate(self.data)
         if not report.ok:
@@ -116,7 +116,7 @@ class Quickstart:
         return {"records": report.records, "games": len(report.games)}
 
     def pack(self) -> dict:
-        from atari_data.pack import PackConfig, pack
+        from atari_data.publish.pack import PackConfig, pack
 
         summary = pack(PackConfig(root=str(self.data), out=str(self.packed), force=True))
         return {"summary": summary}
@@ -165,7 +165,7 @@ class Quickstart:
         if best is not None:
             video = record_episode(LayaPolicy(str(self.run_dir / "final"), device=self.cfg.device), best["game"],
                                    self.out / f"{best['game']}.gif", max_decisions=self.cfg.video_decisions)
-        from atari_data.stats import stats_table
+        from atari_data.layout.stats import stats_table
         stats = stats_table(self.data)
         lines = ["# Quickstart report", "",
                  "Built-in RAM experts played ALE v5 to make `expert2f` data; it was validated, packed, read back "

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from atari_data.play import AtariGame, PreviousFrame, play_episode
+from atari_data.play.ale import AtariGame, PreviousFrame, play_episode
 from laya_eval.batch import Batch
 from laya_protocol.seeds import EVAL_SEED_BASE
 

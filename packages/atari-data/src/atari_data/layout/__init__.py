@@ -1,0 +1,243 @@
+"""The layout on disk, and reading it back.
+
+    <root>/<source>/<Game>/{train.jsonl, val.jsonl, images/, meta.json, _READY}
+                            [episodes.jsonl: seeds and moves of played sources]
+
+``_READY`` is written last, after every other file of the game is complete; readers use only
+games that have it. Games are written by :mod:`atari_data.layout.writer`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import stat
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from atari_data.errors import AtariDataError
+from atari_data.schema import GAME_RE, SOURCE_RE
+
+READY = "_READY"
+META = "meta.json"
+#: Optional, for played sources: per episode the ALE seed and every move, so frames can be rebuilt.
+EPISODES = "episodes.jsonl"
+
+
+@dataclass(frozen=True)
+class GameDir:
+    """One (source, game) folder of a layout."""
+
+    root: Path
+    source: str
+    game: str
+
+    def __post_init__(self):
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.source / self.game
+
+    @property
+    def ready(self) -> bool:
+        return (self.path / READY).is_file()
+
+    def split_file(self, split: str) -> Path:
+        return self.path / f"{split}.jsonl"
+
+    def meta(self) -> dict:
+        return read_json(self.path / META)
+
+    def records(self, split: str = "train") -> Iterator[dict]:
+        """The records of one split, in file order."""
+        for _, rec in read_jsonl(self.split_file(split), "(record)"):
+            yield rec
+
+    def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
+        """A record's frame (or previous frame) as a uint8 array, H x W (gray) or H x W x 3."""
+        from atari_data.layout.png import decode_png
+        from atari_data.limits import read_bytes
+
+        rel = rec["prev_image" if prev else "image"]
+        path = safe_join(self.path, rel)
+        try:
+            return decode_png(read_bytes(path, "frame", "image"))
+        except (OSError, ValueError, zlib.error) as e:
+            raise AtariDataError(f"cannot read frame ({e})", file=str(path), field="image") from None
+
+
+def safe_join(base: Path, rel: str, field: str = "image") -> Path:
+    """``base / rel``, refusing paths that would leave ``base``."""
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts:
+        raise AtariDataError(f"path {rel!r} leaves its folder", file=str(base), field=field)
+    return base / p
+
+
+def list_games(root: str | os.PathLike, sources=None, games=None, ready_only: bool = True) -> list[GameDir]:
+    """The game folders under ``root``, sorted by (source, game); only ready ones by default."""
+    root = Path(root)
+    if not root.is_dir():
+        raise AtariDataError("is not a directory", file=str(root), field="root")
+    out = []
+    for sdir in sorted(p for p in root.iterdir() if p.is_dir() and SOURCE_RE.match(p.name)):
+        if sources and sdir.name not in sources:
+            continue
+        for gdir in sorted(p for p in sdir.iterdir() if p.is_dir() and GAME_RE.match(p.name)):
+            if games and gdir.name not in games:
+                continue
+            g = GameDir(root, sdir.name, gdir.name)
+            if g.ready or not ready_only:
+                out.append(g)
+    return out
+
+
+def read_jsonl(path: Path, field: str = "(record)") -> Iterator[tuple[int, object]]:
+    """(line number, value) of every non-blank line of a JSONL file read within the file limit. Lines
+    split on ``\\n`` only: JSON text may hold other line separators (U+2028) verbatim."""
+    for n, line in enumerate(_read(path).split(b"\n"), 1):
+        if line.strip():
+            yield n, parse_json_line(line, str(path), n, field)
+
+
+def _read(path: Path) -> bytes:
+    """A whole text file within the file limit; missing or unreadable is one AtariDataError."""
+    from atari_data.limits import read_bytes
+
+    try:
+        return read_bytes(path)
+    except FileNotFoundError:
+        raise AtariDataError("is missing", file=str(path), field="(file)") from None
+    except OSError as e:
+        raise AtariDataError(f"cannot be read ({e.strerror or e})", file=str(path), field="(file)") from None
+
+
+def parse_json_line(line: bytes, file: str, n: int | None, field: str):
+    """One JSON text (a JSONL line, or a whole file with ``n`` None); any defect (not UTF-8, not JSON,
+    too deep, a number too long) is one AtariDataError."""
+    try:
+        return json.loads(line.decode("utf-8"))
+    except json.JSONDecodeError as e:
+        raise AtariDataError(f"is not valid JSON ({e.msg})", file=file, line=e.lineno if n is None else n,
+                             field=field) from None
+    except UnicodeDecodeError as e:
+        raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=file, line=n, field=field) from None
+    except (ValueError, RecursionError) as e:
+        raise AtariDataError(f"is not JSON this reader accepts ({str(e)[:120] or type(e).__name__})", file=file,
+                             line=n, field=field) from None
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from ``path``; anything else (missing, too big, not UTF-8, not JSON, nested past
+    Python's recursion limit, a number past its digit limit, not an object) is one AtariDataError."""
+    value = parse_json_line(_read(path), str(path), None, "(file)")
+    if not isinstance(value, dict):
+        raise AtariDataError(f"holds a JSON {type(value).__name__}, expected an object", file=str(path),
+                             field="(file)")
+    return value
+
+
+def GameLock(root: str | os.PathLike, source: str, game: str) -> FileLock:  # noqa: N802 - reads as the lock it is
+    """The lock of one (source, game) folder, ``<root>/<source>/.<Game>.lock``, held by whoever
+    assembles it: a second writer is refused at once with one line rather than racing the first over
+    the same staging folder."""
+    parent = Path(root) / source
+    parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(parent / f".{game}.lock", f"{source}/{game}")
+
+
+class FileLock:
+    """An exclusive lock held through a file: flock-ed (released by the kernel if the holder dies),
+    never opened through a symlink, and removed on release, so a finished output holds no trace."""
+
+    def __init__(self, path: Path, what: str):
+        self._fd: int | None = None
+        self.path, self.what = Path(path), what
+        while True:
+            try:  # never through a symlink: a planted link would have us truncate whatever it points at
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            except OSError as e:
+                raise AtariDataError(f"cannot be opened as a lock file ({e.strerror}; a symlink or not a file?)",
+                                     file=str(self.path), field="(lock)") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise AtariDataError("is not a regular file", file=str(self.path), field="(lock)")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+                os.close(fd)
+                raise AtariDataError(f"another process (pid {holder}) is writing {self.what}; wait for it to finish "
+                                     "or stop it, then rerun", file=str(self.path), field="(lock)") from None
+            try:  # the previous holder may have removed the file between our open and our flock
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)  # while still held: no one can lock the old file meanwhile
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> FileLock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self):
+        self.release()
+
+
+def swap_into_place(new: Path, final: Path) -> None:
+    """Move the finished folder ``new`` to ``final``; an old ``final`` is set aside first and deleted
+    only once the new one is in place, so a kill at any moment leaves ``final`` whole (old or new) or,
+    between the two renames, absent with the old one intact beside it as ``.<name>.old``."""
+    old = final.with_name(f".{final.name}.old")
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(new, final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+@contextmanager
+def staged_game(root: str | os.PathLike, source: str, game: str, kind: str) -> Iterator[GameDir]:
+    """A fresh one-game layout ``<root>/<source>/.<Game>.<kind>/<source>/<Game>/`` (with ``images/``)
+    to assemble a game in; removed on the way out, whatever happened (a committed game has left it)."""
+    stage = Path(root) / source / f".{game}.{kind}"
+    if stage.exists():
+        shutil.rmtree(stage)
+    staged = GameDir(stage, source, game)
+    (staged.path / "images").mkdir(parents=True)
+    try:
+        yield staged
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary name, flushed to disk before the rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,135 @@
+"""One record: how it is named, built and checked against its game.
+
+The schema module says what a record looks like in general; :class:`GameRules` adds what it
+must be within one (source, game) folder: its id, image paths, options, question and target.
+The writer builds records with it and the validator checks them with it, so both agree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from atari_data.schema import IMAGE_SUFFIXES, RECORD, Defect
+from atari_data.schema.questions import game_question
+
+TARGET_TOLERANCE = 1e-4
+
+
+def image_name(rid: str, suffix: str = ".png", beside: str = "") -> str:
+    """Path of a record's frame relative to the game folder; ``beside`` names an image that travels
+    with it: ``prev`` (the previous frame) or a side image such as ``mask``."""
+    return f"images/{rid}{'_' + beside if beside else ''}{suffix}"
+
+
+@dataclass
+class GameRules:
+    """What every record of one (source, game) folder must satisfy."""
+
+    source: str
+    game: str
+    actions: tuple[str, ...]
+    frames: int = 1
+    platform: str = "ale"
+    question: dict = field(init=False)
+
+    def __post_init__(self):
+        self.actions = tuple(self.actions)
+        self.question = game_question(self.game, self.actions, self.platform)["action"]
+        self._actions_list = list(self.actions)
+        self._id_prefix = f"{self.source}-{self.game}-e"
+        # The compiled structural test, with the fields known from the folder compared outright;
+        # ids and paths are compared in _semantics. Anything it rejects is explained by RECORD.check.
+        self._fast = RECORD.compile(
+            skip=frozenset(("id", "image", "prev_image")),
+            equal={"actions": self._actions_list, "question": self.question, "source": self.source,
+                   "game": self.game})
+
+    def record(self, episode: int, step: int, label: int, target=None, provenance=None,
+               suffix: str = ".png") -> dict:
+        """Build a record in schema field order."""
+        rid = self.record_id(episode, step)
+        rec = {"id": rid, "image": image_name(rid, suffix)}
+        if self.frames == 2:
+            rec["prev_image"] = image_name(rid, suffix, "prev")
+        rec.update(game=self.game, actions=self._actions_list, label=label)
+        if target is not None:
+            rec["target"] = target
+        rec.update(question=self.question, source=self.source, episode=episode, step=step)
+        if provenance:
+            rec["provenance"] = provenance
+        return rec
+
+    def record_id(self, episode: int, step: int) -> str:
+        """``<source>-<Game>-e<episode:06d>-s<step:06d>``."""
+        return f"{self._id_prefix}{episode:06d}-s{step:06d}"
+
+    def check(self, rec) -> list[Defect]:
+        """Every defect of one record, as (field, message) pairs; empty when it is valid."""
+        out: list[Defect] = []
+        # Fields that must equal a value known from the folder (options, question, names and
+        # paths) are compared with it; the compiled structural test covers the rest. Only a
+        # record that fails is taken apart field by field to say what is wrong.
+        if type(rec) is dict and self._fast(rec):
+            return self._semantics(rec, out)
+        RECORD.check(rec, "", out)
+        return out or self._explain(rec, self.record_id(rec["episode"], rec["step"]), out)
+
+    def _semantics(self, rec: dict, out: list[Defect]) -> list[Defect]:
+        # Only after the compiled test passed: options, question, source and game are right.
+        rid = f"{self._id_prefix}{rec['episode']:06d}-s{rec['step']:06d}"  # as record_id()
+        image = rec["image"]
+        n = len(self.actions)
+        if (rec["id"] == rid and rec["label"] < n
+                and (image == f"images/{rid}.png" or image == f"images/{rid}.jpg")
+                and rec.get("prev_image") == (f"{image[:-4]}_prev{image[-4:]}" if self.frames == 2 else None)):
+            target = rec.get("target")
+            if target is not None:
+                check_target(target, n, out)
+            return out
+        return self._explain(rec, rid, out)
+
+    def _explain(self, rec: dict, rid: str, out: list[Defect]) -> list[Defect]:
+        """The slow path of _semantics: name every field that differs from what it must be."""
+        if rec["actions"] != self._actions_list:
+            out.append(("actions", f"{rec['actions']} differ from the game's action set "
+                                   f"(expected {self._actions_list})"))
+        if rec["question"] != self.question:
+            out.append(("question", "differs from atari_question(game, actions)['action']"))
+        if rec["source"] != self.source:
+            out.append(("source", f"{rec['source']!r} does not match the folder (expected {self.source!r})"))
+        if rec["game"] != self.game:
+            out.append(("game", f"{rec['game']!r} does not match the folder (expected {self.game!r})"))
+        if rec["id"] != rid:
+            out.append(("id", f"{rec['id']!r} does not match source, game, episode and step (expected {rid!r})"))
+        image = rec["image"]
+        suffix = image[-4:] if type(image) is str else ""
+        if suffix not in IMAGE_SUFFIXES or image != image_name(rid, suffix):
+            out.append(("image", f"{image!r} is not images/<id>.png or .jpg (expected {image_name(rid)!r})"))
+            suffix = ".png"
+        prev = rec.get("prev_image")
+        if self.frames == 2 and prev is None:
+            out.append(("prev_image", "is missing (a two-frame source needs the previous frame)"))
+        elif self.frames == 1 and prev is not None:
+            out.append(("prev_image", "is present in a one-frame source (meta.json frames is 1)"))
+        elif prev is not None and prev != image_name(rid, suffix, "prev"):
+            out.append(("prev_image", f"{prev!r} is not {image_name(rid, suffix, 'prev')!r}"))
+        n = len(self.actions)
+        if rec["label"] >= n:
+            out.append(("label", f"{rec['label']} is out of range (expected 0..{n - 1})"))
+        target = rec.get("target")
+        if target is not None:
+            check_target(target, n, out)
+        return out
+
+
+def check_target(target: list, n: int, out: list[Defect]) -> None:
+    if len(target) != n:
+        out.append(("target", f"has {len(target)} values, expected {n} (one per action)"))
+        return
+    if any(x < 0 for x in target):
+        out.append(("target", f"has a negative probability {min(target)}"))
+        return
+    total = math.fsum(target)
+    if abs(total - 1.0) > TARGET_TOLERANCE:
+        out.append(("target", f"sums to {total:.6g}, expected 1 (tolerance {TARGET_TOLERANCE:g})"))

@@ -1,0 +1,253 @@
+"""Check every ready game of a layout and report every defect, one line each.
+
+A defect is an :class:`AtariDataError` naming the file, the line (for records), the field and
+what was expected. Validation never stops at the first defect and never raises on bad input.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from PIL import Image
+
+from atari_data.errors import AtariDataError
+from atari_data.layout import META, READY, GameDir, list_games, swap_into_place, write_atomic
+from atari_data.layout.records import GameRules
+from atari_data.limits import read_bytes
+from atari_data.schema import FRAME_FORMAT_RE, check_structure
+from atari_data.schema import META as META_SCHEMA
+from laya_protocol.games import all_games, minimal_actions
+from laya_protocol.names import SPLITS
+
+
+@dataclass
+class Report:
+    games: list[GameDir] = field(default_factory=list)
+    not_ready: list[GameDir] = field(default_factory=list)
+    defects: list[AtariDataError] = field(default_factory=list)
+    records: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.defects
+
+
+def validate(root, sources=None, games=None, images: bool = False) -> Report:
+    """Validate every ready game under ``root`` (optionally only some sources and games)."""
+    report = Report()
+    for g in list_games(root, sources, games, ready_only=False):
+        if not g.ready:
+            report.not_ready.append(g)
+            continue
+        report.games.append(g)
+        _GameCheck(g, images, report).run()
+    return report
+
+
+def check_game(g: GameDir, images: bool = True) -> list[AtariDataError]:
+    """Every defect of one game folder, ready or not (writers check a staged game with it)."""
+    report = Report()
+    _GameCheck(g, images, report).run()
+    return report.defects
+
+
+class _GameCheck:
+    def __init__(self, g: GameDir, images: bool, report: Report):
+        self.g, self.images, self.report = g, images, report
+
+    def defect(self, file: Path, field: str, msg: str, line: int | None = None) -> None:
+        self.report.defects.append(AtariDataError(msg, file=str(file), line=line, field=field))
+
+    def run(self) -> None:
+        g = self.g
+        meta_path = g.path / META
+        meta = self._meta(meta_path)
+        actions = meta.get("actions")
+        if not _is_str_list(actions):
+            actions = list(minimal_actions(g.game)) if g.game in all_games() else ["NOOP"]
+        frames = meta.get("frames") if meta.get("frames") in (1, 2) else 1
+        rules = GameRules(g.source, g.game, tuple(actions), frames, str(meta.get("platform", "ale")))
+        size = self._frame_size(meta.get("frame_format"))
+
+        try:
+            present = {"images/" + n for n in os.listdir(g.path / "images")}
+        except OSError:
+            present = set()
+            self.defect(g.path / "images", "(folder)", "is missing")
+        ids: set[str] = set()
+        seen = {}
+        for split in SPLITS:
+            seen[split] = self._split(split, rules, present, ids, size)
+
+        train_eps, val_eps = seen["train"][1], seen["val"][1]
+        both = train_eps & val_eps
+        if both:
+            self.defect(g.split_file("val"), "episode",
+                        f"episodes {sorted(both)[:5]} are in both train and val (expected disjoint)")
+        self._meta_matches(meta_path, meta, seen)
+
+    def _meta(self, path: Path) -> dict:
+        try:
+            meta = orjson.loads(read_bytes(path))
+        except FileNotFoundError:
+            self.defect(path, "(file)", "is missing")
+            return {}
+        except AtariDataError as e:
+            self.report.defects.append(e)
+            return {}
+        except orjson.JSONDecodeError as e:
+            self.defect(path, "(file)", f"is not valid JSON ({e})")
+            return {}
+        for f, msg in check_structure(meta, META_SCHEMA):
+            self.defect(path, f, msg)
+        if not isinstance(meta, dict):
+            return {}
+        g = self.g
+        for key, folder in (("source", g.source), ("game", g.game)):
+            if key in meta and meta[key] != folder:
+                self.defect(path, key, f"{meta[key]!r} does not match the folder (expected {folder!r})")
+        if meta.get("platform", "ale") == "ale":
+            if g.game not in all_games():
+                self.defect(path, "game", f"{g.game!r} is not an ALE v5 game")
+            elif _is_str_list(meta.get("actions")) and meta["actions"] != list(minimal_actions(g.game)):
+                self.defect(path, "actions", f"{meta['actions']} differ from the ALE minimal set "
+                                             f"(expected {list(minimal_actions(g.game))})")
+        return meta
+
+    def _frame_size(self, fmt) -> tuple[str, tuple[int, int]] | None:
+        m = FRAME_FORMAT_RE.match(fmt) if isinstance(fmt, str) else None
+        return ("RGB" if m[1] == "rgb" else "L", (int(m[3]), int(m[2]))) if m else None
+
+    def _split(self, split: str, rules: GameRules, present: set, ids: set, size):
+        path = self.g.split_file(split)
+        label_counts = [0] * len(rules.actions)
+        episodes: set[int] = set()
+        n = 0
+        try:
+            data = read_bytes(path)
+        except AtariDataError as e:
+            self.report.defects.append(e)
+            return 0, episodes, Counter()
+        except OSError:
+            self.defect(path, "(file)", "is missing")
+            return 0, episodes, Counter()
+        # Split on newlines only: JSON text may hold other line separators (U+2028) verbatim.
+        lines = data.split(b"\n")
+        if lines[-1] == b"":
+            lines.pop()
+        check, loads, images, n_ids = rules.check, orjson.loads, self.images, len(ids)
+        for n, line in enumerate(lines, 1):
+            try:
+                rec = loads(line)
+            except orjson.JSONDecodeError as e:
+                self.defect(path, "(record)", f"is not valid JSON ({e})", n)
+                continue
+            bad = check(rec)
+            if bad:
+                for fld, msg in bad:
+                    self.defect(path, fld, msg, n)
+                # Count what can still be trusted, so one bad field does not cascade.
+                if type(rec) is not dict or any(fld in _KEY_FIELDS for fld, _ in bad):
+                    continue
+            ids.add(rec["id"])
+            n_ids += 1
+            if len(ids) != n_ids:
+                n_ids -= 1
+                self.defect(path, "id", f"{rec['id']!r} is repeated (ids must be unique per game)", n)
+            episodes.add(rec["episode"])
+            label = rec.get("label")
+            if type(label) is int and 0 <= label < len(label_counts):
+                label_counts[label] += 1
+            image, prev = rec["image"], rec.get("prev_image")
+            if images or image not in present or (prev is not None and prev not in present) or (
+                    prev is not None and rec["step"] == 0):
+                self._frames(rec, path, n, present, size)
+        self.report.records += n
+        return n, episodes, Counter({a: c for a, c in zip(rules.actions, label_counts, strict=True) if c})
+
+    def _frames(self, rec: dict, path: Path, n: int, present: set, size) -> None:
+        names = [("image", rec["image"])]
+        if isinstance(rec.get("prev_image"), str):
+            names.append(("prev_image", rec["prev_image"]))
+        for fld, rel in names:
+            if rel not in present:
+                self.defect(path, fld, f"{rel} does not exist", n)
+            elif self.images and size is not None:
+                self._decode(self.g.path / rel, path, n, fld, size)
+        if rec["step"] == 0 and len(names) == 2 and all(r in present for _, r in names):
+            a, b = (_frame_bytes(self.g.path / r) for _, r in names)  # each file read once
+            if a != b and _pixels(a) != _pixels(b):
+                self.defect(path, "prev_image", "differs from image on the episode's first step "
+                                                "(expected a copy of the current frame)", n)
+
+    def _decode(self, file: Path, path: Path, n: int, fld: str, size) -> None:
+        mode, wh = size
+        try:
+            with Image.open(io.BytesIO(read_bytes(file, "frame", fld))) as im:
+                im.load()
+                got_mode, got_size = im.mode, im.size
+        except Exception as e:  # noqa: BLE001 - any decoder failure is a defect of this file
+            self.defect(path, fld, f"{file.name} does not decode ({type(e).__name__}: {e})", n)
+            return
+        if got_mode != mode or got_size != wh:
+            self.defect(path, fld, f"{file.name} is {got_mode} {got_size[1]}x{got_size[0]}, expected "
+                                   f"{mode} {wh[1]}x{wh[0]} (meta.json frame_format)", n)
+
+    def _meta_matches(self, path: Path, meta: dict, seen: dict) -> None:
+        caps = meta.get("caps") if isinstance(meta.get("caps"), dict) else {}
+        for split in SPLITS:
+            count, episodes, labels = seen[split]
+            cap = caps.get(split)
+            if isinstance(cap, int) and count > cap:
+                self.defect(self.g.split_file(split), "(records)", f"{count} records exceed the cap {cap}")
+            stated = meta.get(split)
+            if not isinstance(stated, dict):
+                continue
+            for key, actual in (("records", count), ("episodes", len(episodes))):
+                if key in stated and stated[key] != actual:
+                    self.defect(path, f"{split}.{key}", f"says {stated[key]}, the records have {actual}")
+            if isinstance(stated.get("labels"), dict) and stated["labels"] != {
+                    k: v for k, v in labels.items() if v}:
+                self.defect(path, f"{split}.labels",
+                            f"{stated['labels']} differ from the records' {dict(labels)}")
+
+
+_KEY_FIELDS = frozenset(("id", "image", "prev_image", "episode", "step"))
+
+
+def _is_str_list(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v)
+
+
+def _frame_bytes(path: Path) -> bytes | None:
+    try:
+        return read_bytes(path, "frame", "image")
+    except (OSError, AtariDataError):
+        return None
+
+
+def _pixels(data: bytes | None):
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return im.mode, im.size, im.tobytes()
+    except Exception:  # noqa: BLE001 - an unreadable frame never equals another
+        return object()
+
+
+def commit_game(staged: GameDir, images: bool, file: str) -> Path:
+    """Validate a staged game as ``atari-data validate`` would (decoding frames with ``images``), swap
+    it into ``<root>/<source>/<Game>`` and mark it ready; returns the final folder. Nothing is marked
+    ready that does not validate: a defect is one AtariDataError naming the first."""
+    defects = check_game(staged, images=images)
+    if defects:
+        raise AtariDataError(f"the assembled game does not validate ({len(defects)} defects), e.g. "
+                             f"{defects[0].render()}", file=file, field="(game)")
+    final = staged.root.parent / staged.game  # the stage lives in <root>/<source>/, beside the game
+    swap_into_place(staged.path, final)
+    write_atomic(final / READY, b"")
+    return final

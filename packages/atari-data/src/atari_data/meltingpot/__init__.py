@@ -1,0 +1,1 @@
+"""Melting Pot world-model LMDBs: not game-decision records, so apart from the rest."""

@@ -1,0 +1,63 @@
+"""`atari-data doctor` for a repository of re-sharded Melting Pot clips (`atari-data pack-lmdb`):
+every shard a tar of plain top-level files, every sample its json and arrays, every array loadable
+without pickle and within the schema, and the card's counts right."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import numpy as np
+
+from atari_data import limits
+from atari_data.errors import AtariDataError
+from atari_data.layout import parse_json_line
+from atari_data.meltingpot.lmdb import ARRAYS, check_row
+from atari_data.publish import repo
+
+
+def check_lmdb_pack(doctor, games: dict) -> None:
+    """Add to ``doctor`` (an :class:`atari_data.publish.doctor.Doctor`) every defect of the clips."""
+    if not isinstance(games, dict) or not all(isinstance(g, str) and repo.SAFE_NAME_RE.match(g) and type(n) is int
+                                              for g, n in games.items()):
+        doctor.defect(doctor.folder / repo.CARD, "lmdb_pack.games", "is not a mapping of game names to row counts")
+        return
+    for game, stated in games.items():
+        n = 0
+        for t in sorted(doctor.folder.glob(repo.tar_pattern(game, "train"))):
+            try:
+                with tarfile.open(t) as tf:
+                    samples: dict[str, dict] = {}
+                    for m in tf:
+                        if not m.isfile() or "/" in m.name or m.name.startswith(".."):
+                            doctor.defect(t, m.name, "is not a plain file at the top of the shard")
+                            continue
+                        key, ext = repo.split_member(m.name)
+                        if m.size > limits.limit("member"):
+                            doctor.defect(t, m.name, f"declares {m.size:,} bytes, over the member limit of "
+                                                   f"{limits.limit('member') // limits.MB:,} MB")
+                            continue
+                        data = tf.extractfile(m).read()
+                        if ext == "json":
+                            value = parse_json_line(data, f"{t}!{m.name}", 1, "(member)")
+                            if not isinstance(value, dict):
+                                raise ValueError(f"{m.name} is not a JSON object")
+                            samples.setdefault(key, {}).update(value)
+                        elif ext.endswith(".npy") and ext[:-4] in ARRAYS:
+                            samples.setdefault(key, {})[ext[:-4]] = np.load(io.BytesIO(data), allow_pickle=False)
+                        else:
+                            doctor.defect(t, m.name, "is a stray member")
+                    for key, sample in samples.items():
+                        row = {k: sample.get(k) for k in (*ARRAYS, "num_players", "prompt")}
+                        try:
+                            check_row(row, str(t), key)
+                        except AtariDataError as e:
+                            doctor.defects.append(e)
+                    n += len(samples)
+            except AtariDataError as e:
+                doctor.defects.append(e)
+            except (tarfile.TarError, OSError, ValueError, EOFError) as e:
+                doctor.defect(t, "(file)", f"is not a readable shard ({type(e).__name__}: {e})")
+        doctor.counts[game] = n
+        if n != stated:
+            doctor.defect(doctor.folder / repo.CARD, f"lmdb_pack.games.{game}", f"says {stated}, the shards hold {n}")

@@ -1,0 +1,164 @@
+"""Built-in experts: scripted players that read object positions from the game's RAM.
+
+Each says which way it wants to push the joystick and whether to fire; :func:`joystick_probs`
+turns that into a distribution over the game's own buttons, so the soft target ranks every
+button by how close it is to the wanted move. No downloads, no learned weights.
+
+RAM addresses follow the AtariARI annotations and were checked against the screen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+
+from atari_data.errors import AtariDataError
+from atari_data.play.ale import AtariGame
+from laya_protocol.games import minimal_actions
+
+# How confident the targets are: lower is sharper.
+TEMPERATURE = 0.35
+
+
+def joystick(name: str) -> tuple[int, int, int]:
+    """(horizontal, vertical, fire) of an ALE action name; right and up are +1."""
+    h = 1 if "RIGHT" in name else -1 if "LEFT" in name else 0
+    v = 1 if "UP" in name else -1 if "DOWN" in name else 0
+    return h, v, int("FIRE" in name)
+
+
+@cache
+def joystick_probs(actions: tuple[str, ...], h: int | None, v: int | None, fire: int | None,
+                   temperature: float = TEMPERATURE) -> np.ndarray:
+    """Softmax over buttons by their distance from the wanted (h, v, fire); None = don't care.
+
+    Cached: an expert asks for the same few wants over and over. Treat the result as read-only.
+    """
+    cost = np.zeros(len(actions))
+    for i, name in enumerate(actions):
+        ah, av, af = joystick(name)
+        cost[i] = (abs(ah - h) if h is not None else 0) + (abs(av - v) if v is not None else 0) \
+            + (abs(af - fire) if fire is not None else 0)
+    z = np.exp(-(cost - cost.min()) / temperature)
+    p = z / z.sum()
+    p.flags.writeable = False
+    return p
+
+
+@dataclass
+class RamExpert:
+    """Base of the scripted experts: subclasses implement :meth:`want`."""
+
+    game: str
+    name: str = "builtin"
+    actions: tuple[str, ...] = field(init=False)
+    state: dict = field(default_factory=dict, init=False)
+
+    def __post_init__(self):
+        self.actions = minimal_actions(self.game)
+
+    def reset(self) -> None:
+        self.state = {}
+
+    def probs(self, game: AtariGame) -> np.ndarray:
+        return joystick_probs(self.actions, *self.want(game.ram()))
+
+    def want(self, ram: np.ndarray) -> tuple[int | None, int | None, int | None]:
+        raise NotImplementedError
+
+
+def _mirror(value: float, low: float, high: float) -> float:
+    """Where a ball moving freely would be between two walls that reflect it."""
+    span = high - low
+    x = (value - low) % (2 * span)
+    return low + (x if x <= span else 2 * span - x)
+
+
+class Pong(RamExpert):
+    """Right paddle: predict where the ball meets the paddle line and get there first.
+
+    The paddle carries momentum, so it steers on its own position one decision ahead.
+    The joystick's RIGHT moves the paddle up (smaller y).
+    """
+
+    PLAYER_Y, BALL_X, BALL_Y = 51, 49, 54
+    TOP, BOTTOM, PADDLE_X = 38, 203, 189
+    CENTRE_OFFSET = 6  # ball y minus paddle y when the ball meets the paddle's centre
+
+    def want(self, ram):
+        py, bx, by = int(ram[self.PLAYER_Y]), int(ram[self.BALL_X]), int(ram[self.BALL_Y])
+        prev, prev_py = self.state.get("ball"), self.state.get("py", py)
+        self.state.update(ball=(bx, by), py=py)
+        target = (self.TOP + self.BOTTOM) / 2
+        if by and prev and prev[1]:
+            vx, vy = bx - prev[0], by - prev[1]
+            if vx > 0:
+                target = _mirror(by + vy * (self.PADDLE_X - bx) / vx, self.TOP, self.BOTTOM)
+            else:
+                target = by
+        diff = target - self.CENTRE_OFFSET - (2 * py - prev_py)
+        if diff < -4:
+            return 1, None, 0  # up
+        if diff > 4:
+            return -1, None, 0  # down
+        return 0, None, 0
+
+
+class Breakout(RamExpert):
+    """Predict where the ball comes down to the paddle line, wall bounces included."""
+
+    PLAYER_X, BALL_X, BALL_Y = 72, 99, 101
+    LEFT, RIGHT, PADDLE_Y = 57, 199, 181
+    CENTRE_OFFSET = 9  # ball x minus paddle x when the ball is over the paddle's centre
+
+    def want(self, ram):
+        px, bx, by = int(ram[self.PLAYER_X]), int(ram[self.BALL_X]), int(ram[self.BALL_Y])
+        prev, prev_px = self.state.get("ball"), self.state.get("px", px)
+        self.state.update(ball=(bx, by), px=px)
+        target = bx
+        if prev:
+            vx, vy = bx - prev[0], by - prev[1]
+            if 0 < vy < 20 and abs(vx) < 20:
+                target = _mirror(bx + vx * (self.PADDLE_Y - by) / vy, self.LEFT, self.RIGHT)
+        diff = target - self.CENTRE_OFFSET - (px + 0.5 * (px - prev_px))
+        if diff < -4:
+            return -1, None, 0
+        if diff > 4:
+            return 1, None, 0
+        return 0, None, int(by == 0)  # serve when no ball is in play
+
+
+class Freeway(RamExpert):
+    """Cross upward: the road always gives way eventually, and waiting scores nothing."""
+
+    def want(self, ram):
+        return None, 1, None
+
+
+class Boxing(RamExpert):
+    """Line up slightly above the opponent at punching distance, and punch."""
+
+    PLAYER_X, ENEMY_X, PLAYER_Y, ENEMY_Y = 32, 33, 34, 35
+    REACH, HEAD_OFFSET = 12, 8
+
+    def want(self, ram):
+        dx = int(ram[self.ENEMY_X]) - int(ram[self.PLAYER_X])
+        dy = int(ram[self.ENEMY_Y]) + self.HEAD_OFFSET - int(ram[self.PLAYER_Y])
+        v = 1 if dy < -1 else -1 if dy > 1 else 0  # RAM y grows downward
+        side = 1 if dx > 0 else -1
+        h = side if abs(dx) > self.REACH + 1 else -side if abs(dx) < self.REACH - 1 else 0
+        self.state["t"] = self.state.get("t", 0) + 1
+        punch = abs(dy) <= 6 and abs(dx) <= self.REACH + 10 and self.state["t"] % 2 == 0
+        return h, v, int(punch)
+
+
+BUILTIN = {"Pong": Pong, "Breakout": Breakout, "Freeway": Freeway, "Boxing": Boxing}
+
+
+def builtin_expert(game: str) -> RamExpert:
+    if game not in BUILTIN:
+        raise AtariDataError(f"no built-in expert for {game} (built-in: {', '.join(sorted(BUILTIN))}); "
+                             "use --expert sb3:PATH, cleanrl:PATH or hub:REPO", field="--expert")
+    return BUILTIN[game](game)

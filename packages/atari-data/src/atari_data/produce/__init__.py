@@ -1,0 +1,1 @@
+"""Producing records: expert generation, DAgger rounds, importers of public datasets, fan-out."""

@@ -1,0 +1,103 @@
+"""DAgger rounds: let a learner play, let the expert label what it saw.
+
+:func:`write_dagger_round` plays a behaviour policy (any callable from frames to action
+probabilities), labels every visited decision with an expert's distribution, and writes source
+``dagger<N>`` through the shared writer: two-frame records whose provenance also carries the move
+played, the return-to-go from that decision and the episode's score.
+
+Episode numbers follow `generate`; ALE seeds come from (seed, game, ``seeds.dagger_episode(round,
+episode)``), apart from every other role's (:mod:`laya_protocol.seeds`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from atari_data.errors import AtariDataError
+from atari_data.layout.writer import GameWriter, Step
+from atari_data.play.actions import resolve_game
+from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
+from atari_data.play.experts import load_expert
+from atari_data.produce.generate import (
+    behaviour_rng,
+    fill_splits,
+    labelled_steps,
+    sample,
+)
+from laya_protocol.config import option
+from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
+from laya_protocol.seeds import TRAIN_EPISODES_FROM, VAL_EPISODES_FROM, dagger_episode
+
+#: ``policy(frames, game, actions) -> probabilities``: frames are [previous, current] uint8
+#: 210x160x3 screens, the previous one a copy of the current on an episode's first decision and
+#: after an auto-FIRE.
+Policy = Callable[[list[np.ndarray], str, Sequence[str]], np.ndarray]
+
+
+@dataclass
+class DaggerConfig:
+    """One DAgger round; each field is one flag of `laya-policy dagger`."""
+
+    root: str = option(help="atari-data layout root to write into")
+    round: int = option(help="round number N (source dagger<N>)")
+    games: list[str] = option(help="comma-separated games")
+    expert: str = option("builtin", "builtin, sb3:PATH, cleanrl:PATH or hub:REPO")
+    train_frames: int = option(3_000, "train records per game at most")
+    val_frames: int = option(150, "val records per game at most")
+    min_train_episodes: int = option(2, "play at least this many train episodes")
+    decision_cap: int | None = option(EVAL_DECISION_CAP, "decisions per episode at most")
+    greedy: bool = option(False, "play the top action instead of sampling")
+    seed: int = option(0)
+    force: bool = option(False, "rewrite games already written")
+
+
+def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):
+    """Turn a frames-to-probabilities policy into a writer behaviour, keeping the two-frame rule."""
+    previous = PreviousFrame()
+
+    def behave(d: Decision, _expert_p, rng: np.random.Generator) -> int:
+        before = previous(d)
+        p = np.asarray(policy([before, d.frame], game.game, game.actions), dtype=np.float64)
+        if p.shape != (len(game.actions),) or not np.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
+            raise AtariDataError(f"policy returned {p!r} for {len(game.actions)} actions (expected finite "
+                                 "non-negative probabilities)", field="policy")
+        p = p / p.sum()
+        return int(np.argmax(p)) if greedy else sample(p, rng)
+
+    return behave
+
+
+def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | None]:
+    """Write ``<root>/dagger<round>/<Game>`` for every game; returns each game's meta.json
+    (None for games already complete)."""
+    if cfg.round < 1:
+        raise AtariDataError(f"round {cfg.round} (expected 1 or more)", field="round")
+    source = f"dagger{cfg.round}"
+    out = {}
+    for name in [resolve_game(g) for g in cfg.games]:
+        protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
+        with GameWriter(cfg.root, source, name, frame_format="rgb_210x160", frames=2,
+                        origin=f"atari-data DAgger round {cfg.round}, expert {cfg.expert}", license="MIT",
+                        caps={"train": cfg.train_frames, "val": cfg.val_frames}, protocol=protocol,
+                        seed=cfg.seed, force=cfg.force) as writer:
+            if writer.complete:
+                out[name] = None
+                continue
+            expert = load_expert(cfg.expert, name)
+            game = AtariGame(name, protocol, keep=getattr(expert, "frames", None))
+            behave = policy_behaviour(policy, game, cfg.greedy)
+
+            def steps_for(episode: int, replay: dict, name=name, game=game, expert=expert, behave=behave
+                          ) -> Iterator[Step]:
+                seed_key = dagger_episode(cfg.round, episode)
+                return labelled_steps(game, expert, episode_seed(cfg.seed, name, seed_key),
+                                      behaviour_rng(cfg.seed, name, seed_key), behave, cfg.decision_cap, returns=True,
+                                      replay=replay)
+
+            fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, 1),
+                                            ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)])
+            out[name] = writer.finish()
+    return out

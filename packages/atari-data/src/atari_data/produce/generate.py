@@ -1,0 +1,238 @@
+"""Generate expert datasets by playing ALE, through the shared episode writer.
+
+Behaviour: with probability ``epsilon`` a uniform random action, otherwise a sample from the
+expert's distribution. ``target`` is the expert's distribution before that mix (6 decimals),
+``label`` its argmax, and the move actually played goes into ``provenance["played"]``.
+
+Episode numbers encode their role (:mod:`laya_protocol.seeds`: val, train, expert and random
+baselines), and every ALE seed and behaviour random stream derives from (seed, game, episode
+number), so roles never share an episode and a rerun replays the same games byte for byte.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from atari_data.errors import AtariDataError
+from atari_data.layout import GameDir
+from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
+from atari_data.play.actions import resolve_game
+from atari_data.play.ale import AtariGame, Decision, episode_seed, play_episode
+from atari_data.play.experts import Expert, load_expert
+from atari_data.produce.executors import EXECUTORS
+from laya_protocol.config import option
+from laya_protocol.names import score_key, scores_key
+from laya_protocol.protocol import BASELINE_CAP, DATA_DECISION_CAP, Protocol
+from laya_protocol.seeds import EXPERT_BASELINE_FROM, RANDOM_BASELINE_FROM, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM
+
+log = logging.getLogger(__name__)
+
+SOURCES = {"expert": 1, "expert2f": 2}  # source -> frames per record
+
+
+@dataclass
+class GenerateConfig:
+    """What `atari-data generate` plays and writes; every flag maps to one field."""
+
+    root: str = option(help="layout root folder to write into")
+    games: list[str] = option(help="ALE v5 game names, comma-separated",
+                              factory=lambda: ["Pong", "Breakout", "Freeway", "Boxing"])
+    source: str = option("expert2f", "expert2f also records the previous frame as prev_image", choices=tuple(SOURCES))
+    expert: str = option("builtin", "builtin (RAM-reading scripted experts), sb3:PATH, cleanrl:PATH or hub:REPO")
+    train_frames: int = option(DEFAULT_CAPS["train"], "train records per game at most; episodes are played until "
+                               "there are this many decisions and subsampled evenly")
+    val_frames: int = option(DEFAULT_CAPS["val"], "val records per game at most")
+    min_train_episodes: int = option(3, "play at least this many train episodes")
+    min_val_episodes: int = option(1, "play at least this many val episodes")
+    epsilon: float = option(0.1, "probability of a uniform random move instead of the expert's")
+    decision_cap: int | None = option(DATA_DECISION_CAP, "decisions per episode at most (the default is ALE v5's "
+                                      "frame limit)")
+    baseline_episodes: int = option(5, "episodes each for the expert and random baselines; 0 skips them")
+    seed: int = option(0, "every ALE seed and random stream derives from it")
+    workers: int = option(1, "games generated in parallel processes")
+    executor: str = option("local", "ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one); needs "
+                           "atari-data[ray]", choices=EXECUTORS)
+    force: bool = option(False, "rewrite games that are already complete")
+
+    def __post_init__(self):
+        if self.source not in SOURCES:
+            raise AtariDataError(f"unknown source {self.source!r} (expected {' or '.join(SOURCES)})",
+                                 field="--source")
+        if not 0 <= self.epsilon <= 1:
+            raise AtariDataError(f"{self.epsilon} is not a probability", field="--epsilon")
+        self.games = [resolve_game(g) for g in self.games]
+
+
+def behaviour_rng(seed: int, game: str, episode: int) -> np.random.Generator:
+    """The random stream of an episode's behaviour policy, apart from the emulator's own."""
+    return np.random.default_rng(np.random.SeedSequence([episode_seed(seed, game, episode), 1]))
+
+
+def sample(p: np.ndarray, rng: np.random.Generator) -> int:
+    return min(int(np.searchsorted(np.cumsum(p), rng.random(), side="right")), len(p) - 1)
+
+
+Behaviour = Callable[[Decision, np.ndarray, np.random.Generator], int]
+
+
+def epsilon_expert(epsilon: float) -> Behaviour:
+    """With probability ``epsilon`` a uniform random move, else a sample from the expert."""
+    def behave(_d: Decision, expert_p: np.ndarray, rng: np.random.Generator) -> int:
+        if rng.random() < epsilon:
+            return int(rng.integers(len(expert_p)))
+        return sample(expert_p, rng)
+    return behave
+
+
+def labelled_steps(game: AtariGame, expert: Expert, ale_seed: int, rng: np.random.Generator,
+                   behave: Behaviour, decision_cap: int | None, returns: bool = False,
+                   replay: dict | None = None) -> Iterator[Step]:
+    """One episode played by ``behave``, every decision labelled by ``expert``.
+
+    ``target`` is the expert's distribution (6 decimals), ``label`` its argmax, and the move played
+    goes into ``provenance["played"]``. With ``returns``, provenance also gets the episode's final
+    score and the return-to-go from each decision, filled in when the episode ends (the writer
+    serialises provenance only when it finishes the game). ``replay`` gets the seed and every
+    move of the episode, so that it can be replayed frame for frame.
+    """
+    expert.reset()
+    current: dict = {}
+
+    def choose(d: Decision) -> int:
+        p = expert.probs(game)
+        current["p"] = p
+        return behave(d, p, rng)
+
+    provenances = []
+    for d, played in play_episode(game, ale_seed, choose, decision_cap):
+        p = current["p"]
+        prov = {"played": played}
+        if returns:
+            prov["score_before"] = game.score
+            provenances.append(prov)
+        yield Step(d.frame, label=int(np.argmax(p)), target=np.round(p, 6).tolist(), provenance=prov,
+                   after_fire=d.after_fire)
+    for prov in provenances:
+        prov["return_to_go"] = game.score - prov.pop("score_before")
+        prov["episode_score"] = game.score
+    if replay is not None:
+        replay.update(seed=ale_seed, moves=list(game.moves), decisions=list(game.decisions))
+
+
+def fill_splits(writer: GameWriter, steps_for: Callable[[int, dict], Iterable[Step]],
+                plan: list[tuple[str, int, int, int]], progress=None) -> None:
+    """Play episodes into ``writer``: for each (split, first episode number, frames, min episodes),
+    until the split has at least that many decisions to fill its cap, and that many episodes.
+    ``steps_for(episode, replay)`` fills ``replay`` with the episode's seed and moves."""
+    for split, first, frames, min_episodes in plan:
+        played, i = 0, 0
+        while played < frames or i < min_episodes:
+            replay: dict = {}
+            played += writer.add_episode(first + i, split, steps_for(first + i, replay), replay=replay)
+            i += 1
+            if progress is not None:
+                progress.set_postfix_str(f"{split} episode {i}, {played} decisions")
+        if progress is not None:
+            progress.update(1)
+
+
+def measure_baselines(game: AtariGame, expert: Expert, cfg: GenerateConfig) -> dict:
+    """Greedy-expert and uniform-random scores over ``baseline_episodes`` each: the final score
+    (up to the decision cap) and the score after the first 4,500 decisions, per episode."""
+    rng = behaviour_rng(cfg.seed, game.game, RANDOM_BASELINE_FROM)
+    n = len(game.actions)
+    policies = {
+        "expert": (EXPERT_BASELINE_FROM, lambda _d: int(np.argmax(expert.probs(game)))),
+        "random": (RANDOM_BASELINE_FROM, lambda _d: int(rng.integers(n))),
+    }
+    out: dict = {"expert": cfg.expert}
+    for who, (first, choose) in policies.items():
+        full, capped = [], []
+        for i in range(cfg.baseline_episodes):
+            expert.reset()
+            at_cap = None
+            for d, _ in play_episode(game, episode_seed(cfg.seed, game.game, first + i), choose, cfg.decision_cap):
+                if d.step == BASELINE_CAP:
+                    at_cap = game.score
+            full.append(game.score)
+            capped.append(game.score if at_cap is None else at_cap)
+        out[score_key(who)] = round(float(np.mean(full)), 4)
+        out[scores_key(who)] = full
+        if cfg.decision_cap is None or cfg.decision_cap >= BASELINE_CAP:  # else they would not be capped scores
+            out[score_key(who, BASELINE_CAP)] = round(float(np.mean(capped)), 4)
+            out[scores_key(who, BASELINE_CAP)] = capped
+    out["protocol"] = game.protocol.to_dict()
+    return out
+
+
+def _reusable_baselines(cfg: GenerateConfig, game: str) -> dict | None:
+    """The baselines another expert source already measured with the same expert, seed, episodes and cap."""
+    for other in (s for s in SOURCES if s != cfg.source):
+        g = GameDir(cfg.root, other, game)
+        if not g.ready:
+            continue
+        meta = g.meta()
+        b = meta.get("baselines") or {}
+        if (b.get("expert") == cfg.expert and meta.get("seed") == cfg.seed
+                and len(b.get(scores_key("expert"), [])) == cfg.baseline_episodes
+                and b.get("protocol", {}).get("decision_cap") == cfg.decision_cap):
+            return b
+    return None
+
+
+def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | None:
+    """Write one game; returns its meta.json, or None when it was already complete."""
+    protocol = Protocol.ale_v5(game_name, decision_cap=cfg.decision_cap)
+    with GameWriter(cfg.root, cfg.source, game_name, frame_format="rgb_210x160",
+                    origin=f"atari-data generate, expert {cfg.expert}, epsilon {cfg.epsilon}",
+                    license="MIT", frames=SOURCES[cfg.source],
+                    caps={"train": cfg.train_frames, "val": cfg.val_frames},
+                    protocol=protocol, seed=cfg.seed, force=cfg.force) as writer:
+        if writer.complete:
+            log.info("%s/%s is complete; skipping (use --force to redo)", cfg.source, game_name)
+            return None
+        expert = load_expert(cfg.expert, game_name)
+        game = AtariGame(game_name, protocol, keep=getattr(expert, "frames", None))
+        behave = epsilon_expert(cfg.epsilon)
+
+        def steps_for(episode: int, replay: dict) -> Iterator[Step]:
+            return labelled_steps(game, expert, episode_seed(cfg.seed, game_name, episode),
+                                  behaviour_rng(cfg.seed, game_name, episode), behave, cfg.decision_cap, replay=replay)
+
+        fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
+                                        ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)],
+                    progress)
+        baselines = None
+        if cfg.baseline_episodes > 0:
+            baselines = _reusable_baselines(cfg, game_name) or measure_baselines(game, expert, cfg)
+        if progress is not None:
+            progress.update(1)
+        return writer.finish(baselines=baselines)
+
+
+def _one(args) -> tuple[str, dict | None]:
+    cfg, game = args
+    return game, generate_game(cfg, game)
+
+
+def generate(cfg: GenerateConfig, progress: bool = True) -> dict[str, dict | None]:
+    """Generate every game of ``cfg``: in this process, a process pool (``workers``), or on Ray.
+
+    Games are independent and each is written whole, so every executor gives the same bytes.
+    """
+    from tqdm import tqdm
+
+    from atari_data.produce.executors import fan_out
+
+    def here(args) -> tuple[str, dict | None]:
+        c, g = args
+        with tqdm(total=3, desc=f"{c.source}/{g}", unit="stage", disable=None if progress else True) as bar:
+            return g, generate_game(c, g, bar)
+
+    games = list(dict.fromkeys(cfg.games))  # Pong,Pong is one game, not two writers of one folder
+    return dict(fan_out(_one, [(cfg, g) for g in games], executor=cfg.executor, workers=cfg.workers, here=here,
+                        progress=progress, desc=cfg.source))

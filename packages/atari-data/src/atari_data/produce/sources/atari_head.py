@@ -1,0 +1,294 @@
+"""Atari-HEAD (Zenodo record 3451402, CC-BY-4.0) -> source ``atari_head``.
+
+A local copy holds ``meta_data.csv`` and one ``<game>.zip`` per game (snake_case names). Inside a
+zip, each trial is a ``<stem>.tar.bz2`` of PNG frames (``<stem>/<UTID>_<n>.png``, ``n`` not
+zero-padded) and a ``<stem>.txt`` label file (``frame_id,episode_id,score,duration(ms),
+unclipped_reward,action,gaze_positions``, the literal ``null`` for missing values, then a
+variable number of gaze ``x,y`` pairs). Actions are ALE full 18-action ids, mapped by name to the
+game's minimal set. Trials continued from another (``load_trial`` in meta_data.csv) form one
+group, and whole groups go to val until about 5% of the frames are there. Frames (210x160 RGB)
+are copied byte for byte; gaze positions, score and timing go to each record's provenance.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from atari_data import limits
+from atari_data.errors import AtariDataError
+from atari_data.layout.png import png_size
+from atari_data.layout.writer import GameWriter, Step
+from atari_data.play.actions import resolve_game
+from laya_protocol.games import FULL_ACTIONS, minimal_actions
+
+SOURCE = "atari_head"
+ORIGIN = "Atari-HEAD, Zenodo record 3451402"
+REPO = None  # on Zenodo, not the Hub
+LICENSE = "CC-BY-4.0"
+HEADER = ["frame_id", "episode_id", "score", "duration(ms)", "unclipped_reward", "action", "gaze_positions"]
+VAL_FRACTION = 0.05
+STEM = re.compile(r"^(\d+)_([A-Za-z]+)_(\d+)_(.+)$")  # <trial>_<subject>_<UTID>_<date>
+
+
+@dataclass
+class Trial:
+    trial: int
+    stem: str
+    frames_tar: str            # member names inside the game zip
+    labels_txt: str
+    rows: list[dict] = field(default_factory=list)
+
+
+def zip_name(game: str) -> str:
+    """``MsPacman`` -> ``ms_pacman.zip``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", game).lower() + ".zip"
+
+
+def game_of_zip(name: str) -> str:
+    return resolve_game(Path(name).stem)
+
+
+def available_games(root: Path) -> list[str]:
+    out = []
+    for p in sorted(root.glob("*.zip")):
+        try:
+            out.append(game_of_zip(p.name))
+        except AtariDataError:
+            continue  # not a game archive
+    return sorted(out)
+
+
+# -- the label file --------------------------------------------------------------------------------
+
+def _value(text: str):
+    return None if text in ("null", "") else text
+
+
+def parse_labels(text: str, where: str) -> list[dict]:
+    """Rows of a label file: six fixed fields, then the gaze tail as (x, y) pairs."""
+    lines = text.splitlines()
+    if not lines or [h.strip() for h in lines[0].split(",")] != HEADER:
+        raise AtariDataError(f"header is not {','.join(HEADER)}", file=where, field="header")
+    rows = []
+    for n, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            continue
+        parts = line.strip().split(",")
+        if len(parts) < 6:
+            raise AtariDataError(f"{len(parts)} fields (expected at least 6)", file=where, line=n, field="(row)")
+        frame_id, episode, score, duration, reward, action = map(_value, parts[:6])
+        tail = [_value(x) for x in parts[6:]]
+        try:
+            nums = [float(x) for x in tail if x is not None]
+            gaze = [[nums[i], nums[i + 1]] for i in range(0, len(nums) - 1, 2)]
+            rows.append({"frame_id": frame_id, "episode": None if episode is None else int(float(episode)),
+                         "score": None if score is None else float(score),
+                         "duration_ms": None if duration is None else float(duration),
+                         "unclipped_reward": None if reward is None else float(reward),
+                         "action": None if action is None else int(float(action)), "gaze": gaze})
+        except (ValueError, OverflowError) as e:  # OverflowError: int(float("inf"))
+            raise AtariDataError(f"unparseable value ({e})", file=where, line=n, field="(row)") from None
+    return rows
+
+
+# -- the archive -----------------------------------------------------------------------------------
+
+def trials_in(archive: zipfile.ZipFile, where: str) -> dict[int, Trial]:
+    """Pairs of ``<stem>.tar.bz2`` and ``<stem>.txt`` anywhere in the zip, by trial number."""
+    names = archive.namelist()
+    tars = {Path(n).name[: -len(".tar.bz2")]: n for n in names if n.endswith(".tar.bz2")}
+    txts = {Path(n).name[: -len(".txt")]: n for n in names if n.endswith(".txt")}
+    trials = {}
+    for stem in sorted(set(tars) & set(txts)):
+        m = STEM.match(stem)
+        if m:
+            trials[int(m[1])] = Trial(int(m[1]), stem, tars[stem], txts[stem])
+    if not trials:
+        raise AtariDataError("no trial (<trial>_<subject>_<UTID>_<date>.tar.bz2 with its .txt) found", file=where)
+    return trials
+
+
+def frames_of(archive: zipfile.ZipFile, trial: Trial, where: str) -> dict[str, bytes]:
+    """PNG bytes by frame id (``<UTID>_<n>``) from the trial's tar.bz2."""
+    name = f"{where}!{trial.frames_tar}"
+    try:
+        info = archive.getinfo(trial.frames_tar)
+        limits.check("member", info.file_size, file=name, field="(member)", compressed=info.compress_size)
+        with archive.open(info) as raw, tarfile.open(fileobj=raw, mode="r|bz2") as tar:  # streamed, not read whole
+            out, inflated = {}, 0
+            for member in tar:
+                inflated += tarfile.BLOCKSIZE + member.size  # what the bz2 stream inflates to, declared up front
+                limits.check("member", inflated, file=name, field="(member)", compressed=info.compress_size)
+                if member.isfile() and member.name.endswith(".png"):
+                    limits.check("frame", member.size, file=f"{name}!{member.name}", field="image")
+                    out[Path(member.name).stem] = tar.extractfile(member).read()
+            return out
+    except (tarfile.TarError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as e:
+        raise AtariDataError(f"{trial.frames_tar}: unreadable archive ({type(e).__name__}: {e})", file=where) from None
+
+
+def _member_text(archive: zipfile.ZipFile, member: str, where: str) -> str:
+    """A text member of the zip, within the size limits, as UTF-8."""
+    try:
+        return limits.zip_member(archive, member, "file", where, "(member)").decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=where, field="(file)") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise AtariDataError(f"unreadable ({type(e).__name__}: {e})", file=where, field="(member)") from None
+
+
+def _is_frame(png: bytes) -> bool:
+    """An intact PNG of 160 x 210 (frames are copied, not decoded: ``png_size`` checks them)."""
+    return png_size(png) == (160, 210)
+
+
+def load_trial_links(root: Path, game: str) -> dict[int, int]:
+    """trial -> the trial it continued from, for this game's rows of meta_data.csv."""
+    path = root / "meta_data.csv"
+    if not path.exists():
+        raise AtariDataError("missing (the record's meta_data.csv is needed to group trials)", file=str(path))
+    links = {}
+    try:
+        text = limits.read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=str(path), field="(file)") from None
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        for column in ("GameName", "trial_id", "load_trial"):
+            if column not in (reader.fieldnames or []):
+                raise AtariDataError(f"missing column {column}", file=str(path), field=column)
+        for row in reader:
+            if any(row.get(c) is None for c in ("GameName", "trial_id", "load_trial")):
+                raise AtariDataError(f"has {len([v for v in row.values() if v is not None])} fields, short of the "
+                                     "header's", file=str(path), line=reader.line_num, field="(row)")
+            name = row["GameName"].removesuffix("_highscore")
+            try:
+                same = resolve_game(name) == game
+            except AtariDataError:
+                same = False
+            if same and row["load_trial"].strip().isdigit() and int(row["load_trial"]) > 0:
+                if not row["trial_id"].strip().isdigit():
+                    raise AtariDataError(f"{row['trial_id']!r} is not a trial number", file=str(path),
+                                         line=reader.line_num, field="trial_id")
+                links[int(row["trial_id"])] = int(row["load_trial"])
+    except csv.Error as e:
+        raise AtariDataError(f"is not CSV ({e})", file=str(path), field="(file)") from None
+    return links
+
+
+def split_groups(sizes: dict[int, int], links: dict[int, int]) -> dict[int, str]:
+    """Trials chained by ``load_trial`` stay together; the newest groups go to val until about 5%
+    of the frames are there (at least one group, and never every group)."""
+    parent = {t: t for t in sizes}
+
+    def find(t):
+        while parent[t] != t:
+            parent[t] = parent[parent[t]]
+            t = parent[t]
+        return t
+
+    for t, prev in links.items():
+        if t in parent and prev in parent:
+            parent[find(t)] = find(prev)
+    groups: dict[int, list[int]] = {}
+    for t in sorted(sizes):
+        groups.setdefault(find(t), []).append(t)
+    ordered = sorted(groups.values(), key=min, reverse=True)
+    total, val, out = sum(sizes.values()), 0, {}
+    for i, g in enumerate(ordered):
+        to_val = len(ordered) > 1 and i < len(ordered) - 1 and (i == 0 or val < VAL_FRACTION * total)
+        for t in g:
+            out[t] = "val" if to_val else "train"
+        if to_val:
+            val += sum(sizes[t] for t in g)
+    return out
+
+
+def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None = None,
+                force: bool = False, progress=None) -> dict | None:
+    root, game = Path(root), resolve_game(game)
+    path = root / zip_name(game)
+    if not path.exists():
+        raise AtariDataError(f"no {path.name} (a local copy of {ORIGIN})", file=str(root))
+    actions = minimal_actions(game)
+    index = {name: i for i, name in enumerate(actions)}
+    with GameWriter(out, SOURCE, game, frame_format="rgb_210x160", frames=1, actions=actions,
+                    origin=ORIGIN, license=LICENSE, force=force, progress=progress,
+                    **({"caps": caps} if caps else {})) as writer:
+        if writer.complete:
+            return None
+        try:
+            archive = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, OSError) as e:
+            raise AtariDataError(f"not a readable zip ({type(e).__name__}: {e})", file=str(path)) from None
+        with archive:
+            trials = trials_in(archive, str(path))
+            for t in trials.values():
+                t.rows = parse_labels(_member_text(archive, t.labels_txt, f"{path}!{t.labels_txt}"),
+                                      f"{path}!{t.labels_txt}")
+            splits = split_groups({n: len(t.rows) for n, t in trials.items()}, load_trial_links(root, game))
+            for n, t in sorted(trials.items()):
+                frames = frames_of(archive, t, str(path))
+                for k, (episode, rows) in enumerate(_episodes(t.rows)):
+                    writer.add_episode(n * 1000 + k, splits[n], _steps(rows, frames, index, t, episode, writer))
+        return writer.finish()
+
+
+def _episodes(rows: list[dict]) -> Iterator[tuple[int | None, list[dict]]]:
+    """Runs of rows with the same episode id, in file order."""
+    run: list[dict] = []
+    for r in rows:
+        if run and r["episode"] != run[-1]["episode"]:
+            yield run[-1]["episode"], run
+            run = []
+        run.append(r)
+    if run:
+        yield run[-1]["episode"], run
+
+
+def _steps(rows, frames, index, trial: Trial, episode, writer: GameWriter) -> Iterator[Step]:
+    for r in rows:
+        a = r["action"]
+        if a is None or not 0 <= a < len(FULL_ACTIONS):
+            writer.drop("invalid_action")
+            continue
+        if FULL_ACTIONS[a] not in index:
+            writer.drop("not_in_minimal_set")
+            continue
+        png = frames.get(r["frame_id"] or "")
+        if png is None:
+            writer.drop("missing_image")
+            continue
+        if not _is_frame(png):
+            writer.drop("bad_image")
+            continue
+        yield Step(frame=png, label=index[FULL_ACTIONS[a]], provenance={
+            "trial": trial.trial, "frame_id": r["frame_id"], "episode_id": episode, "score": r["score"],
+            "duration_ms": r["duration_ms"], "unclipped_reward": r["unclipped_reward"], "gaze": r["gaze"]})
+
+
+# -- the Importer interface (atari_data.produce.importing.Importer) ----------------------------------
+
+
+def units(root: Path, games: Sequence[str] | None) -> list[tuple[str, None]]:
+    return [(resolve_game(g), None) for g in games] if games else [(g, None) for g in available_games(root)]
+
+
+def output(game: str, part: None) -> str:
+    return f"{SOURCE}/{game}"
+
+
+def run(root: str | Path, out: str | Path, game: str, part: None, caps: dict, force: bool, progress) -> dict | None:
+    return import_game(root, out, game, caps=caps, force=force, progress=progress)
+
+
+def download_patterns(games: Sequence[str] | None) -> None:
+    return None

@@ -1,0 +1,122 @@
+"""Frostbite with player masks (``EpicPinkPenguin/atari_frostbite_with_masks``) -> source
+``frostbite_masks``.
+
+A local copy holds Parquet files of one config (``FrostbiteNoFrameskip-v4``), splits ``train``
+and ``test``, rows in temporal order with ``observation`` (a 128x128 RGB image), ``mask`` (a
+128x128 L image, 0/255), ``action`` (a full 18-action id), ``reward``, ``terminated`` and
+``truncated`` (both describing the step into this observation). Observations are copied as the
+source gives them (``rgb_128x128``); each mask is written beside its frame and referenced from the
+record's provenance (``mask``). A terminal flag ends a life, not necessarily a game, so an
+episode here is one life: provenance keeps the life index and the game index (a new game after
+a truncation; the data's flags cannot tell a game over from a lost life). The dataset's train and
+test become train and val, so no segment of a game crosses splits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from atari_data.errors import AtariDataError
+from atari_data.layout.png import png_size
+from atari_data.layout.writer import GameWriter, Step
+from atari_data.produce.sources import parquet_rows
+from laya_protocol.games import FULL_ACTIONS, minimal_actions
+from laya_protocol.seeds import IMPORTED_VAL_FROM
+
+SOURCE = "frostbite_masks"
+GAME = "Frostbite"
+REPO = "EpicPinkPenguin/atari_frostbite_with_masks"
+ORIGIN = REPO
+COLUMNS = ("observation", "mask", "action", "reward", "terminated", "truncated")
+SPLITS = {"train": "train", "test": "val"}
+
+
+def parquet_files(root: Path, split: str) -> list[Path]:
+    return sorted(p for p in root.rglob(f"{split}-*.parquet") if not any(part.startswith(".") for part in p.parts))
+
+
+def available_games(root: Path) -> list[str]:
+    return [GAME] if parquet_files(root, "train") else []
+
+
+def lives(files: list[Path]) -> Iterator[tuple[int, int, list[dict]]]:
+    """(game index, life index, rows) per life: a run of rows ending at a terminal flag. Each row
+    also gets ``row``, its index in the split."""
+    game = life = n = 0
+    run: list[dict] = []
+    for path in files:
+        for row in parquet_rows(path, COLUMNS):
+            row["row"], n = n, n + 1
+            run.append(row)
+            if row["terminated"] or row["truncated"]:
+                yield game, life, run
+                run, life = [], life + 1
+                if row["truncated"]:
+                    game, life = game + 1, 0
+    if run:
+        yield game, life, run
+
+
+def import_game(root: str | Path, out: str | Path, game: str = GAME, caps: dict | None = None,
+                force: bool = False, progress=None) -> dict | None:
+    root = Path(root)
+    if game != GAME:
+        raise AtariDataError(f"{game}: this dataset has Frostbite only", field="--games")
+    files = {split: parquet_files(root, split) for split in SPLITS}
+    if not files["train"]:
+        raise AtariDataError(f"no train-*.parquet below (a local copy of {REPO})", file=str(root))
+    actions = minimal_actions(GAME)
+    index = {name: i for i, name in enumerate(actions)}
+    with GameWriter(out, SOURCE, GAME, frame_format="rgb_128x128", frames=1, actions=actions,
+                    origin=REPO, license="see the dataset card", force=force, progress=progress,
+                    **({"caps": caps} if caps else {})) as writer:
+        if writer.complete:
+            return None
+        for split, kind in SPLITS.items():
+            first = 0 if kind == "train" else IMPORTED_VAL_FROM
+            for n, (game_i, life_i, run) in enumerate(lives(files[split])):
+                writer.add_episode(first + n, kind, _steps(run, index, game_i, life_i, writer))
+        return writer.finish()
+
+
+def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer: GameWriter) -> Iterator[Step]:
+    for row in run:
+        a = row["action"]
+        if type(a) is not int or not 0 <= a < len(FULL_ACTIONS) or FULL_ACTIONS[a] not in index:
+            writer.drop("invalid_action")  # None, a float, text: counted, not a crash
+            continue
+        obs, mask = (row[c].get("bytes") if isinstance(row[c], dict) else None for c in ("observation", "mask"))
+        if not isinstance(obs, bytes) or not isinstance(mask, bytes):
+            writer.drop("bad_observation" if not isinstance(obs, bytes) else "bad_mask")
+            continue
+        if not obs or png_size(obs) != (128, 128):
+            writer.drop("bad_observation")
+            continue
+        if not mask or png_size(mask) != (128, 128):
+            writer.drop("bad_mask")
+            continue
+        yield Step(frame=obs, label=index[FULL_ACTIONS[a]], side={"mask": mask},
+                   provenance={"row": row["row"], "game": game, "life": life,
+                               "reward": float(row["reward"]) if type(row["reward"]) in (int, float)
+                               and math.isfinite(row["reward"]) else None,
+                               "terminated": bool(row["terminated"])})
+
+
+# -- the Importer interface (atari_data.produce.importing.Importer) ----------------------------------
+
+def units(root: Path, games: Sequence[str] | None) -> list[tuple[str, None]]:
+    return [(g, None) for g in games] if games else [(g, None) for g in available_games(root)]
+
+
+def output(game: str, part: None) -> str:
+    return f"{SOURCE}/{game}"
+
+
+def run(root: str | Path, out: str | Path, game: str, part: None, caps: dict, force: bool, progress) -> dict | None:
+    return import_game(root, out, game, caps=caps, force=force, progress=progress)
+
+
+def download_patterns(games: Sequence[str] | None) -> None:
+    return None

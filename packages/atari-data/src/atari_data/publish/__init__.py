@@ -1,0 +1,1 @@
+"""Publishing: packing a layout into a Hub repository, its card, doctor, the Hub, replay packs."""

@@ -1,0 +1,168 @@
+"""`atari-data doctor`: check a packed repository against its contract (:mod:`atari_data.publish.repo`)
+and its card: every config and split loads with ``load_dataset``, counts agree with meta.json and
+the card, shards hold only well-named plain members, frames decode, sizes fit the Hub. A repository
+of Melting Pot clips is checked by :mod:`atari_data.meltingpot.doctor`.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from atari_data import limits
+from atari_data.errors import AtariDataError
+from atari_data.layout import read_json
+from atari_data.publish import repo
+from atari_data.publish.hub import read_card
+from atari_data.schema import GAME_RE, ID_RE, KNOWN_VERSIONS, RECORD, SOURCE_RE
+from laya_protocol.names import HUB_SPLITS
+
+#: The members a record's sample may have (side images are not checked by name here).
+MEMBER_EXTS = {repo.RECORD_EXT, *repo.FRAME_EXTS, *(f"{repo.PREV}.{e}" for e in repo.FRAME_EXTS)}
+
+
+@dataclass
+class Doctor:
+    folder: Path
+    defects: list[AtariDataError] = field(default_factory=list)
+    counts: dict = field(default_factory=dict)
+
+    def defect(self, file, fld: str, msg: str) -> None:
+        self.defects.append(AtariDataError(msg, file=str(file), field=fld))
+
+    def run(self) -> Doctor:
+        try:
+            card = read_card(self.folder)
+        except AtariDataError as e:
+            self.defects.append(e)
+            return self
+        if card.get("lmdb_pack"):  # re-sharded LMDB clips (atari-data pack-lmdb): not records
+            from atari_data.meltingpot.doctor import check_lmdb_pack
+
+            check_lmdb_pack(self, card["lmdb_pack"].get("games") or {})
+            self._limits()
+            return self
+        version = card.get("schema_version")
+        if version not in KNOWN_VERSIONS:
+            self.defect(self.folder / repo.CARD, "schema_version", f"{version!r} is not a known schema version "
+                                                                       f"({', '.join(map(str, KNOWN_VERSIONS))})")
+        if card.get("replay"):
+            self._replay(card["replay"])
+        claimed = set()
+        infos = {i.get("config_name"): i for i in card.get("dataset_info") or []}
+        for conf in card.get("configs") or []:
+            name = conf.get("config_name")
+            for df in conf.get("data_files", []):
+                matched = sorted(self.folder.glob(df["path"]))
+                if not matched:
+                    self.defect(self.folder / repo.CARD, f"configs.{name}.{df['split']}",
+                                f"{df['path']} matches no file")
+                claimed.update(matched)
+            self._config(name, conf, infos.get(name, {}))
+        for p in sorted((self.folder / repo.DATA).rglob("*")) if (self.folder / repo.DATA).exists() else []:
+            if p.is_file() and p not in claimed:
+                self.defect(p, "(file)", "belongs to no config in the card")
+        self._limits()
+        return self
+
+    def _config(self, name: str, conf: dict, info: dict) -> None:
+        from datasets import load_dataset
+
+        metas = {}
+        for f in sorted((self.folder / repo.meta_dir(name)).glob("*.json")):
+            try:
+                metas[f.stem] = read_json(f)
+            except AtariDataError as e:
+                self.defects.append(e)
+        expected_by_split = {hub: sum(m.get(split, {}).get("records", 0) for m in metas.values())
+                             for split, hub in HUB_SPLITS.items()}
+        stated = {s.get("name"): s.get("num_examples") for s in info.get("splits", [])}
+        for df in conf.get("data_files", []):
+            split = df["split"]
+            try:
+                ds = load_dataset(str(self.folder), name, split=split)
+            except Exception as e:  # noqa: BLE001 - whatever `datasets` raises, it is a defect of the repo
+                self.defect(self.folder / repo.CARD, f"configs.{name}.{split}",
+                            f"does not load ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+                continue
+            if set(ds.column_names) - set(RECORD.names) or {"id", "image", "label"} - set(ds.column_names):
+                self.defect(self.folder / df["path"], "columns", f"{ds.column_names} are not the schema's fields")
+            n = len(ds)
+            self.counts[f"{name}/{split}"] = n
+            if n != expected_by_split.get(split):
+                self.defect(self.folder / repo.meta_dir(name), f"{split}.records",
+                            f"meta.json files say {expected_by_split.get(split)}, the data has {n}")
+            if split in stated and stated[split] != n:
+                self.defect(self.folder / repo.CARD, f"dataset_info.{name}.{split}",
+                            f"says {stated[split]} examples, the data has {n}")
+            for i in range(n):
+                try:
+                    row = ds[i]
+                    for key in ("image", "prev_image"):
+                        if row.get(key) is not None:
+                            row[key].load()
+                except Exception as e:  # noqa: BLE001 - an undecodable frame
+                    self.defect(self.folder / df["path"], f"row {i}", f"does not decode ({type(e).__name__}: {e})")
+            self._tars(name, split, n)
+
+    def _tars(self, name: str, split: str, n_rows: int) -> None:
+        tars = sorted(self.folder.glob(repo.tar_pattern(name, split)))
+        if not tars:
+            return
+        samples = 0
+        for t in tars:
+            try:
+                with tarfile.open(t) as tf:
+                    keys: dict[str, set] = {}
+                    for m in tf:
+                        if m.size > limits.limit("member"):
+                            self.defect(t, m.name, f"declares {m.size:,} bytes, over the member limit")
+                            continue
+                        if not m.isfile() or m.name.startswith("/") or ".." in m.name.split("/") or "/" in m.name:
+                            self.defect(t, m.name, "is not a plain file at the top of the shard (path traversal?)")
+                            continue
+                        key, ext = repo.split_member(m.name)
+                        if not ID_RE.match(key) or ext not in MEMBER_EXTS:
+                            self.defect(t, m.name, "is a stray member (expected <id>.json, <id>.png, <id>.prev.png)")
+                            continue
+                        keys.setdefault(key, set()).add(ext)
+                    for key, exts in keys.items():
+                        if repo.RECORD_EXT not in exts or not exts & set(repo.FRAME_EXTS):
+                            self.defect(t, key, f"has {sorted(exts)}; a sample needs json and an image")
+                    samples += len(keys)
+            except (tarfile.TarError, OSError) as e:
+                self.defect(t, "(file)", f"is not a readable tar ({e})")
+        if samples != n_rows:
+            self.defect(self.folder / repo.tar_dir(name), split,
+                        f"{samples} samples, the parquet split has {n_rows}")
+
+    def _replay(self, listing: dict) -> None:
+        base = self.folder / repo.REPLAY
+        for source, games in listing.items():
+            if not (isinstance(source, str) and SOURCE_RE.match(source) and isinstance(games, (list, dict))
+                    and all(isinstance(g, str) and GAME_RE.match(g) for g in games)):
+                self.defect(self.folder / repo.CARD, f"replay.{source}", "is not a source with a list of games")
+                continue
+            for game in games:
+                d = base / source / game
+                try:
+                    meta = read_json(d / "meta.json")
+                    for split, key in (("train", "train"), ("val", "val")):
+                        limits.check("file", (d / f"{split}.jsonl").stat().st_size, file=str(d / f"{split}.jsonl"),
+                                     field="(file)")
+                        n = sum(1 for _ in (d / f"{split}.jsonl").open())
+                        self.counts[f"replay/{source}/{game}/{split}"] = n
+                        stated = meta[key]["records"]
+                        if n != stated:
+                            self.defect(d / f"{split}.jsonl", "records", f"{n} lines, meta.json says {stated}")
+                    if not (d / "episodes.jsonl").is_file():
+                        self.defect(d, "episodes.jsonl", "is missing: the frames cannot be rebuilt")
+                except AtariDataError as e:
+                    self.defects.append(e)
+                except (OSError, ValueError, KeyError, TypeError) as e:
+                    self.defect(d, "(game)", f"is not a replay-packed game ({type(e).__name__}: {e})")
+
+    def _limits(self) -> None:
+        for path, fld, msg in repo.hub_limit_defects(self.folder):
+            self.defect(path, fld, msg)

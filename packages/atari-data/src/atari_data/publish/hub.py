@@ -1,0 +1,105 @@
+"""Publishing a packed repository to the Hugging Face Hub, and reading its card.
+
+The token comes from the usual places (HF_TOKEN, `huggingface-cli login`) and is never printed
+or logged: error messages from the Hub client are scrubbed of it before they are shown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import yaml
+
+from atari_data import limits
+from atari_data.errors import AtariDataError
+from atari_data.publish import repo
+
+
+def read_card(folder: Path) -> dict:
+    path = folder / repo.CARD
+    try:
+        text = limits.read_bytes(path).decode("utf-8", "replace")
+    except OSError:
+        raise AtariDataError("is missing (not a packed dataset repository?)", file=str(path), field="README.md") \
+            from None
+    m = re.match(r"---\n(.*?)\n---\n", text, re.S)
+    if not m:
+        raise AtariDataError("has no YAML header", file=str(path), field="README.md")
+    try:
+        card = yaml.safe_load(m[1])
+    except (yaml.YAMLError, ValueError, RecursionError) as e:  # ValueError: an integer past 4,300 digits
+        raise AtariDataError(f"YAML header does not parse ({e})", file=str(path), field="README.md") from None
+    if not isinstance(card, dict) or not (card.get("configs") or card.get("replay") or card.get("lmdb_pack")):
+        raise AtariDataError("YAML header has no configs", file=str(path), field="configs")
+    configs = card.get("configs") or []
+    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
+        raise AtariDataError("is not a list of {config_name, data_files} mappings", file=str(path), field="configs")
+    for c in configs:
+        name = c.get("config_name")
+        files = c.get("data_files", [])
+        if not isinstance(name, str) or not isinstance(files, list) or not all(
+                isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("split"), str)
+                for f in files):
+            raise AtariDataError("needs a config_name and data_files as a list of {split, path}", file=str(path),
+                                 field=f"configs.{name}")
+        for f in files:
+            if f["path"].startswith("/") or ".." in Path(f["path"]).parts or "\\" in f["path"]:
+                raise AtariDataError(f"{f['path']!r} leaves the repository (data_files are relative globs inside it)",
+                                     file=str(path), field=f"configs.{name}.{f['split']}")
+    for key in ("replay", "lmdb_pack", "dataset_info"):
+        if key in card and not isinstance(card[key], dict if key != "dataset_info" else list):
+            raise AtariDataError(f"is a {type(card[key]).__name__}", file=str(path), field=key)
+    return card
+
+
+def _scrub(text: str) -> str:
+    token = os.environ.get("HF_TOKEN") or _stored_token()
+    return text.replace(token, "***") if token else text
+
+
+def _stored_token() -> str | None:
+    try:
+        from huggingface_hub import get_token
+        return get_token()
+    except Exception:  # noqa: BLE001 - no token is fine here
+        return None
+
+
+def publish(folder: str | Path, repo: str, private: bool = False, revision: str | None = None,
+            dry_run: bool = False) -> list[tuple[str, int]]:
+    """Upload ``folder`` (resumable) to the dataset repo ``repo``; returns the files and sizes."""
+    folder = Path(folder)
+    read_card(folder)
+    files = sorted((str(p.relative_to(folder)), p.stat().st_size) for p in folder.rglob("*") if p.is_file())
+    if dry_run:
+        return files
+    from huggingface_hub import HfApi
+
+    try:
+        api = HfApi()
+        api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
+        if revision:
+            api.create_branch(repo, branch=revision, repo_type="dataset", exist_ok=True)
+        api.upload_large_folder(repo_id=repo, folder_path=str(folder), repo_type="dataset", revision=revision,
+                                private=private)
+    except Exception as e:  # noqa: BLE001 - offline, network, auth: all reported on one line
+        raise AtariDataError(f"cannot publish to the Hub ({type(e).__name__}: {_scrub(str(e)).splitlines()[0]})",
+                             field="--repo") from None
+    return files
+
+
+def resolve_repo(target: str) -> Path:
+    """A local folder, or a Hub dataset repo id downloaded to the local cache."""
+    path = Path(target)
+    if path.exists():
+        return path
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(target, repo_type="dataset"))
+    except Exception as e:  # noqa: BLE001 - offline, missing repo, auth
+        why = _scrub(str(e)).splitlines()[0] if str(e) else ""
+        raise AtariDataError(f"is neither a folder nor a reachable Hub dataset ({type(e).__name__}: {why})",
+                             file=target, field="repo") from None

@@ -1,0 +1,324 @@
+"""Turn the ready games of a layout into a Hub-ready dataset repository folder, laid out as
+:mod:`atari_data.publish.repo` says.
+
+One config per source, the Hub's split names. Parquet rows are the record fields, flat (frames as
+HF ``Image``, ``question`` and ``provenance`` as JSON text). WebDataset samples carry the same rows
+and also each side image the record's provenance references (e.g. Frostbite's ``mask``; the
+Parquet rows keep only its path). Files are written in a fixed order with fixed metadata, so the
+same layout always packs to the same bytes. The folder is built beside OUT and renamed into place.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import shutil
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from atari_data.errors import AtariDataError
+from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
+from atari_data.layout.png import png_size
+from atari_data.layout.records import image_name
+from atari_data.limits import read_bytes
+from atari_data.publish import repo
+from atari_data.schema import FRAME_FORMAT_RE, IMAGE_SUFFIXES, SCHEMA_VERSION, encode_json, hf_features, json_schema
+from laya_protocol.names import HUB_SPLITS
+
+log = logging.getLogger(__name__)
+
+ROWS_PER_GROUP = 500
+
+
+def parse_size(text: str | int) -> int:
+    """'512MB', '1GB', '300KB' or a number of bytes."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?B?)\s*", str(text).upper())
+    if not m:
+        raise AtariDataError(f"{text!r} is not a size like 512MB", field="--shard-size")
+    unit = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "M": 1e6, "MB": 1e6, "G": 1e9, "GB": 1e9}[m[2]]
+    size = int(float(m[1]) * unit)
+    if size <= 0:
+        raise AtariDataError(f"{text!r} must be positive", field="--shard-size")
+    return size
+
+
+@dataclass
+class PackConfig:
+    root: str
+    out: str
+    sources: list[str] | None = None
+    games: list[str] | None = None
+    shard_size: int = 512_000_000
+    formats: tuple[str, ...] = ("parquet", "webdataset")
+    force: bool = False
+    name: str = "atari"
+    replay: bool = False  # seeds, moves and frame MD5s instead of frames (atari_data.publish.replay)
+    summary: dict = field(default_factory=dict, init=False)
+
+
+def side_paths(rec: dict) -> dict[str, str]:
+    """The side images a record's provenance references (name -> layout path), as the writer names
+    them: ``images/<id>_<name>.png`` (or ``.jpg``) under the provenance key ``<name>``."""
+    out = {}
+    for name, value in (rec.get("provenance") or {}).items():
+        if isinstance(value, str) and value in (image_name(rec["id"], ext, name) for ext in IMAGE_SUFFIXES):
+            out[name] = value
+    return out
+
+
+def layout_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, bytes, bytes | None, dict[str, bytes]]]:
+    """(record, image bytes, previous image bytes, side images by ``<name>.<ext>``) in a fixed order:
+    games sorted, records as written."""
+    for g in games:
+        m = FRAME_FORMAT_RE.match(g.meta()["frame_format"])
+        size = (int(m[3]), int(m[2]))
+        for rec in g.records(split):
+            image = _intact(g, rec["image"], size)
+            prev = _intact(g, rec["prev_image"], size) if "prev_image" in rec else None
+            side = {repo.frame_ext(path, name): _intact(g, path, None) for name, path in side_paths(rec).items()}
+            yield rec, image, prev, side
+
+
+def _intact(g: GameDir, rel: str, size: tuple[int, int] | None) -> bytes:
+    """A frame's bytes, refused when damaged: every PNG chunk's CRC, its image data inflating to its
+    header's size, and that size the game's frame format (one inflate, no pixels built)."""
+    path = safe_join(g.path, rel)
+    data = read_bytes(path, "frame", "image")
+    if data[:3] == b"\xff\xd8\xff":
+        ok = data.rstrip(b"\x00")[-2:] == b"\xff\xd9"
+    else:
+        got = png_size(data)
+        ok = got is not None and (size is None or got == size)
+    if not ok:
+        raise AtariDataError(f"is not an intact {'frame' if size is None else f'{size[1]}x{size[0]} frame'} "
+                             "(run `atari-data validate --images`)", file=str(path), field="image")
+    return data
+
+
+def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
+    """A record as a row of the HF features: frames as Image structs, free mappings as JSON text."""
+    row = {}
+    for name in names:
+        if name == "image":
+            row[name] = {"bytes": image, "path": None}
+        elif name == "prev_image":
+            row[name] = {"bytes": prev, "path": None}
+        elif name in ("question", "provenance"):
+            row[name] = encode_json(rec[name]) if name in rec else None
+        else:
+            row[name] = rec.get(name)
+    return row
+
+
+class _ParquetShards:
+    def __init__(self, root: Path, config: str, split: str, frames: int, shard_size: int):
+        import pyarrow as pa
+
+        self.root, self.config, self.split, self.shard_size = root, config, split, shard_size
+        self.folder = (root / repo.parquet_file(config, split, 0, 1)).parent  # where its shards are staged
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.features = hf_features(frames)
+        self.schema: pa.Schema = self.features.arrow_schema
+        self.names, self.rows, self.bytes, self.writer, self.shards = list(self.features), [], 0, None, []
+        self.arrow_bytes = 0  # what the split takes in memory, for the card's num_bytes
+
+    def add(self, rec: dict, image: bytes, prev: bytes | None, side: dict[str, bytes]) -> None:
+        self.rows.append(hf_row(rec, image, prev, self.names))
+        self.bytes += len(image) + len(prev or b"") + 600
+        if len(self.rows) >= ROWS_PER_GROUP:
+            self._flush()
+        if self.bytes >= self.shard_size:
+            self._close_shard()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self.rows:
+            return
+        if self.writer is None:
+            path = self.folder / f".{self.split}-{len(self.shards):05d}.parquet.tmp"
+            self.shards.append(path)
+            self.writer = pq.ParquetWriter(path, self.schema, compression="zstd", write_statistics=False)
+        table = pa.Table.from_pylist(self.rows, schema=self.schema)
+        self.arrow_bytes += table.nbytes
+        self.writer.write_table(table)
+        self.rows = []
+
+    def _close_shard(self) -> None:
+        self._flush()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        self.bytes = 0
+
+    def close(self) -> list[Path]:
+        self._close_shard()
+        n = len(self.shards)
+        out = []
+        for i, tmp in enumerate(self.shards):
+            final = self.root / repo.parquet_file(self.config, self.split, i, n)
+            os.replace(tmp, final)
+            out.append(final)
+        return out
+
+
+class _TarShards:
+    def __init__(self, root: Path, config: str, split: str, shard_size: int):
+        self.root, self.config, self.split, self.shard_size = root, config, split, shard_size
+        self.tar: tarfile.TarFile | None = None
+        self.bytes, self.paths = 0, []
+
+    def _member(self, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode, info.uid, info.gid, info.uname, info.gname = len(data), 0, 0o644, 0, 0, "", ""
+        self.tar.addfile(info, io.BytesIO(data))
+        self.bytes += len(data) + 1024
+
+    def add(self, rec: dict, image: bytes, prev: bytes | None, side: dict[str, bytes]) -> None:
+        if self.tar is None:
+            path = self.root / repo.tar_file(self.config, self.split, len(self.paths))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.paths.append(path)
+            self.tar = tarfile.open(path, "w", format=tarfile.USTAR_FORMAT)
+        body = {k: v for k, v in rec.items() if k not in ("image", "prev_image")}
+        key = rec["id"]
+        self._member(repo.member(key, repo.RECORD_EXT),
+                     json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+        self._member(repo.member(key, repo.frame_ext(rec["image"])), image)
+        if prev is not None:
+            self._member(repo.member(key, repo.frame_ext(rec["prev_image"], repo.PREV)), prev)
+        for ext in sorted(side):
+            self._member(repo.member(key, ext), side[ext])
+        if self.bytes >= self.shard_size:
+            self.close()
+
+    def close(self) -> list[Path]:
+        if self.tar is not None:
+            self.tar.close()
+            self.tar, self.bytes = None, 0
+        return self.paths
+
+
+def pack(cfg: PackConfig) -> dict:
+    """Pack and return a summary: configs, splits, records, shards and files."""
+    from atari_data.layout.validate import validate
+
+    unknown = set(cfg.formats) - {"parquet", "webdataset"}
+    if unknown or "parquet" not in cfg.formats:
+        raise AtariDataError(f"formats {sorted(cfg.formats)}: parquet is required (load_dataset reads it), "
+                             "webdataset is optional", field="--formats")
+    games = list_games(cfg.root, cfg.sources, cfg.games)
+    if not games:
+        raise AtariDataError("has no ready games to pack", file=str(cfg.root), field="root")
+    report = validate(cfg.root, cfg.sources, cfg.games)
+    if not report.ok:
+        raise AtariDataError(f"{len(report.defects)} defects, e.g. {report.defects[0].render()}; run "
+                             "`atari-data validate` first", file=str(cfg.root), field="root")
+    out = Path(cfg.out)
+    _check_target(Path(cfg.root), out, cfg.force)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out.with_name(f".{out.name}.lock"), str(out))  # one pack into OUT at a time
+    try:
+        return _pack(cfg, games, out)
+    finally:
+        lock.release()
+
+
+def _check_target(root: Path, out: Path, force: bool) -> None:
+    """OUT may be replaced only when it is a packed repository of its own: never the layout, a folder
+    holding it or inside it, a file, or a symlink."""
+    if out.is_symlink():
+        raise AtariDataError("is a symlink; pass the folder it points to", file=str(out), field="OUT")
+    r, o = root.resolve(), out.resolve()
+    if r == o or r in o.parents or o in r.parents:
+        raise AtariDataError(f"overlaps the layout {root} (OUT must be neither it, inside it, nor around it)",
+                             file=str(out), field="OUT")
+    if out.exists():
+        if not force:
+            raise AtariDataError("exists; use --force to replace it", file=str(out), field="OUT")
+        if not out.is_dir() or not repo.is_packed(out):
+            raise AtariDataError("exists and is not a packed repository (README.md with data/ or replay/); "
+                                 "refusing to replace it", file=str(out), field="OUT")
+
+
+def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
+    from atari_data.publish.card import write_card
+
+    tmp = out.with_name(f".{out.name}.partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:  # a refused or interrupted pack leaves no staging folder behind
+        by_source: dict[str, list[GameDir]] = {}
+        for g in games:
+            by_source.setdefault(g.source, []).append(g)
+
+        summary: dict = {"configs": {}}
+        metas: dict[str, dict[str, dict]] = {}
+        if cfg.replay:
+            from atari_data.publish.card import write_replay_card
+            from atari_data.publish.replay import REPLAY_DIR, write_replay_game
+
+            for source, gs in sorted(by_source.items()):
+                counts = {g.game: write_replay_game(g, tmp / REPLAY_DIR / source / g.game) for g in gs}
+                summary["configs"][source] = {"replay": counts}
+                metas[source] = {g.game: g.meta() for g in gs}
+            write_replay_card(tmp / repo.CARD, cfg.name, summary, metas)
+            return _finish(tmp, out, summary, cfg)
+        for source, gs in sorted(by_source.items()):
+            metas[source] = {g.game: g.meta() for g in gs}
+            frames = {m["frames"] for m in metas[source].values()}
+            if len(frames) != 1:
+                raise AtariDataError(f"games of source {source} mix one- and two-frame records", field="frames")
+            frames = frames.pop()
+            for g in gs:
+                (tmp / repo.meta_file(source, g.game)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(g.path / "meta.json", tmp / repo.meta_file(source, g.game))
+            conf = {"frames": frames, "splits": {}}
+            for split, hf_split in HUB_SPLITS.items():
+                writers = [_ParquetShards(tmp, source, hf_split, frames, cfg.shard_size)]
+                if "webdataset" in cfg.formats:
+                    writers.append(_TarShards(tmp, source, hf_split, cfg.shard_size))
+                n, side = 0, 0
+                for row in layout_rows(gs, split):
+                    if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after the split
+                        raise AtariDataError(f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "
+                                             "the WebDataset shards carry; pack with webdataset in --formats",
+                                             field="--formats")
+                    for w in writers:
+                        w.add(*row)
+                    n, side = n + 1, side + len(row[3])
+                shards = [w.close() for w in writers]
+                conf["splits"][hf_split] = {"records": n, "bytes": writers[0].arrow_bytes, "side_images": side,
+                                            "parquet": [p.name for p in shards[0]],
+                                            "webdataset": [p.name for p in shards[1]] if len(shards) > 1 else []}
+            summary["configs"][source] = conf
+        (tmp / repo.SCHEMA).mkdir()
+        for kind in repo.SCHEMA_KINDS:
+            (tmp / repo.schema_file(kind)).write_text(json.dumps(json_schema(kind), indent=2) + "\n")
+        write_card(tmp / repo.CARD, cfg.name, summary, metas)
+        return _finish(tmp, out, summary, cfg)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _finish(tmp: Path, out: Path, summary: dict, cfg: PackConfig) -> dict:
+    _check_hub_limits(tmp)
+    swap_into_place(tmp, out)
+    summary["schema_version"] = SCHEMA_VERSION
+    cfg.summary = summary
+    return summary
+
+
+def _check_hub_limits(folder: Path) -> None:
+    for path, _, msg in repo.hub_limit_defects(folder)[:1]:
+        raise AtariDataError(f"{msg}; use a larger --shard-size" if "files" in msg else msg, file=str(path),
+                             field="--shard-size")

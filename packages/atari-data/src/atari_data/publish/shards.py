@@ -1,0 +1,49 @@
+"""Stream decoded records from the WebDataset shards of a packed repository.
+
+    from atari_data.publish.shards import records
+    for rec in records("OUT/webdataset/expert2f/train-{000000..000003}.tar"):
+        rec["image"], rec["prev_image"]      # uint8 arrays, as the source gave them
+        rec["label"], rec["target"], rec["question"]
+
+Shards are split by node (torch.distributed rank and world size, when initialised) and by
+DataLoader worker, so every process reads a disjoint set: give each enough shards.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+from PIL import Image
+
+from atari_data.layout.png import decode_png
+from atari_data.publish import repo
+
+
+def decode_sample(sample: dict) -> dict:
+    """A WebDataset sample (members named as :mod:`atari_data.publish.repo` says) as a record dict."""
+    rec = json.loads(sample[repo.RECORD_EXT])
+    for ext in repo.FRAME_EXTS:
+        for key, field in ((ext, "image"), (f"{repo.PREV}.{ext}", "prev_image")):
+            if key in sample:
+                rec[field] = _decode(sample[key], ext)
+    return rec
+
+
+def _decode(data: bytes, ext: str) -> np.ndarray:
+    if ext == "png":
+        return decode_png(data)
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(im)
+
+
+def records(urls, split: bool = True, shuffle: int = 0, seed: int = 0):
+    """A webdataset pipeline of decoded records; ``shuffle`` > 0 shuffles samples in a buffer that big."""
+    import webdataset as wds
+
+    ds = wds.WebDataset(urls, shardshuffle=False, nodesplitter=wds.split_by_node if split else None,
+                        workersplitter=wds.split_by_worker if split else None, empty_check=False)
+    if shuffle:
+        ds = ds.shuffle(shuffle, rng=__import__("random").Random(seed))
+    return ds.map(decode_sample)

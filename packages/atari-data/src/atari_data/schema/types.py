@@ -1,0 +1,383 @@
+"""The value types the schema's declarations are made of (:mod:`atari_data.schema` holds those).
+
+Each type can check a value, describe itself, compile to a fast predicate, and map to JSON Schema
+and to HF ``datasets`` features. Checks append (path, message) pairs and never raise.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+Defect = tuple[str, str]  # (field path, what is wrong)
+
+
+class Type:
+    doc: str = ""
+
+    def check(self, v, path: str, out: list[Defect]) -> None:
+        raise NotImplementedError
+
+    def expr(self, v: str, ns: dict, depth: int = 0) -> str:
+        """A Python expression, true exactly when the value named ``v`` passes :meth:`check`.
+
+        Compiled once into a fast yes/no test for the common case (valid data); :meth:`check`
+        explains the rare failures.
+        """
+        raise NotImplementedError
+
+    def json_schema(self) -> dict:
+        raise NotImplementedError
+
+    def hf(self):
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+def _const(ns: dict, value) -> str:
+    """Name a constant for a compiled expression."""
+    name = f"_c{len(ns)}"
+    ns[name] = value
+    return name
+
+
+def _kind(v) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(v), "number" if isinstance(v, (int, float)) else type(v).__name__)
+
+
+@dataclass(frozen=True)
+class Str(Type):
+    pattern: re.Pattern | None = None
+    choices: tuple[str, ...] | None = None
+    doc: str = "string"
+
+    def describe(self):
+        return "string" + (f" ({' / '.join(self.choices)})" if self.choices else "")
+
+    def check(self, v, path, out):
+        if type(v) is not str:
+            out.append((path, f"expected a string, got {_kind(v)}"))
+        elif self.choices is not None and v not in self.choices:
+            out.append((path, f"{v!r} is not one of {', '.join(self.choices)}"))
+        elif self.pattern is not None and not self.pattern.match(v):
+            out.append((path, f"{v!r} does not match {self.pattern.pattern.rstrip('Z').rstrip(chr(92))}"))
+
+    def expr(self, v, ns, depth=0):
+        e = f"type({v}) is str"
+        if self.choices is not None:
+            e += f" and {v} in {_const(ns, frozenset(self.choices))}"
+        elif self.pattern is not None:
+            e += f" and {_const(ns, self.pattern)}.match({v}) is not None"
+        return f"({e})"
+
+    def json_schema(self):
+        s: dict = {"type": "string"}
+        if self.choices is not None:
+            s["enum"] = list(self.choices)
+        if self.pattern is not None:
+            s["pattern"] = "^" + self.pattern.pattern.replace("\\Z", "$")
+        return s
+
+    def hf(self):
+        from datasets import Value
+        return Value("string")
+
+
+@dataclass(frozen=True)
+class Int(Type):
+    minimum: int | None = 0
+    choices: tuple[int, ...] | None = None
+    doc: str = "integer"
+
+    def describe(self):
+        if self.choices:
+            return "integer (" + " / ".join(map(str, self.choices)) + ")"
+        return "integer" + (f" >= {self.minimum}" if self.minimum is not None else "")
+
+    def check(self, v, path, out):
+        if type(v) is not int:
+            out.append((path, f"expected an integer, got {_kind(v)}"))
+        elif self.choices is not None and v not in self.choices:
+            out.append((path, f"{v} is not one of {', '.join(map(str, self.choices))}"))
+        elif self.minimum is not None and v < self.minimum:
+            out.append((path, f"{v} is below the minimum {self.minimum}"))
+
+    def expr(self, v, ns, depth=0):
+        e = f"type({v}) is int"
+        if self.choices is not None:
+            e += f" and {v} in {_const(ns, frozenset(self.choices))}"
+        elif self.minimum is not None:
+            e += f" and {v} >= {self.minimum}"
+        return f"({e})"
+
+    def json_schema(self):
+        s: dict = {"type": "integer"}
+        if self.minimum is not None:
+            s["minimum"] = self.minimum
+        if self.choices is not None:
+            s["enum"] = list(self.choices)
+        return s
+
+    def hf(self):
+        from datasets import Value
+        return Value("int64")
+
+
+@dataclass(frozen=True)
+class Num(Type):
+    doc: str = "number"
+
+    def describe(self):
+        return "number"
+
+    def check(self, v, path, out):
+        if type(v) not in (int, float):
+            out.append((path, f"expected a number, got {_kind(v)}"))
+        elif not math.isfinite(v):
+            out.append((path, f"{v} is not finite"))
+
+    def expr(self, v, ns, depth=0):
+        return f"(type({v}) in {_const(ns, (int, float))} and {_const(ns, math.isfinite)}({v}))"
+
+    def json_schema(self):
+        return {"type": "number"}
+
+    def hf(self):
+        from datasets import Value
+        return Value("float64")
+
+
+@dataclass(frozen=True)
+class Image(Type):
+    """A frame file, as a path relative to the game folder (``images/<id>.png``)."""
+    doc: str = "image path"
+
+    def describe(self):
+        return "image path"
+
+    def check(self, v, path, out):
+        if type(v) is not str:
+            out.append((path, f"expected a string, got {_kind(v)}"))
+
+    def expr(self, v, ns, depth=0):
+        return f"(type({v}) is str)"
+
+    def json_schema(self):
+        return {"type": "string", "pattern": r"^images/[^/]+\.(png|jpg)$"}
+
+    def hf(self):
+        from datasets import Image as HFImage
+        return HFImage()
+
+
+@dataclass(frozen=True)
+class List(Type):
+    item: Type
+    min_items: int = 0
+    unique: bool = False
+    doc: str = "list"
+
+    def describe(self):
+        return f"list of {self.item.describe()}"
+
+    def check(self, v, path, out):
+        if type(v) is not list:
+            out.append((path, f"expected a list, got {_kind(v)}"))
+            return
+        if len(v) < self.min_items:
+            out.append((path, f"has {len(v)} items, expected at least {self.min_items}"))
+        for i, x in enumerate(v):
+            self.item.check(x, f"{path}[{i}]", out)
+        if self.unique and len(set(map(repr, v))) != len(v):
+            out.append((path, "has repeated items"))
+
+    def expr(self, v, ns, depth=0):
+        x = f"_x{depth}"
+        e = f"type({v}) is list and all({self.item.expr(x, ns, depth + 1)} for {x} in {v})"
+        if self.min_items:
+            e += f" and len({v}) >= {self.min_items}"
+        if self.unique:
+            e += f" and len(set(map(repr, {v}))) == len({v})"
+        return f"({e})"
+
+    def json_schema(self):
+        s = {"type": "array", "items": self.item.json_schema()}
+        if self.min_items:
+            s["minItems"] = self.min_items
+        if self.unique:
+            s["uniqueItems"] = True
+        return s
+
+    def hf(self):
+        from datasets import List as HFList
+        return HFList(self.item.hf())
+
+
+@dataclass(frozen=True)
+class Map(Type):
+    """A mapping from string keys to values of one type."""
+    value: Type
+    doc: str = "mapping"
+
+    def describe(self):
+        return f"mapping to {self.value.describe()}"
+
+    def check(self, v, path, out):
+        if type(v) is not dict:
+            out.append((path, f"expected an object, got {_kind(v)}"))
+            return
+        for k, x in v.items():
+            self.value.check(x, f"{path}.{k}", out)
+
+    def expr(self, v, ns, depth=0):
+        x = f"_x{depth}"
+        return f"(type({v}) is dict and all({self.value.expr(x, ns, depth + 1)} for {x} in {v}.values()))"
+
+    def json_schema(self):
+        return {"type": "object", "additionalProperties": self.value.json_schema()}
+
+    def hf(self):
+        # Arrow needs fixed struct keys; a free-keyed mapping travels as canonical JSON text.
+        from datasets import Value
+        return Value("string")
+
+
+@dataclass(frozen=True)
+class JSONValue(Type):
+    """Any JSON value (provenance payloads: numbers, strings, lists, objects)."""
+    doc: str = "JSON value"
+
+    def describe(self):
+        return "any JSON"
+
+    def check(self, v, path, out):
+        if isinstance(v, float) and not math.isfinite(v):
+            out.append((path, f"{v} is not finite (not valid JSON)"))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                self.check(x, f"{path}[{i}]", out)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                self.check(x, f"{path}.{k}", out)
+        elif not isinstance(v, (str, int, float, bool, type(None))):
+            out.append((path, f"expected a JSON value, got {type(v).__name__}"))
+
+    def expr(self, v, ns, depth=0):
+        def ok(value, check=self.check):
+            out: list = []
+            check(value, "", out)
+            return not out
+        return f"{_const(ns, ok)}({v})"
+
+    def json_schema(self):
+        return {}
+
+    def hf(self):
+        from datasets import Value
+        return Value("string")
+
+
+@dataclass(frozen=True)
+class Nullable(Type):
+    inner: Type
+    doc: str = ""
+
+    def describe(self):
+        return f"{self.inner.describe()} or null"
+
+    def check(self, v, path, out):
+        if v is not None:
+            self.inner.check(v, path, out)
+
+    def expr(self, v, ns, depth=0):
+        return f"({v} is None or {self.inner.expr(v, ns, depth)})"
+
+    def json_schema(self):
+        return {"anyOf": [self.inner.json_schema(), {"type": "null"}]}
+
+    def hf(self):
+        return self.inner.hf()
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: Type
+    required: bool
+    doc: str
+
+
+@dataclass(frozen=True)
+class Object(Type):
+    fields: tuple[Field, ...]
+    doc: str = "object"
+    version: int | None = None  # named in the message for an unknown field
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def describe(self):
+        return "object (" + ", ".join(self.names) + ")"
+
+    def check(self, v, path, out, skip: frozenset = frozenset()):
+        """Check every field but those in ``skip`` (already known to be right)."""
+        if type(v) is not dict:
+            out.append((path or "(record)", f"expected an object, got {_kind(v)}"))
+            return
+        prefix = f"{path}." if path else ""
+        for f in self.fields:
+            if f.name in skip:
+                continue
+            if f.name in v:
+                f.type.check(v[f.name], prefix + f.name, out)
+            elif f.required:
+                out.append((prefix + f.name, "is missing"))
+        known = self.known
+        for k in v:
+            if k not in known:
+                out.append((prefix + str(k), f"unknown field (schema v{self.version} allows: "
+                                             f"{', '.join(self.names)})"))
+
+    @cached_property
+    def known(self) -> frozenset:
+        return frozenset(self.names)
+
+    def expr(self, v, ns, depth=0, skip: frozenset = frozenset(), equal: dict | None = None):
+        parts = [f"type({v}) is dict", f"{v}.keys() <= {_const(ns, self.known)}"]
+        for name, value in (equal or {}).items():  # fields that must equal a known value
+            parts.append(f"{v}.get({name!r}) == {_const(ns, value)}")
+        required = frozenset(f.name for f in self.fields if f.required)
+        if required:
+            parts.append(f"{_const(ns, required)} <= {v}.keys()")
+        for f in self.fields:
+            if f.name in skip:
+                continue
+            item = f.type.expr(f"{v}[{f.name!r}]", ns, depth)
+            parts.append(item if f.required else f"({f.name!r} not in {v} or {item})")
+        return "(" + " and ".join(parts) + ")"
+
+    def compile(self, skip: frozenset = frozenset(), equal: dict | None = None):
+        """A fast predicate: does a value pass :meth:`check`, ignoring the fields in ``skip``, with
+        the fields in ``equal`` equal to the given values?"""
+        ns: dict = {}
+        skip = skip | frozenset(equal or ())
+        return eval(f"lambda _v: {self.expr('_v', ns, 0, skip, equal)}", ns)  # noqa: S307 - our own schema
+
+    def json_schema(self):
+        return {
+            "type": "object",
+            "properties": {f.name: {**f.type.json_schema(), "description": f.doc} for f in self.fields},
+            "required": [f.name for f in self.fields if f.required],
+            "additionalProperties": False,
+        }
+
+    def hf(self):
+        # Nested objects travel as canonical JSON text too: one json.loads gives the record's value.
+        from datasets import Value
+        return Value("string")
