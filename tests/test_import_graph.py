@@ -69,8 +69,9 @@ def test_packages_import_only_what_they_may(package):
 @pytest.mark.parametrize("package", sorted(MAY_IMPORT))
 def test_no_import_cycles(package):
     modules = _modules(package)
-    graph = {m: {n for n in _imports(p, m, top_level_only=False) if n in modules and n != m}
-             for m, p in modules.items()}
+    graph = {
+        m: {n for n in _imports(p, m, top_level_only=False) if n in modules and n != m} for m, p in modules.items()
+    }
     # Importing a submodule also imports its packages' __init__; those are part of the edge.
     state: dict[str, int] = {}
     cycles = []
@@ -79,7 +80,7 @@ def test_no_import_cycles(package):
         state[m] = 1
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                cycles.append(" -> ".join([*path[path.index(n):], n]))
+                cycles.append(" -> ".join([*path[path.index(n) :], n]))
             elif n not in state:
                 visit(n, [*path, n])
         state[m] = 2

@@ -35,8 +35,9 @@ def test_ray_workers_run_the_drivers_interpreter(package, tmp_path):
     script = PROBE.format(imports=imports, call=call)
     # The driver is a child of this test, so the `uv run` that started pytest is among its ancestors.
     env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ENABLE_UV_RUN_RUNTIME_ENV"}
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     executable, cwd = json.loads(done.stdout.strip().splitlines()[-1])
     assert executable == sys.executable, "a Ray worker ran another interpreter (a rebuilt uv environment?)"

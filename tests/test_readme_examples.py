@@ -17,12 +17,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-READMES = ["README.md", "packages/atari-data/README.md", "packages/laya-eval/README.md",
-           "packages/laya-policy/README.md"]
-BLOCK = re.compile(r"(?:<!-- not run by tests: (?P<skip>[^>]*?) -->\n+)?```(?P<lang>bash|python)\n(?P<code>.*?)```",
-                   re.S)
-PRELUDE = 'set -euo pipefail\nuv() { if [ "$1" = run ]; then shift; "$@"; else echo "uv $1: not run here" >&2; ' \
-          'return 1; fi; }\n'
+READMES = [
+    "README.md",
+    "packages/atari-data/README.md",
+    "packages/laya-eval/README.md",
+    "packages/laya-policy/README.md",
+]
+BLOCK = re.compile(
+    r"(?:<!-- not run by tests: (?P<skip>[^>]*?) -->\n+)?```(?P<lang>bash|python)\n(?P<code>.*?)```", re.S
+)
+PRELUDE = (
+    'set -euo pipefail\nuv() { if [ "$1" = run ]; then shift; "$@"; else echo "uv $1: not run here" >&2; '
+    "return 1; fi; }\n"
+)
 
 
 def blocks():
@@ -53,9 +60,9 @@ def test_readme_example_runs(readme, lang, code, skip, workdirs):
     if skip:
         pytest.skip(skip)
     cwd = workdirs(readme)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "MPLBACKEND": "Agg"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "MPLBACKEND": "Agg"}
     cmd = ["bash", "-c", PRELUDE + code] if lang == "bash" else [sys.executable, "-c", code]
     done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, f"{readme} example failed:\n{code}\n--- stdout\n{done.stdout[-3000:]}\n" \
-                                 f"--- stderr\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{readme} example failed:\n{code}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    )

@@ -17,9 +17,11 @@ def main() -> None:
     game = doom.make_game("basic")
     names = doom.buttons(game)
     seeds = range(100_000, 100_000 + args.episodes)
-    rows = [("expert (labels buffer)", doom.epsilon_expert(0.0, len(names))),
-            ("random buttons", lambda s, e, r: int(r.integers(len(names)))),
-            ("always ATTACK", lambda s, e, r: names.index("ATTACK"))]
+    rows = [
+        ("expert (labels buffer)", doom.epsilon_expert(0.0, len(names))),
+        ("random buttons", lambda s, e, r: int(r.integers(len(names)))),
+        ("always ATTACK", lambda s, e, r: names.index("ATTACK")),
+    ]
     print("| policy | mean reward | kill rate | steps per episode | episodes |\n| --- | ---: | ---: | ---: | ---: |")
     for name, behave in rows:
         r = doom.episode_scores(game, seeds, behave)

@@ -24,10 +24,11 @@ args = ap.parse_args()
 print("| game | expert (mean ± std) | random (mean ± std) | episodes |")
 print("| --- | ---: | ---: | ---: |")
 for game in sorted(BUILTIN):
-    cfg = GenerateConfig(root=".", games=[game], baseline_episodes=args.episodes, decision_cap=BASELINE_CAP,
-                         seed=args.seed)
-    b = measure_baselines(AtariGame(game, Protocol.ale_v5(game, decision_cap=BASELINE_CAP)),
-                          load_expert("builtin", game), cfg)
+    cfg = GenerateConfig(
+        root=".", games=[game], baseline_episodes=args.episodes, decision_cap=BASELINE_CAP, seed=args.seed
+    )
+    b = measure_baselines(
+        AtariGame(game, Protocol.ale_v5(game, decision_cap=BASELINE_CAP)), load_expert("builtin", game), cfg
+    )
     e, r = np.array(b["expert_scores"]), np.array(b["random_scores"])
-    print(f"| {game} | {e.mean():.1f} ± {e.std():.1f} | {r.mean():.1f} ± {r.std():.1f} | {args.episodes} |",
-          flush=True)
+    print(f"| {game} | {e.mean():.1f} ± {e.std():.1f} | {r.mean():.1f} ± {r.std():.1f} | {args.episodes} |", flush=True)

@@ -16,9 +16,14 @@ readme = PKG.parents[1] / "docs" / "formats.md"
 text = readme.read_text()
 for kind, obj in (("record", schema.RECORD), ("meta", schema.META)):
     (PKG / "src" / "atari_data" / "schemas" / f"{kind}.schema.json").write_text(
-        json.dumps(schema.json_schema(kind), indent=2) + "\n")
+        json.dumps(schema.json_schema(kind), indent=2) + "\n"
+    )
     table = schema.markdown_table(obj)
-    text = re.sub(rf"(<!-- schema:{kind} -->\n).*?(\n<!-- /schema:{kind} -->)",
-                  lambda m, t=table: m[1] + t + m[2], text, flags=re.S)
+    text = re.sub(
+        rf"(<!-- schema:{kind} -->\n).*?(\n<!-- /schema:{kind} -->)",
+        lambda m, t=table: m[1] + t + m[2],
+        text,
+        flags=re.S,
+    )
 readme.write_text(text)
 print(f"updated {readme} and the JSON Schemas")

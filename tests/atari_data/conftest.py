@@ -6,8 +6,16 @@ from atari_data.produce.generate import GenerateConfig, generate_game
 
 
 def small_config(root, **kw) -> GenerateConfig:
-    base = dict(root=str(root), source="expert2f", train_frames=120, val_frames=20, min_train_episodes=2,
-                decision_cap=150, baseline_episodes=1, seed=0)
+    base = dict(
+        root=str(root),
+        source="expert2f",
+        train_frames=120,
+        val_frames=20,
+        min_train_episodes=2,
+        decision_cap=150,
+        baseline_episodes=1,
+        seed=0,
+    )
     base.update(kw)
     return GenerateConfig(**base)
 

@@ -27,8 +27,10 @@ RNG = np.random.default_rng(0)
 
 # -- upstream writers ---------------------------------------------------------------------------------
 
+
 def flax_to_bytes(tree) -> bytes:
     """What flax.serialization.to_bytes writes: lists become {"0": ...} maps, arrays ExtType 1."""
+
     def state(x):
         if isinstance(x, (list, tuple)):
             return {str(i): state(v) for i, v in enumerate(x)}
@@ -57,16 +59,23 @@ def dense_p(i, o):
 
 
 def cleanrl_nature(n_actions):
-    return {"params": {"Conv_0": conv_p(8, 8, 4, 32), "Conv_1": conv_p(4, 4, 32, 64),
-                       "Conv_2": conv_p(3, 3, 64, 64), "Dense_0": dense_p(3136, 512)}}
+    return {
+        "params": {
+            "Conv_0": conv_p(8, 8, 4, 32),
+            "Conv_1": conv_p(4, 4, 32, 64),
+            "Conv_2": conv_p(3, 3, 64, 64),
+            "Dense_0": dense_p(3136, 512),
+        }
+    }
 
 
 def cleanrl_impala():
     p, cin = {}, 4
     for i, c in enumerate((16, 32, 32)):
-        p[f"ConvSequence_{i}"] = {"Conv_0": conv_p(3, 3, cin, c),
-                                  **{f"ResidualBlock_{r}": {"Conv_0": conv_p(3, 3, c, c), "Conv_1": conv_p(3, 3, c, c)}
-                                     for r in (0, 1)}}
+        p[f"ConvSequence_{i}"] = {
+            "Conv_0": conv_p(3, 3, cin, c),
+            **{f"ResidualBlock_{r}": {"Conv_0": conv_p(3, 3, c, c), "Conv_1": conv_p(3, 3, c, c)} for r in (0, 1)},
+        }
         cin = c
     p["Dense_0"] = dense_p(3872, 256)
     return {"params": p}
@@ -94,8 +103,10 @@ def write_sb3(path, n_actions, dqn=False):
         sd["value_net.weight"], sd["value_net.bias"] = torch.from_numpy(w(1, 512)), torch.from_numpy(w(1))
     buf = io.BytesIO()
     torch.save(sd, buf)
-    data = {"policy_class": {":type:": "<class 'abc.ABCMeta'>", ":serialized:": "gAWVOwAAAAAAAACMH3N0YWJsZQ=="},
-            "action_space": {":type:": "<class 'gymnasium.spaces.discrete.Discrete'>", "n": n_actions}}
+    data = {
+        "policy_class": {":type:": "<class 'abc.ABCMeta'>", ":serialized:": "gAWVOwAAAAAAAACMH3N0YWJsZQ=="},
+        "action_space": {":type:": "<class 'gymnasium.spaces.discrete.Discrete'>", "n": n_actions},
+    }
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("data", json.dumps(data))
         z.writestr("policy.pth", buf.getvalue())
@@ -108,6 +119,7 @@ def write_sb3(path, n_actions, dqn=False):
 
 # -- independent numpy forward passes, in the original layouts -----------------------------------------
 
+
 def conv_nhwc(x, kernel, bias, stride, pad):
     """x [N,H,W,C], kernel HWIO; pad ((top, bottom), (left, right))."""
     x = np.pad(x, ((0, 0), pad[0], pad[1], (0, 0)))
@@ -116,7 +128,7 @@ def conv_nhwc(x, kernel, bias, stride, pad):
     out = np.zeros((x.shape[0], oh, ow, kernel.shape[3]))
     for i in range(kh):
         for j in range(kw):
-            patch = x[:, i:i + stride * oh:stride, j:j + stride * ow:stride, :]
+            patch = x[:, i : i + stride * oh : stride, j : j + stride * ow : stride, :]
             out += patch @ kernel[i, j]
     return out + bias
 
@@ -127,7 +139,7 @@ def maxpool_same(x):
     lo, hi = total // 2, total - total // 2
     x = np.pad(x, ((0, 0), (lo, hi), (lo, hi), (0, 0)), constant_values=-np.inf)
     oh = (x.shape[1] - 3) // 2 + 1
-    return np.max([x[:, i:i + 2 * oh:2, j:j + 2 * oh:2, :] for i in range(3) for j in range(3)], axis=0)
+    return np.max([x[:, i : i + 2 * oh : 2, j : j + 2 * oh : 2, :] for i in range(3) for j in range(3)], axis=0)
 
 
 relu = lambda a: np.maximum(a, 0)  # noqa: E731
@@ -226,8 +238,7 @@ def test_expert_probs_follow_the_episode(tmp_path):
 def test_generate_with_a_cleanrl_expert(tmp_path):
     path = tmp_path / "ppo.cleanrl_model"
     write_cleanrl(path, cleanrl_nature(4), 512, 4, "Breakout-v5")
-    cfg = small_config(tmp_path / "data", expert=f"cleanrl:{path}", train_frames=40, val_frames=10,
-                       decision_cap=60)
+    cfg = small_config(tmp_path / "data", expert=f"cleanrl:{path}", train_frames=40, val_frames=10, decision_cap=60)
     meta = generate_game(cfg, "Breakout")
     assert meta["baselines"]["expert"] == f"cleanrl:{path}"
     assert validate(tmp_path / "data", images=True).ok

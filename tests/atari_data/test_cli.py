@@ -31,14 +31,37 @@ def test_stats_json(layout_master, capsys):
 def test_generate_then_validate_in_a_fresh_process(tmp_path):
     root = tmp_path / "data"
     cmd = [sys.executable, "-m", "atari_data.cli"]
-    gen = subprocess.run(cmd + ["generate", "--root", str(root), "--games", "Freeway", "--source", "expert2f",
-                                "--min-train-episodes", "1", "--train-frames", "30", "--val-frames", "10",
-                                "--decision-cap", "60", "--baseline-episodes", "1"],
-                         capture_output=True, text=True)
+    gen = subprocess.run(
+        cmd
+        + [
+            "generate",
+            "--root",
+            str(root),
+            "--games",
+            "Freeway",
+            "--source",
+            "expert2f",
+            "--min-train-episodes",
+            "1",
+            "--train-frames",
+            "30",
+            "--val-frames",
+            "10",
+            "--decision-cap",
+            "60",
+            "--baseline-episodes",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert gen.returncode == 0, gen.stderr
     assert "expert2f/Freeway: 30 train, 10 val records" in gen.stdout
-    again = subprocess.run(cmd + ["generate", "--root", str(root), "--games", "Freeway", "--source", "expert2f"],
-                           capture_output=True, text=True)
+    again = subprocess.run(
+        cmd + ["generate", "--root", str(root), "--games", "Freeway", "--source", "expert2f"],
+        capture_output=True,
+        text=True,
+    )
     assert "already complete" in again.stdout
     val = subprocess.run(cmd + ["validate", str(root), "--images"], capture_output=True, text=True)
     assert val.returncode == 0 and "valid: 1 games, 40 records" in val.stdout, val.stdout + val.stderr
@@ -53,15 +76,19 @@ def test_unknown_game_is_a_one_line_error(tmp_path, capsys):
 def test_games_and_schema(capsys):
     assert main(["games"]) == 0
     out = capsys.readouterr().out
-    assert any(line.split()[0] == "Breakout" and line.split()[1:] == ["NOOP", "FIRE", "RIGHT", "LEFT"]
-               for line in out.splitlines())
+    assert any(
+        line.split()[0] == "Breakout" and line.split()[1:] == ["NOOP", "FIRE", "RIGHT", "LEFT"]
+        for line in out.splitlines()
+    )
     assert main(["schema", "--of", "meta"]) == 0
     assert "schema_version" in json.loads(capsys.readouterr().out)["properties"]
 
 
 def test_core_package_imports_without_torch_or_ray():
-    code = ("import sys, atari_data.cli, atari_data.produce.generate, atari_data.produce.dagger, "
-            "atari_data.play.experts; "
-            "print([m for m in ('torch', 'ray', 'cv2') if m in sys.modules])")
+    code = (
+        "import sys, atari_data.cli, atari_data.produce.generate, atari_data.produce.dagger, "
+        "atari_data.play.experts; "
+        "print([m for m in ('torch', 'ray', 'cv2') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

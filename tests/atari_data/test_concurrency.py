@@ -15,13 +15,31 @@ from atari_data.layout.validate import validate
 
 from ..promises import run_cli
 
-GEN = ["generate", "--games", "Pong", "--train-frames", "400", "--val-frames", "40", "--min-train-episodes", "1",
-       "--decision-cap", "400", "--baseline-episodes", "0"]
+GEN = [
+    "generate",
+    "--games",
+    "Pong",
+    "--train-frames",
+    "400",
+    "--val-frames",
+    "40",
+    "--min-train-episodes",
+    "1",
+    "--decision-cap",
+    "400",
+    "--baseline-episodes",
+    "0",
+]
 
 
 def _cli(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "atari_data.cli", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "atari_data.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _wait_for(paths, timeout: float = 60.0) -> list[Path]:
@@ -64,8 +82,19 @@ def test_a_second_generate_of_the_same_game_is_refused_while_the_first_finishes(
 def test_workers_die_with_a_killed_generate_and_the_rerun_is_whole(tmp_path):
     root = tmp_path / "root"
     # Long enough (~5 s a game) that a surviving worker would still be playing when we look.
-    cmd = [*GEN, "--games", "Pong,Breakout", "--train-frames", "3000", "--decision-cap", "3000", "--workers", "2",
-           "--root", str(root)]
+    cmd = [
+        *GEN,
+        "--games",
+        "Pong,Breakout",
+        "--train-frames",
+        "3000",
+        "--decision-cap",
+        "3000",
+        "--workers",
+        "2",
+        "--root",
+        str(root),
+    ]
     parent = _cli(*cmd)
     locks = _wait_for([root / "expert2f" / ".Pong.lock", root / "expert2f" / ".Breakout.lock"])
     time.sleep(0.2)  # let both workers write their pid into their lock
@@ -105,6 +134,7 @@ def test_pack_force_swaps_the_new_folder_in_before_deleting_the_old(layout, tmp_
     monkeypatch.setattr(layout_mod.shutil, "rmtree", killed_half_way)
     with pytest.raises(KeyboardInterrupt):
         from atari_data.publish.pack import PackConfig, pack
+
         pack(PackConfig(root=str(layout), out=str(out), force=True))
     monkeypatch.setattr(layout_mod.shutil, "rmtree", real_rmtree)
     assert main(["doctor", str(out)]) == 0, "OUT is the whole new pack, whatever happened to the old one"
@@ -117,9 +147,14 @@ def test_pack_refuses_a_target_it_must_not_replace(layout, tmp_path):
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "keep.txt").write_text("mine")
     (tmp_path / "link").symlink_to(tmp_path / "notes")
-    for out, what in ((layout, "overlaps the layout"), (layout.parent, "overlaps the layout"),
-                      (layout / "inner", "overlaps the layout"), (tmp_path / "afile", "is not a packed repository"),
-                      (tmp_path / "notes", "is not a packed repository"), (tmp_path / "link", "is a symlink")):
+    for out, what in (
+        (layout, "overlaps the layout"),
+        (layout.parent, "overlaps the layout"),
+        (layout / "inner", "overlaps the layout"),
+        (tmp_path / "afile", "is not a packed repository"),
+        (tmp_path / "notes", "is not a packed repository"),
+        (tmp_path / "link", "is a symlink"),
+    ):
         code, err = check_promises(main, ["pack", layout, out, "--force"], sandbox=tmp_path, target=None)
         assert code == 2 and what in err, (out, err)
     assert (tmp_path / "notes" / "keep.txt").read_text() == "mine" and validate(layout).ok
@@ -146,6 +181,7 @@ def _ray_task(x):
     kind, path = x
     if kind == "fail":
         from atari_data.errors import AtariDataError
+
         raise AtariDataError("bad input", field="test")
     time.sleep(SLOW_TASK_S)
     Path(path).write_text("still writing after the run failed")

@@ -14,8 +14,9 @@ def test_dagger_round_writes_labelled_two_frame_records(tmp_path):
         calls.append((frames[0].copy(), frames[1].copy()))
         return np.full(len(actions), 1 / len(actions))  # a learner that knows nothing yet
 
-    cfg = DaggerConfig(root=str(tmp_path), round=1, games=["Breakout"], train_frames=150, val_frames=20,
-                       decision_cap=200)
+    cfg = DaggerConfig(
+        root=str(tmp_path), round=1, games=["Breakout"], train_frames=150, val_frames=20, decision_cap=200
+    )
     metas = write_dagger_round(cfg, policy)
     meta = metas["Breakout"]
     assert meta["source"] == "dagger1" and meta["frames"] == 2

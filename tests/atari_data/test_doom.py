@@ -4,10 +4,10 @@ import pytest
 
 pytest.importorskip("vizdoom", reason="ViZDoom is an optional extra (atari-data[vizdoom])")
 
-from atari_data.cli import main  # noqa: E402
-from atari_data.layout import list_games  # noqa: E402
-from atari_data.layout.validate import validate  # noqa: E402
-from atari_data.play import doom  # noqa: E402
+from atari_data.cli import main
+from atari_data.layout import list_games
+from atari_data.layout.validate import validate
+from atari_data.play import doom
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +31,24 @@ def test_the_expert_beats_random_and_always_attack(game):
 def test_generate_writes_doom_records_in_the_frozen_schema(tmp_path, capsys):
     roots = [tmp_path / "a", tmp_path / "b"]
     for root in roots:
-        assert main(["generate", "--platform", "vizdoom", "--scenario", "basic", "--root", str(root),
-                     "--train-frames", "40", "--val-frames", "10"]) == 0
+        assert (
+            main(
+                [
+                    "generate",
+                    "--platform",
+                    "vizdoom",
+                    "--scenario",
+                    "basic",
+                    "--root",
+                    str(root),
+                    "--train-frames",
+                    "40",
+                    "--val-frames",
+                    "10",
+                ]
+            )
+            == 0
+        )
     assert "doom_basic/DoomBasic:" in capsys.readouterr().out
     report = validate(roots[0], images=True)
     assert report.ok, [d.render() for d in report.defects]
@@ -43,8 +59,11 @@ def test_generate_writes_doom_records_in_the_frozen_schema(tmp_path, capsys):
     train = list(g.records("train"))
     assert 0 < len(train) <= 40 and len(list(g.records("val"))) > 0
     assert "Doom scenario DoomBasic" in train[0]["question"]["instructions"]
-    assert train[0]["question"]["criteria"] == {"MOVE_LEFT": "strafe left", "MOVE_RIGHT": "strafe right",
-                                                "ATTACK": "shoot"}
+    assert train[0]["question"]["criteria"] == {
+        "MOVE_LEFT": "strafe left",
+        "MOVE_RIGHT": "strafe right",
+        "ATTACK": "shoot",
+    }
     assert {r["label"] for r in train} <= {0, 1, 2} and len({r["label"] for r in train}) > 1
     other = list_games(roots[1])[0]
     assert (g.path / "train.jsonl").read_bytes() == (other.path / "train.jsonl").read_bytes(), "same seed, same bytes"

@@ -98,14 +98,26 @@ def test_joystick_probs_rank_buttons_by_distance():
 
 @pytest.mark.slow
 def test_sigkill_then_rerun_gives_the_uninterrupted_bytes(tmp_path):
-    args = ["generate", "--games", "Pong,Breakout", "--train-frames", "300", "--val-frames", "40",
-            "--min-train-episodes", "2", "--decision-cap", "400", "--baseline-episodes", "1"]
+    args = [
+        "generate",
+        "--games",
+        "Pong,Breakout",
+        "--train-frames",
+        "300",
+        "--val-frames",
+        "40",
+        "--min-train-episodes",
+        "2",
+        "--decision-cap",
+        "400",
+        "--baseline-episodes",
+        "1",
+    ]
     cmd = [sys.executable, "-m", "atari_data.cli"]
     clean, killed = tmp_path / "clean", tmp_path / "killed"
     subprocess.run(cmd + args + ["--root", str(clean)], check=True, capture_output=True)
     for delay in (1.0, 4.0):  # once while playing, once later on (writing or the second game)
-        p = subprocess.Popen(cmd + args + ["--root", str(killed)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(cmd + args + ["--root", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(delay)
         os.kill(p.pid, signal.SIGKILL)
         p.wait()

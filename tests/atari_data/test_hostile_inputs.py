@@ -23,8 +23,12 @@ from laya_protocol.games import FULL_ACTIONS, minimal_actions
 from ..promises import check_promises, run_cli
 from .test_import_atari_head import trial_files
 
-SETTINGS = settings(max_examples=8, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 # -- hostile edits of a file's bytes ------------------------------------------------------------------
 
@@ -54,7 +58,7 @@ def apply(data: bytes, edit) -> bytes:
         if not runs:
             return data + b"9" * 5000
         m = runs[arg[0] % len(runs)]
-        return data[: m.start()] + b"9" * 5000 + data[m.end():]
+        return data[: m.start()] + b"9" * 5000 + data[m.end() :]
     if kind == "nest":
         return b"[" * 100_000 + b"]" * 100_000
     if kind == "duplicate":
@@ -62,7 +66,7 @@ def apply(data: bytes, edit) -> bytes:
         if not lines:
             return data
         i = int((len(lines) - 1) * arg[0])
-        return b"".join(lines[: i + 1] + [lines[i]] + lines[i + 1:])
+        return b"".join(lines[: i + 1] + [lines[i]] + lines[i + 1 :])
     if kind == "latin1":
         return data.replace(b"e", b"\xe9", 3) if b"e" in data else data + b"\xe9"
     raise AssertionError(kind)
@@ -74,8 +78,14 @@ def edit_file(path: Path, edit) -> None:
 
 # -- layouts: validate, stats, pack --------------------------------------------------------------------
 
-LAYOUT_FILES = ["expert2f/Breakout/meta.json", "expert2f/Breakout/train.jsonl", "expert2f/Breakout/val.jsonl",
-                "expert/Pong/meta.json", "expert/Pong/train.jsonl", "expert2f/Breakout/episodes.jsonl"]
+LAYOUT_FILES = [
+    "expert2f/Breakout/meta.json",
+    "expert2f/Breakout/train.jsonl",
+    "expert2f/Breakout/val.jsonl",
+    "expert/Pong/meta.json",
+    "expert/Pong/train.jsonl",
+    "expert2f/Breakout/episodes.jsonl",
+]
 
 
 @SETTINGS
@@ -84,7 +94,7 @@ def test_layout_readers_keep_the_promises(layout_master, tmp_path_factory, which
     box = tmp_path_factory.mktemp("box")
     root = box / "root"
     shutil.copytree(layout_master, root)
-    path = (sorted((root / "expert2f/Breakout/images").iterdir())[3] if which == "png" else root / which)
+    path = sorted((root / "expert2f/Breakout/images").iterdir())[3] if which == "png" else root / which
     edit_file(path, edit)
     check_promises(main, ["validate", root, "--images"], sandbox=box, target=None, report=True)
     check_promises(main, ["stats", root], sandbox=box, target=None)
@@ -97,6 +107,7 @@ def test_layout_readers_keep_the_promises(layout_master, tmp_path_factory, which
 
 
 # -- replay-packed repositories: rebuild ----------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def replay_master(layout_master, tmp_path_factory):
@@ -118,6 +129,7 @@ def test_rebuild_keeps_the_promises(replay_master, tmp_path_factory, which, edit
 
 
 # -- Atari-HEAD archives: import ------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def head_master(tmp_path_factory):
@@ -189,19 +201,32 @@ def test_atari_head_named_defects_are_one_line(head_master, tmp_path, case):
     record = tmp_path / "record"
     shutil.copytree(head_master, record)
     _rewrite_member(record / "breakout.zip", suffix, fn)
-    code, err = check_promises(main, ["import", "atari_head", "--from", record, "--root", tmp_path / "l"],
-                               sandbox=tmp_path, target=tmp_path / "l")
+    code, err = check_promises(
+        main,
+        ["import", "atari_head", "--from", record, "--root", tmp_path / "l"],
+        sandbox=tmp_path,
+        target=tmp_path / "l",
+    )
     assert code == 2 and f": {field}: " in err, err
 
 
-@pytest.mark.parametrize("csv", ["GameName,trial_id,subject_id,load_trial\nbreakout,101\n",
-                                 "GameName,trial_id,subject_id,load_trial\n\xff\xfe,1,2,3\n"])
+@pytest.mark.parametrize(
+    "csv",
+    [
+        "GameName,trial_id,subject_id,load_trial\nbreakout,101\n",
+        "GameName,trial_id,subject_id,load_trial\n\xff\xfe,1,2,3\n",
+    ],
+)
 def test_atari_head_bad_meta_data_csv_is_one_line(head_master, tmp_path, csv):
     record = tmp_path / "record"
     shutil.copytree(head_master, record)
     (record / "meta_data.csv").write_bytes(csv.encode("latin-1"))
-    code, err = check_promises(main, ["import", "atari_head", "--from", record, "--root", tmp_path / "l"],
-                               sandbox=tmp_path, target=tmp_path / "l")
+    code, err = check_promises(
+        main,
+        ["import", "atari_head", "--from", record, "--root", tmp_path / "l"],
+        sandbox=tmp_path,
+        target=tmp_path / "l",
+    )
     assert code == 2 and "meta_data.csv" in err, err
 
 
@@ -210,16 +235,25 @@ def test_a_zip_bomb_is_refused_by_its_declared_size(head_master, tmp_path, monke
     record = tmp_path / "record"
     shutil.copytree(head_master, record)
     _rewrite_member(record / "breakout.zip", ".txt", lambda d: d + bytes(20_000_000))  # deflates ~1,000-fold
-    code, err = check_promises(main, ["import", "atari_head", "--from", record, "--root", tmp_path / "l"],
-                               sandbox=tmp_path, target=tmp_path / "l")
+    code, err = check_promises(
+        main,
+        ["import", "atari_head", "--from", record, "--root", tmp_path / "l"],
+        sandbox=tmp_path,
+        target=tmp_path / "l",
+    )
     assert code == 2 and "inflates" in err and "--limit ratio" in err, err
     # The limits are flags: raised, the same archive gets past the size check (and fails on its content).
-    code, err = check_promises(main, ["--limit", "ratio=100000", "import", "atari_head", "--from", record,
-                                      "--root", tmp_path / "l"], sandbox=tmp_path, target=tmp_path / "l")
+    code, err = check_promises(
+        main,
+        ["--limit", "ratio=100000", "import", "atari_head", "--from", record, "--root", tmp_path / "l"],
+        sandbox=tmp_path,
+        target=tmp_path / "l",
+    )
     assert "inflates" not in err
 
 
 # -- checkpoint experts: generate --expert sb3: --------------------------------------------------------
+
 
 def _sb3(path: Path, policy_bytes: bytes | None = None) -> Path:
     """An SB3 PPO zip for Pong in the upstream layout, optionally with other bytes as policy.pth."""
@@ -252,7 +286,8 @@ def _state_with(tmp: Path, **changes) -> bytes:
 SB3_CASES = {
     "a pickle in policy.pth": lambda tmp, torch: pickle.dumps({"x": _Payload()}),
     "a layer of the wrong shape": lambda tmp, torch: _state_with(
-        tmp, **{"features_extractor.cnn.2.weight": torch.zeros(64, 32, 3, 3)}),
+        tmp, **{"features_extractor.cnn.2.weight": torch.zeros(64, 32, 3, 3)}
+    ),
     "a non-tensor weight": lambda tmp, torch: _state_with(tmp, **{"features_extractor.linear.0.bias": 3}),
     "NaN weights": lambda tmp, torch: _state_with(tmp, **{"action_net.bias": torch.full((6,), float("nan"))}),
     "truncated policy.pth": lambda tmp, torch: _state_with(tmp)[:5000],
@@ -267,9 +302,26 @@ def test_generate_refuses_a_hostile_sb3_checkpoint_at_load(tmp_path, case):
     Path("/tmp/laya-sb3-pwned").unlink(missing_ok=True)
     model = _sb3(tmp_path / "model.zip", policy_bytes=SB3_CASES[case](tmp_path, torch))
     root = tmp_path / "root"
-    code, err = check_promises(main, ["generate", "--root", root, "--games", "Pong", "--expert", f"sb3:{model}",
-                                      "--train-frames", "20", "--val-frames", "4", "--baseline-episodes", "0"],
-                               sandbox=tmp_path, target=root)
+    code, err = check_promises(
+        main,
+        [
+            "generate",
+            "--root",
+            root,
+            "--games",
+            "Pong",
+            "--expert",
+            f"sb3:{model}",
+            "--train-frames",
+            "20",
+            "--val-frames",
+            "4",
+            "--baseline-episodes",
+            "0",
+        ],
+        sandbox=tmp_path,
+        target=root,
+    )
     assert code == 2 and "model.zip" in err, err
     assert not Path("/tmp/laya-sb3-pwned").exists()
 
@@ -280,9 +332,30 @@ def test_generate_with_a_damaged_sb3_zip_keeps_the_promises(tmp_path_factory, ed
     box = tmp_path_factory.mktemp("box")
     model = _sb3(box / "model.zip")
     edit_file(model, edit)
-    check_promises(main, ["generate", "--root", box / "root", "--games", "Pong", "--expert", f"sb3:{model}",
-                          "--train-frames", "8", "--val-frames", "2", "--min-train-episodes", "1",
-                          "--decision-cap", "20", "--baseline-episodes", "0"], sandbox=box, target=box / "root")
+    check_promises(
+        main,
+        [
+            "generate",
+            "--root",
+            box / "root",
+            "--games",
+            "Pong",
+            "--expert",
+            f"sb3:{model}",
+            "--train-frames",
+            "8",
+            "--val-frames",
+            "2",
+            "--min-train-episodes",
+            "1",
+            "--decision-cap",
+            "20",
+            "--baseline-episodes",
+            "0",
+        ],
+        sandbox=box,
+        target=box / "root",
+    )
 
 
 def test_an_unreachable_hub_is_one_line_not_a_traceback(tmp_path, monkeypatch):
@@ -292,14 +365,20 @@ def test_an_unreachable_hub_is_one_line_not_a_traceback(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: connection refused
     monkeypatch.setattr(time, "sleep", lambda s: None)  # huggingface_hub's retry back-off
     import huggingface_hub.constants as c
+
     monkeypatch.setattr(c, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(c, "ENDPOINT", "http://127.0.0.1:9")
-    code, err = check_promises(main, ["generate", "--root", tmp_path / "r", "--games", "Pong", "--expert",
-                                      "hub:sb3/ppo-PongNoFrameskip-v4"], sandbox=tmp_path, target=tmp_path / "r")
+    code, err = check_promises(
+        main,
+        ["generate", "--root", tmp_path / "r", "--games", "Pong", "--expert", "hub:sb3/ppo-PongNoFrameskip-v4"],
+        sandbox=tmp_path,
+        target=tmp_path / "r",
+    )
     assert code == 2 and "sb3/ppo-PongNoFrameskip-v4" in err and "ConnectError" in err, err
 
 
 # -- packed repositories: doctor ------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def packed_master(layout_master, tmp_path_factory):
@@ -350,22 +429,30 @@ def test_doctor_keeps_the_promises(packed_master, tmp_path_factory, which, edit)
     box = tmp_path_factory.mktemp("box")
     repo = box / "repo"
     shutil.copytree(packed_master, repo)
-    path = {"README.md": repo / "README.md", "tar": next((repo / "webdataset").rglob("*.tar")),
-            "meta": next((repo / "meta").rglob("*.json"))}[which]
+    path = {
+        "README.md": repo / "README.md",
+        "tar": next((repo / "webdataset").rglob("*.tar")),
+        "meta": next((repo / "meta").rglob("*.json")),
+    }[which]
     edit_file(path, edit)
     check_promises(main, ["doctor", repo], sandbox=box, target=None, report=True)
 
 
 def test_stats_on_a_hostile_meta_json_is_one_line(layout, tmp_path):
     meta = layout / "expert2f/Breakout/meta.json"
-    for text in (b"[" * 50_000 + b"]" * 50_000, b'{"seed": ' + b"9" * 5000 + b"}", b'{"x": "\xff"}',
-                 json.dumps({"train": []}).encode()):
+    for text in (
+        b"[" * 50_000 + b"]" * 50_000,
+        b'{"seed": ' + b"9" * 5000 + b"}",
+        b'{"x": "\xff"}',
+        json.dumps({"train": []}).encode(),
+    ):
         meta.write_bytes(text)
         code, err = check_promises(main, ["stats", layout], sandbox=tmp_path, target=None)
         assert code == 2 and "meta.json" in err, err
 
 
 # -- the limits themselves --------------------------------------------------------------------------------
+
 
 def test_a_png_declaring_a_huge_image_is_refused_before_inflating():
     import struct
@@ -391,19 +478,36 @@ def test_a_lowered_limit_reaches_worker_processes(layout_master, tmp_path, monke
     code, err = check_promises(main, ["--limit", "file=1", "stats", layout_master], sandbox=tmp_path, target=None)
     assert code == 0, err  # small files pass a 1 MB limit
     import os
+
     assert os.environ["ATARI_DATA_LIMITS"] == "file=1", "set in the environment, where spawned workers read it"
 
 
 # -- what an outside review found (each failed before its fix) --------------------------------------------
+
 
 def test_a_planted_lock_symlink_is_refused_and_its_target_untouched(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     (tmp_path / "root" / "expert2f").mkdir(parents=True)
     (tmp_path / "root" / "expert2f" / ".Pong.lock").symlink_to(victim)
-    code, err = check_promises(main, ["generate", "--root", tmp_path / "root", "--games", "Pong", "--train-frames",
-                                      "8", "--val-frames", "2", "--baseline-episodes", "0"],
-                               sandbox=tmp_path / "root", target=None)
+    code, err = check_promises(
+        main,
+        [
+            "generate",
+            "--root",
+            tmp_path / "root",
+            "--games",
+            "Pong",
+            "--train-frames",
+            "8",
+            "--val-frames",
+            "2",
+            "--baseline-episodes",
+            "0",
+        ],
+        sandbox=tmp_path / "root",
+        target=None,
+    )
     assert code == 2 and ".Pong.lock: (lock):" in err and victim.read_text() == "precious", err
 
 
@@ -431,13 +535,13 @@ def test_playjev_frames_outside_their_shard_are_refused(tmp_path):
     rows[0].update(frame="../../../secret.jpg", frame_md5=hashlib.md5(secret.read_bytes()).hexdigest())
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "layout"
-    code, err = check_promises(main, ["import", "playjev", "--from", root, "--root", out], sandbox=tmp_path,
-                               target=out)
+    code, err = check_promises(main, ["import", "playjev", "--from", root, "--root", out], sandbox=tmp_path, target=out)
     assert code == 2 and "frame: path '../../../secret.jpg' leaves its folder" in err, err
 
 
-@pytest.mark.parametrize("edit,field", [(lambda r: r.update(step="zero"), "step"),
-                                        (lambda r: r.update(episode=[1]), "episode")])
+@pytest.mark.parametrize(
+    "edit,field", [(lambda r: r.update(step="zero"), "step"), (lambda r: r.update(episode=[1]), "episode")]
+)
 def test_playjev_records_with_wrong_types_are_one_line(tmp_path, edit, field):
     from .test_import_playjev import write_shard
 
@@ -447,8 +551,9 @@ def test_playjev_records_with_wrong_types_are_one_line(tmp_path, edit, field):
     rows = [json.loads(x) for x in path.read_text().splitlines()]
     edit(rows[4])
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    code, err = check_promises(main, ["import", "playjev", "--from", root, "--root", tmp_path / "l"],
-                               sandbox=tmp_path, target=tmp_path / "l")
+    code, err = check_promises(
+        main, ["import", "playjev", "--from", root, "--root", tmp_path / "l"], sandbox=tmp_path, target=tmp_path / "l"
+    )
     assert code == 2 and f"records.jsonl:5: {field}:" in err, err
 
 
@@ -459,8 +564,7 @@ def test_a_copied_game_that_does_not_validate_is_never_marked_ready(tmp_path):
     write_shard(root, "floppy_bird", "clone_a", np.random.default_rng(0))
     (root / "floppy_bird/clone_a/frames/e0_s0.jpg").unlink()  # step 1's previous frame is gone
     out = tmp_path / "layout"
-    code, err = check_promises(main, ["import", "playjev", "--from", root, "--root", out], sandbox=tmp_path,
-                               target=out)
+    code, err = check_promises(main, ["import", "playjev", "--from", root, "--root", out], sandbox=tmp_path, target=out)
     assert code == 2 and "does not validate" in err and not list(out.rglob("_READY")), err
 
 
@@ -469,14 +573,29 @@ def test_an_sb3_head_declaring_10_to_the_11_actions_is_refused_before_building(t
 
     head = torch.zeros(1).expand(10**11, 512)  # a few bytes on disk, 200 TB as a layer
     model = _sb3(tmp_path / "model.zip", policy_bytes=_state_with(tmp_path, **{"action_net.weight": head}))
-    code, err = check_promises(main, ["generate", "--root", tmp_path / "r", "--games", "Pong", "--expert",
-                                      f"sb3:{model}", "--baseline-episodes", "0"], sandbox=tmp_path,
-                               target=tmp_path / "r")
+    code, err = check_promises(
+        main,
+        [
+            "generate",
+            "--root",
+            tmp_path / "r",
+            "--games",
+            "Pong",
+            "--expert",
+            f"sb3:{model}",
+            "--baseline-episodes",
+            "0",
+        ],
+        sandbox=tmp_path,
+        target=tmp_path / "r",
+    )
     assert code == 2 and "declares 100000000000 actions" in err, err
 
 
-@pytest.mark.parametrize("actions,rewards", [(["a"] * 30, [0.0] * 30), ([float("nan")] * 30, [0.0] * 30),
-                                             ([1] * 30, ["x"] * 30), (3, [0.0] * 30)])
+@pytest.mark.parametrize(
+    "actions,rewards",
+    [(["a"] * 30, [0.0] * 30), ([float("nan")] * 30, [0.0] * 30), ([1] * 30, ["x"] * 30), (3, [0.0] * 30)],
+)
 def test_jat_columns_of_the_wrong_type_are_counted_or_one_line(tmp_path, actions, rewards):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -486,16 +605,21 @@ def test_jat_columns_of_the_wrong_type_are_counted_or_one_line(tmp_path, actions
     folder = tmp_path / "jat" / "atari-breakout"
     folder.mkdir(parents=True)
     images = [{"bytes": b, "path": None} for b in stacks(frames_of_a_game(np.random.default_rng(0), 30))]
-    pq.write_table(pa.table({"image_observations": [images], "discrete_actions": [actions], "rewards": [rewards]}),
-                   folder / "train-00000-of-00001.parquet")
-    code, err = check_promises(main, ["import", "jat", "--from", tmp_path / "jat", "--root", tmp_path / "l"],
-                               sandbox=tmp_path, target=tmp_path / "l")
+    pq.write_table(
+        pa.table({"image_observations": [images], "discrete_actions": [actions], "rewards": [rewards]}),
+        folder / "train-00000-of-00001.parquet",
+    )
+    code, err = check_promises(
+        main,
+        ["import", "jat", "--from", tmp_path / "jat", "--root", tmp_path / "l"],
+        sandbox=tmp_path,
+        target=tmp_path / "l",
+    )
     assert code in (0, 2) and "Traceback" not in err
 
 
 @pytest.mark.parametrize("value", ["²", "9" * 5000, "-1", "0"])
 def test_limit_values_that_are_not_plain_digits_are_one_line(tmp_path, value, monkeypatch):
     monkeypatch.setenv("ATARI_DATA_LIMITS", "")
-    code, err = check_promises(main, ["--limit", f"frame={value}", "stats", tmp_path], sandbox=tmp_path,
-                               target=None)
+    code, err = check_promises(main, ["--limit", f"frame={value}", "stats", tmp_path], sandbox=tmp_path, target=None)
     assert code == 2 and "--limit:" in err, err

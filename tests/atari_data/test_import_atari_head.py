@@ -23,16 +23,19 @@ def frame(rng):
     return encode_png(rng.integers(0, 256, (210, 160, 3), dtype=np.uint8))
 
 
-def trial_files(rng, trial: int, utid: int, episodes: list[int | None], actions: list[int | None],
-                skip_frame: int | None = None):
+def trial_files(
+    rng, trial: int, utid: int, episodes: list[int | None], actions: list[int | None], skip_frame: int | None = None
+):
     stem = f"{trial}_RZ_{utid}_Aug-10-14-52-{trial:02d}"
     lines = [",".join(atari_head.HEADER)]
     pngs = {}
     for n, (ep, a) in enumerate(zip(episodes, actions, strict=True), 1):
         fid = f"{utid}_{n}"
         gaze = ",".join(f"{x:.1f},{y:.1f}" for x, y in rng.uniform(0, 160, (n % 3, 2)))
-        lines.append(f"{fid},{'null' if ep is None else ep},{n * 10},50,{'null' if n == 2 else 0},"
-                     f"{'null' if a is None else a}" + (f",{gaze}" if gaze else ""))
+        lines.append(
+            f"{fid},{'null' if ep is None else ep},{n * 10},50,{'null' if n == 2 else 0},"
+            f"{'null' if a is None else a}" + (f",{gaze}" if gaze else "")
+        )
         if n != skip_frame:
             pngs[f"{stem}/{fid}.png"] = frame(rng)
     buf = io.BytesIO()
@@ -101,11 +104,14 @@ def test_label_file_parsing_nulls_and_gaze_tail():
     assert rows[1]["action"] is None and rows[1]["gaze"] == []
 
 
-@pytest.mark.parametrize("damage,message", [
-    ("zip", "not a readable zip"),
-    ("header", "header is not frame_id"),
-    ("tar", "unreadable archive"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        ("zip", "not a readable zip"),
+        ("header", "header is not frame_id"),
+        ("tar", "unreadable archive"),
+    ],
+)
 def test_broken_records_are_one_line_errors(record, tmp_path, capsys, damage, message):
     path = record / ZIP
     if damage == "zip":

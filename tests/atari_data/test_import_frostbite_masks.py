@@ -22,8 +22,9 @@ def png(array, mode):
     return buf.getvalue()
 
 
-def write_split(folder, split, n, rng, terminal_at=(), truncated_at=(), bad_action=None, bad_mask=None,
-                cut_observation=None):
+def write_split(
+    folder, split, n, rng, terminal_at=(), truncated_at=(), bad_action=None, bad_mask=None, cut_observation=None
+):
     obs = [png(rng.integers(0, 256, (128, 128, 3), dtype=np.uint8), "RGB") for _ in range(n)]
     masks = [png((rng.random((128, 128)) > 0.9).astype(np.uint8) * 255, "L") for _ in range(n)]
     if bad_mask is not None:
@@ -33,14 +34,16 @@ def write_split(folder, split, n, rng, terminal_at=(), truncated_at=(), bad_acti
     actions = [int(a) for a in rng.integers(0, 18, n)]
     if bad_action is not None:
         actions[bad_action] = 42
-    table = pa.table({
-        "observation": pa.array([{"bytes": b, "path": None} for b in obs], IMAGE),
-        "mask": pa.array([{"bytes": b, "path": None} for b in masks], IMAGE),
-        "action": pa.array(actions, pa.int32()),
-        "reward": pa.array([0.0] * n, pa.float32()),
-        "terminated": pa.array([i in terminal_at for i in range(n)]),
-        "truncated": pa.array([i in truncated_at for i in range(n)]),
-    })
+    table = pa.table(
+        {
+            "observation": pa.array([{"bytes": b, "path": None} for b in obs], IMAGE),
+            "mask": pa.array([{"bytes": b, "path": None} for b in masks], IMAGE),
+            "action": pa.array(actions, pa.int32()),
+            "reward": pa.array([0.0] * n, pa.float32()),
+            "terminated": pa.array([i in terminal_at for i in range(n)]),
+            "truncated": pa.array([i in truncated_at for i in range(n)]),
+        }
+    )
     folder.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, folder / f"{split}-00000-of-00001.parquet")
     return obs, masks
@@ -50,8 +53,9 @@ def write_split(folder, split, n, rng, terminal_at=(), truncated_at=(), bad_acti
 def source(tmp_path):
     rng = np.random.default_rng(0)
     folder = tmp_path / "frostbite" / "FrostbiteNoFrameskip-v4"
-    train = write_split(folder, "train", 30, rng, terminal_at=(9, 19), truncated_at=(19,), bad_action=3,
-                        bad_mask=25, cut_observation=15)
+    train = write_split(
+        folder, "train", 30, rng, terminal_at=(9, 19), truncated_at=(19,), bad_action=3, bad_mask=25, cut_observation=15
+    )
     test = write_split(folder, "test", 10, rng, terminal_at=(9,))
     return tmp_path / "frostbite", train, test
 
@@ -60,8 +64,9 @@ def test_frostbite_import_keeps_frames_and_masks_and_counts_lives(source, tmp_pa
     root, (obs, masks), _ = source
     out = tmp_path / "layout"
     assert main(["import", "frostbite_masks", "--from", str(root), "--root", str(out)]) == 0
-    assert ("frostbite_masks/Frostbite: 27 train, 10 val records; dropped: bad_mask 1, bad_observation 1, "
-            "invalid_action 1") in capsys.readouterr().out
+    assert (
+        "frostbite_masks/Frostbite: 27 train, 10 val records; dropped: bad_mask 1, bad_observation 1, invalid_action 1"
+    ) in capsys.readouterr().out
     assert validate(out, images=True).ok
     g = list_games(out)[0]
     assert g.meta()["frame_format"] == "rgb_128x128"

@@ -42,12 +42,15 @@ def stacks(frames: list[np.ndarray], layout: str = "channels") -> list[bytes]:
 def write_config(root, config: str, split: str, games: list[tuple[list[bytes], list[int]]], name=None):
     folder = root / config
     folder.mkdir(parents=True, exist_ok=True)
-    table = pa.table({
-        "image_observations": pa.array([[{"bytes": b, "path": None} for b in imgs] for imgs, _ in games],
-                                       pa.list_(TYPE)),
-        "discrete_actions": pa.array([acts for _, acts in games], pa.list_(pa.int64())),
-        "rewards": pa.array([[0.0] * len(acts) for _, acts in games], pa.list_(pa.float32())),
-    })
+    table = pa.table(
+        {
+            "image_observations": pa.array(
+                [[{"bytes": b, "path": None} for b in imgs] for imgs, _ in games], pa.list_(TYPE)
+            ),
+            "discrete_actions": pa.array([acts for _, acts in games], pa.list_(pa.int64())),
+            "rewards": pa.array([[0.0] * len(acts) for _, acts in games], pa.list_(pa.float32())),
+        }
+    )
     path = folder / (name or f"{split}-00000-of-00001.parquet")
     pq.write_table(table, path)
     return path
@@ -115,21 +118,25 @@ def test_bad_frames_and_actions_are_counted_drops(tmp_path):
     assert meta["train"]["records"] == 18
 
 
-@pytest.mark.parametrize("damage,message", [
-    ("truncate", "not a readable Parquet file"),
-    ("columns", "missing column(s) ['discrete_actions', 'rewards']"),
-    ("order", "do not shift by one frame"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        ("truncate", "not a readable Parquet file"),
+        ("columns", "missing column(s) ['discrete_actions', 'rewards']"),
+        ("order", "do not shift by one frame"),
+    ],
+)
 def test_broken_sources_are_one_line_errors_and_write_nothing(tmp_path, capsys, damage, message):
     rng = np.random.default_rng(2)
     root = tmp_path / "src"
     frames = frames_of_a_game(rng, 20)
     path = write_config(root, "atari-breakout", "train", [(stacks(frames), [0] * 20)])
     if damage == "truncate":
-        path.write_bytes(path.read_bytes()[: 200])
+        path.write_bytes(path.read_bytes()[:200])
     elif damage == "columns":
-        pq.write_table(pa.table({"image_observations": pa.array([[{"bytes": b"", "path": None}]], pa.list_(TYPE))}),
-                       path)
+        pq.write_table(
+            pa.table({"image_observations": pa.array([[{"bytes": b"", "path": None}]], pa.list_(TYPE))}), path
+        )
     else:  # frames shuffled: no byte layout makes consecutive stacks shift by one
         order = rng.permutation(20)
         write_config(root, "atari-breakout", "train", [([stacks(frames)[i] for i in order], [0] * 20)])
@@ -163,12 +170,17 @@ def test_hub_source_resolves_from_the_hub_cache_offline(source, tmp_path, capsys
     import huggingface_hub.constants
 
     root, _ = source
-    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.parquet"))
-             if p.parent.name == "atari-breakout"}
+    files = {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*.parquet"))
+        if p.parent.name == "atari-breakout"
+    }
     hub_cache(tmp_path / "hub", jat.REPO, files)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    assert main(["import", "jat", "--from", f"hub:{jat.REPO}", "--root", str(tmp_path / "out"), "--games",
-                 "Breakout"]) == 0
+    assert (
+        main(["import", "jat", "--from", f"hub:{jat.REPO}", "--root", str(tmp_path / "out"), "--games", "Breakout"])
+        == 0
+    )
     assert "jat/Breakout: 90 train, 30 val records" in capsys.readouterr().out
     local = tmp_path / "local"
     assert main(["import", "jat", "--from", str(root), "--root", str(local), "--games", "Breakout"]) == 0
@@ -177,8 +189,10 @@ def test_hub_source_resolves_from_the_hub_cache_offline(source, tmp_path, capsys
 
 
 def test_offline_hub_source_names_the_local_alternative(tmp_path, capsys):
-    assert main(["import", "jat", "--from", "hub:jat-project/jat-dataset", "--root", str(tmp_path), "--games",
-                 "Pong"]) == 2
+    assert (
+        main(["import", "jat", "--from", "hub:jat-project/jat-dataset", "--root", str(tmp_path), "--games", "Pong"])
+        == 2
+    )
     assert "pass --from DIR" in capsys.readouterr().err
 
 

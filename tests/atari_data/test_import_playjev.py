@@ -43,11 +43,27 @@ def write_shard(root, slug, shard, rng, episodes=3, steps=12, as_index=False, da
             move = best if as_index else MOVES[best]
             if (ep, t) == (2, 7) and "move" in damage:
                 move = "fly"
-            lines.append({"game": slug, "shard": shard, "seed": 1000 + ep, "episode": ep, "step": t,
-                          "frame": name, "prev_frame": None if t == 0 else f"frames/e{ep}_s{t - 1}.jpg",
-                          "frame_md5": md5, "actions": MOVES, "teacher_probs": probs.tolist(),
-                          "teacher_action": move, "taken_action": MOVES[(best + t) % 4], "actor": "teacher",
-                          "score": t, "reward": 0, "done": t == steps - 1, "t": 33 * t})
+            lines.append(
+                {
+                    "game": slug,
+                    "shard": shard,
+                    "seed": 1000 + ep,
+                    "episode": ep,
+                    "step": t,
+                    "frame": name,
+                    "prev_frame": None if t == 0 else f"frames/e{ep}_s{t - 1}.jpg",
+                    "frame_md5": md5,
+                    "actions": MOVES,
+                    "teacher_probs": probs.tolist(),
+                    "teacher_action": move,
+                    "taken_action": MOVES[(best + t) % 4],
+                    "actor": "teacher",
+                    "score": t,
+                    "reward": 0,
+                    "done": t == steps - 1,
+                    "t": 33 * t,
+                }
+            )
     rng.shuffle(lines)  # collectors interleave episodes
     (folder / "records.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
 

@@ -15,12 +15,15 @@ from atari_data.publish.doctor import Doctor
 
 
 def clip(rng, players=2, t_lat=5, t_act=16, hw=8):
-    return {"video_latents": rng.standard_normal((t_lat, 16, hw, hw)).astype(np.float16),
-            "actions": rng.integers(0, 8, (players, t_act)).astype(np.int64),
-            "frame_coords": rng.uniform(0, 512, (t_lat, players, 2)).astype(np.float32),
-            "orientations": rng.integers(0, 4, (t_lat, players)).astype(np.int64),
-            "initial_positions": rng.uniform(0, 512, (players, 2)).astype(np.float32),
-            "num_players": players, "prompt": "coins"}
+    return {
+        "video_latents": rng.standard_normal((t_lat, 16, hw, hw)).astype(np.float16),
+        "actions": rng.integers(0, 8, (players, t_act)).astype(np.int64),
+        "frame_coords": rng.uniform(0, 512, (t_lat, players, 2)).astype(np.float32),
+        "orientations": rng.integers(0, 4, (t_lat, players)).astype(np.int64),
+        "initial_positions": rng.uniform(0, 512, (players, 2)).astype(np.float32),
+        "num_players": players,
+        "prompt": "coins",
+    }
 
 
 def write_lmdb(folder, values):
@@ -60,12 +63,15 @@ def test_a_malicious_pickle_is_refused_with_its_key(tmp_path):
         safe_loads(pickle.dumps(Exploit()))
 
 
-@pytest.mark.parametrize("change,field", [
-    (lambda r: r.pop("prompt"), "prompt"),
-    (lambda r: r.update(actions=r["actions"].astype(np.int32)), "actions"),
-    (lambda r: r.update(frame_coords=r["frame_coords"][:, :1]), "frame_coords"),
-    (lambda r: r.update(num_players=5), "num_players"),
-])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        (lambda r: r.pop("prompt"), "prompt"),
+        (lambda r: r.update(actions=r["actions"].astype(np.int32)), "actions"),
+        (lambda r: r.update(frame_coords=r["frame_coords"][:, :1]), "frame_coords"),
+        (lambda r: r.update(num_players=5), "num_players"),
+    ],
+)
 def test_rows_off_the_schema_are_one_line_errors(tmp_path, change, field):
     row = clip(np.random.default_rng(1))
     change(row)
@@ -91,8 +97,9 @@ def test_pack_lmdb_then_doctor(src, tmp_path, capsys):
     doctor = Doctor(out).run()
     assert not doctor.defects and doctor.counts == {"clean_up": 2, "coins": 3}
     assert pack_lmdb(src, tmp_path / "again", rows_per_shard=2) == {"clean_up": 2, "coins": 3}
-    assert (out / "webdataset" / "coins" / "train-000000.tar").read_bytes() == \
-        (tmp_path / "again" / "webdataset" / "coins" / "train-000000.tar").read_bytes(), "deterministic"
+    assert (out / "webdataset" / "coins" / "train-000000.tar").read_bytes() == (
+        tmp_path / "again" / "webdataset" / "coins" / "train-000000.tar"
+    ).read_bytes(), "deterministic"
     card = (out / "README.md").read_text().replace("coins: 3", "coins: 4")
     (out / "README.md").write_text(card)
     assert any("says 4, the shards hold 3" in d.render() for d in Doctor(out).run().defects)

@@ -31,8 +31,13 @@ def tree(root):
 
 def test_layout_of_the_repository(packed):
     names = {str(p.relative_to(packed)) for p in packed.rglob("*") if p.is_file()}
-    assert {"README.md", "schema/record.schema.json", "schema/meta.schema.json", "meta/expert2f/Breakout.json",
-            "meta/expert/Pong.json"} <= names
+    assert {
+        "README.md",
+        "schema/record.schema.json",
+        "schema/meta.schema.json",
+        "meta/expert2f/Breakout.json",
+        "meta/expert/Pong.json",
+    } <= names
     assert any(n.startswith("data/expert2f/train-00000-of-") for n in names)
     assert sum(n.startswith("webdataset/expert2f/train-") for n in names) >= 2, "small shard size, several shards"
     card = read_card(packed)
@@ -159,27 +164,44 @@ def _broken(packed, tmp_path, how):
 
 def _add_member(tar_path, name, data=b"x"):
     import io
+
     with tarfile.open(tar_path, "a") as tf:
         info = tarfile.TarInfo(name)
         info.size = len(data)
         tf.addfile(info, io.BytesIO(data))
 
 
-@pytest.mark.parametrize("how,message", [
-    (lambda r: next((r / "data" / "expert").glob("train-*.parquet")).unlink(), "does not load"),
-    (lambda r: [p.unlink() for p in (r / "data" / "expert").glob("train-*.parquet")], "matches no file"),
-    (lambda r: (r / "data" / "expert2f" / "extra.parquet").write_bytes(b"junk"), "belongs to no config"),
-    (lambda r: _add_member(next((r / "webdataset" / "expert2f").glob("train-*.tar")), "../evil.png"),
-     "path traversal"),
-    (lambda r: _add_member(next((r / "webdataset" / "expert2f").glob("train-*.tar")), "notes.txt"), "stray member"),
-    (lambda r: (r / "README.md").write_text((r / "README.md").read_text().replace("schema_version: 1",
-                                                                                  "schema_version: 99")),
-     "99 is not a known schema version"),
-    (lambda r: (r / "meta" / "expert" / "Pong.json").write_text(
-        json.dumps({**json.loads((r / "meta" / "expert" / "Pong.json").read_text()),
-                    "train": {"records": 1, "episodes": 1, "labels": {}}})), "meta.json files say 1"),
-    (lambda r: (r / "README.md").write_text("no card"), "has no YAML header"),
-])
+@pytest.mark.parametrize(
+    "how,message",
+    [
+        (lambda r: next((r / "data" / "expert").glob("train-*.parquet")).unlink(), "does not load"),
+        (lambda r: [p.unlink() for p in (r / "data" / "expert").glob("train-*.parquet")], "matches no file"),
+        (lambda r: (r / "data" / "expert2f" / "extra.parquet").write_bytes(b"junk"), "belongs to no config"),
+        (
+            lambda r: _add_member(next((r / "webdataset" / "expert2f").glob("train-*.tar")), "../evil.png"),
+            "path traversal",
+        ),
+        (lambda r: _add_member(next((r / "webdataset" / "expert2f").glob("train-*.tar")), "notes.txt"), "stray member"),
+        (
+            lambda r: (r / "README.md").write_text(
+                (r / "README.md").read_text().replace("schema_version: 1", "schema_version: 99")
+            ),
+            "99 is not a known schema version",
+        ),
+        (
+            lambda r: (r / "meta" / "expert" / "Pong.json").write_text(
+                json.dumps(
+                    {
+                        **json.loads((r / "meta" / "expert" / "Pong.json").read_text()),
+                        "train": {"records": 1, "episodes": 1, "labels": {}},
+                    }
+                )
+            ),
+            "meta.json files say 1",
+        ),
+        (lambda r: (r / "README.md").write_text("no card"), "has no YAML header"),
+    ],
+)
 def test_doctor_finds_broken_repos(packed, tmp_path, capsys, how, message):
     repo = _broken(packed, tmp_path, how)
     assert main(["doctor", str(repo)]) == 2

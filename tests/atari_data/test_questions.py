@@ -31,5 +31,6 @@ def test_action_labels():
 
 def test_every_full_action_has_a_distinct_label():
     from laya_protocol.games import FULL_ACTIONS
+
     labels = [action_label(a) for a in FULL_ACTIONS]
     assert len(set(labels)) == len(labels)

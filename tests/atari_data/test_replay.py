@@ -58,6 +58,7 @@ def test_a_tampered_move_list_is_detected(played, tmp_path, capsys):
 def test_only_played_sources_can_be_replay_packed(played, tmp_path):
     (played_copy := tmp_path / "copy").mkdir()
     import shutil
+
     shutil.copytree(played / "expert", played_copy / "expert")
     (played_copy / "expert" / "Pong" / "episodes.jsonl").unlink()
     with pytest.raises(AtariDataError, match="has no episodes.jsonl: only played sources"):
@@ -80,6 +81,7 @@ def _edit_jsonl(path, fn, line=0):
 def _image(value):
     def fn(row):
         row["record"]["image"] = value  # the MD5s are of pixels, so they stay valid
+
     return fn
 
 
@@ -90,7 +92,7 @@ HOSTILE_REPLAYS = {
     "record line is not JSON": ("train.jsonl", "not json\n", "(record)"),
     "record line is not UTF-8": ("train.jsonl", b"\xff\xfe{}\n", "(record)"),
     "row without md5": ("train.jsonl", lambda r: r.pop("md5"), "(record)"),
-    "episode line is not JSON": ("episodes.jsonl", "{\"episode\": 1,\n", "(episode)"),
+    "episode line is not JSON": ("episodes.jsonl", '{"episode": 1,\n', "(episode)"),
     "episode without seed": ("episodes.jsonl", lambda e: e.pop("seed"), "seed"),
     "seed is a float": ("episodes.jsonl", lambda e: e.update(seed=1.5), "seed"),
     "short decisions": ("episodes.jsonl", lambda e: e.update(decisions=e["decisions"][:3]), "step"),

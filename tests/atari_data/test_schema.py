@@ -30,6 +30,7 @@ def test_readme_table_is_the_derived_one(kind, obj):
 
 def test_hf_features_have_every_field_in_order():
     from datasets import Image, List, Value
+
     feats = schema.hf_features(frames=2)
     assert list(feats) == list(schema.RECORD.names)
     assert isinstance(feats["image"], Image) and isinstance(feats["prev_image"], Image)
@@ -47,10 +48,19 @@ def test_written_records_and_meta_satisfy_the_json_schema(layout_master):
                 jsonschema.validate(rec, rec_schema)
 
 
-@pytest.mark.parametrize("change", [
-    {"extra_field": 1}, {"label": -1}, {"label": "3"}, {"id": "bad id"}, {"image": "../x.png"},
-    {"actions": []}, {"question": {"type": "choice"}}, {"provenance": []},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"extra_field": 1},
+        {"label": -1},
+        {"label": "3"},
+        {"id": "bad id"},
+        {"image": "../x.png"},
+        {"actions": []},
+        {"question": {"type": "choice"}},
+        {"provenance": []},
+    ],
+)
 def test_json_schema_and_structural_check_agree_on_bad_records(layout_master, change):
     g = list_games(layout_master)[0]
     rec = next(g.records("train"))
@@ -59,6 +69,7 @@ def test_json_schema_and_structural_check_agree_on_bad_records(layout_master, ch
         jsonschema.validate(rec, schema.json_schema("record"))
     # The fast checker reports it too, as a defect, never an exception.
     from atari_data.layout.records import GameRules
+
     rules = GameRules(g.source, g.game, rec["actions"] if change.get("actions") is None else ("NOOP",), 2)
     assert rules.check(rec)
 

@@ -13,7 +13,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout.validate import validate
 
 B2 = "expert2f/Breakout"  # two-frame game of the fixture layout
-P1 = "expert/Pong"        # one-frame game
+P1 = "expert/Pong"  # one-frame game
 LINE = re.compile(r"^\S+?(:\d+)?: [\w.\[\]()]+: .+$")
 
 
@@ -152,14 +152,17 @@ def test_label_out_of_range(layout, capsys):
     expect(layout, capsys, r"train\.jsonl:8: label: 4 is out of range \(expected 0\.\.3\)")
 
 
-@pytest.mark.parametrize("target,message", [
-    ([0.5, 0.5], r"has 2 values, expected 4"),
-    ([1.2, -0.2, 0.0, 0.0], r"negative probability"),
-    ([0.3, 0.3, 0.3, 0.3], r"sums to 1\.2, expected 1"),
-    ([float("nan"), 0.5, 0.25, 0.25], r"train\.jsonl:1: \(record\): is not valid JSON"),  # NaN is not JSON
-    ([1e309, 0.5, 0.25, 0.25], r"train\.jsonl:1: \(record\): is not valid JSON"),
-    (["0.25", 0.25, 0.25, 0.25], r"target\[0\]: expected a number"),
-])
+@pytest.mark.parametrize(
+    "target,message",
+    [
+        ([0.5, 0.5], r"has 2 values, expected 4"),
+        ([1.2, -0.2, 0.0, 0.0], r"negative probability"),
+        ([0.3, 0.3, 0.3, 0.3], r"sums to 1\.2, expected 1"),
+        ([float("nan"), 0.5, 0.25, 0.25], r"train\.jsonl:1: \(record\): is not valid JSON"),  # NaN is not JSON
+        ([1e309, 0.5, 0.25, 0.25], r"train\.jsonl:1: \(record\): is not valid JSON"),
+        (["0.25", 0.25, 0.25, 0.25], r"target\[0\]: expected a number"),
+    ],
+)
 def test_bad_target(layout, capsys, target, message):
     edit_record(layout, B2, target=target)
     expect(layout, capsys, message)
@@ -204,11 +207,14 @@ def test_caps_respected(layout, capsys):
     expect(layout, capsys, r"train\.jsonl: \(records\): \d+ records exceed the cap 10")
 
 
-@pytest.mark.parametrize("key,value,message", [
-    ("records", 3, r"train\.records: says 3, the records have"),
-    ("episodes", 9, r"train\.episodes: says 9, the records have"),
-    ("labels", {"NOOP": 1}, r"train\.labels: .* differ from the records'"),
-])
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("records", 3, r"train\.records: says 3, the records have"),
+        ("episodes", 9, r"train\.episodes: says 9, the records have"),
+        ("labels", {"NOOP": 1}, r"train\.labels: .* differ from the records'"),
+    ],
+)
 def test_meta_counts_must_match_the_records(layout, capsys, key, value, message):
     edit_meta(layout, B2, lambda m: m["train"].update({key: value}))
     expect(layout, capsys, message)

@@ -16,7 +16,7 @@ from atari_data.layout.validate import validate
 GAME = "expert2f/Breakout"
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none() | st.booleans() | st.integers(-(10**12), 10**12) | st.floats(allow_nan=False) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=8,
 )
@@ -24,10 +24,12 @@ json_values = st.recursive(
 
 def wrong_type_for(field_type):
     """JSON values that can never satisfy ``field_type``."""
+
     def bad(v):
         out = []
         field_type.check(v, "x", out)
         return bool(out)
+
     return json_values.filter(bad)
 
 
@@ -48,10 +50,9 @@ def record_corruption(draw):
         key = draw(st.text(min_size=1, max_size=10).filter(lambda k: k not in schema.RECORD.names))
         return kind, key, draw(json_values)
     if kind == "label":
-        return kind, "label", draw(st.integers(4, 10**6) | st.integers(-10**6, -1))
+        return kind, "label", draw(st.integers(4, 10**6) | st.integers(-(10**6), -1))
     # Any line that is not exactly a valid record: random text or random JSON.
-    text = draw(st.text(max_size=40).filter(lambda t: "\n" not in t and "\r" not in t)
-                | json_values.map(json.dumps))
+    text = draw(st.text(max_size=40).filter(lambda t: "\n" not in t and "\r" not in t) | json_values.map(json.dumps))
     return kind, None, text
 
 

@@ -24,8 +24,9 @@ def synthetic(episode: int, n: int, fire_at=()):
 
 
 def writer(root, **kw):
-    base = dict(root=root, source="synth", game="Breakout", frame_format=FMT, origin="test",
-                license="CC0-1.0", frames=2)
+    base = dict(
+        root=root, source="synth", game="Breakout", frame_format=FMT, origin="test", license="CC0-1.0", frames=2
+    )
     base.update(kw)
     return GameWriter(**base)
 
@@ -246,8 +247,12 @@ def _png(rows: bytes, w: int, h: int, interlace: int = 0, stream: bytes | None =
 
     from atari_data.layout.png import SIGNATURE
 
-    return (SIGNATURE + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, interlace))
-            + _chunk(b"IDAT", zlib.compress(rows) if stream is None else stream) + _chunk(b"IEND", b""))
+    return (
+        SIGNATURE
+        + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, interlace))
+        + _chunk(b"IDAT", zlib.compress(rows) if stream is None else stream)
+        + _chunk(b"IEND", b"")
+    )
 
 
 def test_png_decoder_unfilters_rows_after_an_unfiltered_first_row():
@@ -278,8 +283,13 @@ def test_png_size_accepts_whole_pngs_and_refuses_damaged_ones():
     rng = np.random.default_rng(2)
     rgb = rng.integers(0, 256, (21, 16, 3), dtype=np.uint8)
     good = [encode_png(rgb)]
-    for im in (Image.fromarray(rgb), Image.fromarray(rgb[..., 0]), Image.fromarray(rgb).convert("P"),
-               Image.fromarray(rgb[..., 0]).convert("1"), Image.fromarray(rgb[..., :2], "LA")):
+    for im in (
+        Image.fromarray(rgb),
+        Image.fromarray(rgb[..., 0]),
+        Image.fromarray(rgb).convert("P"),
+        Image.fromarray(rgb[..., 0]).convert("1"),
+        Image.fromarray(rgb[..., :2], "LA"),
+    ):
         buf = io.BytesIO()
         im.save(buf, format="PNG")
         good.append(buf.getvalue())
@@ -292,7 +302,7 @@ def test_png_size_accepts_whole_pngs_and_refuses_damaged_ones():
 
     png = good[1]  # Pillow's RGB
     body = 8 + 25 + 8  # signature, IHDR chunk, then the IDAT's length and type
-    flipped = png[:body + 5] + bytes([png[body + 5] ^ 1]) + png[body + 6:]
+    flipped = png[: body + 5] + bytes([png[body + 5] ^ 1]) + png[body + 6 :]
     rows, z = bytes(3 * (1 + 3)), zlib.compressobj()
     damaged = {
         "cut short": png[:-30],
@@ -326,8 +336,10 @@ def test_a_lock_held_by_a_killed_process_is_free(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, time; from atari_data.layout import GameLock; "
-            "l = GameLock(sys.argv[1], 'synth', 'Breakout'); print('held', flush=True); time.sleep(60)")
+    code = (
+        "import sys, time; from atari_data.layout import GameLock; "
+        "l = GameLock(sys.argv[1], 'synth', 'Breakout'); print('held', flush=True); time.sleep(60)"
+    )
     holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -6,11 +6,31 @@ from laya_eval.evaluate import RunConfig, evaluate
 
 def test_generated_baselines_normalise_an_evaluation(tmp_path):
     data = tmp_path / "data"
-    meta = generate_game(GenerateConfig(root=str(data), source="expert", train_frames=30, val_frames=10,
-                                        min_train_episodes=1, decision_cap=4500, baseline_episodes=1), "Freeway")
+    meta = generate_game(
+        GenerateConfig(
+            root=str(data),
+            source="expert",
+            train_frames=30,
+            val_frames=10,
+            min_train_episodes=1,
+            decision_cap=4500,
+            baseline_episodes=1,
+        ),
+        "Freeway",
+    )
     b = meta["baselines"]
-    res = evaluate(RunConfig(policy="constant:UP", games=["Freeway"], out=str(tmp_path / "r.json"), episodes=1,
-                             random_episodes=1, cap=4500, baselines=str(data)), progress=False)
+    res = evaluate(
+        RunConfig(
+            policy="constant:UP",
+            games=["Freeway"],
+            out=str(tmp_path / "r.json"),
+            episodes=1,
+            random_episodes=1,
+            cap=4500,
+            baselines=str(data),
+        ),
+        progress=False,
+    )
     g = res["games"]["Freeway"]
     assert g["baseline"]["expert"] == b["expert_score_cap4500"] and g["baseline"]["cap"] == 4500
     assert str(data) in g["baseline"]["source"]

@@ -13,14 +13,16 @@ class Recorder:
         self.resets.append((game, tuple(actions)))
 
     def __call__(self, batch):
-        self.batches.append((batch.frames.copy(), batch.prev_frames.copy(), batch.new_episode.copy(),
-                             batch.episodes.copy()))
+        self.batches.append(
+            (batch.frames.copy(), batch.prev_frames.copy(), batch.new_episode.copy(), batch.episodes.copy())
+        )
         return np.full(len(batch), self.action)
 
 
 def raising(**_):
     def policy(batch):
         raise RuntimeError("model exploded")
+
     return policy
 
 
@@ -41,6 +43,7 @@ def fails_on(game="Breakout", **_):
         if batch.game == game:
             raise ValueError(f"cannot play {game}")
         return np.zeros(len(batch), dtype=int)
+
     return policy
 
 
@@ -49,6 +52,7 @@ def probs(prefer=1, **_):
         p = np.full((len(batch), len(batch.actions)), 0.1)
         p[:, prefer] = 1.0
         return p
+
     return policy
 
 
@@ -56,4 +60,5 @@ def slow(seconds=0.05, **_):
     def policy(batch):
         time.sleep(seconds)
         return np.zeros(len(batch), dtype=int)
+
     return policy

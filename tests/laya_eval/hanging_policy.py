@@ -1,4 +1,5 @@
 """A stdio policy that answers hello and reset, then never answers an act message."""
+
 import json
 import sys
 import time

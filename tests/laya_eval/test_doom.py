@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("vizdoom", reason="ViZDoom is an optional extra (laya-eval[vizdoom])")
 
-from laya_eval.cli import main  # noqa: E402
-from laya_eval.doom import evaluate_doom  # noqa: E402
+from laya_eval.cli import main
+from laya_eval.doom import evaluate_doom
 
 EXAMPLE = Path(__file__).parents[2] / "packages" / "laya-eval" / "examples" / "stdio_policy.py"
 
@@ -27,8 +27,20 @@ def test_baselines_and_a_policy_on_the_same_seeds(tmp_path):
 
 
 def test_a_subprocess_policy_plays_doom_through_the_cli(tmp_path, capsys):
-    assert main(["doom", "--policy", f"cmd:{sys.executable} {EXAMPLE}", "--episodes", "2",
-                 "--out", str(tmp_path / "d.json")]) == 0
+    assert (
+        main(
+            [
+                "doom",
+                "--policy",
+                f"cmd:{sys.executable} {EXAMPLE}",
+                "--episodes",
+                "2",
+                "--out",
+                str(tmp_path / "d.json"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "(judged)" in out and "expert (baseline)" in out and "Normalised" in out
 

@@ -50,15 +50,33 @@ def test_rerun_skips_finished_games_and_other_settings_are_refused(tmp_path):
     assert len(run(tmp_path, "random", episodes=3, restart=True)["games"]["Pong"]["scores"]) == 3
 
 
-@pytest.mark.parametrize("factory,message", [
-    ("raising", "raised RuntimeError: model exploded"),
-    ("out_of_range", "returned action 99, out of range for"),
-    ("nan_probs", "non-finite probabilities"),
-    ("wrong_batch", "returned shape (3,) (int64) for a batch of 2"),
-])
+@pytest.mark.parametrize(
+    "factory,message",
+    [
+        ("raising", "raised RuntimeError: model exploded"),
+        ("out_of_range", "returned action 99, out of range for"),
+        ("nan_probs", "non-finite probabilities"),
+        ("wrong_batch", "returned shape (3,) (int64) for a batch of 2"),
+    ],
+)
 def test_misbehaving_policies_are_recorded_per_game(tmp_path, capsys, factory, message):
-    rc = main(["run", "--policy", f"tests.laya_eval.fake_policies:{factory}", "--games", "Pong,Freeway",
-               "--episodes", "2", "--cap", "40", "--random-episodes", "0", "--out", str(tmp_path / "r.json")])
+    rc = main(
+        [
+            "run",
+            "--policy",
+            f"tests.laya_eval.fake_policies:{factory}",
+            "--games",
+            "Pong,Freeway",
+            "--episodes",
+            "2",
+            "--cap",
+            "40",
+            "--random-episodes",
+            "0",
+            "--out",
+            str(tmp_path / "r.json"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and message in err and "Traceback" not in err
     res = load_results(tmp_path / "r.json")
@@ -67,8 +85,23 @@ def test_misbehaving_policies_are_recorded_per_game(tmp_path, capsys, factory, m
 
 
 def test_other_games_still_run_after_a_failure(tmp_path, capsys):
-    rc = main(["run", "--policy", "tests.laya_eval.fake_policies:fails_on", "--policy-kwargs", '{"game": "Pong"}',
-               "--games", "Pong,Freeway", "--episodes", "2", "--cap", "40", "--out", str(tmp_path / "r.json")])
+    rc = main(
+        [
+            "run",
+            "--policy",
+            "tests.laya_eval.fake_policies:fails_on",
+            "--policy-kwargs",
+            '{"game": "Pong"}',
+            "--games",
+            "Pong,Freeway",
+            "--episodes",
+            "2",
+            "--cap",
+            "40",
+            "--out",
+            str(tmp_path / "r.json"),
+        ]
+    )
     assert rc == 1
     res = load_results(tmp_path / "r.json")
     assert "cannot play Pong" in res["games"]["Pong"]["error"]
@@ -107,9 +140,17 @@ def test_policy_specs():
 def test_baseline_choice_normalisation_and_flags(tmp_path):
     assert normalise(5.4, REFERENCE["Pong"]) == pytest.approx(1.0)
     assert normalise(1.0, Baseline(3.0, 3.0, "x", 4500)) is None
-    meta = {"game": "Pong", "baselines": {"expert": "builtin", "expert_score": 10.0, "random_score": -21.0,
-                                          "expert_score_cap4500": 3.0, "random_score_cap4500": -20.0},
-            "protocol": {"decision_cap": 27000}}
+    meta = {
+        "game": "Pong",
+        "baselines": {
+            "expert": "builtin",
+            "expert_score": 10.0,
+            "random_score": -21.0,
+            "expert_score_cap4500": 3.0,
+            "random_score_cap4500": -20.0,
+        },
+        "protocol": {"decision_cap": 27000},
+    }
     (tmp_path / "expert2f" / "Pong").mkdir(parents=True)
     (tmp_path / "expert2f" / "Pong" / "meta.json").write_text(json.dumps(meta))
     extra = read_meta_baselines(tmp_path)
@@ -117,17 +158,31 @@ def test_baseline_choice_normalisation_and_flags(tmp_path):
     assert (capped.expert, capped.cap) == (3.0, 4500) and (full.expert, full.cap) == (10.0, None)
     assert choose_baseline("Boxing", 4500, extra) is REFERENCE["Boxing"]
     assert flags_for("Boxing", 0.5, REFERENCE["Boxing"], None) == [
-        "baselines measured with a cap of 4500, this run none"]
+        "baselines measured with a cap of 4500, this run none"
+    ]
     assert flags_for("Skiing", None, None, 4500) == ["the expert only presses NOOP", "no expert baseline"]
     assert flags_for("Solaris", 0.1, Baseline(1.0, 2.0, "x", 4500), 4500) == [
-        "excluded: the expert scores below random", "the expert (1) is not above random (2)"]
+        "excluded: the expert scores below random",
+        "the expert (1) is not above random (2)",
+    ]
     assert flags_for("Pong", 1.7, REFERENCE["Pong"], 4500) == ["normalised score 1.70 outside [-0.5, 1.5]"]
 
 
 def test_bad_baselines_and_results_are_one_line_errors(tmp_path, capsys):
     (tmp_path / "meta.json").write_text("{broken")
-    rc = main(["run", "--policy", "random", "--games", "Pong", "--baselines", str(tmp_path / "meta.json"),
-               "--out", str(tmp_path / "r.json")])
+    rc = main(
+        [
+            "run",
+            "--policy",
+            "random",
+            "--games",
+            "Pong",
+            "--baselines",
+            str(tmp_path / "meta.json"),
+            "--out",
+            str(tmp_path / "r.json"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: ") and "is not a dataset meta.json" in err and err.count("\n") == 1
     (tmp_path / "bad.json").write_text("[]")
@@ -156,9 +211,26 @@ def test_report_and_compare(tmp_path, capsys):
 @pytest.mark.slow
 def test_sigkill_mid_run_then_rerun_completes(tmp_path):
     out = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "laya_eval.cli", "run", "--policy", "tests.laya_eval.fake_policies:slow",
-           "--policy-kwargs", '{"seconds": 0.01}', "--games", "Pong,Breakout,Freeway", "--episodes", "2",
-           "--cap", "150", "--random-episodes", "1", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "laya_eval.cli",
+        "run",
+        "--policy",
+        "tests.laya_eval.fake_policies:slow",
+        "--policy-kwargs",
+        '{"seconds": 0.01}',
+        "--games",
+        "Pong,Breakout,Freeway",
+        "--episodes",
+        "2",
+        "--cap",
+        "150",
+        "--random-episodes",
+        "1",
+        "--out",
+        str(out),
+    ]
     p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     while time.time() < deadline and not (out.exists() and json.loads(out.read_text())["games"]):
@@ -183,6 +255,8 @@ def test_ray_executor_gives_the_local_results(tmp_path, ray_local):
     remote = run(tmp_path / "b", "random", games=("Pong", "Breakout"), executor="ray")
     for game in ("Pong", "Breakout"):
         assert remote["games"][game]["scores"] == local["games"][game]["scores"]
-        assert remote["games"][game]["random"] == {**local["games"][game]["random"],
-                                                   "seconds": remote["games"][game]["random"]["seconds"]}
+        assert remote["games"][game]["random"] == {
+            **local["games"][game]["random"],
+            "seconds": remote["games"][game]["random"]["seconds"],
+        }
     assert np.isclose(remote["summary"]["all"]["iqm"], local["summary"]["all"]["iqm"])

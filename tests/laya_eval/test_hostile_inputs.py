@@ -13,15 +13,37 @@ from laya_eval.cli import main
 from ..atari_data.test_hostile_inputs import apply, edits
 from ..promises import check_promises
 
-SETTINGS = settings(max_examples=10, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=10,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("results") / "r.json"
-    assert main(["run", "--policy", "random", "--games", "Pong", "--episodes", "2", "--cap", "30",
-                 "--random-episodes", "1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--policy",
+                "random",
+                "--games",
+                "Pong",
+                "--episodes",
+                "2",
+                "--cap",
+                "30",
+                "--random-episodes",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -37,17 +59,22 @@ def test_report_and_compare_keep_the_promises(results, tmp_path_factory, edit):
     check_promises(main, ["compare", results, bad], sandbox=box, target=None)
 
 
-@pytest.mark.parametrize("edit", [lambda r: r.update(games=[1, 2]),
-                                  lambda r: r["games"]["Pong"].update(scores="many"),
-                                  lambda r: r["games"]["Pong"].update(mean=None),
-                                  lambda r: r["games"]["Pong"].update(normalised_scores=[{"x": 1}], normalised=0.5),
-                                  lambda r: r["games"].update(Pong=7),
-                                  lambda r: r["games"]["Pong"].pop("std"),
-                                  lambda r: r["games"]["Pong"].update(baseline="x"),
-                                  lambda r: r["games"]["Pong"].update(baseline={"expert": "x", "random": 0}),
-                                  lambda r: r["games"]["Pong"].update(flags=[1]),
-                                  lambda r: r["games"]["Pong"].update(random=[]),
-                                  lambda r: r["games"]["Pong"].update(human_normalised="x")])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda r: r.update(games=[1, 2]),
+        lambda r: r["games"]["Pong"].update(scores="many"),
+        lambda r: r["games"]["Pong"].update(mean=None),
+        lambda r: r["games"]["Pong"].update(normalised_scores=[{"x": 1}], normalised=0.5),
+        lambda r: r["games"].update(Pong=7),
+        lambda r: r["games"]["Pong"].pop("std"),
+        lambda r: r["games"]["Pong"].update(baseline="x"),
+        lambda r: r["games"]["Pong"].update(baseline={"expert": "x", "random": 0}),
+        lambda r: r["games"]["Pong"].update(flags=[1]),
+        lambda r: r["games"]["Pong"].update(random=[]),
+        lambda r: r["games"]["Pong"].update(human_normalised="x"),
+    ],
+)
 def test_a_results_file_with_wrong_types_is_one_line(results, tmp_path, edit):
     data = json.loads(results.read_text())
     edit(data)
@@ -57,21 +84,50 @@ def test_a_results_file_with_wrong_types_is_one_line(results, tmp_path, edit):
     assert code == 2 and "r.json: games" in err, err
 
 
-@pytest.mark.parametrize("meta", ['{"game": "Pong", "baselines": {"expert_score": "high", "random_score": 0}}',
-                                  '{"game": "Pong", "baselines": [1]}', "[" * 50_000 + "]" * 50_000,
-                                  '{"game": "Pong", "baselines": {"expert_score": ' + "9" * 5000 + "}}"])
+@pytest.mark.parametrize(
+    "meta",
+    [
+        '{"game": "Pong", "baselines": {"expert_score": "high", "random_score": 0}}',
+        '{"game": "Pong", "baselines": [1]}',
+        "[" * 50_000 + "]" * 50_000,
+        '{"game": "Pong", "baselines": {"expert_score": ' + "9" * 5000 + "}}",
+    ],
+)
 def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):
     path = tmp_path / "meta.json"
     path.write_text(meta)
     out = tmp_path / "r.json"
-    code, err = check_promises(main, ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap",
-                                      "10", "--baselines", path, "--out", out], sandbox=tmp_path, target=out)
+    code, err = check_promises(
+        main,
+        [
+            "run",
+            "--policy",
+            "random",
+            "--games",
+            "Pong",
+            "--episodes",
+            "1",
+            "--cap",
+            "10",
+            "--baselines",
+            path,
+            "--out",
+            out,
+        ],
+        sandbox=tmp_path,
+        target=out,
+    )
     assert code == 2 and "meta.json" in err and not out.exists(), err
 
 
-@pytest.mark.parametrize("edit,field", [(lambda r: r.update(settings=[]), "settings"),
-                                        (lambda r: r["settings"].pop("policy"), "settings"),
-                                        (lambda r: r.update(protocol=[1]), "protocol")])
+@pytest.mark.parametrize(
+    "edit,field",
+    [
+        (lambda r: r.update(settings=[]), "settings"),
+        (lambda r: r["settings"].pop("policy"), "settings"),
+        (lambda r: r.update(protocol=[1]), "protocol"),
+    ],
+)
 def test_a_results_file_with_wrong_settings_is_one_line(results, tmp_path, edit, field):
     data = json.loads(results.read_text())
     edit(data)

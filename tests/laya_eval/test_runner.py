@@ -54,8 +54,9 @@ def test_greedy_and_sampled_probabilities():
 
 @pytest.mark.parametrize("game", ["Freeway", "Breakout"])
 def test_cap_none_plays_to_the_frame_limit_or_game_over(game):
-    ep = play(ConstantPolicy("UP" if game == "Freeway" else "NOOP"), game,
-              Protocol.ale_v5(game, decision_cap=None), 1, 100000)
+    ep = play(
+        ConstantPolicy("UP" if game == "Freeway" else "NOOP"), game, Protocol.ale_v5(game, decision_cap=None), 1, 100000
+    )
     assert ep.error is None and not ep.capped[0]
     if game == "Freeway":
         assert ep.scores[0] >= 20  # always UP crosses about 21 times in the 2:16 round

@@ -12,14 +12,30 @@ import pytest
 
 pytest.importorskip("vizdoom", reason="ViZDoom is an optional extra (atari-data[vizdoom])")
 
-from atari_data.cli import main as atari_data  # noqa: E402
-from laya_policy.train import TrainConfig, train  # noqa: E402
+from atari_data.cli import main as atari_data
+from laya_policy.train import TrainConfig, train
 
 
 def test_tiny_learns_where_the_monster_is(tmp_path):
     data = tmp_path / "doom"
-    assert atari_data(["generate", "--platform", "vizdoom", "--scenario", "basic", "--root", str(data),
-                       "--train-frames", "800", "--val-frames", "128"]) == 0
+    assert (
+        atari_data(
+            [
+                "generate",
+                "--platform",
+                "vizdoom",
+                "--scenario",
+                "basic",
+                "--root",
+                str(data),
+                "--train-frames",
+                "800",
+                "--val-frames",
+                "128",
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "run"
     train(TrainConfig(data=str(data), out=str(out), steps=200, evals=1, eval_records=128), progress=False)
     last = json.loads((out / "log.jsonl").read_text().splitlines()[-1])

@@ -24,17 +24,28 @@ def data(pong_data):
 @pytest.fixture(scope="module")
 def checkpoint(data, tmp_path_factory):
     out = tmp_path_factory.mktemp("ckpt") / "run"
-    train(TrainConfig(data=str(data), out=str(out), image_size=64, batch=2, steps=1, evals=1, eval_records=4),
-          progress=False)
+    train(
+        TrainConfig(data=str(data), out=str(out), image_size=64, batch=2, steps=1, evals=1, eval_records=4),
+        progress=False,
+    )
     return out / "final"
 
 
-CKPT_FILES = ["vlm_agent_config.json", "head.safetensors", "backbone/config.json", "backbone/model.safetensors",
-              "backbone/tokenizer.json"]
+CKPT_FILES = [
+    "vlm_agent_config.json",
+    "head.safetensors",
+    "backbone/config.json",
+    "backbone/model.safetensors",
+    "backbone/tokenizer.json",
+]
 
 
-@settings(max_examples=6, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=6,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(which=st.sampled_from(CKPT_FILES), edit=edits)
 def test_train_init_from_a_damaged_checkpoint_keeps_the_promises(data, checkpoint, tmp_path_factory, which, edit):
     box = tmp_path_factory.mktemp("box")
@@ -50,8 +61,12 @@ def test_a_broken_checkpoint_config_is_one_line(data, checkpoint, tmp_path, text
     ckpt = tmp_path / "ckpt"
     shutil.copytree(checkpoint, ckpt)
     (ckpt / "vlm_agent_config.json").write_bytes(text.encode("latin-1"))
-    code, err = check_promises(main, ["train", "--data", data, "--out", tmp_path / "run", "--init-from", ckpt, *TRAIN],
-                               sandbox=tmp_path, target=tmp_path / "run")
+    code, err = check_promises(
+        main,
+        ["train", "--data", data, "--out", tmp_path / "run", "--init-from", ckpt, *TRAIN],
+        sandbox=tmp_path,
+        target=tmp_path / "run",
+    )
     assert code == 2 and "vlm_agent_config.json" in err, err
 
 
@@ -67,19 +82,26 @@ def test_a_parquet_row_without_image_bytes_is_one_line(data, tmp_path):
     table = pq.read_table(shard)
     images = table.column("image").to_pylist()
     images[3] = {"bytes": None, "path": None}  # a row a careless writer left without its frame
-    table = table.set_column(table.schema.get_field_index("image"), "image",
-                             pa.array(images, type=table.schema.field("image").type))
+    table = table.set_column(
+        table.schema.get_field_index("image"), "image", pa.array(images, type=table.schema.field("image").type)
+    )
     pq.write_table(table, shard)
-    code, err = check_promises(main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN],
-                               sandbox=tmp_path, target=tmp_path / "run")
+    code, err = check_promises(
+        main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path, target=tmp_path / "run"
+    )
     assert code == 2 and "row 3: image: has no image bytes" in err, err
 
 
-@pytest.mark.parametrize("edit,field", [(lambda r: r.update(question="x"), "question"),
-                                        (lambda r: r.pop("game"), "game"),
-                                        (lambda r: r.update(label=99), "label"),
-                                        (lambda r: r.update(label="x"), "label"),
-                                        (lambda r: r.update(target=[1.0]), "target")])
+@pytest.mark.parametrize(
+    "edit,field",
+    [
+        (lambda r: r.update(question="x"), "question"),
+        (lambda r: r.pop("game"), "game"),
+        (lambda r: r.update(label=99), "label"),
+        (lambda r: r.update(label="x"), "label"),
+        (lambda r: r.update(target=[1.0]), "target"),
+    ],
+)
 def test_train_refuses_a_hand_edited_ready_layout_on_one_line(data, tmp_path, edit, field):
     import json
 
@@ -89,6 +111,7 @@ def test_train_refuses_a_hand_edited_ready_layout_on_one_line(data, tmp_path, ed
     rows = [json.loads(x) for x in path.read_text().splitlines()]
     edit(rows[2])
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    code, err = check_promises(main, ["train", "--data", root, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path,
-                               target=tmp_path / "run")
+    code, err = check_promises(
+        main, ["train", "--data", root, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path, target=tmp_path / "run"
+    )
     assert code == 2 and f"train.jsonl:3: {field}: " in err, err

@@ -43,12 +43,12 @@ def test_operators_compose_the_processors_two_hops():
 #: processor clamping LANCZOS overshoot at its uint8 2048x1560 intermediate (imageprep's docstring);
 #: it grows with the shrink factor and with hard-edged, busy screens.
 FIDELITY = {  # measured 2026-12-01: mean, p99.9 at 512 | at 128
-    "Breakout": {512: (0.05, 2), 128: (0.30, 12)},        # 0.048, 2 | 0.278, 11
-    "Pong": {512: (0.03, 3), 128: (0.06, 3)},             # 0.019, 3 | 0.046, 2
-    "MsPacman": {512: (0.22, 8), 128: (0.75, 19)},        # 0.188, 7 | 0.696, 18
+    "Breakout": {512: (0.05, 2), 128: (0.30, 12)},  # 0.048, 2 | 0.278, 11
+    "Pong": {512: (0.03, 3), 128: (0.06, 3)},  # 0.019, 3 | 0.046, 2
+    "MsPacman": {512: (0.22, 8), 128: (0.75, 19)},  # 0.188, 7 | 0.696, 18
     "SpaceInvaders": {512: (0.17, 13), 128: (0.52, 15)},  # 0.150, 12 | 0.468, 14
-    "Freeway": {512: (0.11, 11), 128: (0.17, 11)},        # 0.098, 10 | 0.152, 10
-    "Boxing": {512: (0.04, 5), 128: (0.09, 9)},           # 0.032, 4 | 0.075, 8
+    "Freeway": {512: (0.11, 11), 128: (0.17, 11)},  # 0.098, 10 | 0.152, 10
+    "Boxing": {512: (0.04, 5), 128: (0.09, 9)},  # 0.032, 4 | 0.075, 8
 }
 
 

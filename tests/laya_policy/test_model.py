@@ -38,7 +38,7 @@ def test_sequence_layout_and_option_positions():
     assert pos[2] < pos[0] < pos[3] < pos[1], "option k is scored where it is shown"
     q = questions("Breakout")[0]
     for k, key in enumerate(q["criteria"]):
-        line = shuffled.input_ids[0, shuffled.option_start[0, k]: shuffled.option_pos[0, k]]
+        line = shuffled.input_ids[0, shuffled.option_start[0, k] : shuffled.option_pos[0, k]]
         assert p.tokenizer.decode(line) == f"- {key}: {q['criteria'][key]}", "option words are the option's own line"
 
 
@@ -49,7 +49,7 @@ def test_option_words_are_the_mean_embedding_of_each_line_whatever_the_order():
     plain, shuffled = p.encode(q, n_images=1), p.encode(q, n_images=1, orders=[[3, 1, 0, 2]])
     words = p._option_words(embed(plain.input_ids), plain)
     assert torch.allclose(words, p._option_words(embed(shuffled.input_ids), shuffled), atol=1e-6)
-    line = plain.input_ids[0, plain.option_start[0, 2]: plain.option_pos[0, 2]]
+    line = plain.input_ids[0, plain.option_start[0, 2] : plain.option_pos[0, 2]]
     assert torch.allclose(words[0, 2], embed(line).mean(0), atol=1e-6)
     assert not torch.allclose(words[0, 0], words[0, 1])
 

@@ -57,10 +57,12 @@ def test_temperature_fit_recovers_overconfidence():
     labels = torch.distributions.Categorical(logits=true_logits).sample()
     t = fit_temperature(true_logits * 3.0, labels)  # a model 3x too confident
     assert t == pytest.approx(3.0, rel=0.1)
-    assert expected_calibration_error(true_logits * 3.0 / t, labels) < expected_calibration_error(true_logits * 3.0,
-                                                                                                   labels)
+    assert expected_calibration_error(true_logits * 3.0 / t, labels) < expected_calibration_error(
+        true_logits * 3.0, labels
+    )
 
 
 def test_one_hot_targets_for_records_without_a_soft_target():
     from laya_policy.objectives import one_hot_targets
+
     assert one_hot_targets(torch.tensor([2, 0]), 4).tolist() == [[0, 0, 1, 0], [1, 0, 0, 0]]

@@ -39,6 +39,7 @@ def test_checkpoint_round_trip_restores_the_same_logits(ckpt):
 
 def test_old_configs_mean_512_through_the_processor(ckpt, tmp_path):
     import shutil
+
     path = tmp_path / "old"
     shutil.copytree(ckpt[0], path)
     cfg = json.loads((path / "vlm_agent_config.json").read_text())
@@ -46,6 +47,7 @@ def test_old_configs_mean_512_through_the_processor(ckpt, tmp_path):
         cfg.pop(key)
     (path / "vlm_agent_config.json").write_text(json.dumps(cfg))
     from laya_policy.checkpoint import load_config
+
     assert (load_config(path).preprocess, load_config(path).image_size) == ("processor", 512)
 
 
@@ -57,8 +59,23 @@ def test_playing_on_another_path_is_refused_unless_forced(ckpt):
 
 def test_laya_eval_plays_a_checkpoint_through_the_entry_point(ckpt, tmp_path, capsys):
     out = tmp_path / "r.json"
-    rc = eval_main(["run", "--policy", f"laya:{ckpt[0]}", "--games", "Pong", "--episodes", "2", "--cap", "12",
-                    "--random-episodes", "0", "--out", str(out)])
+    rc = eval_main(
+        [
+            "run",
+            "--policy",
+            f"laya:{ckpt[0]}",
+            "--games",
+            "Pong",
+            "--episodes",
+            "2",
+            "--cap",
+            "12",
+            "--random-episodes",
+            "0",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     res = load_results(out)
     g = res["games"]["Pong"]
@@ -68,14 +85,23 @@ def test_laya_eval_plays_a_checkpoint_through_the_entry_point(ckpt, tmp_path, ca
 
 def test_two_frame_play_hits_the_feature_cache(ckpt):
     from laya_eval.batch import Batch
+
     policy = LayaPolicy(str(ckpt[0]))
     policy.reset("Pong", ("NOOP", "FIRE", "RIGHT", "LEFT", "RIGHTFIRE", "LEFTFIRE"))
     rng = np.random.default_rng(0)
     prev = rng.integers(0, 256, (3, 210, 160, 3), dtype=np.uint8)
     for t in range(6):
         cur = rng.integers(0, 256, (3, 210, 160, 3), dtype=np.uint8)
-        p = policy(Batch("Pong", policy._question and tuple(policy._question["criteria"]), cur,
-                         prev if t else cur, np.full(3, t == 0), np.arange(3)))
+        p = policy(
+            Batch(
+                "Pong",
+                policy._question and tuple(policy._question["criteria"]),
+                cur,
+                prev if t else cur,
+                np.full(3, t == 0),
+                np.arange(3),
+            )
+        )
         assert p.shape == (3, 6) and np.allclose(p.sum(1), 1)
         prev = cur
     assert policy.cache.hit_rate >= 0.45
@@ -84,15 +110,18 @@ def test_two_frame_play_hits_the_feature_cache(ckpt):
 @pytest.mark.parametrize("suffix", [".gif", ".mp4"])
 def test_play_records_a_video(ckpt, tmp_path, capsys, suffix):
     from laya_policy.cli import main
+
     out = tmp_path / f"pong{suffix}"
     assert main(["play", "--model", str(ckpt[0]), "--game", "Pong", "--video", str(out), "--max-decisions", "8"]) == 0
     assert "Pong: 8 decisions" in capsys.readouterr().out
     if suffix == ".gif":
         from PIL import Image
+
         with Image.open(out) as im:
             assert im.n_frames == 8 and im.size == (320, 420)
     else:
         import imageio.v3 as iio
+
         assert iio.imread(out).shape[0] == 8
     assert main(["play", "--model", str(tmp_path / "nope"), "--game", "Pong", "--video", str(out)]) == 2
 
@@ -120,8 +149,15 @@ def test_the_question_follows_the_batchs_platform(ckpt):
 
     policy = LayaPolicy(str(ckpt[0]))
     frames = np.zeros((1, 240, 320, 3), np.uint8)
-    batch = Batch(game="DoomBasic", actions=("MOVE_LEFT", "MOVE_RIGHT", "ATTACK"), frames=frames, prev_frames=frames,
-                  new_episode=np.array([True]), episodes=np.array([0]), platform="vizdoom")
+    batch = Batch(
+        game="DoomBasic",
+        actions=("MOVE_LEFT", "MOVE_RIGHT", "ATTACK"),
+        frames=frames,
+        prev_frames=frames,
+        new_episode=np.array([True]),
+        episodes=np.array([0]),
+        platform="vizdoom",
+    )
     probs = policy(batch)
     assert probs.shape == (1, 3) and "the Doom scenario DoomBasic" in policy._question["instructions"]
     assert policy._question["criteria"]["ATTACK"] == "shoot"

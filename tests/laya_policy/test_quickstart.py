@@ -5,9 +5,32 @@ import json
 from laya_policy.cli import main
 from laya_policy.quickstart import STAGES
 
-TOY = ["--games", "Pong", "--train-frames", "40", "--val-frames", "16", "--minutes", "0.05", "--episodes", "1",
-       "--image-size", "64", "--batch", "4", "--cap", "30", "--decision-cap", "60", "--baseline-episodes", "1",
-       "--video-decisions", "10", "--workers", "1"]
+TOY = [
+    "--games",
+    "Pong",
+    "--train-frames",
+    "40",
+    "--val-frames",
+    "16",
+    "--minutes",
+    "0.05",
+    "--episodes",
+    "1",
+    "--image-size",
+    "64",
+    "--batch",
+    "4",
+    "--cap",
+    "30",
+    "--decision-cap",
+    "60",
+    "--baseline-episodes",
+    "1",
+    "--video-decisions",
+    "10",
+    "--workers",
+    "1",
+]
 
 
 def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
@@ -27,4 +50,3 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
 
     assert main(["quickstart", "--out", str(out), *TOY[:-2], "--workers", "2"]) == 2
     assert "other settings" in capsys.readouterr().err
-

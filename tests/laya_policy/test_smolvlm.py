@@ -28,8 +28,17 @@ def data(pong_data):
 
 
 def config(data, out, smolvlm, **kw):
-    base = dict(data=str(data), out=str(out), model=str(smolvlm), batch=2, steps=2, evals=1, eval_records=4,
-                lr_head=1e-3, lr_backbone=1e-3)
+    base = dict(
+        data=str(data),
+        out=str(out),
+        model=str(smolvlm),
+        batch=2,
+        steps=2,
+        evals=1,
+        eval_records=4,
+        lr_head=1e-3,
+        lr_backbone=1e-3,
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -44,8 +53,21 @@ def test_the_image_size_comes_from_the_backbone_and_a_wrong_one_is_one_line(data
     run = Run(config(data, tmp_path / "a", smolvlm))
     assert run.cfg.image_size == 512 and run.model.image_tokens == 64
     capsys.readouterr()
-    code = main(["train", "--data", str(data), "--out", str(tmp_path / "b"), "--model", str(smolvlm),
-                 "--image-size", "128", "--steps", "1"])
+    code = main(
+        [
+            "train",
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "b"),
+            "--model",
+            str(smolvlm),
+            "--image-size",
+            "128",
+            "--steps",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--image-size 128" in err and "512" in err, err
     assert not (tmp_path / "b").exists(), "refused before any work"
@@ -73,11 +95,16 @@ def test_frozen_vision_trains_the_connector_and_every_parameter_the_optimiser_ho
     run.model.train()
     examples, frames = run.batch()
     from laya_policy.train import targets_of, training_loss
+
     logits = run.logits(examples, frames, shuffle=False)
     training_loss(logits, targets_of(examples, logits.shape[1]), 0.5).backward()
     names = {id(p): n for n, p in run.model.named_parameters()}
-    no_grad = [names[i] for g in run.opt.param_groups for i in map(id, g["params"])
-               if dict(run.model.named_parameters())[names[i]].grad is None]
+    no_grad = [
+        names[i]
+        for g in run.opt.param_groups
+        for i in map(id, g["params"])
+        if dict(run.model.named_parameters())[names[i]].grad is None
+    ]
     assert not no_grad, f"in the optimiser but never given a gradient: {no_grad[:5]}"
     run.opt.zero_grad()
     for _ in range(2):
@@ -95,22 +122,53 @@ def test_train_save_reload_in_a_fresh_process_play_and_judge(data, smolvlm, tmp_
     assert cfg.image_size == 512 and {p.dtype for p in model.parameters()} == {torch.float32}
     # The checkpoint's backbone/ is a SmolVLM folder the ecosystem loads as it is.
     from transformers import AutoProcessor
+
     processor = AutoProcessor.from_pretrained(ckpt / "backbone")
     assert processor.image_seq_len == 64 and processor.tokenizer.chat_template
 
     here = checkpoint_logits(ckpt)
-    code = "import json, sys; from tests.laya_policy.smolvlm_layout import checkpoint_logits as f; " \
-           "print(json.dumps(f(sys.argv[1])))"
-    done = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).resolve().parents[2])
+    code = (
+        "import json, sys; from tests.laya_policy.smolvlm_layout import checkpoint_logits as f; "
+        "print(json.dumps(f(sys.argv[1])))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(ckpt)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.returncode == 0, done.stderr[-800:]
     assert json.loads(done.stdout.splitlines()[-1]) == here, "a fresh process gives identical logits"
 
     results = tmp_path / "r.json"
     from laya_eval.cli import main as judge
-    assert judge(["run", "--policy", f"laya:{ckpt}", "--games", "Pong", "--episodes", "1", "--cap", "6",
-                  "--random-episodes", "0", "--out", str(results)]) == 0
+
+    assert (
+        judge(
+            [
+                "run",
+                "--policy",
+                f"laya:{ckpt}",
+                "--games",
+                "Pong",
+                "--episodes",
+                "1",
+                "--cap",
+                "6",
+                "--random-episodes",
+                "0",
+                "--out",
+                str(results),
+            ]
+        )
+        == 0
+    )
     assert json.loads(results.read_text())["games"]["Pong"]["error"] is None
-    assert main(["play", "--model", str(ckpt), "--game", "Pong", "--video", str(tmp_path / "p.gif"),
-                 "--max-decisions", "4"]) == 0
+    assert (
+        main(
+            ["play", "--model", str(ckpt), "--game", "Pong", "--video", str(tmp_path / "p.gif"), "--max-decisions", "4"]
+        )
+        == 0
+    )
     assert (tmp_path / "p.gif").read_bytes()[:3] == b"GIF"

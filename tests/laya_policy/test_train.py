@@ -12,8 +12,17 @@ from laya_policy.train import CrashForTesting, TrainConfig, lr_factor, train
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("train-data")
     for game in ("Pong", "Breakout"):
-        generate_game(GenerateConfig(root=str(root), train_frames=60, val_frames=16, min_train_episodes=1,
-                                     decision_cap=80, baseline_episodes=0), game)
+        generate_game(
+            GenerateConfig(
+                root=str(root),
+                train_frames=60,
+                val_frames=16,
+                min_train_episodes=1,
+                decision_cap=80,
+                baseline_episodes=0,
+            ),
+            game,
+        )
     return root
 
 
@@ -34,7 +43,8 @@ def test_a_crashed_run_resumes_from_its_last_state_and_finishes(data, tmp_path):
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert [e["step"] for e in log] == [6, 12]
     assert set(log[-1]["games"]) == {"Breakout", "Pong"} and all(
-        {"accuracy", "nll", "ece"} <= set(g) for g in log[-1]["games"].values())
+        {"accuracy", "nll", "ece"} <= set(g) for g in log[-1]["games"].values()
+    )
     assert sum(summary["samples_per_group"].values()) == 12 * 4
     assert "ece_before" in summary["calibration"]
     model, cfg = load_checkpoint(out / "final")
@@ -45,8 +55,17 @@ def test_a_crashed_run_resumes_from_its_last_state_and_finishes(data, tmp_path):
 def test_the_trained_checkpoint_plays_in_laya_eval(data, tmp_path):
     out = tmp_path / "run"
     train(config(data, out, steps=4, evals=1), progress=False)
-    res = evaluate(RunConfig(policy=f"laya:{out / 'final'}", games=["Pong"], episodes=2, cap=10, random_episodes=0,
-                             out=str(tmp_path / "r.json")), progress=False)
+    res = evaluate(
+        RunConfig(
+            policy=f"laya:{out / 'final'}",
+            games=["Pong"],
+            episodes=2,
+            cap=10,
+            random_episodes=0,
+            out=str(tmp_path / "r.json"),
+        ),
+        progress=False,
+    )
     assert res["games"]["Pong"]["error"] is None
 
 
@@ -87,8 +106,10 @@ def test_calibration_fits_on_held_out_episodes_and_reports_on_records_it_did_not
     else:
         assert saved.temperatures["choice"] == pytest.approx(calib["temperature"]) and "ece_after" in calib
     # Continuing from a checkpoint starts from its temperature (and keeps it when already calibrated).
-    summary = train(config(data, tmp_path / "b", steps=2, evals=1, init_from=str(tmp_path / "a" / "final"),
-                           image_size=None), progress=False)
+    summary = train(
+        config(data, tmp_path / "b", steps=2, evals=1, init_from=str(tmp_path / "a" / "final"), image_size=None),
+        progress=False,
+    )
     assert summary["calibration"]["start_temperature"] == pytest.approx(saved.temperatures["choice"])
 
 
@@ -106,8 +127,27 @@ def test_the_temperature_fit_follows_soft_targets():
 
 def test_train_cli_runs_and_reports_bad_input_on_one_line(data, tmp_path, capsys):
     from laya_policy.cli import main
-    assert main(["train", "--data", str(data), "--out", str(tmp_path / "r"), "--steps", "3", "--batch", "2",
-                 "--image-size", "64", "--evals", "1"]) == 0
+
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "r"),
+                "--steps",
+                "3",
+                "--batch",
+                "2",
+                "--image-size",
+                "64",
+                "--evals",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert "3 steps" in capsys.readouterr().out
     assert main(["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
@@ -150,11 +190,33 @@ def test_two_processes_train_data_parallel_with_gloo(data, tmp_path):
     import sys
 
     out = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29517",
-           "-m", "laya_policy.cli", "train", "--data", str(data), "--out", str(out), "--steps", "4", "--batch", "2",
-           "--image-size", "64", "--evals", "1"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
-                                                                                   "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        "29517",
+        "-m",
+        "laya_policy.cli",
+        "train",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--steps",
+        "4",
+        "--batch",
+        "2",
+        "--image-size",
+        "64",
+        "--evals",
+        "1",
+    ]
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["replicas"] == {"world": 2, "weights_agree": True}
@@ -169,14 +231,46 @@ def test_dagger_round_from_a_checkpoint_then_training_on_both_sources(data, tmp_
     train(config(data, out, steps=2, evals=1, games=["Pong"]), progress=False)
     root = tmp_path / "layout"
     import shutil
+
     shutil.copytree(data, root)
-    assert main(["dagger", "--model", str(out / "final"), "--root", str(root), "--games", "Pong", "--round", "1",
-                 "--train-frames", "20", "--val-frames", "8", "--decision-cap", "40"]) == 0
+    assert (
+        main(
+            [
+                "dagger",
+                "--model",
+                str(out / "final"),
+                "--root",
+                str(root),
+                "--games",
+                "Pong",
+                "--round",
+                "1",
+                "--train-frames",
+                "20",
+                "--val-frames",
+                "8",
+                "--decision-cap",
+                "40",
+            ]
+        )
+        == 0
+    )
     assert "Pong: 20 train" in capsys.readouterr().out
     meta = json.loads((root / "dagger1" / "Pong" / "meta.json").read_text())
     assert meta["source"] == "dagger1" and meta["frames"] == 2
-    summary = train(config(root, tmp_path / "d1", steps=4, evals=1, games=["Pong"], sources=["expert2f", "dagger1"],
-                           balance="game_source", init_from=str(out / "final")), progress=False)
+    summary = train(
+        config(
+            root,
+            tmp_path / "d1",
+            steps=4,
+            evals=1,
+            games=["Pong"],
+            sources=["expert2f", "dagger1"],
+            balance="game_source",
+            init_from=str(out / "final"),
+        ),
+        progress=False,
+    )
     assert set(summary["samples_per_group"]) == {"Pong/expert2f", "Pong/dagger1"}
 
 
@@ -206,8 +300,23 @@ def test_a_planted_pickle_in_state_pt_is_refused_not_run(data, tmp_path, capsys)
     out.mkdir()
     with open(out / "state.pt", "wb") as f:
         pickle.dump({"model": Payload()}, f)
-    code = main(["train", "--data", str(data), "--out", str(out), "--steps", "2", "--batch", "2",
-                 "--image-size", "64", "--evals", "1"])
+    code = main(
+        [
+            "train",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--steps",
+            "2",
+            "--batch",
+            "2",
+            "--image-size",
+            "64",
+            "--evals",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and not witness.exists()
     assert err.startswith("error: ") and "state.pt" in err and len(err.strip().splitlines()) == 1
@@ -218,16 +327,43 @@ def test_init_from_follows_the_checkpoint_and_refuses_a_different_setting(data, 
 
     first = tmp_path / "first"
     train(config(data, first, steps=2, evals=1, frames=1), progress=False)
-    summary = train(TrainConfig(data=str(data), out=str(tmp_path / "next"), init_from=str(first / "final"), batch=2,
-                                steps=2, evals=1, eval_records=4), progress=False)
+    summary = train(
+        TrainConfig(
+            data=str(data),
+            out=str(tmp_path / "next"),
+            init_from=str(first / "final"),
+            batch=2,
+            steps=2,
+            evals=1,
+            eval_records=4,
+        ),
+        progress=False,
+    )
     assert summary["steps"] == 2
     _, cfg = load_checkpoint(tmp_path / "next" / "final")
     assert (cfg.image_size, cfg.frames, cfg.preprocess) == (64, 1, "gpu"), "followed the checkpoint"
     capsys.readouterr()
-    for flag, value in (("--image-size", "128"), ("--frames", "2"), ("--preprocess", "processor"),
-                        ("--model", "random-smolvlm")):
-        code = main(["train", "--data", str(data), "--out", str(tmp_path / "bad"), "--init-from", str(first / "final"),
-                     flag, value, "--steps", "1"])
+    for flag, value in (
+        ("--image-size", "128"),
+        ("--frames", "2"),
+        ("--preprocess", "processor"),
+        ("--model", "random-smolvlm"),
+    ):
+        code = main(
+            [
+                "train",
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "bad"),
+                "--init-from",
+                str(first / "final"),
+                flag,
+                value,
+                "--steps",
+                "1",
+            ]
+        )
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and f"{flag} {value} differs" in err, err
         assert not (tmp_path / "bad").exists()
@@ -248,15 +384,32 @@ def test_a_checkpoint_loads_from_the_hub_cache_by_its_id_offline(data, tmp_path,
     model, cfg = load_checkpoint("laya/tiny-pong")
     assert cfg.image_size == 64
     results = tmp_path / "r.json"
-    assert judge(["run", "--policy", "laya:laya/tiny-pong", "--games", "Pong", "--episodes", "1", "--cap", "5",
-                  "--random-episodes", "0", "--out", str(results)]) == 0
+    assert (
+        judge(
+            [
+                "run",
+                "--policy",
+                "laya:laya/tiny-pong",
+                "--games",
+                "Pong",
+                "--episodes",
+                "1",
+                "--cap",
+                "5",
+                "--random-episodes",
+                "0",
+                "--out",
+                str(results),
+            ]
+        )
+        == 0
+    )
     assert json.loads(results.read_text())["games"]["Pong"]["error"] is None
     with pytest.raises(OSError, match=r"hf download laya/other --revision v2 --local-dir DIR"):
         load_checkpoint("laya/other@v2")
 
 
-def test_push_stages_the_checkpoint_with_a_model_card_that_loads_back_from_the_hub(data, tmp_path, monkeypatch,
-                                                                                   capsys):
+def test_push_stages_the_checkpoint_with_a_model_card_that_loads_back_from_the_hub(data, tmp_path, monkeypatch, capsys):
     import huggingface_hub.constants
 
     from laya_eval.cli import main as judge
@@ -267,20 +420,55 @@ def test_push_stages_the_checkpoint_with_a_model_card_that_loads_back_from_the_h
     out = tmp_path / "run"
     train(config(data, out, steps=2, evals=1, games=["Pong"]), progress=False)
     results = tmp_path / "eval.json"
-    assert judge(["run", "--policy", f"laya:{out / 'final'}", "--games", "Pong", "--episodes", "1", "--cap", "5",
-                  "--random-episodes", "0", "--out", str(results)]) == 0
+    assert (
+        judge(
+            [
+                "run",
+                "--policy",
+                f"laya:{out / 'final'}",
+                "--games",
+                "Pong",
+                "--episodes",
+                "1",
+                "--cap",
+                "5",
+                "--random-episodes",
+                "0",
+                "--out",
+                str(results),
+            ]
+        )
+        == 0
+    )
     staged = tmp_path / "staged"
     capsys.readouterr()
-    assert main(["push", str(out / "final"), "--repo", "me/laya-tiny-pong", "--results", str(results),
-                 "--dry-run", str(staged)]) == 0
+    assert (
+        main(
+            [
+                "push",
+                str(out / "final"),
+                "--repo",
+                "me/laya-tiny-pong",
+                "--results",
+                str(results),
+                "--dry-run",
+                str(staged),
+            ]
+        )
+        == 0
+    )
     assert "nothing uploaded" in capsys.readouterr().out
     card = (staged / "README.md").read_text()
-    assert card.startswith("---\nlibrary_name: \"laya-policy\"\nlicense: \"apache-2.0\"")
+    assert card.startswith('---\nlibrary_name: "laya-policy"\nlicense: "apache-2.0"')
     assert "base_model" not in card, "the tiny preset has no base model on the Hub"
     assert "laya-eval run --policy laya:me/laya-tiny-pong" in card and "| Pong |" in card and "2 steps" in card
     # What push uploads is a checkpoint: from a Hub cache of exactly those files it plays again.
-    hub_cache(tmp_path / "hub", "me/laya-tiny-pong",
-              {str(p.relative_to(staged)): p.read_bytes() for p in staged.rglob("*") if p.is_file()}, "model")
+    hub_cache(
+        tmp_path / "hub",
+        "me/laya-tiny-pong",
+        {str(p.relative_to(staged)): p.read_bytes() for p in staged.rglob("*") if p.is_file()},
+        "model",
+    )
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     _, cfg = load_checkpoint("me/laya-tiny-pong")
     assert cfg.frames == 2
@@ -290,11 +478,42 @@ def test_push_stages_the_checkpoint_with_a_model_card_that_loads_back_from_the_h
     assert main(["push", str(out / "final"), "--repo", "me/laya-tiny-pong", "--dry-run", str(tmp_path / "mine")]) == 2
     assert (tmp_path / "mine" / "thesis.tex").read_text() == "keep" and "exists" in capsys.readouterr().err
     other = tmp_path / "random.json"
-    assert judge(["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "5",
-                  "--random-episodes", "0", "--out", str(other)]) == 0
+    assert (
+        judge(
+            [
+                "run",
+                "--policy",
+                "random",
+                "--games",
+                "Pong",
+                "--episodes",
+                "1",
+                "--cap",
+                "5",
+                "--random-episodes",
+                "0",
+                "--out",
+                str(other),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert main(["push", str(out / "final"), "--repo", "me/laya-tiny-pong", "--results", str(other), "--dry-run",
-                 str(tmp_path / "s2")]) == 2
+    assert (
+        main(
+            [
+                "push",
+                str(out / "final"),
+                "--repo",
+                "me/laya-tiny-pong",
+                "--results",
+                str(other),
+                "--dry-run",
+                str(tmp_path / "s2"),
+            ]
+        )
+        == 2
+    )
     assert "is not this checkpoint" in capsys.readouterr().err and not (tmp_path / "s2").exists()
     assert main(["push", str(out / "final"), "--repo", "bad repo", "--dry-run", str(tmp_path / "s3")]) == 2
     assert "expected a Hub model id" in capsys.readouterr().err

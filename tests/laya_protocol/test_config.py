@@ -29,8 +29,12 @@ def test_types_defaults_and_required_flags():
     p, a = _parse(Example, ["--games", "Pong, Breakout,"])
     cfg = from_args(Example, a)
     assert cfg == Example(games=["Pong", "Breakout"])
-    cfg = from_args(Example, _parse(Example, ["--games", "Pong", "--episodes", "3", "--cap", "7", "--ratio", "2",
-                                              "--mode", "b", "--force"])[1])
+    cfg = from_args(
+        Example,
+        _parse(Example, ["--games", "Pong", "--episodes", "3", "--cap", "7", "--ratio", "2", "--mode", "b", "--force"])[
+            1
+        ],
+    )
     assert (cfg.episodes, cfg.cap, cfg.ratio, cfg.mode, cfg.force, cfg.hidden) == (3, 7, 2.0, "b", True, 1.0)
     help_text = p.format_help()
     assert "--hidden" not in help_text and "(default 10)" in help_text and "(default none)" in help_text
@@ -44,14 +48,21 @@ def _cli_defaults(parser: argparse.ArgumentParser, command: str, argv: list[str]
     return parser.parse_args([command, *argv])
 
 
-@pytest.mark.parametrize("package,command,cls,argv", [
-    ("atari_data", "generate", "atari_data.produce.generate:GenerateConfig", ["--root", "r"]),
-    ("laya_eval", "run", "laya_eval.evaluate:RunConfig", ["--policy", "random", "--games", "Pong"]),
-    ("laya_policy", "train", "laya_policy.train:TrainConfig", ["--data", "d"]),
-    ("laya_policy", "dagger", "atari_data.produce.dagger:DaggerConfig",
-     ["--model", "m", "--root", "r", "--games", "Pong", "--round", "1"]),
-    ("laya_policy", "quickstart", "laya_policy.quickstart:QuickstartConfig", []),
-])
+@pytest.mark.parametrize(
+    "package,command,cls,argv",
+    [
+        ("atari_data", "generate", "atari_data.produce.generate:GenerateConfig", ["--root", "r"]),
+        ("laya_eval", "run", "laya_eval.evaluate:RunConfig", ["--policy", "random", "--games", "Pong"]),
+        ("laya_policy", "train", "laya_policy.train:TrainConfig", ["--data", "d"]),
+        (
+            "laya_policy",
+            "dagger",
+            "atari_data.produce.dagger:DaggerConfig",
+            ["--model", "m", "--root", "r", "--games", "Pong", "--round", "1"],
+        ),
+        ("laya_policy", "quickstart", "laya_policy.quickstart:QuickstartConfig", []),
+    ],
+)
 def test_every_cli_default_is_its_config_default(package, command, cls, argv):
     import importlib
 

@@ -87,8 +87,15 @@ def test_the_doom_expert_is_one_for_data_and_judge():
         seen = {"labelled": 0, "none": 0}
         for screen, expert, _played in data_doom.play(game, 7, data_doom.epsilon_expert(0.5, len(names_)), rng):
             frame = np.ascontiguousarray(screen)
-            batch = Batch(game="DoomBasic", actions=names_, frames=frame[None], prev_frames=frame[None],
-                          new_episode=np.array([False]), episodes=np.array([0]), platform="vizdoom")
+            batch = Batch(
+                game="DoomBasic",
+                actions=names_,
+                frames=frame[None],
+                prev_frames=frame[None],
+                new_episode=np.array([False]),
+                episodes=np.array([0]),
+                platform="vizdoom",
+            )
             ours = doom.expert_button(game.get_state(), names_, game.get_screen_width())
             assert expert == ours, "the data's label is the protocol's expert"
             assert int(judge(batch)[0]) == (names_.index("ATTACK") if ours is None else ours)

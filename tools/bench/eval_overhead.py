@@ -25,9 +25,22 @@ from laya_protocol.protocol import Protocol
 
 
 def raw(envs: int, threads: int, steps: int) -> float:
-    env = AtariVectorEnv("freeway", envs, num_threads=threads, img_height=210, img_width=160, grayscale=False,
-                         stack_num=1, frameskip=4, maxpool=False, noop_max=0, reward_clipping=False,
-                         use_fire_reset=False, repeat_action_probability=0.25, max_num_frames_per_episode=108_000)
+    env = AtariVectorEnv(
+        "freeway",
+        envs,
+        num_threads=threads,
+        img_height=210,
+        img_width=160,
+        grayscale=False,
+        stack_num=1,
+        frameskip=4,
+        maxpool=False,
+        noop_max=0,
+        reward_clipping=False,
+        use_fire_reset=False,
+        repeat_action_probability=0.25,
+        max_num_frames_per_episode=108_000,
+    )
     rng = np.random.default_rng(0)
     t = time.perf_counter()
     env.reset(seed=100_000)
@@ -39,8 +52,9 @@ def raw(envs: int, threads: int, steps: int) -> float:
 
 
 def ours(envs: int, threads: int, steps: int) -> float:
-    ep = play(RandomPolicy(seed=0), "Freeway", Protocol.ale_v5("Freeway", decision_cap=steps), envs, 100_000,
-              threads=threads)
+    ep = play(
+        RandomPolicy(seed=0), "Freeway", Protocol.ale_v5("Freeway", decision_cap=steps), envs, 100_000, threads=threads
+    )
     assert all(ep.capped), "an episode ended early: the two runs would not do the same work"
     return sum(ep.steps) / ep.seconds
 
@@ -54,8 +68,10 @@ def main() -> None:
     args = ap.parse_args()
     r = max(raw(args.envs, args.threads, args.decisions) for _ in range(args.repeats))
     o = max(ours(args.envs, args.threads, args.decisions) for _ in range(args.repeats))
-    print(f"Freeway, {args.envs} episodes in lockstep, {args.threads} threads, {args.decisions} decisions each, "
-          f"best of {args.repeats}")
+    print(
+        f"Freeway, {args.envs} episodes in lockstep, {args.threads} threads, {args.decisions} decisions each, "
+        f"best of {args.repeats}"
+    )
     print("| what | decisions/s | ratio | goal |\n| --- | ---: | ---: | ---: |")
     print(f"| raw AtariVectorEnv stepping | {r:,.0f} | 1.00x | |")
     print(f"| laya-eval, random policy | {o:,.0f} | {o / r:.2f}x | >= 0.8x |")

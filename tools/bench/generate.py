@@ -57,9 +57,17 @@ def main() -> None:
         t_raw = time.perf_counter() - t
 
     with tempfile.TemporaryDirectory(dir=args.dir, prefix=".bench-generate-") as root:
-        cfg = GenerateConfig(root=root, games=games, source="expert2f", train_frames=args.records,
-                             val_frames=args.episode_decisions, min_train_episodes=1, baseline_episodes=0,
-                             decision_cap=args.episode_decisions, workers=args.workers)
+        cfg = GenerateConfig(
+            root=root,
+            games=games,
+            source="expert2f",
+            train_frames=args.records,
+            val_frames=args.episode_decisions,
+            min_train_episodes=1,
+            baseline_episodes=0,
+            decision_cap=args.episode_decisions,
+            workers=args.workers,
+        )
         t = time.perf_counter()
         metas = generate(cfg, progress=False)
         t_gen = time.perf_counter() - t

@@ -60,7 +60,7 @@ def write_jat(root: Path, rgb: list[np.ndarray], per_game: int = 500) -> None:
     grey = [np.asarray(Image.fromarray(f).convert("L").resize((84, 84), Image.BILINEAR)) for f in rgb]
     games = []
     for start in range(0, len(grey), per_game):
-        frames, pngs = grey[start: start + per_game], []
+        frames, pngs = grey[start : start + per_game], []
         for t in range(len(frames)):
             stack = np.stack([frames[max(0, t - k)] for k in (3, 2, 1, 0)], -1)
             buf = io.BytesIO()
@@ -69,10 +69,16 @@ def write_jat(root: Path, rgb: list[np.ndarray], per_game: int = 500) -> None:
         games.append((pngs, [t % 4 for t in range(len(frames))]))
     (root / "atari-breakout").mkdir(parents=True)
     typ = pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
-    pq.write_table(pa.table({"image_observations": pa.array([g[0] for g in games], typ),
-                             "discrete_actions": pa.array([g[1] for g in games], pa.list_(pa.int64())),
-                             "rewards": pa.array([[0.0] * len(g[1]) for g in games], pa.list_(pa.float32()))}),
-                   root / "atari-breakout" / "train-00000-of-00001.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "image_observations": pa.array([g[0] for g in games], typ),
+                "discrete_actions": pa.array([g[1] for g in games], pa.list_(pa.int64())),
+                "rewards": pa.array([[0.0] * len(g[1]) for g in games], pa.list_(pa.float32())),
+            }
+        ),
+        root / "atari-breakout" / "train-00000-of-00001.parquet",
+    )
 
 
 def write_atari_head(root: Path, rgb: list[np.ndarray], per_trial: int = 1000) -> None:
@@ -84,7 +90,7 @@ def write_atari_head(root: Path, rgb: list[np.ndarray], per_trial: int = 1000) -
             stem, utid = f"{trial}_RZ_{1000 + trial}_Aug-10-14-52-42", 1000 + trial
             lines, buf = [",".join(atari_head.HEADER)], io.BytesIO()
             with tarfile.open(fileobj=buf, mode="w:bz2") as tar:
-                for n, f in enumerate(rgb[start: start + per_trial], 1):
+                for n, f in enumerate(rgb[start : start + per_trial], 1):
                     png = encode_png(f)
                     info = tarfile.TarInfo(f"{stem}/{utid}_{n}.png")
                     info.size = len(png)
@@ -144,28 +150,34 @@ def main() -> None:
     if not args.memory.is_dir():
         raise SystemExit(f"{args.memory}: no such folder; pass --memory with a tmpfs folder")
     rgb = screens(args.frames)
-    caps = {"train": 10 ** 9, "val": 10 ** 9}
+    caps = {"train": 10**9, "val": 10**9}
     rows = []
     with tempfile.TemporaryDirectory() as disk, tempfile.TemporaryDirectory(dir=args.memory) as memory:
         disk, memory = Path(disk), Path(memory)
         write_jat(disk / "jat", rgb)
         write_atari_head(disk / "ah", rgb)
-        for name, plain, module, src in (("jat", plain_jat, jat, disk / "jat"),
-                                         ("atari_head", plain_atari_head, atari_head, disk / "ah")):
+        for name, plain, module, src in (
+            ("jat", plain_jat, jat, disk / "jat"),
+            ("atari_head", plain_atari_head, atari_head, disk / "ah"),
+        ):
             base, probe = min(timed(plain, src) for _ in range(3)), file_cost(disk / f"{name}-probe")
             # A fresh output folder every time: nothing to replace.
-            on_disk = min(timed(module.import_game, src, disk / f"{name}-{i}", "Breakout", caps=caps)
-                          for i in range(3))
-            in_memory = min(timed(module.import_game, src, memory / f"{name}-{i}", "Breakout", caps=caps)
-                            for i in range(3))
+            on_disk = min(timed(module.import_game, src, disk / f"{name}-{i}", "Breakout", caps=caps) for i in range(3))
+            in_memory = min(
+                timed(module.import_game, src, memory / f"{name}-{i}", "Breakout", caps=caps) for i in range(3)
+            )
             rows.append((name, base, probe, on_disk, in_memory))
     print(f"{args.frames} Breakout frames per source, best of 3")
-    print("| importer | plain decode frames/s | new file on disk us | import to disk frames/s | ratio "
-          "| import to memory frames/s | ratio | goal |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| importer | plain decode frames/s | new file on disk us | import to disk frames/s | ratio "
+        "| import to memory frames/s | ratio | goal |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )
     n = args.frames
     for name, base, probe, on_disk, in_memory in rows:
-        print(f"| {name} | {n / base:,.0f} | {probe:.0f} | {n / on_disk:,.0f} | {base / on_disk:.2f}x "
-              f"| {n / in_memory:,.0f} | {base / in_memory:.2f}x | >= 0.5x |")
+        print(
+            f"| {name} | {n / base:,.0f} | {probe:.0f} | {n / on_disk:,.0f} | {base / on_disk:.2f}x "
+            f"| {n / in_memory:,.0f} | {base / in_memory:.2f}x | >= 0.5x |"
+        )
 
 
 if __name__ == "__main__":

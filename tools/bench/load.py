@@ -39,9 +39,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=".", prefix=".bench-load-") as tmp:
         root = Path(args.root) if args.root else Path(tmp) / "layout"
         if not args.root:
-            generate(GenerateConfig(root=str(root), games=["Pong", "Breakout"], train_frames=args.records // 2,
-                                    val_frames=50, min_train_episodes=1, baseline_episodes=0, decision_cap=1000,
-                                    workers=2), progress=False)
+            generate(
+                GenerateConfig(
+                    root=str(root),
+                    games=["Pong", "Breakout"],
+                    train_frames=args.records // 2,
+                    val_frames=50,
+                    min_train_episodes=1,
+                    baseline_episodes=0,
+                    decision_cap=1000,
+                    workers=2,
+                ),
+                progress=False,
+            )
         out = Path(tmp) / "repo"
         pack(PackConfig(root=str(root), out=str(out), sources=["expert2f"], shard_size=64_000_000))
         games = list_games(root, ["expert2f"])
@@ -87,8 +97,11 @@ def main() -> None:
     print(f"| (a) WebDataset helper | {n / t_wds:,.0f} | {t_raw / t_wds:.2f}x | >= 0.8x |")
     print(f"| (b) load_dataset streaming | {n / t_stream:,.0f} | {t_raw / t_stream:.2f}x | >= 0.5x |")
     print("\n| storage | bytes per record | ratio to layout |\n| --- | ---: | ---: |")
-    for what, b in (("layout (PNG files + JSONL line)", layout_bytes), ("packed Parquet", packed_pq),
-                    ("packed WebDataset tar", packed_wds)):
+    for what, b in (
+        ("layout (PNG files + JSONL line)", layout_bytes),
+        ("packed Parquet", packed_pq),
+        ("packed WebDataset tar", packed_wds),
+    ):
         print(f"| {what} | {b / n:,.0f} | {b / layout_bytes:.2f}x |")
 
 

@@ -36,8 +36,15 @@ def main() -> None:
     args = ap.parse_args()
     torch.manual_seed(0)
     tok = tiny_tokenizer()
-    size = TinySize(image_size=args.size, vision_hidden=256, vision_layers=6, vision_intermediate=512,
-                    text_hidden=64, text_layers=1, text_intermediate=128)
+    size = TinySize(
+        image_size=args.size,
+        vision_hidden=256,
+        vision_layers=6,
+        vision_intermediate=512,
+        text_hidden=64,
+        text_layers=1,
+        text_intermediate=128,
+    )
     policy = ChoicePolicy(Idefics3Model(tiny_config(tok, size)), tok)
     proto = Protocol.ale_v5("Breakout", decision_cap=args.decisions)
     rows = []
@@ -49,13 +56,17 @@ def main() -> None:
             ep = play(laya, "Breakout", proto, args.episodes, 100_000, greedy=False)  # sampled: episodes diverge
             rows.append((cache, sum(ep.steps) / (time.perf_counter() - t), laya.cache.hit_rate if cache else None))
     base = rows[0][1]
-    print(f"Breakout, {args.episodes} episodes x {args.decisions} decisions, two frames, {args.size}px, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"Breakout, {args.episodes} episodes x {args.decisions} decisions, two frames, {args.size}px, "
+        f"{torch.get_num_threads()} threads"
+    )
     print("| cache | decisions/s | speed-up | hit rate | goal |\n| --- | ---: | ---: | ---: | ---: |")
     for cache, rate, hit in rows:
         goal = "hit rate >= 0.45, >= 1.5x" if cache else ""
-        print(f"| {'on' if cache else 'off'} | {rate:.1f} | {rate / base:.2f}x | {'' if hit is None else f'{hit:.2f}'} "
-              f"| {goal} |")
+        print(
+            f"| {'on' if cache else 'off'} | {rate:.1f} | {rate / base:.2f}x | {'' if hit is None else f'{hit:.2f}'} "
+            f"| {goal} |"
+        )
 
 
 if __name__ == "__main__":

@@ -46,10 +46,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for preprocess in ("processor", "gpu"):
             backbone, tok = build_backbone("random-smolvlm", image_size=512, seed=0)
-            save_checkpoint(ChoicePolicy(backbone, tok), AgentConfig(image_size=512, preprocess=preprocess, frames=2,
-                                                                     backbone="random-smolvlm"), f"{tmp}/{preprocess}")
-        runs = [("processor", "processor", False, False), ("device-side", "gpu", False, False),
-                ("device-side + cache", "gpu", True, False), ("device-side + cache + CUDA graph", "gpu", True, True)]
+            save_checkpoint(
+                ChoicePolicy(backbone, tok),
+                AgentConfig(image_size=512, preprocess=preprocess, frames=2, backbone="random-smolvlm"),
+                f"{tmp}/{preprocess}",
+            )
+        runs = [
+            ("processor", "processor", False, False),
+            ("device-side", "gpu", False, False),
+            ("device-side + cache", "gpu", True, False),
+            ("device-side + cache + CUDA graph", "gpu", True, True),
+        ]
         for name, path, cache, graph in runs:
             policy = LayaPolicy(f"{tmp}/{path}", device="cuda", cache=cache, cuda_graph=graph)
             play(policy, "Breakout", Protocol.ale_v5("Breakout", decision_cap=10), 2, 0)  # warm-up
@@ -60,8 +67,10 @@ def main() -> None:
             rows.append((name, sum(ep.steps) / (time.perf_counter() - t)))
         same = graph_matches_eager(f"{tmp}/gpu")
     base = rows[0][1]
-    print(f"{torch.cuda.get_device_name()}, Breakout, {args.episodes} episodes x {args.decisions} decisions, two "
-          "frames, 512, random-smolvlm")
+    print(
+        f"{torch.cuda.get_device_name()}, Breakout, {args.episodes} episodes x {args.decisions} decisions, two "
+        "frames, 512, random-smolvlm"
+    )
     print("| path | decisions/s | vs processor | reference L4 decisions/s |\n| --- | ---: | ---: | ---: |")
     for name, rate in rows:
         print(f"| {name} | {rate:.1f} | {rate / base:.2f}x | {REFERENCE_L4.get(name, '')} |")

@@ -62,12 +62,14 @@ def main() -> None:
     print("\n| game | mean abs diff (grey levels) | p99.9 | max | exact: mean | exact: max |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for i, game in enumerate(GAMES):
-        f = pool[i * 86: i * 86 + 8]
+        f = pool[i * 86 : i * 86 + 8]
         ref = proc(f)
         d = np.round((gpu(f) - ref).abs().numpy() * 127.5, 3)
         e = np.round((exact(f) - ref).abs().numpy() * 127.5, 3)
-        print(f"| {game} | {d.mean():.3f} | {np.quantile(d, 0.999):.0f} | {d.max():.0f} | {e.mean():.4f} "
-              f"| {e.max():.0f} |")
+        print(
+            f"| {game} | {d.mean():.3f} | {np.quantile(d, 0.999):.0f} | {d.max():.0f} | {e.mean():.4f} "
+            f"| {e.max():.0f} |"
+        )
 
 
 if __name__ == "__main__":

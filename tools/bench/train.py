@@ -35,17 +35,36 @@ def main() -> None:
         if data is None:
             data = f"{tmp}/data"
             for game in ("Pong", "Breakout"):
-                generate_game(GenerateConfig(root=data, train_frames=300, val_frames=20, min_train_episodes=1,
-                                             decision_cap=400, baseline_episodes=0), game)
+                generate_game(
+                    GenerateConfig(
+                        root=data,
+                        train_frames=300,
+                        val_frames=20,
+                        min_train_episodes=1,
+                        decision_cap=400,
+                        baseline_episodes=0,
+                    ),
+                    game,
+                )
         rows = []
         for frames in (1, 2):
-            cfg = TrainConfig(data=data, out=f"{tmp}/run{frames}", frames=frames, steps=args.steps,
-                              batch=args.batch, image_size=args.image_size, evals=1, eval_records=16, max_minutes=60)
+            cfg = TrainConfig(
+                data=data,
+                out=f"{tmp}/run{frames}",
+                frames=frames,
+                steps=args.steps,
+                batch=args.batch,
+                image_size=args.image_size,
+                evals=1,
+                eval_records=16,
+                max_minutes=60,
+            )
             with contextlib.redirect_stdout(io.StringIO()):
                 s = train(cfg, progress=False)
             rows.append((frames, s["samples_per_s"], s["data_wait_share"]))
-    print(f"tiny preset, {args.image_size}px, batch {args.batch}, {args.steps} steps, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"tiny preset, {args.image_size}px, batch {args.batch}, {args.steps} steps, {torch.get_num_threads()} threads"
+    )
     print("| frames | samples/s | data wait / step time | goal |\n| ---: | ---: | ---: | ---: |")
     for frames, rate, wait in rows:
         print(f"| {frames} | {rate:.1f} | {wait:.1%} | < 10% |")

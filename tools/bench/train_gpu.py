@@ -31,11 +31,34 @@ def main() -> None:
         raise SystemExit("train_gpu.py needs a CUDA GPU (none found); the CPU figures come from tools/bench/train.py")
     with tempfile.TemporaryDirectory() as tmp:
         for game in ("Pong", "Breakout"):
-            generate_game(GenerateConfig(root=tmp, train_frames=400, val_frames=20, min_train_episodes=1,
-                                         decision_cap=500, baseline_episodes=0), game)
-        cfg = TrainConfig(data=tmp, out=f"{tmp}/run", model="random-smolvlm", freeze="vision", image_size=512,
-                          batch=32, frames=2, preprocess="gpu", steps=args.steps, evals=1, eval_records=32,
-                          device="cuda", lr_head=1e-4, lr_backbone=2e-5, max_minutes=30)
+            generate_game(
+                GenerateConfig(
+                    root=tmp,
+                    train_frames=400,
+                    val_frames=20,
+                    min_train_episodes=1,
+                    decision_cap=500,
+                    baseline_episodes=0,
+                ),
+                game,
+            )
+        cfg = TrainConfig(
+            data=tmp,
+            out=f"{tmp}/run",
+            model="random-smolvlm",
+            freeze="vision",
+            image_size=512,
+            batch=32,
+            frames=2,
+            preprocess="gpu",
+            steps=args.steps,
+            evals=1,
+            eval_records=32,
+            device="cuda",
+            lr_head=1e-4,
+            lr_backbone=2e-5,
+            max_minutes=30,
+        )
         with contextlib.redirect_stdout(io.StringIO()):
             s = train(cfg, progress=False)
     steps_s = s["samples_per_s"] / 32

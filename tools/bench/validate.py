@@ -28,8 +28,16 @@ from atari_data.produce.generate import GenerateConfig, generate_game
 
 def build(root: Path, records: int) -> None:
     for game in ("Pong", "Breakout"):
-        cfg = GenerateConfig(root=str(root), source="random2f", frames=2, train_episodes=4, val_episodes=1,
-                             train_frames=records // 2, val_frames=records // 20, decision_cap=2000)
+        cfg = GenerateConfig(
+            root=str(root),
+            source="random2f",
+            frames=2,
+            train_episodes=4,
+            val_episodes=1,
+            train_frames=records // 2,
+            val_frames=records // 20,
+            decision_cap=2000,
+        )
         generate_game(cfg, game)
 
 
@@ -83,6 +91,7 @@ def main() -> None:
         def run():
             report = validate(root, images=images)
             assert report.ok, report.defects[:3]
+
         return run
 
     t_json, t_schema = best(raw_json, args.repeats), best(check(False), args.repeats)

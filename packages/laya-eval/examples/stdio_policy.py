@@ -18,7 +18,7 @@ import numpy as np
 def choose(frames: np.ndarray, actions: list[str]) -> list[int]:
     out = []
     for frame in frames:
-        lower = frame[frame.shape[0] // 2:].astype(np.int32).sum(axis=(0, 2))
+        lower = frame[frame.shape[0] // 2 :].astype(np.int32).sum(axis=(0, 2))
         target = int(np.argmax(lower)) / frame.shape[1]
         if "FIRE" in actions and np.random.random() < 0.1:
             out.append(actions.index("FIRE"))

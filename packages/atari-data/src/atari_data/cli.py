@@ -55,96 +55,150 @@ def _layout_selection(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="atari-data", description="Game-decision datasets for vision-language policies: "
+        prog="atari-data",
+        description="Game-decision datasets for vision-language policies: "
         "one frozen record schema, written and checked the same way for every source.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
     from atari_data.limits import DEFAULTS
-    p.add_argument("--limit", action="append", default=[], metavar="KIND=MB",
-                   help="raise (or lower) a cap on what one input may cost, checked before it is read: "
-                   + ", ".join(f"{k} (default {v}{'' if k == 'ratio' else ' MB'})" for k, v in DEFAULTS.items())
-                   + "; e.g. --limit member=8192 (repeatable; also ATARI_DATA_LIMITS=member=8192)")
+
+    p.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="KIND=MB",
+        help="raise (or lower) a cap on what one input may cost, checked before it is read: "
+        + ", ".join(f"{k} (default {v}{'' if k == 'ratio' else ' MB'})" for k, v in DEFAULTS.items())
+        + "; e.g. --limit member=8192 (repeatable; also ATARI_DATA_LIMITS=member=8192)",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    v = sub.add_parser("validate", help="check every ready game of a layout and report every defect",
-                       description="Check every ready game under ROOT (<root>/<source>/<Game>/...) against "
-                       "the frozen schema and its meta.json. Prints a summary table and exits 0 when "
-                       "valid; otherwise prints one line per defect (file:line: field: problem) and "
-                       "exits 2. Games without _READY are listed as not ready, not as errors.")
+    v = sub.add_parser(
+        "validate",
+        help="check every ready game of a layout and report every defect",
+        description="Check every ready game under ROOT (<root>/<source>/<Game>/...) against "
+        "the frozen schema and its meta.json. Prints a summary table and exits 0 when "
+        "valid; otherwise prints one line per defect (file:line: field: problem) and "
+        "exits 2. Games without _READY are listed as not ready, not as errors.",
+    )
     _layout_selection(v)
-    v.add_argument("--images", action="store_true",
-                   help="also decode every frame and check its size and mode against frame_format")
-    v.add_argument("--max-lines", type=int, default=_default(ValidateConfig, "max_lines"),
-                   help="print at most this many defect lines, then a count (default %(default)s)")
+    v.add_argument(
+        "--images", action="store_true", help="also decode every frame and check its size and mode against frame_format"
+    )
+    v.add_argument(
+        "--max-lines",
+        type=int,
+        default=_default(ValidateConfig, "max_lines"),
+        help="print at most this many defect lines, then a count (default %(default)s)",
+    )
 
-    s = sub.add_parser("stats", help="a table of records, episodes and labels per (source, game)",
-                       description="Summarise every game folder under ROOT: records and episodes per "
-                       "split, frame format, label distribution and its entropy, whether records carry "
-                       "a soft target, and whether the game is ready.")
+    s = sub.add_parser(
+        "stats",
+        help="a table of records, episodes and labels per (source, game)",
+        description="Summarise every game folder under ROOT: records and episodes per "
+        "split, frame format, label distribution and its entropy, whether records carry "
+        "a soft target, and whether the game is ready.",
+    )
     _layout_selection(s)
     s.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
 
-    g = sub.add_parser("generate", help="play ALE with an expert and write expert / expert2f data",
-                       description=textwrap.fill(
-                       f"Play ALE v5 (sticky actions {STICKY_ACTIONS}, {FRAMESKIP} frames per decision, rewards "
-                       "summed, auto-FIRE after reset and lost lives) with an epsilon-expert and record every "
-                       "decision: the raw 210x160 RGB frame, the expert's distribution as `target`, its "
-                       "argmax as `label`, the move played in `provenance`, and for expert2f the previous "
-                       "decision's frame. Also measures expert (greedy) and uniform-random baselines into "
-                       "meta.json. Episode numbers say what an episode is for (the table below); every seed "
-                       "derives from (--seed, game, episode), so the same command gives the same bytes. A "
-                       "complete game is skipped unless --force; an interrupted one is redone cleanly.", 78),
-                       epilog="episode numbers by role (laya_protocol.seeds):\n" + textwrap.indent(seeds.table(), "  "),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = sub.add_parser(
+        "generate",
+        help="play ALE with an expert and write expert / expert2f data",
+        description=textwrap.fill(
+            f"Play ALE v5 (sticky actions {STICKY_ACTIONS}, {FRAMESKIP} frames per decision, rewards "
+            "summed, auto-FIRE after reset and lost lives) with an epsilon-expert and record every "
+            "decision: the raw 210x160 RGB frame, the expert's distribution as `target`, its "
+            "argmax as `label`, the move played in `provenance`, and for expert2f the previous "
+            "decision's frame. Also measures expert (greedy) and uniform-random baselines into "
+            "meta.json. Episode numbers say what an episode is for (the table below); every seed "
+            "derives from (--seed, game, episode), so the same command gives the same bytes. A "
+            "complete game is skipped unless --force; an interrupted one is redone cleanly.",
+            78,
+        ),
+        epilog="episode numbers by role (laya_protocol.seeds):\n" + textwrap.indent(seeds.table(), "  "),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_options(g, GenerateConfig, skip=("epsilon", "min_val_episodes"))
-    g.add_argument("--epsilon", type=float, help="probability of a uniform random move instead of the expert's "
-                   f"(default {GenerateConfig.epsilon}; {DoomConfig.epsilon} for ViZDoom)")
-    g.add_argument("--platform", choices=("ale", "vizdoom"), default="ale",
-                   help="vizdoom: play a ViZDoom scenario with its labels-buffer expert instead (source "
-                   "doom_<scenario>; --games, --source, --expert and the ALE options do not apply; needs "
-                   "atari-data[vizdoom]) (default %(default)s)")
+    g.add_argument(
+        "--epsilon",
+        type=float,
+        help="probability of a uniform random move instead of the expert's "
+        f"(default {GenerateConfig.epsilon}; {DoomConfig.epsilon} for ViZDoom)",
+    )
+    g.add_argument(
+        "--platform",
+        choices=("ale", "vizdoom"),
+        default="ale",
+        help="vizdoom: play a ViZDoom scenario with its labels-buffer expert instead (source "
+        "doom_<scenario>; --games, --source, --expert and the ALE options do not apply; needs "
+        "atari-data[vizdoom]) (default %(default)s)",
+    )
     g.add_argument("--scenario", default=DoomConfig.scenario, help="ViZDoom scenario (default %(default)s)")
 
-    pk = sub.add_parser("pack", help="turn a layout into a Hub-ready dataset repository folder",
-                        description="Pack the ready games of ROOT into OUT: one config per source (splits train "
-                        "and validation) as Parquet shards that load_dataset(OUT, SOURCE) reads, WebDataset tar "
-                        "shards for streaming training, every meta.json, the JSON Schemas and a dataset card. "
-                        "The layout is validated first; the same layout always packs to the same bytes.")
+    pk = sub.add_parser(
+        "pack",
+        help="turn a layout into a Hub-ready dataset repository folder",
+        description="Pack the ready games of ROOT into OUT: one config per source (splits train "
+        "and validation) as Parquet shards that load_dataset(OUT, SOURCE) reads, WebDataset tar "
+        "shards for streaming training, every meta.json, the JSON Schemas and a dataset card. "
+        "The layout is validated first; the same layout always packs to the same bytes.",
+    )
     _layout_selection(pk)
     pk.add_argument("out", help="repository folder to create")
-    pk.add_argument("--shard-size", default=PackConfig.shard_size, help="target shard size, e.g. 512MB or 1GB "
-                    f"(default {PackConfig.shard_size / 1e6:g}MB)")
-    pk.add_argument("--formats", type=csv, default=list(PackConfig.formats),
-                    help="parquet (required: load_dataset reads it) and/or webdataset "
-                    f"(default {','.join(PackConfig.formats)})")
+    pk.add_argument(
+        "--shard-size",
+        default=PackConfig.shard_size,
+        help=f"target shard size, e.g. 512MB or 1GB (default {PackConfig.shard_size / 1e6:g}MB)",
+    )
+    pk.add_argument(
+        "--formats",
+        type=csv,
+        default=list(PackConfig.formats),
+        help=f"parquet (required: load_dataset reads it) and/or webdataset (default {','.join(PackConfig.formats)})",
+    )
     pk.add_argument("--name", default=PackConfig.name, help="title of the dataset card (default %(default)s)")
     pk.add_argument("--force", action="store_true", help="replace OUT if it exists")
-    pk.add_argument("--replay", action="store_true",
-                    help="no frames: each episode's seed and moves plus an MD5 per frame, so the screens can be "
-                    "rebuilt locally with `atari-data rebuild` (played sources only)")
+    pk.add_argument(
+        "--replay",
+        action="store_true",
+        help="no frames: each episode's seed and moves plus an MD5 per frame, so the screens can be "
+        "rebuilt locally with `atari-data rebuild` (played sources only)",
+    )
 
-    rb = sub.add_parser("rebuild", help="rebuild the frames of a replay-packed repository by replaying ALE",
-                        description="Replay every episode of a replay-packed repository, check every frame against "
-                        "its MD5, and write each game whose frames all match into ROOT as a ready layout game. Games "
-                        "with mismatches are reported and not written (exit 2).")
+    rb = sub.add_parser(
+        "rebuild",
+        help="rebuild the frames of a replay-packed repository by replaying ALE",
+        description="Replay every episode of a replay-packed repository, check every frame against "
+        "its MD5, and write each game whose frames all match into ROOT as a ready layout game. Games "
+        "with mismatches are reported and not written (exit 2).",
+    )
     rb.add_argument("repo", help="replay-packed repository folder")
     rb.add_argument("--root", required=True, help="layout root to write the rebuilt games into")
 
-    pb = sub.add_parser("publish", help="upload a packed repository to the Hugging Face Hub (resumable)",
-                        description="Create the dataset repo if needed and upload OUT with upload_large_folder, "
-                        "which resumes an interrupted upload. The token comes from HF_TOKEN or `hf auth login` "
-                        "and is never printed.")
+    pb = sub.add_parser(
+        "publish",
+        help="upload a packed repository to the Hugging Face Hub (resumable)",
+        description="Create the dataset repo if needed and upload OUT with upload_large_folder, "
+        "which resumes an interrupted upload. The token comes from HF_TOKEN or `hf auth login` "
+        "and is never printed.",
+    )
     pb.add_argument("out", help="packed repository folder")
     pb.add_argument("--repo", required=True, help="ORG/NAME on the Hub")
     pb.add_argument("--private", action="store_true", help="create the repo private")
     pb.add_argument("--revision", help="branch to upload to (created if missing)")
     pb.add_argument("--dry-run", action="store_true", help="list what would be uploaded and print the card")
 
-    dr = sub.add_parser("doctor", help="check a packed or published dataset repository",
-                        description="Check that the card's YAML matches the files, every config and split loads "
-                        "with load_dataset, row counts match meta.json and the card, shards are readable tars "
-                        "without path traversal or stray members, the schema version is known, sizes are within "
-                        "Hub limits and every frame decodes. A Hub repo id is downloaded first.")
+    dr = sub.add_parser(
+        "doctor",
+        help="check a packed or published dataset repository",
+        description="Check that the card's YAML matches the files, every config and split loads "
+        "with load_dataset, row counts match meta.json and the card, shards are readable tars "
+        "without path traversal or stray members, the schema version is known, sizes are within "
+        "Hub limits and every frame decodes. A Hub repo id is downloaded first.",
+    )
     dr.add_argument("target", help="a packed repository folder, or ORG/NAME on the Hub")
 
     sub.add_parser("games", help="list the ALE v5 games and their minimal action sets")
@@ -152,52 +206,65 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("schema", help="print the frozen schema (JSON Schema or the docs table)")
     sc.add_argument("--of", choices=("record", "meta"), default="record", help="(default %(default)s)")
     sc.add_argument("--markdown", action="store_true", help="print the docs table instead of JSON Schema")
-    pl = sub.add_parser("pack-lmdb", help="re-shard Melting Pot world-model LMDBs into WebDataset shards + a card",
-                        description="Read every <SRC>/<game>/data.mdb with an unpickler that builds numpy arrays and "
-                        "plain builtins only (a row needing anything else is refused with its key), check each row "
-                        "against the guide's schema, and write WebDataset shards (json + one .npy per array, no "
-                        "pickle) with a dataset card to OUT. Then `atari-data doctor OUT` and `atari-data publish "
-                        "OUT --repo ORG/NAME`.")
+    pl = sub.add_parser(
+        "pack-lmdb",
+        help="re-shard Melting Pot world-model LMDBs into WebDataset shards + a card",
+        description="Read every <SRC>/<game>/data.mdb with an unpickler that builds numpy arrays and "
+        "plain builtins only (a row needing anything else is refused with its key), check each row "
+        "against the guide's schema, and write WebDataset shards (json + one .npy per array, no "
+        "pickle) with a dataset card to OUT. Then `atari-data doctor OUT` and `atari-data publish "
+        "OUT --repo ORG/NAME`.",
+    )
     pl.add_argument("src", help="folder of per-game LMDB folders")
     pl.add_argument("out", help="output repository folder (replaced whole when done)")
     pl.add_argument("--rows-per-shard", type=int, default=500, help="(default %(default)s)")
     pl.add_argument("--name", default="meltingpot", help="the card's title (default %(default)s)")
-    im = sub.add_parser("import", help="convert a public dataset into the layout (jat, atari_head, frostbite_masks, "
-                        "playjev)",
-                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description="Convert a public dataset's episodes into records of the frozen schema through "
-                        "the shared writer (caps, even subsampling, splits, meta.json with dropped frames counted by "
-                        "reason, _READY last). Frames are kept as the source gives them.",
-                        epilog="sources:\n"
-                        "  jat   jat-project/jat-dataset (Apache-2.0): the newest frame of each 84x84 stack as "
-                        "gray_84x84,\n        actions of the minimal set, JAT train -> train, test -> val\n"
-                        "  atari_head   Atari-HEAD, Zenodo 3451402 (CC-BY-4.0): human play with gaze, 210x160 RGB "
-                        "as-is,\n        18-action ids mapped by name, trials chained by load_trial kept together, "
-                        "~5% to val\n"
-                        "  frostbite_masks   EpicPinkPenguin/atari_frostbite_with_masks: 128x128 RGB as-is with "
-                        "the player\n        mask beside each frame, one episode per life, train -> train, "
-                        "test -> val\n"
-                        "  playjev   OmniJev/PlayJev-data (browser games, after its frame rebuild): one source per "
-                        "round\n        (playjev_clone, playjev_dagger1, ...), records whose frame MD5 matches\n"
-                        "examples:\n"
-                        "  atari-data import jat --from ~/jat-dataset --root data/atari --games Breakout,Pong\n"
-                        "  atari-data import jat --from hub:jat-project/jat-dataset --root data/atari --games Pong\n"
-                        "  atari-data import atari_head --from ~/atari-head --root data/atari --games Breakout\n"
-                        "  atari-data import jat --from ~/jat-dataset --root data/atari --workers 4   # 4 games at "
-                        "a time")
+    im = sub.add_parser(
+        "import",
+        help="convert a public dataset into the layout (jat, atari_head, frostbite_masks, playjev)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Convert a public dataset's episodes into records of the frozen schema through "
+        "the shared writer (caps, even subsampling, splits, meta.json with dropped frames counted by "
+        "reason, _READY last). Frames are kept as the source gives them.",
+        epilog="sources:\n"
+        "  jat   jat-project/jat-dataset (Apache-2.0): the newest frame of each 84x84 stack as "
+        "gray_84x84,\n        actions of the minimal set, JAT train -> train, test -> val\n"
+        "  atari_head   Atari-HEAD, Zenodo 3451402 (CC-BY-4.0): human play with gaze, 210x160 RGB "
+        "as-is,\n        18-action ids mapped by name, trials chained by load_trial kept together, "
+        "~5% to val\n"
+        "  frostbite_masks   EpicPinkPenguin/atari_frostbite_with_masks: 128x128 RGB as-is with "
+        "the player\n        mask beside each frame, one episode per life, train -> train, "
+        "test -> val\n"
+        "  playjev   OmniJev/PlayJev-data (browser games, after its frame rebuild): one source per "
+        "round\n        (playjev_clone, playjev_dagger1, ...), records whose frame MD5 matches\n"
+        "examples:\n"
+        "  atari-data import jat --from ~/jat-dataset --root data/atari --games Breakout,Pong\n"
+        "  atari-data import jat --from hub:jat-project/jat-dataset --root data/atari --games Pong\n"
+        "  atari-data import atari_head --from ~/atari-head --root data/atari --games Breakout\n"
+        "  atari-data import jat --from ~/jat-dataset --root data/atari --workers 4   # 4 games at "
+        "a time",
+    )
     im.add_argument("source", choices=SOURCES, help="which dataset")
     im.add_argument("--from", dest="from_", required=True, help="a local copy of the dataset, or hub:REPO (online)")
     im.add_argument("--root", required=True, help="layout root to write into")
     im.add_argument("--games", type=csv, help="ALE v5 names, comma-separated (default: every game found)")
-    im.add_argument("--train-frames", type=int, default=DEFAULT_CAPS["train"], help="train records per game at most "
-                    "(default %(default)s)")
-    im.add_argument("--val-frames", type=int, default=DEFAULT_CAPS["val"], help="val records per game at most "
-                    "(default %(default)s)")
-    im.add_argument("--workers", type=int, default=1, help="games imported in parallel processes (default "
-                    "%(default)s)")
-    im.add_argument("--executor", choices=EXECUTORS, default="local",
-                    help="ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one; --from must be a "
-                    "path every node reads); needs atari-data[ray] (default %(default)s)")
+    im.add_argument(
+        "--train-frames",
+        type=int,
+        default=DEFAULT_CAPS["train"],
+        help="train records per game at most (default %(default)s)",
+    )
+    im.add_argument(
+        "--val-frames", type=int, default=DEFAULT_CAPS["val"], help="val records per game at most (default %(default)s)"
+    )
+    im.add_argument("--workers", type=int, default=1, help="games imported in parallel processes (default %(default)s)")
+    im.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one; --from must be a "
+        "path every node reads); needs atari-data[ray] (default %(default)s)",
+    )
     im.add_argument("--force", action="store_true", help="rewrite games that are already complete")
     return p
 
@@ -222,8 +289,7 @@ def cmd_validate(a) -> int:
         print(f"no ready games under {cfg.root}", file=sys.stderr)
         return 2
     _print_table(stats_table(cfg.root, cfg.sources, cfg.games).filter(ready=True))
-    print(f"valid: {len(report.games)} games, {report.records} records"
-          f"{', frames decoded' if cfg.images else ''}")
+    print(f"valid: {len(report.games)} games, {report.records} records{', frames decoded' if cfg.images else ''}")
     return 0
 
 
@@ -245,14 +311,25 @@ def cmd_generate(a) -> int:
         from atari_data.play.doom import generate_doom
 
         epsilon = DoomConfig.epsilon if a.epsilon is None else a.epsilon
-        meta = generate_doom(DoomConfig(root=a.root, scenario=a.scenario, train_frames=a.train_frames,
-                                        val_frames=a.val_frames, epsilon=epsilon, seed=a.seed, force=a.force))
+        meta = generate_doom(
+            DoomConfig(
+                root=a.root,
+                scenario=a.scenario,
+                train_frames=a.train_frames,
+                val_frames=a.val_frames,
+                epsilon=epsilon,
+                seed=a.seed,
+                force=a.force,
+            )
+        )
         source = f"doom_{a.scenario}"
         if meta is None:
             print(f"{source}: already complete (use --force to redo)")
         else:
-            print(f"{source}/{meta['game']}: {meta['train']['records']} train, {meta['val']['records']} val records; "
-                  f"frames without a monster: {meta['dropped'].get('no_monster', 0)}")
+            print(
+                f"{source}/{meta['game']}: {meta['train']['records']} train, {meta['val']['records']} val records; "
+                f"frames without a monster: {meta['dropped'].get('no_monster', 0)}"
+            )
         return 0
     cfg = from_args(GenerateConfig, a, epsilon=GenerateConfig.epsilon if a.epsilon is None else a.epsilon)
     for game, meta in generate(cfg).items():
@@ -262,8 +339,10 @@ def cmd_generate(a) -> int:
         line = f"{cfg.source}/{game}: {meta['train']['records']} train, {meta['val']['records']} val records"
         b = meta.get("baselines")
         if b:
-            line += (f"; expert {b['expert_score']:g} vs random {b['random_score']:g} "
-                     f"(mean of {len(b['expert_scores'])} episodes)")
+            line += (
+                f"; expert {b['expert_score']:g} vs random {b['random_score']:g} "
+                f"(mean of {len(b['expert_scores'])} episodes)"
+            )
         print(line)
     return 0
 
@@ -271,8 +350,17 @@ def cmd_generate(a) -> int:
 def cmd_pack(a) -> int:
     from atari_data.publish.pack import PackConfig, pack, parse_size
 
-    cfg = PackConfig(root=a.root, out=a.out, sources=a.sources, games=a.games, shard_size=parse_size(a.shard_size),
-                     formats=tuple(a.formats), force=a.force, name=a.name, replay=a.replay)
+    cfg = PackConfig(
+        root=a.root,
+        out=a.out,
+        sources=a.sources,
+        games=a.games,
+        shard_size=parse_size(a.shard_size),
+        formats=tuple(a.formats),
+        force=a.force,
+        name=a.name,
+        replay=a.replay,
+    )
     summary = pack(cfg)
     if a.replay:
         for source, conf in summary["configs"].items():
@@ -281,8 +369,10 @@ def cmd_pack(a) -> int:
         return 0
     for source, conf in summary["configs"].items():
         for split, s in conf["splits"].items():
-            print(f"{source}/{split}: {s['records']} records, {len(s['parquet'])} parquet and "
-                  f"{len(s['webdataset'])} webdataset shards")
+            print(
+                f"{source}/{split}: {s['records']} records, {len(s['parquet'])} parquet and "
+                f"{len(s['webdataset'])} webdataset shards"
+            )
     print(f"packed into {a.out}; check it with `atari-data doctor {a.out}`")
     return 0
 
@@ -295,8 +385,10 @@ def cmd_publish(a) -> int:
     if a.dry_run:
         for name, size in files:
             print(f"{size:>14,}  {name}")
-        print(f"would upload {len(files)} files, {total:,} bytes, to dataset {a.repo}"
-              f"{' (private)' if a.private else ''}{f' branch {a.revision}' if a.revision else ''}")
+        print(
+            f"would upload {len(files)} files, {total:,} bytes, to dataset {a.repo}"
+            f"{' (private)' if a.private else ''}{f' branch {a.revision}' if a.revision else ''}"
+        )
         print()
         print((Path(a.out) / "README.md").read_text())
     else:
@@ -333,8 +425,11 @@ def cmd_rebuild(a) -> int:
             print(f"  mismatch: {m}")
         bad += not r.written
     if bad:
-        print(f"error: {a.repo}: (frames): {bad} games had frames that do not match their MD5 and were not written: "
-              "was the repository changed, or is this another ALE version?", file=sys.stderr)
+        print(
+            f"error: {a.repo}: (frames): {bad} games had frames that do not match their MD5 and were not written: "
+            "was the repository changed, or is this another ALE version?",
+            file=sys.stderr,
+        )
         return 2
     return 0
 
@@ -363,8 +458,9 @@ def cmd_import(a) -> int:
 
     source = importer(a.source)
     if source.REPO is None and a.from_.startswith("hub:"):
-        raise AtariDataError(f"{a.source} is not on the Hub ({source.ORIGIN}): download it and pass its folder",
-                             field="--from")
+        raise AtariDataError(
+            f"{a.source} is not on the Hub ({source.ORIGIN}): download it and pass its folder", field="--from"
+        )
     root = local_copy(a.from_, source.REPO or "", source.download_patterns(a.games))
     jobs = plan(a.source, root, a.root, a.games, {"train": a.train_frames, "val": a.val_frames}, a.force)
     for job, meta in zip(jobs, run_jobs(jobs, a.executor, a.workers), strict=True):
@@ -393,20 +489,37 @@ def cmd_schema(a) -> int:
 def _print_table(df) -> None:
     import polars as pl
 
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60,
-                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+    with pl.Config(
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_width_chars=200,
+        fmt_str_lengths=60,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+    ):
         print(df)
 
 
-COMMANDS = {"validate": cmd_validate, "stats": cmd_stats, "generate": cmd_generate, "pack": cmd_pack,
-            "rebuild": cmd_rebuild, "publish": cmd_publish, "doctor": cmd_doctor, "games": cmd_games,
-            "schema": cmd_schema, "import": cmd_import, "pack-lmdb": cmd_pack_lmdb}
+COMMANDS = {
+    "validate": cmd_validate,
+    "stats": cmd_stats,
+    "generate": cmd_generate,
+    "pack": cmd_pack,
+    "rebuild": cmd_rebuild,
+    "publish": cmd_publish,
+    "doctor": cmd_doctor,
+    "games": cmd_games,
+    "schema": cmd_schema,
+    "import": cmd_import,
+    "pack-lmdb": cmd_pack_lmdb,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         if args.limit:  # through the environment, so worker processes apply the same limits
             from atari_data.limits import ENV, parse

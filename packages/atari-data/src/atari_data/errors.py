@@ -10,8 +10,7 @@ from __future__ import annotations
 class AtariDataError(Exception):
     """Bad input to atari-data: a file, a record or a field that is not as expected."""
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 field: str | None = None):
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, field: str | None = None):
         self.message = message
         self.file = file
         self.line = line

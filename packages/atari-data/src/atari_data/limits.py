@@ -33,8 +33,9 @@ def parse(text: str) -> dict[str, int]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         kind, _, value = part.partition("=")
         if kind not in DEFAULTS or not re.fullmatch(r"[0-9]{1,9}", value) or int(value) < 1:
-            raise AtariDataError(f"{part!r} is not KIND=N with KIND one of {', '.join(DEFAULTS)} and N >= 1",
-                                 field="--limit")
+            raise AtariDataError(
+                f"{part!r} is not KIND=N with KIND one of {', '.join(DEFAULTS)} and N >= 1", field="--limit"
+            )
         out[kind] = int(value)
     return out
 
@@ -54,13 +55,20 @@ def check(kind: str, size: int, *, file: str, field: str, compressed: int | None
     """Refuse ``size`` declared bytes of ``kind`` (and, given ``compressed``, an inflation over the ratio)."""
     cap = limit(kind)
     if size > cap:
-        raise AtariDataError(f"declares {size:,} bytes, over the {kind} limit of {cap // MB:,} MB (raise it with "
-                             f"--limit {kind}=MB if this is real)", file=file, field=field)
+        raise AtariDataError(
+            f"declares {size:,} bytes, over the {kind} limit of {cap // MB:,} MB (raise it with "
+            f"--limit {kind}=MB if this is real)",
+            file=file,
+            field=field,
+        )
     ratio = limit("ratio")
     if compressed is not None and size > 64 * 1024 and size > ratio * max(compressed, 1):
-        raise AtariDataError(f"inflates {size // max(compressed, 1):,}-fold ({compressed:,} -> {size:,} bytes), "
-                             f"over the limit of {ratio:,} (a zip bomb? raise it with --limit ratio=N)",
-                             file=file, field=field)
+        raise AtariDataError(
+            f"inflates {size // max(compressed, 1):,}-fold ({compressed:,} -> {size:,} bytes), "
+            f"over the limit of {ratio:,} (a zip bomb? raise it with --limit ratio=N)",
+            file=file,
+            field=field,
+        )
 
 
 def read_bytes(path: os.PathLike | str, kind: str = "file", field: str = "(file)") -> bytes:

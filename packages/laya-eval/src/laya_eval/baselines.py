@@ -38,8 +38,13 @@ class Baseline:
 REFERENCE = {
     game: Baseline(expert, random, "reference table (upstream CleanRL PPO experts)", BASELINE_CAP)
     for game, expert, random in (
-        ("Boxing", 92.4, 1.6), ("Freeway", 34.0, 0.0), ("Pong", 5.4, -20.2), ("Qbert", 24985.0, 185.0),
-        ("MsPacman", 6092.0, 434.0), ("Breakout", 218.0, 1.2), ("SpaceInvaders", 8251.0, 125.0),
+        ("Boxing", 92.4, 1.6),
+        ("Freeway", 34.0, 0.0),
+        ("Pong", 5.4, -20.2),
+        ("Qbert", 24985.0, 185.0),
+        ("MsPacman", 6092.0, 434.0),
+        ("Breakout", 218.0, 1.2),
+        ("SpaceInvaders", 8251.0, 125.0),
         ("Enduro", 379.6, 0.0),
     )
 }
@@ -84,15 +89,19 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
         game = meta.get("game") if isinstance(meta, dict) else None
         b = meta.get("baselines") if isinstance(meta, dict) else None
         if not isinstance(game, str) or not (b is None or isinstance(b, dict)):
-            raise EvalError("is not a dataset meta.json (a game name and a baselines mapping)", file=str(f),
-                            field="--baselines")
+            raise EvalError(
+                "is not a dataset meta.json (a game name and a baselines mapping)", file=str(f), field="--baselines"
+            )
         if not b:
             continue
         bad = [k for k, v in b.items() if (k.endswith("_score") or "_score_cap" in k) and not is_number(v)]
         bad += [k for k in ("protocol",) if k in b and not isinstance(b[k], dict)]
         if bad or (meta.get("protocol") is not None and not isinstance(meta.get("protocol"), dict)):
-            raise EvalError(f"baselines {', '.join(bad) or 'protocol'}: not finite numbers / a mapping", file=str(f),
-                            field="--baselines")
+            raise EvalError(
+                f"baselines {', '.join(bad) or 'protocol'}: not finite numbers / a mapping",
+                file=str(f),
+                field="--baselines",
+            )
         source = f"{f} ({b.get('expert', 'expert')})"
         found = out.setdefault(game, [])
         capped = (b.get(score_key("expert", BASELINE_CAP)), b.get(score_key("random", BASELINE_CAP)))
@@ -101,8 +110,7 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
         full_cap = (b.get("protocol") or meta.get("protocol") or {}).get("decision_cap")
         full = (b.get(score_key("expert")), b.get(score_key("random")))
         if None not in full:
-            found.append(Baseline(*full, source,
-                                  None if full_cap in (None, DATA_DECISION_CAP) else full_cap))
+            found.append(Baseline(*full, source, None if full_cap in (None, DATA_DECISION_CAP) else full_cap))
     if not out:
         raise EvalError("holds no meta.json with baselines", file=str(path), field="--baselines")
     return out

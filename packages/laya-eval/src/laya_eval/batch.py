@@ -15,12 +15,12 @@ class Batch:
 
     game: str
     actions: tuple[str, ...]
-    frames: np.ndarray        # uint8 [n, 210, 160, 3]: the current screens
-    prev_frames: np.ndarray   # uint8 [n, 210, 160, 3]: the previous decisions' screens (a copy of the
+    frames: np.ndarray  # uint8 [n, 210, 160, 3]: the current screens
+    prev_frames: np.ndarray  # uint8 [n, 210, 160, 3]: the previous decisions' screens (a copy of the
     #                           current one on an episode's first decision and after an auto-FIRE)
-    new_episode: np.ndarray   # bool [n]: the episode's first decision
-    episodes: np.ndarray      # int [n]: which episode of the game each row belongs to
-    platform: str = "ale"     # or "vizdoom" (screens are then 240 x 320)
+    new_episode: np.ndarray  # bool [n]: the episode's first decision
+    episodes: np.ndarray  # int [n]: which episode of the game each row belongs to
+    platform: str = "ale"  # or "vizdoom" (screens are then 240 x 320)
 
     def __len__(self) -> int:
         return len(self.frames)
@@ -40,8 +40,9 @@ def choose(out, batch: Batch, greedy: bool, rng: np.random.Generator) -> np.ndar
     if arr.dtype.kind in "iu" and arr.shape == (n,):
         bad = arr[(arr < 0) | (arr >= a)]
         if bad.size:
-            raise PolicyError(f"returned action {int(bad[0])}, out of range for {a} actions "
-                              f"({', '.join(batch.actions)})")
+            raise PolicyError(
+                f"returned action {int(bad[0])}, out of range for {a} actions ({', '.join(batch.actions)})"
+            )
         return arr.astype(np.int64)
     if arr.dtype.kind == "f" and arr.shape == (n, a):
         if not np.isfinite(arr).all():
@@ -54,5 +55,7 @@ def choose(out, batch: Batch, greedy: bool, rng: np.random.Generator) -> np.ndar
         p = arr / arr.sum(1, keepdims=True)
         u = rng.random(n)[:, None]
         return np.minimum((p.cumsum(1) < u).sum(1), a - 1)
-    raise PolicyError(f"returned shape {arr.shape} ({arr.dtype}) for a batch of {n}; expected {n} action indices "
-                      f"or {n}x{a} probabilities")
+    raise PolicyError(
+        f"returned shape {arr.shape} ({arr.dtype}) for a batch of {n}; expected {n} action indices "
+        f"or {n}x{a} probabilities"
+    )

@@ -27,23 +27,35 @@ EXAMPLES = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="laya-eval", description="The independent judge of Atari policies: plays "
-                                "ALE v5 under a recorded protocol, normalises scores against random and expert "
-                                "baselines, flags games whose scores are not skill, and reports robust statistics.",
-                                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="laya-eval",
+        description="The independent judge of Atari policies: plays "
+        "ALE v5 under a recorded protocol, normalises scores against random and expert "
+        "baselines, flags games whose scores are not skill, and reports robust statistics.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("run", help="play a policy on some games and write results.json",
-                       description="Play N episodes per game in lockstep (seeds SEED_BASE+i), ALE v5 defaults: "
-                       f"sticky actions {STICKY_ACTIONS}, frameskip {FRAMESKIP}, minimal action set, auto-FIRE after "
-                       "reset and lost lives "
-                       "for games with FIRE (not decisions; rewards count). A random baseline is measured in the "
-                       "same run. The results file is rewritten after each game; the same command again skips "
-                       "finished games.")
+    r = sub.add_parser(
+        "run",
+        help="play a policy on some games and write results.json",
+        description="Play N episodes per game in lockstep (seeds SEED_BASE+i), ALE v5 defaults: "
+        f"sticky actions {STICKY_ACTIONS}, frameskip {FRAMESKIP}, minimal action set, auto-FIRE after "
+        "reset and lost lives "
+        "for games with FIRE (not decisions; rewards count). A random baseline is measured in the "
+        "same run. The results file is rewritten after each game; the same command again skips "
+        "finished games.",
+    )
     add_options(r, RunConfig)
     mode = r.add_mutually_exclusive_group()
-    mode.add_argument("--greedy", dest="greedy", action="store_true", default=RunConfig.greedy,
-                      help="take the most probable action of a policy that returns probabilities (default)")
+    mode.add_argument(
+        "--greedy",
+        dest="greedy",
+        action="store_true",
+        default=RunConfig.greedy,
+        help="take the most probable action of a policy that returns probabilities (default)",
+    )
     mode.add_argument("--sample", dest="greedy", action="store_false", help="draw from its probabilities instead")
 
     rep = sub.add_parser("report", help="markdown table and PNG plots of a results file")
@@ -55,16 +67,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("b", help="results file B (the candidate)")
 
     sub.add_parser("policies", help="list the policies registered under laya_eval.policies")
-    dm = sub.add_parser("doom", help="play a policy on a ViZDoom scenario against expert, random and always-ATTACK",
-                        description="ViZDoom as a second platform (needs laya-eval[vizdoom]): the policy and three "
-                        "baselines (labels-buffer expert, random buttons, always ATTACK) play the same seeded "
-                        "episodes; mean reward, kill rate, steps per episode, action mix and a normalised score.")
-    dm.add_argument("--policy", required=True,
-                    help="as for run: random, constant:ATTACK, module:attr, cmd:..., laya:CKPT")
+    dm = sub.add_parser(
+        "doom",
+        help="play a policy on a ViZDoom scenario against expert, random and always-ATTACK",
+        description="ViZDoom as a second platform (needs laya-eval[vizdoom]): the policy and three "
+        "baselines (labels-buffer expert, random buttons, always ATTACK) play the same seeded "
+        "episodes; mean reward, kill rate, steps per episode, action mix and a normalised score.",
+    )
+    dm.add_argument(
+        "--policy", required=True, help="as for run: random, constant:ATTACK, module:attr, cmd:..., laya:CKPT"
+    )
     dm.add_argument("--scenario", default="basic", help="(default %(default)s)")
     dm.add_argument("--episodes", type=int, default=50, help="(default %(default)s)")
-    dm.add_argument("--seed-base", type=int, default=EVAL_SEED_BASE, help="episode i is seeded seed_base + i "
-                    "(default %(default)s)")
+    dm.add_argument(
+        "--seed-base", type=int, default=EVAL_SEED_BASE, help="episode i is seeded seed_base + i (default %(default)s)"
+    )
     dm.add_argument("--sample", action="store_true", help="sample from returned probabilities instead of the top one")
     dm.add_argument("--policy-kwargs", type=json.loads, default={}, help="JSON object passed to the policy factory")
     dm.add_argument("--out", default="doom.json", help="(default %(default)s)")
@@ -125,8 +142,10 @@ def cmd_compare(a) -> int:
     if xs:
         p = probability_of_improvement(xs, ys)
         lo, hi = stratified_bootstrap_ci(probability_of_improvement, xs, ys)
-        print(f"\nP(B > A) = {p:.3f} [{lo:.3f}, {hi:.3f}] over {len(xs)} games "
-              "(95% CI, stratified bootstrap over episodes)")
+        print(
+            f"\nP(B > A) = {p:.3f} [{lo:.3f}, {hi:.3f}] over {len(xs)} games "
+            "(95% CI, stratified bootstrap over episodes)"
+        )
     return 0
 
 
@@ -146,8 +165,7 @@ def cmd_doom(a) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "policies": cmd_policies,
-            "doom": cmd_doom}
+COMMANDS = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "policies": cmd_policies, "doom": cmd_doom}
 
 
 def main(argv: list[str] | None = None) -> int:

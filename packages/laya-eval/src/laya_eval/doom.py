@@ -66,8 +66,15 @@ def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: boo
         while not game.is_episode_finished():
             frame = np.ascontiguousarray(game.get_state().screen_buffer)
             before = frame if prev is None else prev
-            batch = Batch(game=name, actions=names, frames=frame[None], prev_frames=before[None],
-                          new_episode=np.array([n == 0]), episodes=np.array([i]), platform="vizdoom")
+            batch = Batch(
+                game=name,
+                actions=names,
+                frames=frame[None],
+                prev_frames=before[None],
+                new_episode=np.array([n == 0]),
+                episodes=np.array([i]),
+                platform="vizdoom",
+            )
             action = int(choose(policy(batch), batch, greedy, rng)[0])
             mix[names[action]] += 1
             game.make_action([j == action for j in range(len(names))], TICS_PER_DECISION)
@@ -75,18 +82,33 @@ def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: boo
         rewards.append(float(game.get_total_reward()))
         kills.append(bool(game.get_episode_time() < game.get_episode_timeout()))
         steps.append(n)
-    return {"mean": float(np.mean(rewards)), "std": float(np.std(rewards)), "kill_rate": float(np.mean(kills)),
-            "steps": float(np.mean(steps)), "rewards": rewards, "actions": dict(mix)}
+    return {
+        "mean": float(np.mean(rewards)),
+        "std": float(np.std(rewards)),
+        "kill_rate": float(np.mean(kills)),
+        "steps": float(np.mean(steps)),
+        "rewards": rewards,
+        "actions": dict(mix),
+    }
 
 
-def evaluate_doom(policy_spec: str, scenario: str = "basic", episodes: int = 50, seed_base: int = EVAL_SEED_BASE,
-                  greedy: bool = True, policy_kwargs: dict | None = None, out: str | None = None) -> dict:
+def evaluate_doom(
+    policy_spec: str,
+    scenario: str = "basic",
+    episodes: int = 50,
+    seed_base: int = EVAL_SEED_BASE,
+    greedy: bool = True,
+    policy_kwargs: dict | None = None,
+    out: str | None = None,
+) -> dict:
     """The policy and the three baselines on the same seeds; written to ``out`` when given."""
     game = make_game(scenario)
     try:
-        rows = {"expert": play(ExpertPolicy(game), game, scenario, episodes, seed_base),
-                "random": play(RandomPolicy(seed=seed_base), game, scenario, episodes, seed_base),
-                "always_attack": play(ConstantPolicy("ATTACK"), game, scenario, episodes, seed_base)}
+        rows = {
+            "expert": play(ExpertPolicy(game), game, scenario, episodes, seed_base),
+            "random": play(RandomPolicy(seed=seed_base), game, scenario, episodes, seed_base),
+            "always_attack": play(ConstantPolicy("ATTACK"), game, scenario, episodes, seed_base),
+        }
         policy = load_policy(policy_spec, policy_kwargs)
         t = time.monotonic()
         try:
@@ -98,9 +120,17 @@ def evaluate_doom(policy_spec: str, scenario: str = "basic", episodes: int = 50,
     finally:
         game.close()
     span = rows["expert"]["mean"] - rows["random"]["mean"]
-    results = {"platform": "vizdoom", "scenario": scenario, "policy": policy_spec, "episodes": episodes,
-               "seed_base": seed_base, "greedy": greedy, "tics_per_decision": TICS_PER_DECISION, "results": rows,
-               "normalised": (rows["policy"]["mean"] - rows["random"]["mean"]) / span if span else None}
+    results = {
+        "platform": "vizdoom",
+        "scenario": scenario,
+        "policy": policy_spec,
+        "episodes": episodes,
+        "seed_base": seed_base,
+        "greedy": greedy,
+        "tics_per_decision": TICS_PER_DECISION,
+        "results": rows,
+        "normalised": (rows["policy"]["mean"] - rows["random"]["mean"]) / span if span else None,
+    }
     if out:
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,9 +141,13 @@ def evaluate_doom(policy_spec: str, scenario: str = "basic", episodes: int = 50,
 
 
 def markdown(results: dict) -> str:
-    lines = [f"ViZDoom {results['scenario']}, {results['episodes']} episodes (seeds from {results['seed_base']}), "
-             f"{results['tics_per_decision']} tics per decision", "",
-             "| policy | mean reward | kill rate | steps per episode | actions |", "| --- | ---: | ---: | ---: | --- |"]
+    lines = [
+        f"ViZDoom {results['scenario']}, {results['episodes']} episodes (seeds from {results['seed_base']}), "
+        f"{results['tics_per_decision']} tics per decision",
+        "",
+        "| policy | mean reward | kill rate | steps per episode | actions |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
     for name, r in results["results"].items():
         label = f"`{results['policy']}` (judged)" if name == "policy" else f"{name} (baseline)"
         mix = ", ".join(f"{k} {v}" for k, v in sorted(r["actions"].items()))

@@ -44,24 +44,32 @@ def decision_cap(text: str) -> int | None:
 class RunConfig:
     """What `laya-eval run` does; each field is one flag (``--field-name``)."""
 
-    policy: str = option(help="NAME[:ARG] (entry point of group laya_eval.policies: random, noop, constant:ACTION, "
-                         "laya:CKPT, ...), module:attr (a factory), or cmd:COMMAND (stdio protocol)")
+    policy: str = option(
+        help="NAME[:ARG] (entry point of group laya_eval.policies: random, noop, constant:ACTION, "
+        "laya:CKPT, ...), module:attr (a factory), or cmd:COMMAND (stdio protocol)"
+    )
     games: list[str] = option(help="ALE v5 game names, comma-separated")
     out: str = option("results.json", "results file")
     episodes: int = option(10, "per game")
     seed_base: int = option(EVAL_SEED_BASE, "episode i is seeded SEED_BASE+i")
-    cap: int | None = option(EVAL_DECISION_CAP, f"decisions per episode, or 'none' for the full {FRAME_CAP:,} frames",
-                             parse=decision_cap)
+    cap: int | None = option(
+        EVAL_DECISION_CAP, f"decisions per episode, or 'none' for the full {FRAME_CAP:,} frames", parse=decision_cap
+    )
     greedy: bool = option(True, cli=False)  # --greedy / --sample, a pair of switches
-    policy_kwargs: dict = option(help="JSON object of keyword arguments for the policy factory", factory=dict,
-                                 parse=json.loads, shown="{}")
+    policy_kwargs: dict = option(
+        help="JSON object of keyword arguments for the policy factory", factory=dict, parse=json.loads, shown="{}"
+    )
     random_episodes: int = option(10, "episodes of the random baseline measured in this run, 0 for none")
-    baselines: str | None = option(None, "expert/random baselines from dataset meta.json files: a file, an "
-                                   "atari-data layout root, or a packed dataset repository")
+    baselines: str | None = option(
+        None,
+        "expert/random baselines from dataset meta.json files: a file, an "
+        "atari-data layout root, or a packed dataset repository",
+    )
     threads: int = option(0, "emulator threads, 0 for one per core")
     timeout: float = option(60.0, "seconds a cmd: policy may take per call before it is killed")
-    executor: str = option("local", "ray plays games as Ray tasks (RAY_ADDRESS, else a local instance)",
-                           choices=("local", "ray"))
+    executor: str = option(
+        "local", "ray plays games as Ray tasks (RAY_ADDRESS, else a local instance)", choices=("local", "ray")
+    )
     restart: bool = option(False, "overwrite a results file made with other settings")
 
     def __post_init__(self):
@@ -71,22 +79,44 @@ class RunConfig:
 
     def settings(self) -> dict:
         """What a results file must have been made with to be resumed."""
-        return {"policy": self.policy, "policy_kwargs": self.policy_kwargs, "episodes": self.episodes,
-                "seed_base": self.seed_base, "cap": self.cap, "greedy": self.greedy,
-                "random_episodes": self.random_episodes, "baselines": self.baselines}
+        return {
+            "policy": self.policy,
+            "policy_kwargs": self.policy_kwargs,
+            "episodes": self.episodes,
+            "seed_base": self.seed_base,
+            "cap": self.cap,
+            "greedy": self.greedy,
+            "random_episodes": self.random_episodes,
+            "baselines": self.baselines,
+        }
 
 
 def protocol_for(game: str, cap: int | None) -> Protocol:
     return Protocol.ale_v5(game, decision_cap=cap)
 
 
-def score_game(game: str, ep: Episodes, rnd: Episodes | None, baseline: Baseline | None, cap: int | None,
-               human: tuple[float, float] | None) -> dict:
+def score_game(
+    game: str,
+    ep: Episodes,
+    rnd: Episodes | None,
+    baseline: Baseline | None,
+    cap: int | None,
+    human: tuple[float, float] | None,
+) -> dict:
     """One game's entry of the results file."""
     scores = np.asarray(ep.scores, float)
-    result = {"game": game, "error": ep.error, "scores": ep.scores, "mean": float(scores.mean()),
-              "std": float(scores.std()), "steps": ep.steps, "capped": int(sum(ep.capped)), "actions": ep.actions,
-              "seconds": ep.seconds, "protocol": protocol_for(game, cap).to_dict()}
+    result = {
+        "game": game,
+        "error": ep.error,
+        "scores": ep.scores,
+        "mean": float(scores.mean()),
+        "std": float(scores.std()),
+        "steps": ep.steps,
+        "capped": int(sum(ep.capped)),
+        "actions": ep.actions,
+        "seconds": ep.seconds,
+        "protocol": protocol_for(game, cap).to_dict(),
+    }
     if rnd is not None:
         result["random"] = {"scores": rnd.scores, "mean": float(np.mean(rnd.scores)), "seconds": rnd.seconds}
     result["baseline"] = baseline.to_dict() if baseline else None
@@ -106,11 +136,18 @@ def summarise(games: dict[str, dict], seed: int = 0) -> dict:
     ok = [g for g in games.values() if not g.get("error") and not g["excluded"]]
     valued = [g for g in ok if g["normalised"] is not None]
     unflagged = [g for g in valued if not g["flags"]]
-    out = {"counts": {"games": len(games), "scored": len(ok), "with_normalised": len(valued),
-                      "unflagged": len(unflagged), "beats_random": sum(g["beats_random"] for g in ok)},
-           "failed": sorted(g["game"] for g in games.values() if g.get("error")),
-           "excluded": sorted(g["game"] for g in games.values() if g["excluded"]),
-           "flagged": sorted(g["game"] for g in valued if g["flags"])}
+    out = {
+        "counts": {
+            "games": len(games),
+            "scored": len(ok),
+            "with_normalised": len(valued),
+            "unflagged": len(unflagged),
+            "beats_random": sum(g["beats_random"] for g in ok),
+        },
+        "failed": sorted(g["game"] for g in games.values() if g.get("error")),
+        "excluded": sorted(g["game"] for g in games.values() if g["excluded"]),
+        "flagged": sorted(g["game"] for g in valued if g["flags"]),
+    }
     for name, subset in (("all", valued), ("unflagged", unflagged)):
         per_game = [np.asarray(g["normalised_scores"], float) for g in subset]
         if not per_game:
@@ -119,7 +156,8 @@ def summarise(games: dict[str, dict], seed: int = 0) -> dict:
         out[name] = {
             "median": median_of_means(per_game),
             "mean": float(np.mean([s.mean() for s in per_game])),
-            "iqm": iqm(per_game), "iqm_ci95": stratified_bootstrap_ci(iqm, per_game, seed=seed),
+            "iqm": iqm(per_game),
+            "iqm_ci95": stratified_bootstrap_ci(iqm, per_game, seed=seed),
             "optimality_gap": optimality_gap(per_game),
             "optimality_gap_ci95": stratified_bootstrap_ci(optimality_gap, per_game, seed=seed),
         }
@@ -148,8 +186,11 @@ def load_results(path: str | Path) -> dict:
         raise EvalError("is not a mapping of game names to results", file=str(path), field="games")
     settings, protocol = results["settings"], results["protocol"]
     if not isinstance(settings, dict) or not {"policy", "episodes", "seed_base", "cap", "greedy"} <= set(settings):
-        raise EvalError("is not the settings laya-eval writes (policy, episodes, seed_base, cap, greedy)",
-                        file=str(path), field="settings")
+        raise EvalError(
+            "is not the settings laya-eval writes (policy, episodes, seed_base, cap, greedy)",
+            file=str(path),
+            field="settings",
+        )
     if not isinstance(protocol, dict):
         raise EvalError("is not a mapping", file=str(path), field="protocol")
     for name, g in results["games"].items():
@@ -167,23 +208,32 @@ def _game_problem(name: str, g) -> str | None:
     if g.get("error") is not None:
         return None if isinstance(g["error"], str) else "error is not text"
     b, rnd = g.get("baseline"), g.get("random", {})
-    checks = {"mean": is_number(g.get("mean")), "std": is_number(g.get("std")),
-              "scores": numbers(g.get("scores")) and bool(g.get("scores")),
-              "normalised": g.get("normalised") is None or is_number(g.get("normalised")),
-              "normalised_scores": g.get("normalised") is None or numbers(g.get("normalised_scores")),
-              "human_normalised": g.get("human_normalised") is None or is_number(g.get("human_normalised")),
-              "baseline": b is None or (isinstance(b, dict) and is_number(b.get("expert"))
-                                        and is_number(b.get("random"))
-                                        and (b.get("cap") is None or type(b.get("cap")) is int)),
-              "random": isinstance(rnd, dict) and (rnd.get("mean") is None or is_number(rnd.get("mean"))),
-              "excluded": type(g.get("excluded")) is bool, "beats_random": type(g.get("beats_random")) is bool,
-              "flags": isinstance(g.get("flags"), list) and all(isinstance(f, str) for f in g["flags"])}
+    checks = {
+        "mean": is_number(g.get("mean")),
+        "std": is_number(g.get("std")),
+        "scores": numbers(g.get("scores")) and bool(g.get("scores")),
+        "normalised": g.get("normalised") is None or is_number(g.get("normalised")),
+        "normalised_scores": g.get("normalised") is None or numbers(g.get("normalised_scores")),
+        "human_normalised": g.get("human_normalised") is None or is_number(g.get("human_normalised")),
+        "baseline": b is None
+        or (
+            isinstance(b, dict)
+            and is_number(b.get("expert"))
+            and is_number(b.get("random"))
+            and (b.get("cap") is None or type(b.get("cap")) is int)
+        ),
+        "random": isinstance(rnd, dict) and (rnd.get("mean") is None or is_number(rnd.get("mean"))),
+        "excluded": type(g.get("excluded")) is bool,
+        "beats_random": type(g.get("beats_random")) is bool,
+        "flags": isinstance(g.get("flags"), list) and all(isinstance(f, str) for f in g["flags"]),
+    }
     bad = [k for k, ok in checks.items() if not ok]
     return f"{', '.join(bad)}: not as laya-eval writes them" if bad else None
 
 
-def play_game(cfg: RunConfig, game: str, policy=None, progress=None,
-              extra: dict[str, list[Baseline]] | None = None) -> dict:
+def play_game(
+    cfg: RunConfig, game: str, policy=None, progress=None, extra: dict[str, list[Baseline]] | None = None
+) -> dict:
     """Play and score one game (the unit of work any executor runs); ``extra`` holds the
     ``--baselines`` already read (read here when not given)."""
     own = policy is None
@@ -191,12 +241,12 @@ def play_game(cfg: RunConfig, game: str, policy=None, progress=None,
         policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout)
     try:
         proto = protocol_for(game, cfg.cap)
-        ep = play(policy, game, proto, cfg.episodes, cfg.seed_base, cfg.greedy, threads=cfg.threads,
-                  progress=progress)
+        ep = play(policy, game, proto, cfg.episodes, cfg.seed_base, cfg.greedy, threads=cfg.threads, progress=progress)
         rnd = None
         if cfg.random_episodes > 0 and ep.error is None:
-            rnd = play(RandomPolicy(seed=cfg.seed_base), game, proto, cfg.random_episodes, cfg.seed_base,
-                       threads=cfg.threads)
+            rnd = play(
+                RandomPolicy(seed=cfg.seed_base), game, proto, cfg.random_episodes, cfg.seed_base, threads=cfg.threads
+            )
     finally:
         if own and hasattr(policy, "close"):
             policy.close()
@@ -210,15 +260,23 @@ def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
     from tqdm import tqdm
 
     out = Path(cfg.out)
-    results = {"laya_eval": __version__, "settings": cfg.settings(),
-               "protocol": {k: v for k, v in protocol_for("Game", cfg.cap).to_dict().items() if k != "env_id"},
-               "policy": {"spec": cfg.policy, "kwargs": cfg.policy_kwargs}, "games": {}, "summary": {}}
+    results = {
+        "laya_eval": __version__,
+        "settings": cfg.settings(),
+        "protocol": {k: v for k, v in protocol_for("Game", cfg.cap).to_dict().items() if k != "env_id"},
+        "policy": {"spec": cfg.policy, "kwargs": cfg.policy_kwargs},
+        "games": {},
+        "summary": {},
+    }
     if out.exists() and not cfg.restart:
         old = load_results(out)
         if old.get("settings") != cfg.settings():
             diff = sorted(k for k in cfg.settings() if (old.get("settings") or {}).get(k) != cfg.settings()[k])
-            raise EvalError(f"was made with other settings ({', '.join(diff) or 'unreadable'}); use --restart to "
-                            "overwrite it or --out for a new file", file=str(out))
+            raise EvalError(
+                f"was made with other settings ({', '.join(diff) or 'unreadable'}); use --restart to "
+                "overwrite it or --out for a new file",
+                file=str(out),
+            )
         results = old
     extra = read_meta_baselines(cfg.baselines) if cfg.baselines else None  # fail now, not after the first game
     todo = [g for g in cfg.games if g not in results["games"] or results["games"][g].get("error")]
@@ -230,6 +288,7 @@ def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
 
     if cfg.executor == "ray":
         from laya_eval.executors import ray_each
+
         for result in ray_each(play_game, [(cfg, g) for g in todo]):
             record(result)
         return results

@@ -62,6 +62,7 @@ def load_policy(spec: str, kwargs: dict | None = None, timeout: float = 60.0):
     kwargs = kwargs or {}
     if spec.startswith("cmd:"):
         from laya_eval.stdio import StdioPolicy
+
         return StdioPolicy(spec[4:], timeout=timeout)
     name, _, arg = spec.partition(":")
     found = {ep.name: ep for ep in entry_points(group=GROUP)}
@@ -69,21 +70,25 @@ def load_policy(spec: str, kwargs: dict | None = None, timeout: float = 60.0):
         try:
             factory = found[name].load()
         except ImportError as e:
-            raise EvalError(f"the {name!r} policy is registered but cannot be imported ({e})", field="--policy") \
-                from None
+            raise EvalError(
+                f"the {name!r} policy is registered but cannot be imported ({e})", field="--policy"
+            ) from None
         return _create(spec, factory, arg or None, **kwargs)
     if arg:
         try:
             module = importlib.import_module(name)
         except ImportError as e:
-            raise EvalError(f"cannot import {name!r} ({e}); registered policies: {', '.join(sorted(found))}",
-                            field="--policy") from None
+            raise EvalError(
+                f"cannot import {name!r} ({e}); registered policies: {', '.join(sorted(found))}", field="--policy"
+            ) from None
         factory = getattr(module, arg, None)
         if factory is None:
             raise EvalError(f"module {name!r} has no attribute {arg!r}", field="--policy")
         return _create(spec, factory, **kwargs)
-    raise EvalError(f"unknown policy {spec!r}; registered: {', '.join(sorted(found))}; or module:attr, "
-                    "or cmd:COMMAND", field="--policy")
+    raise EvalError(
+        f"unknown policy {spec!r}; registered: {', '.join(sorted(found))}; or module:attr, or cmd:COMMAND",
+        field="--policy",
+    )
 
 
 def _create(spec: str, factory, *args, **kwargs):

@@ -15,12 +15,18 @@ def _fmt(x, digits=3) -> str:
 
 def markdown(results: dict) -> str:
     s = results["settings"]
-    lines = [f"# Evaluation of `{s['policy']}`", "",
-             f"{s['episodes']} episodes per game, seeds from {s['seed_base']}, decision cap {s['cap'] or 'none'}, "
-             f"{'greedy' if s['greedy'] else 'sampled'} actions; protocol: "
-             + ", ".join(f"{k} {v}" for k, v in results["protocol"].items()) + ".", "",
-             "| game | score (mean ± std) | random (this run) | expert / random baseline | normalised | "
-             "human-normalised | flags |", "| --- | ---: | ---: | --- | ---: | ---: | --- |"]
+    lines = [
+        f"# Evaluation of `{s['policy']}`",
+        "",
+        f"{s['episodes']} episodes per game, seeds from {s['seed_base']}, decision cap {s['cap'] or 'none'}, "
+        f"{'greedy' if s['greedy'] else 'sampled'} actions; protocol: "
+        + ", ".join(f"{k} {v}" for k, v in results["protocol"].items())
+        + ".",
+        "",
+        "| game | score (mean ± std) | random (this run) | expert / random baseline | normalised | "
+        "human-normalised | flags |",
+        "| --- | ---: | ---: | --- | ---: | ---: | --- |",
+    ]
     for g in results["games"].values():
         if g.get("error"):
             lines.append(f"| {g['game']} | failed: {g['error']} | | | | | |")
@@ -28,12 +34,18 @@ def markdown(results: dict) -> str:
         b = g["baseline"]
         base = f"{b['expert']:g} / {b['random']:g} (cap {b['cap'] or 'none'})" if b else "—"
         rnd = _fmt(g.get("random", {}).get("mean"), 1)
-        lines.append(f"| {g['game']} | {g['mean']:.1f} ± {g['std']:.1f} | {rnd} | {base} | {_fmt(g['normalised'])} | "
-                     f"{_fmt(g['human_normalised'])} | {'; '.join(g['flags'])} |")
+        lines.append(
+            f"| {g['game']} | {g['mean']:.1f} ± {g['std']:.1f} | {rnd} | {base} | {_fmt(g['normalised'])} | "
+            f"{_fmt(g['human_normalised'])} | {'; '.join(g['flags'])} |"
+        )
     sm = results["summary"]
     lines += ["", "| summary | all games with a baseline | unflagged games |", "| --- | ---: | ---: |"]
-    for key, label in (("median", "median normalised"), ("mean", "mean normalised"), ("iqm", "IQM"),
-                       ("optimality_gap", "optimality gap")):
+    for key, label in (
+        ("median", "median normalised"),
+        ("mean", "mean normalised"),
+        ("iqm", "IQM"),
+        ("optimality_gap", "optimality gap"),
+    ):
         row = []
         for part in ("all", "unflagged"):
             v = sm.get(part)
@@ -46,11 +58,15 @@ def markdown(results: dict) -> str:
                 row.append(f"{v[key]:.3f}")
         lines.append(f"| {label} | {row[0]} | {row[1]} |")
     n = sm["counts"]
-    lines += ["", f"Beats random in {n['beats_random']} of {n['scored']} games. Games: {n['games']}, "
-              f"with a normalised score: {n['with_normalised']}, unflagged: {n['unflagged']}"
-              + (f", failed: {', '.join(sm['failed'])}" if sm["failed"] else "")
-              + (f", excluded: {', '.join(sm['excluded'])}" if sm["excluded"] else "") + ".",
-              "Confidence intervals: 95%, stratified bootstrap over episodes within each game."]
+    lines += [
+        "",
+        f"Beats random in {n['beats_random']} of {n['scored']} games. Games: {n['games']}, "
+        f"with a normalised score: {n['with_normalised']}, unflagged: {n['unflagged']}"
+        + (f", failed: {', '.join(sm['failed'])}" if sm["failed"] else "")
+        + (f", excluded: {', '.join(sm['excluded'])}" if sm["excluded"] else "")
+        + ".",
+        "Confidence intervals: 95%, stratified bootstrap over episodes within each game.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -27,33 +27,55 @@ class Episodes:
     """What one game's episodes did."""
 
     scores: list[float]
-    steps: list[int]            # decisions, auto-FIRE presses not counted
-    capped: list[bool]          # stopped by the decision cap
-    actions: dict[str, int]     # decisions per action name
+    steps: list[int]  # decisions, auto-FIRE presses not counted
+    capped: list[bool]  # stopped by the decision cap
+    actions: dict[str, int]  # decisions per action name
     seconds: float
     error: str | None = None
     extra: dict = field(default_factory=dict)
 
 
-def play(policy, game: str, protocol: Protocol, episodes: int, seed_base: int, greedy: bool = True,
-         sample_seed: int = 0, threads: int = 0, progress=None) -> Episodes:
+def play(
+    policy,
+    game: str,
+    protocol: Protocol,
+    episodes: int,
+    seed_base: int,
+    greedy: bool = True,
+    sample_seed: int = 0,
+    threads: int = 0,
+    progress=None,
+) -> Episodes:
     """Play ``episodes`` episodes of ``game``; a misbehaving policy ends the game with ``error`` set."""
     from ale_py.vector_env import AtariVectorEnv
 
     names = minimal_actions(game)
     fire = names.index("FIRE") if "FIRE" in names and protocol.auto_fire != "none" else None
     env = AtariVectorEnv(
-        rom_id(game), episodes, num_threads=threads, img_height=210, img_width=160, grayscale=False,
-        stack_num=1, frameskip=protocol.frameskip, maxpool=False, noop_max=0, reward_clipping=False,
-        use_fire_reset=False, episodic_life=False, repeat_action_probability=protocol.repeat_action_probability,
-        max_num_frames_per_episode=protocol.max_frames_per_episode, full_action_space=protocol.action_set == "full")
+        rom_id(game),
+        episodes,
+        num_threads=threads,
+        img_height=210,
+        img_width=160,
+        grayscale=False,
+        stack_num=1,
+        frameskip=protocol.frameskip,
+        maxpool=False,
+        noop_max=0,
+        reward_clipping=False,
+        use_fire_reset=False,
+        episodic_life=False,
+        repeat_action_probability=protocol.repeat_action_probability,
+        max_num_frames_per_episode=protocol.max_frames_per_episode,
+        full_action_space=protocol.action_set == "full",
+    )
     start = time.perf_counter()
     scores = np.zeros(episodes)
     steps = np.zeros(episodes, dtype=np.int64)
     done = np.zeros(episodes, dtype=bool)
     capped = np.zeros(episodes, dtype=bool)
     needs_fire = np.full(episodes, fire is not None)
-    fresh = np.ones(episodes, dtype=bool)       # the next decision's previous frame is its own
+    fresh = np.ones(episodes, dtype=bool)  # the next decision's previous frame is its own
     counts = np.zeros(len(names), dtype=np.int64)
     rng = np.random.default_rng([sample_seed, seed_base, *game.encode()])
     cap = protocol.decision_cap
@@ -119,6 +141,11 @@ def play(policy, game: str, protocol: Protocol, episodes: int, seed_base: int, g
         error = str(e)
     finally:
         env.close()
-    return Episodes(scores=scores.tolist(), steps=steps.tolist(), capped=capped.tolist(),
-                    actions={n: int(c) for n, c in zip(names, counts, strict=True)},
-                    seconds=round(time.perf_counter() - start, 3), error=error)
+    return Episodes(
+        scores=scores.tolist(),
+        steps=steps.tolist(),
+        capped=capped.tolist(),
+        actions={n: int(c) for n, c in zip(names, counts, strict=True)},
+        seconds=round(time.perf_counter() - start, 3),
+        error=error,
+    )

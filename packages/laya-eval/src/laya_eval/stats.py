@@ -20,7 +20,7 @@ def iqm(scores: Scores) -> float:
     """Interquartile mean of all pooled scores: the mean of the middle 50% (25% trimmed each side)."""
     x = np.sort(np.concatenate([np.asarray(s, float) for s in scores]))
     cut = int(np.floor(0.25 * len(x)))  # as scipy.stats.trim_mean(x, 0.25)
-    return float(x[cut:len(x) - cut].mean())
+    return float(x[cut : len(x) - cut].mean())
 
 
 def mean(scores: Scores) -> float:
@@ -54,8 +54,9 @@ def probability_of_improvement(x: Scores, y: Scores) -> float:
     return float(np.mean(per_game))
 
 
-def stratified_bootstrap_ci(stat: Callable[..., float], *groups: Scores, reps: int = 2000, alpha: float = 0.05,
-                            seed: int = 0) -> tuple[float, float]:
+def stratified_bootstrap_ci(
+    stat: Callable[..., float], *groups: Scores, reps: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float]:
     """Percentile interval of ``stat(*groups)`` with episodes resampled within each game."""
     rng = np.random.default_rng(seed)
     groups = [[np.asarray(s, float) for s in g] for g in groups]

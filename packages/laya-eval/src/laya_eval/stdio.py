@@ -48,8 +48,9 @@ class StdioPolicy:
 
     def _start(self) -> None:
         try:
-            self.proc = subprocess.Popen(shlex.split(self.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         bufsize=0)
+            self.proc = subprocess.Popen(
+                shlex.split(self.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+            )
         except OSError as e:
             raise PolicyError(f"cannot start {self.command!r}: {e}") from None
         self._lines: queue.Queue = queue.Queue()
@@ -76,11 +77,13 @@ class StdioPolicy:
             line = self._lines.get(timeout=self.timeout)
         except queue.Empty:
             self.close(kill=True)
-            raise PolicyError(f"no answer to {message['type']!r} within {self.timeout:g}s; killed {self.command!r}") \
-                from None
+            raise PolicyError(
+                f"no answer to {message['type']!r} within {self.timeout:g}s; killed {self.command!r}"
+            ) from None
         if line is None:
-            raise PolicyError(f"{self.command!r} exited (code {self.proc.wait()}) instead of answering "
-                              f"{message['type']!r}")
+            raise PolicyError(
+                f"{self.command!r} exited (code {self.proc.wait()}) instead of answering {message['type']!r}"
+            )
         try:
             reply = json.loads(line)
         except ValueError:
@@ -97,9 +100,20 @@ class StdioPolicy:
     def __call__(self, batch: Batch):
         frames = np.ascontiguousarray(np.concatenate([batch.frames, batch.prev_frames]))
         n, h, w, c = batch.frames.shape
-        reply = self._ask({"type": "act", "game": batch.game, "n": n, "height": h, "width": w, "channels": c,
-                           "new_episode": batch.new_episode.tolist(), "episodes": batch.episodes.tolist(),
-                           "nbytes": frames.nbytes}, frames.tobytes())
+        reply = self._ask(
+            {
+                "type": "act",
+                "game": batch.game,
+                "n": n,
+                "height": h,
+                "width": w,
+                "channels": c,
+                "new_episode": batch.new_episode.tolist(),
+                "episodes": batch.episodes.tolist(),
+                "nbytes": frames.nbytes,
+            },
+            frames.tobytes(),
+        )
         if "actions" in reply:
             return np.asarray(reply["actions"], dtype=np.int64) if _all_int(reply["actions"]) else reply["actions"]
         if "probs" in reply:

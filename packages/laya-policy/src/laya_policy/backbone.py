@@ -19,6 +19,7 @@ SPECIAL_TOKENS = ["<pad>", "<image>", "<fake_token_around_image>", "<global-img>
 @dataclass(frozen=True)
 class TinySize:
     """The shapes of a random Idefics3 built here."""
+
     image_size: int = 512
     vision_hidden: int = 64
     vision_layers: int = 2
@@ -33,8 +34,17 @@ class TinySize:
 
 #: SmolVLM-256M's shapes (SigLIP base patch 16 at 512, a 30-layer 576-wide Llama) with random
 #: weights: what GPU benchmarks time without downloading anything.
-SMOLVLM_SHAPES = TinySize(vision_hidden=768, vision_layers=12, vision_heads=12, vision_intermediate=3072,
-                          text_hidden=576, text_layers=30, text_heads=9, text_kv_heads=3, text_intermediate=1536)
+SMOLVLM_SHAPES = TinySize(
+    vision_hidden=768,
+    vision_layers=12,
+    vision_heads=12,
+    vision_intermediate=3072,
+    text_hidden=576,
+    text_layers=30,
+    text_heads=9,
+    text_kv_heads=3,
+    text_intermediate=1536,
+)
 PRESETS = {"tiny": TinySize(), "random-smolvlm": SMOLVLM_SHAPES}
 
 
@@ -64,8 +74,12 @@ def tiny_tokenizer(vocab_size: int = 1024):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        show_progress=False,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(question_corpus(), trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>")
     fast.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS[1:]})
@@ -76,17 +90,30 @@ def tiny_config(tokenizer, size: TinySize = TinySize()):
     from transformers import Idefics3Config
 
     return Idefics3Config(
-        image_token_id=tokenizer.convert_tokens_to_ids("<image>"), scale_factor=4,
-        vision_config={"hidden_size": size.vision_hidden, "intermediate_size": size.vision_intermediate,
-                       "num_hidden_layers": size.vision_layers, "num_attention_heads": size.vision_heads,
-                       "image_size": size.image_size, "patch_size": 16},
-        text_config={"model_type": "llama", "hidden_size": size.text_hidden,
-                     "intermediate_size": size.text_intermediate,
-                     "num_hidden_layers": size.text_layers, "num_attention_heads": size.text_heads,
-                     "num_key_value_heads": size.text_kv_heads, "vocab_size": len(tokenizer),
-                     "max_position_embeddings": 2048, "pad_token_id": tokenizer.pad_token_id,
-                     "tie_word_embeddings": True},
-        tie_word_embeddings=True)
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        scale_factor=4,
+        vision_config={
+            "hidden_size": size.vision_hidden,
+            "intermediate_size": size.vision_intermediate,
+            "num_hidden_layers": size.vision_layers,
+            "num_attention_heads": size.vision_heads,
+            "image_size": size.image_size,
+            "patch_size": 16,
+        },
+        text_config={
+            "model_type": "llama",
+            "hidden_size": size.text_hidden,
+            "intermediate_size": size.text_intermediate,
+            "num_hidden_layers": size.text_layers,
+            "num_attention_heads": size.text_heads,
+            "num_key_value_heads": size.text_kv_heads,
+            "vocab_size": len(tokenizer),
+            "max_position_embeddings": 2048,
+            "pad_token_id": tokenizer.pad_token_id,
+            "tie_word_embeddings": True,
+        },
+        tie_word_embeddings=True,
+    )
 
 
 def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0, revision: str | None = None):
@@ -106,8 +133,10 @@ def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0, rev
         model = Idefics3Model.from_pretrained(name, revision=revision, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
     except OSError as e:
-        raise OSError(f"cannot load backbone {name!r} ({e}). Offline, download it once where the Hub is reachable "
-                      f"(`hf download {name} --local-dir DIR`) and pass --model DIR") from None
+        raise OSError(
+            f"cannot load backbone {name!r} ({e}). Offline, download it once where the Hub is reachable "
+            f"(`hf download {name} --local-dir DIR`) and pass --model DIR"
+        ) from None
     return model, tokenizer
 
 
@@ -124,12 +153,13 @@ def pretrained_image_size(name: str, revision: str | None = None) -> tuple[int, 
         v = AutoConfig.from_pretrained(name, revision=revision).vision_config
         return int(v.image_size), int(v.patch_size)
     except (OSError, ValueError, AttributeError) as e:
-        raise OSError(f"cannot read the config of backbone {name!r} ({type(e).__name__}: {str(e).splitlines()[0]}). "
-                      f"Offline, download it once (`hf download {name} --local-dir DIR`) and pass --model DIR") \
-            from None
+        raise OSError(
+            f"cannot read the config of backbone {name!r} ({type(e).__name__}: {str(e).splitlines()[0]}). "
+            f"Offline, download it once (`hf download {name} --local-dir DIR`) and pass --model DIR"
+        ) from None
 
 
 def image_tokens(model) -> int:
     """Tokens per image: (image size / patch size)^2 / scale_factor^2."""
     v = model.config.vision_config
-    return (v.image_size // v.patch_size) ** 2 // model.config.scale_factor ** 2
+    return (v.image_size // v.patch_size) ** 2 // model.config.scale_factor**2

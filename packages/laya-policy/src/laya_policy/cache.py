@@ -23,8 +23,9 @@ def frame_key(frame: np.ndarray) -> int:
 class FrameFeatureCache:
     """Wraps ``encode(frames uint8 [n, H, W, 3]) -> features [n, ...]`` with an exact per-frame cache."""
 
-    def __init__(self, encode: Callable[[np.ndarray], torch.Tensor], keep: int = 2,
-                 key: Callable[[np.ndarray], int] = frame_key):
+    def __init__(
+        self, encode: Callable[[np.ndarray], torch.Tensor], keep: int = 2, key: Callable[[np.ndarray], int] = frame_key
+    ):
         self.encode, self.keep, self.key = encode, keep, key
         self.hits = self.misses = 0
         self._entries: dict[int, list[tuple[np.ndarray, torch.Tensor, int]]] = {}

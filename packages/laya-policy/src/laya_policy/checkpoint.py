@@ -70,9 +70,12 @@ def processor(policy: ChoicePolicy, cfg: AgentConfig):
 
     from laya_policy.imageprep import smolvlm_image_processor
 
-    return Idefics3Processor(image_processor=smolvlm_image_processor(cfg.image_size), tokenizer=policy.tokenizer,
-                             image_seq_len=policy.image_tokens,
-                             chat_template=getattr(policy.tokenizer, "chat_template", None))
+    return Idefics3Processor(
+        image_processor=smolvlm_image_processor(cfg.image_size),
+        tokenizer=policy.tokenizer,
+        image_seq_len=policy.image_tokens,
+        chat_template=getattr(policy.tokenizer, "chat_template", None),
+    )
 
 
 HUB_SPEC = re.compile(r"([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@([\w./-]+))?\Z")
@@ -93,9 +96,11 @@ def resolve_checkpoint(spec: str | Path) -> Path:
         return Path(snapshot_download(m[1], revision=m[2]))
     except Exception as e:  # noqa: BLE001 - offline and not cached, unknown repo, network: one line each
         revision = f" --revision {m[2]}" if m[2] else ""
-        raise OSError(f"{spec}: not a local folder, and the Hub checkpoint cannot be fetched ({type(e).__name__}); "
-                      f"download it where the Hub is reachable (`hf download {m[1]}{revision} --local-dir DIR`) "
-                      "and pass DIR") from None
+        raise OSError(
+            f"{spec}: not a local folder, and the Hub checkpoint cannot be fetched ({type(e).__name__}); "
+            f"download it where the Hub is reachable (`hf download {m[1]}{revision} --local-dir DIR`) "
+            "and pass DIR"
+        ) from None
 
 
 def load_config(path: str | Path) -> AgentConfig:
@@ -109,16 +114,26 @@ def load_config(path: str | Path) -> AgentConfig:
     raw.setdefault("preprocess", "processor")  # older checkpoints: 512 through the processor
     raw.setdefault("image_size", 512)
     cfg = AgentConfig(**{k: v for k, v in raw.items() if k in AgentConfig.__dataclass_fields__})
-    for name, kind in (("image_size", int), ("frames", int), ("question_types", int), ("head_layers", int),
-                       ("preprocess", str), ("backbone", str), ("temperatures", dict)):
+    for name, kind in (
+        ("image_size", int),
+        ("frames", int),
+        ("question_types", int),
+        ("head_layers", int),
+        ("preprocess", str),
+        ("backbone", str),
+        ("temperatures", dict),
+    ):
         if not isinstance(getattr(cfg, name), kind) or isinstance(getattr(cfg, name), bool):
             raise ValueError(f"{file}: {name}: {getattr(cfg, name)!r} is not a {kind.__name__}")
     if not (1 <= cfg.question_types <= 64 and 1 <= cfg.head_layers <= 16):  # checked before a layer is built
-        raise ValueError(f"{file}: question_types {cfg.question_types}, head_layers {cfg.head_layers}: expected "
-                         "1..64 and 1..16")
+        raise ValueError(
+            f"{file}: question_types {cfg.question_types}, head_layers {cfg.head_layers}: expected 1..64 and 1..16"
+        )
     if cfg.frames not in (1, 2) or not 16 <= cfg.image_size <= 4096 or cfg.preprocess not in ("gpu", "processor"):
-        raise ValueError(f"{file}: frames {cfg.frames}, image_size {cfg.image_size}, preprocess {cfg.preprocess!r}: "
-                         "expected frames 1 or 2, image_size 16..4096, preprocess gpu or processor")
+        raise ValueError(
+            f"{file}: frames {cfg.frames}, image_size {cfg.image_size}, preprocess {cfg.preprocess!r}: "
+            "expected frames 1 or 2, image_size 16..4096, preprocess gpu or processor"
+        )
     return cfg
 
 

@@ -12,13 +12,19 @@ from laya_protocol.seeds import EVAL_SEED_BASE
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="laya-policy", description="Laya Vision: a small vision-language policy "
-                                "that plays games from the screen. Evaluate checkpoints with "
-                                "`laya-eval run --policy laya:CKPT`.")
+    p = argparse.ArgumentParser(
+        prog="laya-policy",
+        description="Laya Vision: a small vision-language policy "
+        "that plays games from the screen. Evaluate checkpoints with "
+        "`laya-eval run --policy laya:CKPT`.",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    pl = sub.add_parser("play", help="record a checkpoint playing one episode as a .gif or .mp4 (headless)",
-                        description="Play one episode with the checkpoint (two-frame rule, auto-FIRE, sticky actions) "
-                        "and write a video with the chosen action and its probability drawn on each frame.")
+    pl = sub.add_parser(
+        "play",
+        help="record a checkpoint playing one episode as a .gif or .mp4 (headless)",
+        description="Play one episode with the checkpoint (two-frame rule, auto-FIRE, sticky actions) "
+        "and write a video with the chosen action and its probability drawn on each frame.",
+    )
     pl.add_argument("--model", required=True, help="checkpoint directory")
     pl.add_argument("--game", required=True, help="ALE v5 game name, e.g. Pong")
     pl.add_argument("--video", required=True, help="output .gif or .mp4")
@@ -26,43 +32,59 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--seed", type=int, default=EVAL_SEED_BASE, help="(default %(default)s)")
     pl.add_argument("--sample", action="store_true", help="draw actions from the probabilities instead of the top one")
     pl.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
-    pl.add_argument("--cuda-graph", action="store_true", help="replay the language model and head as one CUDA graph "
-                    "per batch shape (needs --device cuda; same answers, less launch overhead)")
-    t = sub.add_parser("train", help="train the policy on atari-data records (durable: rerun to resume)",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Train on atari-data records, balanced over games or (game, source), with soft "
-                       "targets; evaluations go to OUT/log.jsonl and print as a table, the selected checkpoint to "
-                       "OUT/best, state to OUT/state.pt (rerun the same command to resume), a calibrated checkpoint "
-                       "to OUT/final.", epilog="examples:\n"
-                       "  laya-policy train --data data/atari --games Pong,Freeway --max-minutes 15 --out runs/tiny\n"
-                       "  laya-policy train --data out/packed --sources expert2f --out runs/packed\n"
-                       "  torchrun --nproc-per-node 2 -m laya_policy.cli train --data data/atari --out runs/ddp")
+    pl.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="replay the language model and head as one CUDA graph "
+        "per batch shape (needs --device cuda; same answers, less launch overhead)",
+    )
+    t = sub.add_parser(
+        "train",
+        help="train the policy on atari-data records (durable: rerun to resume)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train on atari-data records, balanced over games or (game, source), with soft "
+        "targets; evaluations go to OUT/log.jsonl and print as a table, the selected checkpoint to "
+        "OUT/best, state to OUT/state.pt (rerun the same command to resume), a calibrated checkpoint "
+        "to OUT/final.",
+        epilog="examples:\n"
+        "  laya-policy train --data data/atari --games Pong,Freeway --max-minutes 15 --out runs/tiny\n"
+        "  laya-policy train --data out/packed --sources expert2f --out runs/packed\n"
+        "  torchrun --nproc-per-node 2 -m laya_policy.cli train --data data/atari --out runs/ddp",
+    )
     from laya_policy.train import TrainConfig
 
     add_options(t, TrainConfig)
 
-    g = sub.add_parser("dagger", help="play a checkpoint, label what it saw with the expert, write source daggerN",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="One DAgger round: the checkpoint plays (sampling from its probabilities, two "
-                       "frames), the expert labels every visited decision, and the records go to ROOT/dagger<N>/. "
-                       "Then continue training on both sources.", epilog="the loop:\n"
-                       "  laya-policy dagger --model runs/tiny/final --root data/atari --games Pong,Freeway --round 1\n"
-                       "  laya-policy train --data data/atari --sources expert2f,dagger1 --balance game_source \\\n"
-                       "      --init-from runs/tiny/final --out runs/tiny-d1")
+    g = sub.add_parser(
+        "dagger",
+        help="play a checkpoint, label what it saw with the expert, write source daggerN",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="One DAgger round: the checkpoint plays (sampling from its probabilities, two "
+        "frames), the expert labels every visited decision, and the records go to ROOT/dagger<N>/. "
+        "Then continue training on both sources.",
+        epilog="the loop:\n"
+        "  laya-policy dagger --model runs/tiny/final --root data/atari --games Pong,Freeway --round 1\n"
+        "  laya-policy train --data data/atari --sources expert2f,dagger1 --balance game_source \\\n"
+        "      --init-from runs/tiny/final --out runs/tiny-d1",
+    )
     g.add_argument("--model", required=True, help="checkpoint directory")
     g.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
     from atari_data.produce.dagger import DaggerConfig
 
     add_options(g, DaggerConfig)
 
-    pu = sub.add_parser("push", help="upload a checkpoint to the Hub with a generated model card",
-                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description="Upload CKPT to the model repo --repo with a README.md model card: the base "
-                        "model, the data and settings it was trained with (its training.json), the evaluation table "
-                        "of a laya-eval results file, the license. Anyone then plays it with "
-                        "`laya-eval run --policy laya:ORG/NAME`.", epilog="examples:\n"
-                        "  laya-policy push runs/tiny/final --repo me/laya-tiny-pong --results runs/tiny/eval.json\n"
-                        "  laya-policy push runs/tiny/final --repo me/laya-tiny-pong --dry-run staged/  # look first")
+    pu = sub.add_parser(
+        "push",
+        help="upload a checkpoint to the Hub with a generated model card",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Upload CKPT to the model repo --repo with a README.md model card: the base "
+        "model, the data and settings it was trained with (its training.json), the evaluation table "
+        "of a laya-eval results file, the license. Anyone then plays it with "
+        "`laya-eval run --policy laya:ORG/NAME`.",
+        epilog="examples:\n"
+        "  laya-policy push runs/tiny/final --repo me/laya-tiny-pong --results runs/tiny/eval.json\n"
+        "  laya-policy push runs/tiny/final --repo me/laya-tiny-pong --dry-run staged/  # look first",
+    )
     pu.add_argument("checkpoint", metavar="CKPT", help="checkpoint folder (or ORG/NAME[@REVISION])")
     pu.add_argument("--repo", required=True, help="model repo id, ORG/NAME")
     pu.add_argument("--results", help="a laya-eval results file for the card's evaluation table")
@@ -73,16 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     from laya_policy.quickstart import QuickstartConfig
 
-    k = sub.add_parser("quickstart", help="the whole pipeline on built-in defaults: data, training, evaluation, report",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Generate expert2f data with the built-in experts, validate it, pack it, load it "
-                       "back through datasets.load_dataset, train the policy, evaluate it in laya-eval against random "
-                       "and the expert, and write OUT/report.md (data stats, training curve, evaluation table and "
-                       "plots, a video). About 20 minutes on two CPU cores, no downloads. A rerun skips finished "
-                       "stages and resumes an interrupted one.", epilog="examples:\n"
-                       "  laya-policy quickstart\n"
-                       "  laya-policy quickstart --games Pong,Breakout,Freeway,Boxing,SpaceInvaders --minutes 60 "
-                       "--train-frames 20000 --device cuda --out runs/bigger")
+    k = sub.add_parser(
+        "quickstart",
+        help="the whole pipeline on built-in defaults: data, training, evaluation, report",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Generate expert2f data with the built-in experts, validate it, pack it, load it "
+        "back through datasets.load_dataset, train the policy, evaluate it in laya-eval against random "
+        "and the expert, and write OUT/report.md (data stats, training curve, evaluation table and "
+        "plots, a video). About 20 minutes on two CPU cores, no downloads. A rerun skips finished "
+        "stages and resumes an interrupted one.",
+        epilog="examples:\n"
+        "  laya-policy quickstart\n"
+        "  laya-policy quickstart --games Pong,Breakout,Freeway,Boxing,SpaceInvaders --minutes 60 "
+        "--train-frames 20000 --device cuda --out runs/bigger",
+    )
     add_options(k, QuickstartConfig)
     return p
 
@@ -106,17 +132,21 @@ def main(argv: list[str] | None = None) -> int:
             from laya_policy.video import record_episode
 
             policy = LayaPolicy(args.model, device=args.device, cuda_graph=args.cuda_graph)
-            summary = record_episode(policy, args.game, args.video,
-                                     seed=args.seed, max_decisions=args.max_decisions, greedy=not args.sample)
-            print(f"{summary['game']}: {summary['decisions']} decisions, score {summary['score']:g} "
-                  f"-> {summary['video']}")
+            summary = record_episode(
+                policy, args.game, args.video, seed=args.seed, max_decisions=args.max_decisions, greedy=not args.sample
+            )
+            print(
+                f"{summary['game']}: {summary['decisions']} decisions, score {summary['score']:g} -> {summary['video']}"
+            )
         if args.command == "train":
             from laya_policy.train import TrainConfig, train
 
             summary = train(from_args(TrainConfig, args))
             if summary:  # other ranks of a distributed run return nothing
-                print(f"{summary['steps']} steps in {summary['minutes']:.1f} min ({summary['samples_per_s']} "
-                      f"samples/s); best {summary['best']}; checkpoint {args.out}/final")
+                print(
+                    f"{summary['steps']} steps in {summary['minutes']:.1f} min ({summary['samples_per_s']} "
+                    f"samples/s); best {summary['best']}; checkpoint {args.out}/final"
+                )
         if args.command == "dagger":
             from atari_data.produce.dagger import DaggerConfig, write_dagger_round
             from laya_policy.play import LayaPolicy
@@ -126,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
                 if meta is None:
                     print(f"{game}: already written (--force to redo)")
                 else:
-                    print(f"{game}: {meta['train']['records']} train / {meta['val']['records']} val records -> "
-                          f"{args.root}/dagger{args.round}/{game}")
+                    print(
+                        f"{game}: {meta['train']['records']} train / {meta['val']['records']} val records -> "
+                        f"{args.root}/dagger{args.round}/{game}"
+                    )
         if args.command == "push":
             from pathlib import Path
 

@@ -58,8 +58,9 @@ def data_kind(data: str) -> str:
     return "hub"
 
 
-def load_examples(data: str, split: str, sources: list[str] | None = None,
-                  games: list[str] | None = None) -> list[Example]:
+def load_examples(
+    data: str, split: str, sources: list[str] | None = None, games: list[str] | None = None
+) -> list[Example]:
     if data_kind(data) == "layout":
         return _layout_examples(data, split, sources, games)
     return _packed_examples(data, split, sources, games)
@@ -74,8 +75,9 @@ def _layout_examples(root, split, sources, games) -> list[Example]:
         try:
             rules = GameRules(g.source, g.game, tuple(meta["actions"]), meta["frames"], meta.get("platform", "ale"))
         except (KeyError, TypeError, ValueError) as e:
-            raise AtariDataError(f"is not a usable meta.json ({type(e).__name__}: {e})", file=str(g.path / "meta.json"),
-                                 field="(file)") from None
+            raise AtariDataError(
+                f"is not a usable meta.json ({type(e).__name__}: {e})", file=str(g.path / "meta.json"), field="(file)"
+            ) from None
         for n, rec in read_jsonl(g.split_file(split)):
             defects = rules.check(rec)
             if defects:
@@ -92,7 +94,7 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
     out = []
     try:
         configs = get_dataset_config_names(data)
-    except Exception as e:  # datasets raises several kinds (offline, missing repo, bad card)
+    except Exception as e:  # noqa: BLE001 - datasets raises several kinds (offline, missing repo, bad card)
         raise ValueError(f"{data}: cannot read the dataset's configurations ({type(e).__name__}: {e})") from None
     for source in configs:
         if sources and source not in sources:
@@ -109,7 +111,8 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
             image, prev = row.pop("image"), row.pop("prev_image", None) if has_prev else None
             for name, value in (("image", image), ("prev_image", prev)):
                 if (value is not None or name == "image") and not (
-                        isinstance(value, dict) and isinstance(value.get("bytes"), bytes) and value["bytes"]):
+                    isinstance(value, dict) and isinstance(value.get("bytes"), bytes) and value["bytes"]
+                ):
                     raise ValueError(f"{where}: {name}: has no image bytes")
             rec = {k: v for k, v in row.items() if v is not None}
             try:
@@ -120,8 +123,9 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
                 raise ValueError(f"{where}: label: is missing or not an integer (or actions are missing)")
             if prev is not None:
                 rec["prev_image"] = "packed"
-            out.append(Example(rec, lambda p, a=image["bytes"], b=prev and prev["bytes"], w=where:
-                               _decode(b if p else a, w)))
+            out.append(
+                Example(rec, lambda p, a=image["bytes"], b=prev and prev["bytes"], w=where: _decode(b if p else a, w))
+            )
     return out
 
 

@@ -37,6 +37,7 @@ PROCESSOR_LONGEST_EDGE = 2048
 def _lanczos(x: float) -> float:
     def sinc(v):
         return 1.0 if v == 0 else math.sin(math.pi * v) / (math.pi * v)
+
     return sinc(x) * sinc(x / 3.0) if -3.0 < x < 3.0 else 0.0
 
 
@@ -113,8 +114,10 @@ class ImagePrep:
     def _operators(self, h: int, w: int):
         if (h, w) not in self._ops:
             ah, aw = axis_operators(h, w, self.size, self.interpolation)
-            self._ops[(h, w)] = (torch.as_tensor(ah, dtype=torch.float32, device=self.device),
-                                 torch.as_tensor(aw, dtype=torch.float32, device=self.device))
+            self._ops[(h, w)] = (
+                torch.as_tensor(ah, dtype=torch.float32, device=self.device),
+                torch.as_tensor(aw, dtype=torch.float32, device=self.device),
+            )
         return self._ops[(h, w)]
 
     def __call__(self, frames) -> torch.Tensor:
@@ -123,7 +126,7 @@ class ImagePrep:
         x = torch.as_tensor(frames, device=self.device)
         if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[-1] != 3:
             raise ValueError(f"expected uint8 [N, H, W, 3] screens, got {x.dtype} {tuple(x.shape)}")
-        x = x.permute(0, 3, 1, 2).float()               # [N, 3, H, W]
+        x = x.permute(0, 3, 1, 2).float()  # [N, 3, H, W]
         if self.interpolation == "lanczos2-exact":
             x = self._four_passes(x)
         else:
@@ -138,8 +141,12 @@ class ImagePrep:
         mh, mw = processor_intermediate(h, w)
         key = ("exact", h, w)
         if key not in self._ops:
-            mats = [resize_matrix(w, mw), resize_matrix(h, mh),
-                    resize_matrix(mw, self.size), resize_matrix(mh, self.size)]
+            mats = [
+                resize_matrix(w, mw),
+                resize_matrix(h, mh),
+                resize_matrix(mw, self.size),
+                resize_matrix(mh, self.size),
+            ]
             self._ops[key] = tuple(torch.as_tensor(m, dtype=torch.float32, device=self.device) for m in mats)
         uw, uh, dw, dh = self._ops[key]
         x = torch.matmul(x, uw.T).round_().clamp_(0, 255)
@@ -166,6 +173,16 @@ def smolvlm_image_processor(size: int = 512):
     from transformers.image_utils import PILImageResampling
 
     return Idefics3ImageProcessorPil(
-        do_resize=True, size={"longest_edge": PROCESSOR_LONGEST_EDGE}, resample=PILImageResampling.LANCZOS,
-        do_image_splitting=False, max_image_size={"longest_edge": size}, do_rescale=True, rescale_factor=1 / 255,
-        do_normalize=True, image_mean=[0.5] * 3, image_std=[0.5] * 3, do_pad=False, do_convert_rgb=True)
+        do_resize=True,
+        size={"longest_edge": PROCESSOR_LONGEST_EDGE},
+        resample=PILImageResampling.LANCZOS,
+        do_image_splitting=False,
+        max_image_size={"longest_edge": size},
+        do_rescale=True,
+        rescale_factor=1 / 255,
+        do_normalize=True,
+        image_mean=[0.5] * 3,
+        image_std=[0.5] * 3,
+        do_pad=False,
+        do_convert_rgb=True,
+    )

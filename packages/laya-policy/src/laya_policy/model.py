@@ -44,12 +44,12 @@ SUMMARY_FEATURES = 32  # per image token, in the screen summary
 
 @dataclass
 class Encoded:
-    input_ids: torch.Tensor       # [B, T]
+    input_ids: torch.Tensor  # [B, T]
     attention_mask: torch.Tensor | None  # [B, T]; None when no row is padded
-    image_pos: torch.Tensor       # [B, n_images * image_tokens] positions of the image tokens, in order
-    option_pos: torch.Tensor      # [B, K] position of each option's newline (0 where padded)
-    option_start: torch.Tensor    # [B, K] position of each option line's first token (0 where padded)
-    option_mask: torch.Tensor     # [B, K] bool
+    image_pos: torch.Tensor  # [B, n_images * image_tokens] positions of the image tokens, in order
+    option_pos: torch.Tensor  # [B, K] position of each option's newline (0 where padded)
+    option_start: torch.Tensor  # [B, K] position of each option line's first token (0 where padded)
+    option_mask: torch.Tensor  # [B, K] bool
 
 
 class ChoicePolicy(nn.Module):
@@ -59,8 +59,14 @@ class ChoicePolicy(nn.Module):
         hidden = backbone.config.text_config.hidden_size
         self.type_embedding = nn.Embedding(question_types, hidden)
         # no dropout: on ViZDoom basic 0.1 kept even a frozen-feature head at equal scores
-        layer = nn.TransformerEncoderLayer(hidden, nhead=max(1, hidden // 64), dim_feedforward=2 * hidden, dropout=0.0,
-                                           batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            hidden,
+            nhead=max(1, hidden // 64),
+            dim_feedforward=2 * hidden,
+            dropout=0.0,
+            batch_first=True,
+            norm_first=True,
+        )
         self.head = nn.TransformerEncoder(layer, head_layers, enable_nested_tensor=False)
         self.score = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, 1))
         self.option_query = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, hidden))
@@ -70,13 +76,14 @@ class ChoicePolicy(nn.Module):
         self._end = ids("<end_of_utterance>")
         self._newline = tokenizer("\n", add_special_tokens=False).input_ids[-1]
         v = backbone.config.vision_config
-        self.image_tokens = (v.image_size // v.patch_size) ** 2 // backbone.config.scale_factor ** 2
+        self.image_tokens = (v.image_size // v.patch_size) ** 2 // backbone.config.scale_factor**2
         # Where each image token sits (frame slot, place on the screen): the head's attention has no order
         # of its own. Small at first, as a new token embedding would be; at unit scale it drowned the states.
         self.image_position = nn.Parameter(0.02 * torch.randn(MAX_FRAMES, self.image_tokens, hidden))
         self.image_squeeze = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, SUMMARY_FEATURES))
-        self.screen_summary = nn.Sequential(nn.Linear(MAX_FRAMES * self.image_tokens * SUMMARY_FEATURES, hidden),
-                                            nn.GELU(), nn.Linear(hidden, hidden))
+        self.screen_summary = nn.Sequential(
+            nn.Linear(MAX_FRAMES * self.image_tokens * SUMMARY_FEATURES, hidden), nn.GELU(), nn.Linear(hidden, hidden)
+        )
 
     # -- text ----------------------------------------------------------------------------------------
     def _text(self, s: str) -> list[int]:
@@ -122,8 +129,9 @@ class ChoicePolicy(nn.Module):
         template = getattr(self.tokenizer, "chat_template", None)
         if template:
             content = [{"type": "image"}] * n_images + [{"type": "text", "text": instructions}]
-            text = self.tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                                      add_generation_prompt=True)
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+            )
         else:
             text = "User:" + "<image>" * n_images + instructions + "<end_of_utterance>\nAssistant:"
         pieces = (text + "\n").split("<image>")
@@ -159,8 +167,9 @@ class ChoicePolicy(nn.Module):
         csum = torch.nn.functional.pad(embed.float().cumsum(1), (0, 0, 1, 0))  # csum[:, i] = sum of tokens < i
         end, start = enc.option_pos.to(device), enc.option_start.to(device)
         h = embed.shape[-1]
-        total = torch.gather(csum, 1, end[..., None].expand(-1, -1, h)) - \
-            torch.gather(csum, 1, start[..., None].expand(-1, -1, h))
+        total = torch.gather(csum, 1, end[..., None].expand(-1, -1, h)) - torch.gather(
+            csum, 1, start[..., None].expand(-1, -1, h)
+        )
         return total / (end - start).clamp(min=1)[..., None]
 
     # -- scoring -------------------------------------------------------------------------------------
@@ -173,8 +182,9 @@ class ChoicePolicy(nn.Module):
         words = self._option_words(embed, enc)
         img_pos = enc.image_pos.to(device)
         # scatter, not masked_scatter: no data-dependent shapes, so the decision can be a CUDA graph
-        embed = embed.scatter(1, img_pos[..., None].expand(-1, -1, h),
-                              image_features.reshape(b, n_img, h).to(embed.dtype))
+        embed = embed.scatter(
+            1, img_pos[..., None].expand(-1, -1, h), image_features.reshape(b, n_img, h).to(embed.dtype)
+        )
         attention = enc.attention_mask.to(device) if enc.attention_mask is not None else None  # None: no padding
         hidden = self.backbone.text_model(inputs_embeds=embed, attention_mask=attention).last_hidden_state
         # The head reads the image tokens and the option newlines only: attention spread over the whole
@@ -184,7 +194,7 @@ class ChoicePolicy(nn.Module):
         pos = torch.cat([img_pos, enc.option_pos.to(device)], 1)
         x = torch.gather(hidden, 1, pos[..., None].expand(-1, -1, h))
         frames = image_features.shape[1]
-        screen = x[:, :n_img] + self.image_position[MAX_FRAMES - frames:].reshape(1, n_img, h).to(x.dtype)
+        screen = x[:, :n_img] + self.image_position[MAX_FRAMES - frames :].reshape(1, n_img, h).to(x.dtype)
         squeezed = self.image_squeeze(screen).reshape(b, frames, -1)
         if frames < MAX_FRAMES:  # a one-frame model leaves the older slots empty
             squeezed = torch.cat([squeezed.new_zeros(b, MAX_FRAMES - frames, squeezed.shape[-1]), squeezed], 1)
@@ -194,5 +204,5 @@ class ChoicePolicy(nn.Module):
         x = self.head(torch.cat([screen, x[:, n_img:]], 1) + self.type_embedding(qt)[:, None], src_key_padding_mask=pad)
         options = x[:, n_img:]
         query = self.option_query(options) + self.option_words(words.to(options.dtype))
-        scores = self.score(options).squeeze(-1) + (query * summary[:, None]).sum(-1) / h ** 0.5
+        scores = self.score(options).squeeze(-1) + (query * summary[:, None]).sum(-1) / h**0.5
         return scores.masked_fill(~option_mask, NEG_INF)

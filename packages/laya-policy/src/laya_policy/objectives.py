@@ -58,8 +58,9 @@ def expected_calibration_error(logits: torch.Tensor, labels: torch.Tensor, bins:
     return ece.item()
 
 
-def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, target: torch.Tensor | None = None,
-                    steps: int = 200) -> float:
+def fit_temperature(
+    logits: torch.Tensor, labels: torch.Tensor, target: torch.Tensor | None = None, steps: int = 200
+) -> float:
     """The temperature T minimising the held-out cross-entropy of softmax(logits / T) against ``target``
     (soft, as training scores it), or against ``labels`` when no target is given (LBFGS on log T)."""
     log_t = torch.zeros((), requires_grad=True)
@@ -69,8 +70,11 @@ def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, target: torch.Te
     def closure():
         opt.zero_grad()
         scaled = logits / log_t.exp()
-        loss = soft_cross_entropy(scaled, target) if target is not None else \
-            torch.nn.functional.cross_entropy(scaled, labels)
+        loss = (
+            soft_cross_entropy(scaled, target)
+            if target is not None
+            else torch.nn.functional.cross_entropy(scaled, labels)
+        )
         loss.backward()
         return loss
 

@@ -23,21 +23,35 @@ class PathMismatch(ValueError):
 
 
 class LayaPolicy:
-    def __init__(self, checkpoint: str, device: str = "cpu", preprocess: str | None = None, force: bool = False,
-                 cache: bool | None = None, cuda_graph: bool = False):
+    def __init__(
+        self,
+        checkpoint: str,
+        device: str = "cpu",
+        preprocess: str | None = None,
+        force: bool = False,
+        cache: bool | None = None,
+        cuda_graph: bool = False,
+    ):
         self.model, self.cfg = load_checkpoint(checkpoint, device)
         path = preprocess or self.cfg.preprocess
         if path != self.cfg.preprocess and not force:
-            raise PathMismatch(f"{checkpoint} was trained with preprocess={self.cfg.preprocess}; playing it with "
-                               f"{path} changes what it sees (even small filter differences cost play strength). "
-                               "Pass force=True to do it anyway.")
+            raise PathMismatch(
+                f"{checkpoint} was trained with preprocess={self.cfg.preprocess}; playing it with "
+                f"{path} changes what it sees (even small filter differences cost play strength). "
+                "Pass force=True to do it anyway."
+            )
         self.device = torch.device(device)
         self.prep = ImagePrep(self.cfg.image_size, path, self.cfg.image_interpolation, device)
         self.temperature = float(self.cfg.temperatures.get("choice", 1.0))
         use_cache = path == "gpu" if cache is None else cache
         self.cache = FrameFeatureCache(self._encode) if use_cache else None
-        self.identity = {"checkpoint": str(checkpoint), "backbone": self.cfg.backbone, "frames": self.cfg.frames,
-                         "image_size": self.cfg.image_size, "preprocess": path}
+        self.identity = {
+            "checkpoint": str(checkpoint),
+            "backbone": self.cfg.backbone,
+            "frames": self.cfg.frames,
+            "image_size": self.cfg.image_size,
+            "preprocess": path,
+        }
         self._question = None
         if cuda_graph and self.device.type != "cuda":
             raise ValueError(f"cuda_graph needs a CUDA device (got {device})")

@@ -21,54 +21,83 @@ from laya_policy.checkpoint import CONFIG, HUB_SPEC, TRAINING, load_config, reso
 def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str = "apache-2.0") -> str:
     cfg = load_config(ckpt)
     training = json.loads((ckpt / TRAINING).read_text()) if (ckpt / TRAINING).is_file() else {}
-    header = {"library_name": "laya-policy", "license": license, "pipeline_tag": "reinforcement-learning",
-              "tags": ["atari", "vision-language-model", "game-playing", "laya"]}
+    header = {
+        "library_name": "laya-policy",
+        "license": license,
+        "pipeline_tag": "reinforcement-learning",
+        "tags": ["atari", "vision-language-model", "game-playing", "laya"],
+    }
     if cfg.backbone not in PRESETS and training.get("model_on_hub", HUB_SPEC.match(cfg.backbone) is not None):
         header["base_model"] = cfg.backbone  # a Hub id; a local copy's path means nothing to others
     data = training.get("data")
     if data and training.get("data_on_hub"):
         header["datasets"] = [data]
     yaml_lines = [f"{k}: {json.dumps(v)}" for k, v in header.items()]  # JSON values are YAML
-    lines = ["---", *yaml_lines, "---", "", f"# {repo}", "",
-             f"A Laya policy: an Idefics3 backbone (`{cfg.backbone}`) that reads {cfg.frames} game screen"
-             f"{'s' if cfg.frames > 1 else ''} at {cfg.image_size}x{cfg.image_size} and a multiple-choice question "
-             "whose options are the game's buttons, and a small head that scores each option.", "",
-             "```bash", f"laya-eval run --policy laya:{repo} --games Pong --episodes 10 --out results.json", "```", "",
-             "## Training", ""]
+    lines = [
+        "---",
+        *yaml_lines,
+        "---",
+        "",
+        f"# {repo}",
+        "",
+        f"A Laya policy: an Idefics3 backbone (`{cfg.backbone}`) that reads {cfg.frames} game screen"
+        f"{'s' if cfg.frames > 1 else ''} at {cfg.image_size}x{cfg.image_size} and a multiple-choice question "
+        "whose options are the game's buttons, and a small head that scores each option.",
+        "",
+        "```bash",
+        f"laya-eval run --policy laya:{repo} --games Pong --episodes 10 --out results.json",
+        "```",
+        "",
+        "## Training",
+        "",
+    ]
     if training:
         sources = ", ".join(training.get("sources") or []) or "all"
-        lines += [f"- data: `{data}` (sources {sources}; groups {', '.join(training.get('groups', []))})",
-                  f"- {training.get('steps_done')} steps of batch {training.get('batch')} "
-                  f"({training.get('minutes')} minutes), frozen: {training.get('freeze')}, seed {training.get('seed')}",
-                  f"- preprocessing: {cfg.preprocess}, temperature {cfg.temperatures.get('choice', 1.0):.3g}"]
+        lines += [
+            f"- data: `{data}` (sources {sources}; groups {', '.join(training.get('groups', []))})",
+            f"- {training.get('steps_done')} steps of batch {training.get('batch')} "
+            f"({training.get('minutes')} minutes), frozen: {training.get('freeze')}, seed {training.get('seed')}",
+            f"- preprocessing: {cfg.preprocess}, temperature {cfg.temperatures.get('choice', 1.0):.3g}",
+        ]
     else:
         lines.append("Not recorded (the checkpoint has no training.json).")
     lines += ["", "## Evaluation", ""]
     if results:
         s = results.get("settings", {})
         episodes = s.get("episodes")
-        lines += [f"laya-eval, {episodes} episode{'' if episodes == 1 else 's'} per game, decision cap "
-                  f"{s.get('cap') or 'none'}, {'greedy' if s.get('greedy') else 'sampled'} actions; "
-                  f"{s.get('random_episodes') or 0} random episodes per game in the same run. Flags say where a "
-                  "score should not be compared as it stands.", "",
-                  "| game | mean score | normalised | beats random | flags |", "| --- | ---: | ---: | --- | --- |"]
+        lines += [
+            f"laya-eval, {episodes} episode{'' if episodes == 1 else 's'} per game, decision cap "
+            f"{s.get('cap') or 'none'}, {'greedy' if s.get('greedy') else 'sampled'} actions; "
+            f"{s.get('random_episodes') or 0} random episodes per game in the same run. Flags say where a "
+            "score should not be compared as it stands.",
+            "",
+            "| game | mean score | normalised | beats random | flags |",
+            "| --- | ---: | ---: | --- | --- |",
+        ]
         for game, g in sorted(results.get("games", {}).items()):
             if g.get("error"):
                 lines.append(f"| {game} | failed | | | |")
                 continue
             norm = "—" if g.get("normalised") is None else f"{g['normalised']:.3f}"
-            lines.append(f"| {game} | {g['mean']:.1f} | {norm} | {'yes' if g.get('beats_random') else 'no'} | "
-                         f"{'; '.join(g.get('flags') or [])} |")
+            lines.append(
+                f"| {game} | {g['mean']:.1f} | {norm} | {'yes' if g.get('beats_random') else 'no'} | "
+                f"{'; '.join(g.get('flags') or [])} |"
+            )
     else:
         lines.append("Not given (pass `--results` with a laya-eval results file).")
-    lines += ["", "## Files", "", f"`{CONFIG}` (preprocessing, frames, temperature), `backbone/` (loads with "
-              "AutoModel, AutoTokenizer and AutoProcessor), `head.safetensors`; the formats are in laya's "
-              "docs/formats.md.", ""]
+    lines += [
+        "",
+        "## Files",
+        "",
+        f"`{CONFIG}` (preprocessing, frames, temperature), `backbone/` (loads with "
+        "AutoModel, AutoTokenizer and AutoProcessor), `head.safetensors`; the formats are in laya's "
+        "docs/formats.md.",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def stage(ckpt: str | Path, repo: str, out: Path, results_path: str | None = None,
-          license: str = "apache-2.0") -> Path:
+def stage(ckpt: str | Path, repo: str, out: Path, results_path: str | None = None, license: str = "apache-2.0") -> Path:
     """The folder that would be uploaded: the checkpoint's files and README.md, written to ``out``."""
     from laya_eval.evaluate import load_results
 
@@ -79,10 +108,13 @@ def stage(ckpt: str | Path, repo: str, out: Path, results_path: str | None = Non
     if results is not None:
         spec = str(results.get("policy", {}).get("spec", ""))
         played = spec.removeprefix("laya:")
-        if not spec.startswith("laya:") or not (played == repo or (Path(played).exists()
-                                                                   and Path(played).resolve() == ckpt.resolve())):
-            raise ValueError(f"{results_path}: policy {spec!r} is not this checkpoint ({ckpt}); evaluate it with "
-                             f"`laya-eval run --policy laya:{ckpt}`")
+        if not spec.startswith("laya:") or not (
+            played == repo or (Path(played).exists() and Path(played).resolve() == ckpt.resolve())
+        ):
+            raise ValueError(
+                f"{results_path}: policy {spec!r} is not this checkpoint ({ckpt}); evaluate it with "
+                f"`laya-eval run --policy laya:{ckpt}`"
+            )
     if out.exists():  # never someone's folder: a dry run writes a new one
         raise ValueError(f"{out}: exists; pass a new folder to stage into")
     shutil.copytree(ckpt, out, symlinks=False)
@@ -90,8 +122,15 @@ def stage(ckpt: str | Path, repo: str, out: Path, results_path: str | None = Non
     return out
 
 
-def push(ckpt: str | Path, repo: str, results_path: str | None = None, private: bool = False,
-         revision: str | None = None, license: str = "apache-2.0", staging: Path | None = None) -> str:
+def push(
+    ckpt: str | Path,
+    repo: str,
+    results_path: str | None = None,
+    private: bool = False,
+    revision: str | None = None,
+    license: str = "apache-2.0",
+    staging: Path | None = None,
+) -> str:
     """Upload the staged folder to the model repo ``repo``; returns the commit URL."""
     import tempfile
 
@@ -102,8 +141,9 @@ def push(ckpt: str | Path, repo: str, results_path: str | None = None, private: 
         try:
             api = HfApi()
             api.create_repo(repo, private=private, exist_ok=True)
-            info = api.upload_folder(repo_id=repo, folder_path=str(folder), revision=revision,
-                                     commit_message="laya-policy push")
+            info = api.upload_folder(
+                repo_id=repo, folder_path=str(folder), revision=revision, commit_message="laya-policy push"
+            )
         except Exception as e:  # noqa: BLE001 - offline, network, auth: one line, never the token
             why = str(e).splitlines()[0][:200] if str(e) else ""
             raise OSError(f"cannot push to the Hub repo {repo} ({type(e).__name__}: {why})") from None

@@ -73,12 +73,15 @@ class Quickstart:
     def run(self) -> dict:
         if self.cfg.restart and self.out.exists():
             import shutil
+
             shutil.rmtree(self.out)
         self.out.mkdir(parents=True, exist_ok=True)
         settings = self.out / "settings.json"
         if settings.exists() and json.loads(settings.read_text()) != {**asdict(self.cfg), "restart": False}:
-            raise ValueError(f"{self.out} was made with other settings ({settings}); pass --restart to start over "
-                             "or --out for a new folder")
+            raise ValueError(
+                f"{self.out} was made with other settings ({settings}); pass --restart to start over "
+                "or --out for a new folder"
+            )
         settings.write_text(json.dumps({**asdict(self.cfg), "restart": False}, indent=2) + "\n")
         results = {}
         for i, stage in enumerate(STAGES, 1):
@@ -100,9 +103,19 @@ class Quickstart:
         from atari_data.produce.generate import GenerateConfig, generate
 
         c = self.cfg
-        metas = generate(GenerateConfig(root=str(self.data), games=c.games, train_frames=c.train_frames,
-                                        val_frames=c.val_frames, min_train_episodes=8, decision_cap=c.decision_cap,
-                                        baseline_episodes=c.baseline_episodes, seed=c.seed, workers=c.workers))
+        metas = generate(
+            GenerateConfig(
+                root=str(self.data),
+                games=c.games,
+                train_frames=c.train_frames,
+                val_frames=c.val_frames,
+                min_train_episodes=8,
+                decision_cap=c.decision_cap,
+                baseline_episodes=c.baseline_episodes,
+                seed=c.seed,
+                workers=c.workers,
+            )
+        )
         return {"games": sorted(metas)}
 
     def validate(self) -> dict:
@@ -111,8 +124,9 @@ class Quickstart:
 
         report = validate(self.data)
         if not report.ok:
-            raise AtariDataError(f"{len(report.defects)} defects, e.g. {report.defects[0].render()}",
-                                 file=str(self.data))
+            raise AtariDataError(
+                f"{len(report.defects)} defects, e.g. {report.defects[0].render()}", file=str(self.data)
+            )
         return {"records": report.records, "games": len(report.games)}
 
     def pack(self) -> dict:
@@ -135,17 +149,37 @@ class Quickstart:
         from laya_policy.train import TrainConfig, train
 
         c = self.cfg
-        return train(TrainConfig(data=str(self.packed), out=str(self.run_dir), model=c.model, image_size=c.image_size,
-                                 batch=c.batch, passes=100, max_minutes=c.minutes, device=c.device, seed=c.seed,
-                                 evals=4))
+        return train(
+            TrainConfig(
+                data=str(self.packed),
+                out=str(self.run_dir),
+                model=c.model,
+                image_size=c.image_size,
+                batch=c.batch,
+                passes=100,
+                max_minutes=c.minutes,
+                device=c.device,
+                seed=c.seed,
+                evals=4,
+            )
+        )
 
     def evaluate(self) -> dict:
         from laya_eval.evaluate import RunConfig, evaluate
 
         c = self.cfg
-        results = evaluate(RunConfig(policy=f"laya:{self.run_dir / 'final'}", games=c.games, episodes=c.episodes,
-                                     cap=c.cap, random_episodes=c.episodes, baselines=str(self.data),
-                                     policy_kwargs={"device": c.device}, out=str(self.eval_dir / "results.json")))
+        results = evaluate(
+            RunConfig(
+                policy=f"laya:{self.run_dir / 'final'}",
+                games=c.games,
+                episodes=c.episodes,
+                cap=c.cap,
+                random_episodes=c.episodes,
+                baselines=str(self.data),
+                policy_kwargs={"device": c.device},
+                out=str(self.eval_dir / "results.json"),
+            )
+        )
         return {"summary": results["summary"]}
 
     def report(self) -> dict:
@@ -159,34 +193,58 @@ class Quickstart:
         summary = json.loads((self.run_dir / "summary.json").read_text())
         log = [json.loads(x) for x in (self.run_dir / "log.jsonl").read_text().splitlines()]
         plot_training(summary["curve"], log, self.out / "training.png")
-        best = max((g for g in results["games"].values() if g.get("mean") is not None),
-                   key=lambda g: (g.get("normalised") or -1e9), default=None)
+        best = max(
+            (g for g in results["games"].values() if g.get("mean") is not None),
+            key=lambda g: g.get("normalised") or -1e9,
+            default=None,
+        )
         video = {}
         if best is not None:
-            video = record_episode(LayaPolicy(str(self.run_dir / "final"), device=self.cfg.device), best["game"],
-                                   self.out / f"{best['game']}.gif", max_decisions=self.cfg.video_decisions)
+            video = record_episode(
+                LayaPolicy(str(self.run_dir / "final"), device=self.cfg.device),
+                best["game"],
+                self.out / f"{best['game']}.gif",
+                max_decisions=self.cfg.video_decisions,
+            )
         from atari_data.layout.stats import stats_table
+
         stats = stats_table(self.data)
-        lines = ["# Quickstart report", "",
-                 "Built-in RAM experts played ALE v5 to make `expert2f` data; it was validated, packed, read back "
-                 "through `datasets.load_dataset`, used to train the policy, and the policy was judged by laya-eval "
-                 "against a uniform-random policy (same run) and the expert baselines measured with the data.", "",
-                 "## Data", "", _markdown_table(stats.drop("labels")), "",
-                 f"Read back through `load_dataset`: {self.done('load')['rows']} rows.", "",
-                 "## Training", "",
-                 f"{summary['steps']} steps in {summary['minutes']:.1f} min ({summary['samples_per_s']} samples/s, "
-                 f"data wait {summary['data_wait_share']:.1%} of step time); best checkpoint {summary['best']}.", "",
-                 "![training](training.png)", "",
-                 "| evaluation step | group | accuracy | NLL | ECE |", "| ---: | --- | ---: | ---: | ---: |"]
+        lines = [
+            "# Quickstart report",
+            "",
+            "Built-in RAM experts played ALE v5 to make `expert2f` data; it was validated, packed, read back "
+            "through `datasets.load_dataset`, used to train the policy, and the policy was judged by laya-eval "
+            "against a uniform-random policy (same run) and the expert baselines measured with the data.",
+            "",
+            "## Data",
+            "",
+            _markdown_table(stats.drop("labels")),
+            "",
+            f"Read back through `load_dataset`: {self.done('load')['rows']} rows.",
+            "",
+            "## Training",
+            "",
+            f"{summary['steps']} steps in {summary['minutes']:.1f} min ({summary['samples_per_s']} samples/s, "
+            f"data wait {summary['data_wait_share']:.1%} of step time); best checkpoint {summary['best']}.",
+            "",
+            "![training](training.png)",
+            "",
+            "| evaluation step | group | accuracy | NLL | ECE |",
+            "| ---: | --- | ---: | ---: | ---: |",
+        ]
         for e in log:
             for key, g in e["games"].items():
                 lines.append(f"| {e['step']} | {key} | {g['accuracy']:.3f} | {g['nll']:.3f} | {g['ece']:.3f} |")
         body = markdown(results).replace("# Evaluation of", "## Evaluation of")
         lines += ["", body, "![normalised](eval/normalised.png) ![profile](eval/profile.png)", ""]
         if video:
-            lines += ["## The trained policy playing", "",
-                      f"![{video['game']}]({Path(video['video']).name}) {video['decisions']} decisions, "
-                      f"score {video['score']:g}.", ""]
+            lines += [
+                "## The trained policy playing",
+                "",
+                f"![{video['game']}]({Path(video['video']).name}) {video['decisions']} decisions, "
+                f"score {video['score']:g}.",
+                "",
+            ]
         (self.out / "report.md").write_text("\n".join(lines))
         return {"report": str(self.out / "report.md"), "video": video.get("video")}
 

@@ -50,38 +50,56 @@ class TrainConfig:
     out: str = option("runs/train", "run folder")
     sources: list[str] | None = option(None, "comma-separated sources", shown="all")
     games: list[str] | None = option(None, "comma-separated games", shown="all")
-    frames: int | None = option(None, "frames per record the model sees", choices=(1, 2),
-                                shown="--init-from's, else 2")
-    model: str | None = option(None, f"tiny (random weights, built here), a Hub id such as {SMOLVLM}, or a local "
-                               "directory", shown="--init-from's backbone, else tiny")
+    frames: int | None = option(None, "frames per record the model sees", choices=(1, 2), shown="--init-from's, else 2")
+    model: str | None = option(
+        None,
+        f"tiny (random weights, built here), a Hub id such as {SMOLVLM}, or a local directory",
+        shown="--init-from's backbone, else tiny",
+    )
     init_from: str | None = option(None, "checkpoint to continue from (e.g. after a DAgger round)")
-    image_size: int | None = option(None, "frame side in pixels", shown="--init-from's, else the pretrained "
-                                    "backbone's vision config, else 128 for a preset")
-    preprocess: str | None = option(None, "device-side resize (gpu) or SmolVLM's processor",
-                                    choices=("gpu", "processor"), shown="--init-from's, else gpu")
+    image_size: int | None = option(
+        None,
+        "frame side in pixels",
+        shown="--init-from's, else the pretrained backbone's vision config, else 128 for a preset",
+    )
+    preprocess: str | None = option(
+        None,
+        "device-side resize (gpu) or SmolVLM's processor",
+        choices=("gpu", "processor"),
+        shown="--init-from's, else gpu",
+    )
     batch: int = option(16, "per process")
     passes: float = option(4.0, "passes over the training records (sets the step count)")
     steps: int | None = option(None, "an explicit step count instead of --passes")
-    max_minutes: float = option(15.0, "time budget, resumed runs included; the learning-rate schedule follows "
-                                "whichever of steps and time runs out first")
+    max_minutes: float = option(
+        15.0,
+        "time budget, resumed runs included; the learning-rate schedule follows "
+        "whichever of steps and time runs out first",
+    )
     balance: str = option("game", "what sampling balances over", choices=("game", "game_source"))
-    freeze: str = option("auto", "auto: the vision tower is frozen for a pretrained backbone, trained for tiny",
-                         choices=("auto", "vision", "none"))
+    freeze: str = option(
+        "auto",
+        "auto: the vision tower is frozen for a pretrained backbone, trained for tiny",
+        choices=("auto", "vision", "none"),
+    )
     lr_head: float | None = option(None, "head learning rate", shown=_lrs(0))
     lr_backbone: float | None = option(None, "backbone learning rate, scaled by sqrt(batch/16)", shown=_lrs(1))
     spherical_weight: float = option(0.5, cli=False)
     evals: int = option(4, "evaluations during the run")
     eval_records: int = option(256, cli=False)
-    select_by: str = option("nll", "keep OUT/best by validation NLL or by a short play check in laya-eval",
-                            choices=("nll", "play"))
+    select_by: str = option(
+        "nll", "keep OUT/best by validation NLL or by a short play check in laya-eval", choices=("nll", "play")
+    )
     state_minutes: float = option(2.0, cli=False)
     seed: int = option(0)
     device: str = option("cpu", "torch device, e.g. cuda")
     restart: bool = option(False, "start over instead of resuming OUT/state.pt")
     crash_at_step: int | None = option(None, "raise once at this step (to exercise resuming)")
-    calibrate_on: list[str] | None = option(None, "games whose val split fits the temperature (not trained on)",
-                                            shown="the training games' own held-out val episodes; ECE is reported "
-                                            "on episodes the fit did not use")
+    calibrate_on: list[str] | None = option(
+        None,
+        "games whose val split fits the temperature (not trained on)",
+        shown="the training games' own held-out val episodes; ECE is reported on episodes the fit did not use",
+    )
 
     @property
     def backbone(self) -> str:
@@ -106,8 +124,9 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     if cfg.steps is not None and cfg.steps < 1:
         raise ValueError(f"--steps {cfg.steps}: expected 1 or more (leave it out to use --passes)")
     if cfg.image_size is not None and (cfg.image_size < 64 or cfg.image_size % 64):
-        raise ValueError(f"--image-size {cfg.image_size}: expected a positive multiple of 64 (16-pixel patches, "
-                         "merged 4x4)")
+        raise ValueError(
+            f"--image-size {cfg.image_size}: expected a positive multiple of 64 (16-pixel patches, merged 4x4)"
+        )
     given = {"model": cfg.model, "frames": cfg.frames, "image_size": cfg.image_size, "preprocess": cfg.preprocess}
     if cfg.init_from:
         cfg = replace(cfg, init_from=str(resolve_checkpoint(cfg.init_from)))  # a Hub id is fetched once, here
@@ -115,25 +134,44 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         ckpt["model"] = ckpt["backbone"]
         for key, value in given.items():
             if value is not None and value != ckpt[key]:
-                raise ValueError(f"--{key.replace('_', '-')} {value} differs from the {ckpt[key]} that {cfg.init_from} "
-                                 "was trained with; leave it out to follow the checkpoint")
+                raise ValueError(
+                    f"--{key.replace('_', '-')} {value} differs from the {ckpt[key]} that {cfg.init_from} "
+                    "was trained with; leave it out to follow the checkpoint"
+                )
         return replace(cfg, **{k: ckpt[k] for k in given})
     cfg = replace(cfg, model=cfg.model or "tiny")
     size = 128 if cfg.image_size is None else cfg.image_size
     if cfg.pretrained:
         native, patch = pretrained_image_size(cfg.model)
         if cfg.image_size is not None and cfg.image_size != native:
-            raise ValueError(f"--image-size {cfg.image_size}: {cfg.model} takes {native} (its vision config, "
-                             f"{native // patch}x{native // patch} patches of {patch} merged to its image tokens); "
-                             f"leave it out or pass {native}")
+            raise ValueError(
+                f"--image-size {cfg.image_size}: {cfg.model} takes {native} (its vision config, "
+                f"{native // patch}x{native // patch} patches of {patch} merged to its image tokens); "
+                f"leave it out or pass {native}"
+            )
         size = native
     return replace(cfg, frames=cfg.frames or 2, image_size=size, preprocess=cfg.preprocess or "gpu")
 
 
 #: The settings a checkpoint's training.json (and so its model card) records.
-TRAINING_KEYS = ("data", "sources", "games", "frames", "image_size", "preprocess", "batch", "passes", "steps",
-                 "balance", "freeze", "lr_head", "lr_backbone", "spherical_weight", "seed", "device")
-
+TRAINING_KEYS = (
+    "data",
+    "sources",
+    "games",
+    "frames",
+    "image_size",
+    "preprocess",
+    "batch",
+    "passes",
+    "steps",
+    "balance",
+    "freeze",
+    "lr_head",
+    "lr_backbone",
+    "spherical_weight",
+    "seed",
+    "device",
+)
 
 
 class CrashForTesting(RuntimeError):
@@ -141,6 +179,7 @@ class CrashForTesting(RuntimeError):
 
 
 # -- data ------------------------------------------------------------------------------------------
+
 
 def load_groups(cfg: TrainConfig, split: str, games: list[str] | None = None) -> dict[str, list[Example]]:
     """Examples by balancing group: game, or game/source."""
@@ -167,6 +206,7 @@ def targets_of(examples: list[Example], k: int) -> torch.Tensor:
 
 
 # -- the run -----------------------------------------------------------------------------------------
+
 
 def lr_factor(progress: float, warmup: float = 0.03, floor: float = 0.1) -> float:
     """Linear warm-up over the first 3% of the run, then cosine down to 10%. ``progress`` in [0, 1] is
@@ -243,14 +283,16 @@ class Run:
         head = [p for n, p in self.model.named_parameters() if not n.startswith("backbone.") and p.requires_grad]
         body = [p for n, p in self.model.named_parameters() if n.startswith("backbone.") and p.requires_grad]
         self.params = head + body
-        self.opt = torch.optim.AdamW([{"params": head, "lr": lr_head}, {"params": body, "lr": lr_body}],
-                                     weight_decay=0.01)
+        self.opt = torch.optim.AdamW(
+            [{"params": head, "lr": lr_head}, {"params": body, "lr": lr_body}], weight_decay=0.01
+        )
         self.base_lrs = [g["lr"] for g in self.opt.param_groups]
-        self.train = {k: v[self.dist.rank:: self.dist.world] for k, v in load_groups(cfg, "train").items()}
+        self.train = {k: v[self.dist.rank :: self.dist.world] for k, v in load_groups(cfg, "train").items()}
         self.val = load_groups(cfg, "val") if self.dist.main else {}
         if not self.train:
-            raise ValueError(f"{cfg.data}: no training records for sources {cfg.sources or 'all'} and games "
-                             f"{cfg.games or 'all'}")
+            raise ValueError(
+                f"{cfg.data}: no training records for sources {cfg.sources or 'all'} and games {cfg.games or 'all'}"
+            )
         records = sum(map(len, self.train.values())) * self.dist.world
         self.total = cfg.steps or max(1, math.ceil(cfg.passes * records / (cfg.batch * self.dist.world)))
         self.step, self.spent, self.counts, self.best, self.log = 0, 0.0, dict.fromkeys(self.train, 0), None, []
@@ -264,9 +306,18 @@ class Run:
     def save_state(self) -> None:
         if not self.dist.main:
             return
-        state = {"model": self.model.state_dict(), "opt": self.opt.state_dict(), "step": self.step,
-                 "spent": self.spent, "counts": self.counts, "best": self.best, "log": self.log,
-                 "curve": self.curve, "torch_rng": torch.get_rng_state(), "config": asdict(self.cfg)}
+        state = {
+            "model": self.model.state_dict(),
+            "opt": self.opt.state_dict(),
+            "step": self.step,
+            "spent": self.spent,
+            "counts": self.counts,
+            "best": self.best,
+            "log": self.log,
+            "curve": self.curve,
+            "torch_rng": torch.get_rng_state(),
+            "config": asdict(self.cfg),
+        }
         t = time.monotonic()
         tmp = self.out / ".state.pt.tmp"
         torch.save(state, tmp)
@@ -285,9 +336,11 @@ class Run:
             self.best, self.log, self.curve = state["best"], list(state["log"]), list(state.get("curve", []))
             torch.set_rng_state(state["torch_rng"])
         except Exception as e:  # noqa: BLE001 - any defect in the file is the same one-line error
-            raise ValueError(f"{path}: is not a training state this version can resume "
-                             f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
-                             "pass --restart to start over") from None
+            raise ValueError(
+                f"{path}: is not a training state this version can resume "
+                f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
+                "pass --restart to start over"
+            ) from None
         # The log holds exactly the evaluations the state knows: a kill between appending a line and
         # saving the state would otherwise leave that line twice after the resumed run logs it again.
         write_atomic(self.out / "log.jsonl", "".join(json.dumps(e) + "\n" for e in self.log).encode())
@@ -361,10 +414,18 @@ class Run:
         for key, examples in (groups if groups is not None else self.val).items():
             picked = examples[:: max(1, len(examples) // self.cfg.eval_records)][: self.cfg.eval_records]
             lg, lb, _ = self._scored(picked)
-            per_game[key] = {"accuracy": (lg.argmax(-1) == lb).float().mean().item(), "nll": nll(lg, lb),
-                             "ece": expected_calibration_error(lg, lb), "records": len(lb)}
-        entry = {"step": self.step, "minutes": round(self.spent / 60, 3), "games": per_game,
-                 "nll": float(np.mean([g["nll"] for g in per_game.values()])) if per_game else None}
+            per_game[key] = {
+                "accuracy": (lg.argmax(-1) == lb).float().mean().item(),
+                "nll": nll(lg, lb),
+                "ece": expected_calibration_error(lg, lb),
+                "records": len(lb),
+            }
+        entry = {
+            "step": self.step,
+            "minutes": round(self.spent / 60, 3),
+            "games": per_game,
+            "nll": float(np.mean([g["nll"] for g in per_game.values()])) if per_game else None,
+        }
         return entry
 
     def play_check(self) -> dict:
@@ -376,12 +437,15 @@ class Run:
         ckpt = save_checkpoint(self.model, self.agent_config(), self.out / ".play-check")
         policy = LayaPolicy(str(ckpt), device=self.cfg.device)
         games = sorted({k.split("/")[0] for k in self.train})[:3]
-        run = RunConfig(policy="laya", games=games, episodes=3, cap=400, seed_base=PLAY_CHECK_SEED_BASE,
-                        random_episodes=0)
+        run = RunConfig(
+            policy="laya", games=games, episodes=3, cap=400, seed_base=PLAY_CHECK_SEED_BASE, random_episodes=0
+        )
         scores = {g: play_game(run, g, policy) for g in run.games}
         values = [r["normalised"] for r in scores.values() if r.get("normalised") is not None]
-        return {"score": float(np.mean(values)) if values else None,
-                "games": {g: {"mean": r["mean"], "normalised": r.get("normalised")} for g, r in scores.items()}}
+        return {
+            "score": float(np.mean(values)) if values else None,
+            "games": {g: {"mean": r["mean"], "normalised": r.get("normalised")} for g, r in scores.items()},
+        }
 
     def better(self, entry: dict) -> bool:
         if self.cfg.select_by == "play":
@@ -399,8 +463,13 @@ class Run:
         cfg = self.cfg
         budget, start, last_state = cfg.max_minutes * 60, time.monotonic() - self.spent, time.monotonic()
         done_evals = len(self.log)
-        bar = tqdm(total=self.total, initial=self.step, desc="train", unit="step",
-                   disable=None if progress and self.dist.main else True)
+        bar = tqdm(
+            total=self.total,
+            initial=self.step,
+            desc="train",
+            unit="step",
+            disable=None if progress and self.dist.main else True,
+        )
         while not self.dist.any(self.step >= self.total or time.monotonic() - start >= budget):
             if cfg.crash_at_step is not None and self.step == cfg.crash_at_step and not resumed:
                 raise CrashForTesting(f"--crash-at-step {cfg.crash_at_step}")
@@ -414,14 +483,18 @@ class Run:
             rate = self.step * cfg.batch * self.dist.world / max(self.busy, 1e-9) if self.busy else 0.0
             left = max(0.0, min(budget - self.spent, (self.total - self.step) * self.busy / max(1, self.step)))
             bar.set_postfix(loss=f"{loss:.3f}", samples_s=f"{rate:.0f}", left=f"{left / 60:.1f}min")
-            if self.val and self.dist.main and (self.progress() >= (done_evals + 1) / cfg.evals
-                                                 or self.step == self.total):
+            if (
+                self.val
+                and self.dist.main
+                and (self.progress() >= (done_evals + 1) / cfg.evals or self.step == self.total)
+            ):
                 done_evals = min(cfg.evals, math.floor(self.progress() * cfg.evals + 1e-9))
                 self.record(self.evaluate())
                 self.save_state()
                 last_state = time.monotonic()
-            elif self.dist.main and time.monotonic() - last_state > max(120.0, cfg.state_minutes * 60,
-                                                                           20 * self._save_s):
+            elif self.dist.main and time.monotonic() - last_state > max(
+                120.0, cfg.state_minutes * 60, 20 * self._save_s
+            ):
                 self.save_state()
                 last_state = time.monotonic()
         bar.close()
@@ -458,14 +531,17 @@ class Run:
         self.model.eval()
         logits, labels, targets = [], [], []
         for i in range(0, len(examples), self.cfg.batch):
-            chunk = examples[i: i + self.cfg.batch]
+            chunk = examples[i : i + self.cfg.batch]
             lg = self.logits(chunk, frames_of(chunk, self.cfg.frames), shuffle=False).cpu()
             logits.append(torch.where(torch.isinf(lg), torch.full_like(lg, -1e9), lg))
             labels.append(torch.tensor([ex.rec["label"] for ex in chunk]))
             targets.append(targets_of(chunk, lg.shape[1]))
         k = max(lg.shape[1] for lg in logits)
-        return (torch.cat([torch.nn.functional.pad(x, (0, k - x.shape[1]), value=-1e9) for x in logits]),
-                torch.cat(labels), torch.cat([torch.nn.functional.pad(t, (0, k - t.shape[1])) for t in targets]))
+        return (
+            torch.cat([torch.nn.functional.pad(x, (0, k - x.shape[1]), value=-1e9) for x in logits]),
+            torch.cat(labels),
+            torch.cat([torch.nn.functional.pad(t, (0, k - t.shape[1])) for t in targets]),
+        )
 
     def agent_config(self, temperature: float = 1.0) -> AgentConfig:
         """What the checkpoint restores: a continued checkpoint's own fields (interpolation, head shape,
@@ -473,8 +549,13 @@ class Run:
         from dataclasses import replace
 
         base = self.start or AgentConfig(backbone=self.cfg.backbone)
-        return replace(base, image_size=self.cfg.image_size, preprocess=self.cfg.preprocess, frames=self.cfg.frames,
-                       temperatures={"choice": temperature})
+        return replace(
+            base,
+            image_size=self.cfg.image_size,
+            preprocess=self.cfg.preprocess,
+            frames=self.cfg.frames,
+            temperatures={"choice": temperature},
+        )
 
     def finish(self) -> dict:
         """Fit the temperature and write ``final/``.
@@ -493,27 +574,45 @@ class Run:
             fit, report = _halves(examples)
             (fit_logits, fit_labels, fit_targets), (rep_logits, rep_labels, _) = self._scored(fit), self._scored(report)
             raw = expected_calibration_error(rep_logits / start_t, rep_labels)
-            calib = {"ece_before": raw, "holdout": sorted(holdout), "fit_records": len(fit),
-                     "report_records": len(report), "start_temperature": start_t}
+            calib = {
+                "ece_before": raw,
+                "holdout": sorted(holdout),
+                "fit_records": len(fit),
+                "report_records": len(report),
+                "start_temperature": start_t,
+            }
             if raw < 0.05:
                 calib["skipped"] = "ECE already below 0.05"
             else:
                 temperature = fit_temperature(fit_logits, fit_labels, fit_targets)
-                calib.update(temperature=temperature,
-                             ece_after=expected_calibration_error(rep_logits / temperature, rep_labels))
+                calib.update(
+                    temperature=temperature, ece_after=expected_calibration_error(rep_logits / temperature, rep_labels)
+                )
         from laya_policy.data import data_kind
 
         training = {k: v for k, v in asdict(self.cfg).items() if k in TRAINING_KEYS} | {
-            "model": self.cfg.backbone, "model_on_hub": self.cfg.pretrained and not Path(self.cfg.backbone).exists(),
-            "data_on_hub": data_kind(self.cfg.data) == "hub", "freeze": "none" if self.train_vision else "vision",
-            "lrs": {"head": self.base_lrs[0], "backbone": self.base_lrs[1]}, "steps_done": self.step,
-            "minutes": round(self.spent / 60, 3), "groups": sorted(self.train), "calibration": calib}
+            "model": self.cfg.backbone,
+            "model_on_hub": self.cfg.pretrained and not Path(self.cfg.backbone).exists(),
+            "data_on_hub": data_kind(self.cfg.data) == "hub",
+            "freeze": "none" if self.train_vision else "vision",
+            "lrs": {"head": self.base_lrs[0], "backbone": self.base_lrs[1]},
+            "steps_done": self.step,
+            "minutes": round(self.spent / 60, 3),
+            "groups": sorted(self.train),
+            "calibration": calib,
+        }
         save_checkpoint(self.model, self.agent_config(temperature), self.out / "final", training)
         steps_s = self.step / max(self.busy, 1e-9)
-        return {"steps": self.step, "minutes": round(self.spent / 60, 3), "best": self.best, "calibration": calib,
-                "samples_per_group": self.counts, "curve": self.curve,
-                "samples_per_s": round(steps_s * self.cfg.batch * self.dist.world, 2),
-                "data_wait_share": round(self.wait / max(self.busy, 1e-9), 4)}
+        return {
+            "steps": self.step,
+            "minutes": round(self.spent / 60, 3),
+            "best": self.best,
+            "calibration": calib,
+            "samples_per_group": self.counts,
+            "curve": self.curve,
+            "samples_per_s": round(steps_s * self.cfg.batch * self.dist.world, 2),
+            "data_wait_share": round(self.wait / max(self.busy, 1e-9), 4),
+        }
 
 
 def _halves(examples: list[Example], most: int = 512) -> tuple[list[Example], list[Example]]:

@@ -20,8 +20,15 @@ def annotate(frame: np.ndarray, text: str, scale: int = 2) -> Image.Image:
     return im
 
 
-def record_episode(policy, game: str, out: str | Path, seed: int = EVAL_SEED_BASE, max_decisions: int = 1_000,
-                   greedy: bool = True, fps: int = 15) -> dict:
+def record_episode(
+    policy,
+    game: str,
+    out: str | Path,
+    seed: int = EVAL_SEED_BASE,
+    max_decisions: int = 1_000,
+    greedy: bool = True,
+    fps: int = 15,
+) -> dict:
     """Play one episode (two-frame rule, auto-FIRE) and write it as .gif or .mp4; returns a summary."""
     out = Path(out)
     if out.suffix.lower() not in (".gif", ".mp4"):
@@ -34,8 +41,9 @@ def record_episode(policy, game: str, out: str | Path, seed: int = EVAL_SEED_BAS
 
     def choose(d) -> int:
         prev = previous(d)
-        p = np.asarray(policy(Batch(game, g.actions, d.frame[None], prev[None], np.array([d.step == 0]),
-                                    np.zeros(1, dtype=int))))[0]
+        p = np.asarray(
+            policy(Batch(game, g.actions, d.frame[None], prev[None], np.array([d.step == 0]), np.zeros(1, dtype=int)))
+        )[0]
         a = int(np.argmax(p)) if greedy else int(rng.choice(len(p), p=p / p.sum()))
         frames.append(annotate(d.frame, f"{d.step:5d} {g.actions[a]} p={p[a]:.2f} score {g.score:g}"))
         return a
@@ -48,6 +56,7 @@ def record_episode(policy, game: str, out: str | Path, seed: int = EVAL_SEED_BAS
         frames[0].save(tmp, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
     else:
         import imageio.v3 as iio
+
         iio.imwrite(tmp, np.stack([np.asarray(f) for f in frames]), fps=fps, codec="libx264")
     tmp.replace(out)
     return {"game": game, "decisions": len(frames), "score": g.score, "video": str(out)}

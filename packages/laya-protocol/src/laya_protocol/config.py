@@ -25,8 +25,17 @@ import typing
 from dataclasses import MISSING
 
 
-def option(default=MISSING, help: str = "", *, factory=MISSING, choices=None, parse=None, metavar=None,
-           shown: str | None = None, cli: bool = True):
+def option(
+    default=MISSING,
+    help: str = "",
+    *,
+    factory=MISSING,
+    choices=None,
+    parse=None,
+    metavar=None,
+    shown: str | None = None,
+    cli: bool = True,
+):
     """A config field with its help text. ``shown`` replaces the default in the help (say what a
     ``None`` default means); ``parse`` turns the flag's text into the value."""
     meta = {"help": help, "choices": choices, "parse": parse, "metavar": metavar, "shown": shown, "cli": cli}
@@ -73,8 +82,12 @@ def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls, 
         kind = _base(hints[f.name])
         kwargs: dict = {"dest": f.name, "help": meta.get("help", "")}
         if kind is bool:
-            parser.add_argument(flag, action="store_true", default=bool(default) if default is not MISSING else False,
-                                help=kwargs["help"])
+            parser.add_argument(
+                flag,
+                action="store_true",
+                default=bool(default) if default is not MISSING else False,
+                help=kwargs["help"],
+            )
             continue
         if meta.get("parse"):
             kwargs["type"] = meta["parse"]

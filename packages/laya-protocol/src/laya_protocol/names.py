@@ -24,4 +24,3 @@ def score_key(role: str, cap: int | None = None) -> str:
 def scores_key(role: str, cap: int | None = None) -> str:
     """The per-episode list beside :func:`score_key`."""
     return f"{role}_scores" + (f"_cap{cap}" if cap else "")
-

@@ -126,13 +126,15 @@ def parse_json_line(line: bytes, file: str, n: int | None, field: str):
     try:
         return json.loads(line.decode("utf-8"))
     except json.JSONDecodeError as e:
-        raise AtariDataError(f"is not valid JSON ({e.msg})", file=file, line=e.lineno if n is None else n,
-                             field=field) from None
+        raise AtariDataError(
+            f"is not valid JSON ({e.msg})", file=file, line=e.lineno if n is None else n, field=field
+        ) from None
     except UnicodeDecodeError as e:
         raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=file, line=n, field=field) from None
     except (ValueError, RecursionError) as e:
-        raise AtariDataError(f"is not JSON this reader accepts ({str(e)[:120] or type(e).__name__})", file=file,
-                             line=n, field=field) from None
+        raise AtariDataError(
+            f"is not JSON this reader accepts ({str(e)[:120] or type(e).__name__})", file=file, line=n, field=field
+        ) from None
 
 
 def read_json(path: Path) -> dict:
@@ -140,8 +142,7 @@ def read_json(path: Path) -> dict:
     Python's recursion limit, a number past its digit limit, not an object) is one AtariDataError."""
     value = parse_json_line(_read(path), str(path), None, "(file)")
     if not isinstance(value, dict):
-        raise AtariDataError(f"holds a JSON {type(value).__name__}, expected an object", file=str(path),
-                             field="(file)")
+        raise AtariDataError(f"holds a JSON {type(value).__name__}, expected an object", file=str(path), field="(file)")
     return value
 
 
@@ -165,8 +166,11 @@ class FileLock:
             try:  # never through a symlink: a planted link would have us truncate whatever it points at
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             except OSError as e:
-                raise AtariDataError(f"cannot be opened as a lock file ({e.strerror}; a symlink or not a file?)",
-                                     file=str(self.path), field="(lock)") from None
+                raise AtariDataError(
+                    f"cannot be opened as a lock file ({e.strerror}; a symlink or not a file?)",
+                    file=str(self.path),
+                    field="(lock)",
+                ) from None
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 raise AtariDataError("is not a regular file", file=str(self.path), field="(lock)")
@@ -175,8 +179,12 @@ class FileLock:
             except BlockingIOError:
                 holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
                 os.close(fd)
-                raise AtariDataError(f"another process (pid {holder}) is writing {self.what}; wait for it to finish "
-                                     "or stop it, then rerun", file=str(self.path), field="(lock)") from None
+                raise AtariDataError(
+                    f"another process (pid {holder}) is writing {self.what}; wait for it to finish "
+                    "or stop it, then rerun",
+                    file=str(self.path),
+                    field="(lock)",
+                ) from None
             try:  # the previous holder may have removed the file between our open and our flock
                 same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:

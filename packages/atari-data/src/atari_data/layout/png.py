@@ -34,8 +34,12 @@ def encode_png(frame: np.ndarray, level: int = LEVEL) -> bytes:
     rows = np.zeros((h, 1 + frame[0].size), np.uint8)  # filter byte 0 (none) before every row
     rows[:, 1:] = frame.reshape(h, -1)
     header = struct.pack(">IIBBBBB", w, h, 8, 2 if frame.ndim == 3 else 0, 0, 0, 0)
-    return (SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.tobytes(), level))
-            + _chunk(b"IEND", b""))
+    return (
+        SIGNATURE
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(rows.tobytes(), level))
+        + _chunk(b"IEND", b"")
+    )
 
 
 def decode_png(data: bytes) -> np.ndarray:
@@ -70,8 +74,9 @@ def _check_declared_size(data: bytes) -> None:
         w, h, depth = struct.unpack(">IIB", data[16:25])
         size = w * h * 4 * max(1, depth // 8)
         if size > limit("frame"):
-            raise ValueError(f"declares {w}x{h} pixels ({size:,} bytes decoded), over the frame limit "
-                             f"of {limit('frame') >> 20} MB")
+            raise ValueError(
+                f"declares {w}x{h} pixels ({size:,} bytes decoded), over the frame limit of {limit('frame') >> 20} MB"
+            )
 
 
 def _unfiltered(idat: bytes, h: int, stride: int) -> bytes | None:
@@ -113,10 +118,10 @@ def _chunks(data: bytes, strict: bool) -> tuple[tuple, list[bytes], set[bytes]] 
         return None
     header, idat, kinds, pos = None, [], set(), 8
     while pos + 12 <= len(data):
-        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
         end = pos + 12 + length
-        body = data[pos + 8:end - 4]
-        if strict and (end > len(data) or data[end - 4:end] != struct.pack(">I", zlib.crc32(body, zlib.crc32(kind)))):
+        body = data[pos + 8 : end - 4]
+        if strict and (end > len(data) or data[end - 4 : end] != struct.pack(">I", zlib.crc32(body, zlib.crc32(kind)))):
             return None
         if header is None:
             if length != 13:

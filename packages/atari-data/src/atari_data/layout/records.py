@@ -42,11 +42,10 @@ class GameRules:
         # ids and paths are compared in _semantics. Anything it rejects is explained by RECORD.check.
         self._fast = RECORD.compile(
             skip=frozenset(("id", "image", "prev_image")),
-            equal={"actions": self._actions_list, "question": self.question, "source": self.source,
-                   "game": self.game})
+            equal={"actions": self._actions_list, "question": self.question, "source": self.source, "game": self.game},
+        )
 
-    def record(self, episode: int, step: int, label: int, target=None, provenance=None,
-               suffix: str = ".png") -> dict:
+    def record(self, episode: int, step: int, label: int, target=None, provenance=None, suffix: str = ".png") -> dict:
         """Build a record in schema field order."""
         rid = self.record_id(episode, step)
         rec = {"id": rid, "image": image_name(rid, suffix)}
@@ -80,9 +79,12 @@ class GameRules:
         rid = f"{self._id_prefix}{rec['episode']:06d}-s{rec['step']:06d}"  # as record_id()
         image = rec["image"]
         n = len(self.actions)
-        if (rec["id"] == rid and rec["label"] < n
-                and (image == f"images/{rid}.png" or image == f"images/{rid}.jpg")
-                and rec.get("prev_image") == (f"{image[:-4]}_prev{image[-4:]}" if self.frames == 2 else None)):
+        if (
+            rec["id"] == rid
+            and rec["label"] < n
+            and (image == f"images/{rid}.png" or image == f"images/{rid}.jpg")
+            and rec.get("prev_image") == (f"{image[:-4]}_prev{image[-4:]}" if self.frames == 2 else None)
+        ):
             target = rec.get("target")
             if target is not None:
                 check_target(target, n, out)
@@ -92,8 +94,9 @@ class GameRules:
     def _explain(self, rec: dict, rid: str, out: list[Defect]) -> list[Defect]:
         """The slow path of _semantics: name every field that differs from what it must be."""
         if rec["actions"] != self._actions_list:
-            out.append(("actions", f"{rec['actions']} differ from the game's action set "
-                                   f"(expected {self._actions_list})"))
+            out.append(
+                ("actions", f"{rec['actions']} differ from the game's action set (expected {self._actions_list})")
+            )
         if rec["question"] != self.question:
             out.append(("question", "differs from atari_question(game, actions)['action']"))
         if rec["source"] != self.source:

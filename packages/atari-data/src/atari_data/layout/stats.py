@@ -31,18 +31,31 @@ def stats_table(root, sources=None, games=None) -> pl.DataFrame:
         train, val = meta.get("train", {}), meta.get("val", {})
         labels = train.get("labels", {})
         row.update(
-            frames=meta.get("frames"), frame_format=meta.get("frame_format"),
-            train=train.get("records"), val=val.get("records"),
-            train_episodes=train.get("episodes"), val_episodes=val.get("episodes"),
+            frames=meta.get("frames"),
+            frame_format=meta.get("frame_format"),
+            train=train.get("records"),
+            val=val.get("records"),
+            train_episodes=train.get("episodes"),
+            val_episodes=val.get("episodes"),
             labels=json.dumps(labels) if labels else None,
             label_entropy_bits=round(entropy_bits(labels), 3) + 0.0 if labels else None,  # no -0.0
             target=_has_target(g) if g.ready else None,
         )
         rows.append(row)
-    schema = {"source": pl.String, "game": pl.String, "ready": pl.Boolean, "frames": pl.Int64,
-              "frame_format": pl.String, "train": pl.Int64, "val": pl.Int64, "train_episodes": pl.Int64,
-              "val_episodes": pl.Int64, "labels": pl.String, "label_entropy_bits": pl.Float64,
-              "target": pl.Boolean}
+    schema = {
+        "source": pl.String,
+        "game": pl.String,
+        "ready": pl.Boolean,
+        "frames": pl.Int64,
+        "frame_format": pl.String,
+        "train": pl.Int64,
+        "val": pl.Int64,
+        "train_episodes": pl.Int64,
+        "val_episodes": pl.Int64,
+        "labels": pl.String,
+        "label_entropy_bits": pl.Float64,
+        "target": pl.Boolean,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 

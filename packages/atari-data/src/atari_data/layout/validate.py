@@ -87,8 +87,11 @@ class _GameCheck:
         train_eps, val_eps = seen["train"][1], seen["val"][1]
         both = train_eps & val_eps
         if both:
-            self.defect(g.split_file("val"), "episode",
-                        f"episodes {sorted(both)[:5]} are in both train and val (expected disjoint)")
+            self.defect(
+                g.split_file("val"),
+                "episode",
+                f"episodes {sorted(both)[:5]} are in both train and val (expected disjoint)",
+            )
         self._meta_matches(meta_path, meta, seen)
 
     def _meta(self, path: Path) -> dict:
@@ -115,8 +118,11 @@ class _GameCheck:
             if g.game not in all_games():
                 self.defect(path, "game", f"{g.game!r} is not an ALE v5 game")
             elif _is_str_list(meta.get("actions")) and meta["actions"] != list(minimal_actions(g.game)):
-                self.defect(path, "actions", f"{meta['actions']} differ from the ALE minimal set "
-                                             f"(expected {list(minimal_actions(g.game))})")
+                self.defect(
+                    path,
+                    "actions",
+                    f"{meta['actions']} differ from the ALE minimal set (expected {list(minimal_actions(g.game))})",
+                )
         return meta
 
     def _frame_size(self, fmt) -> tuple[str, tuple[int, int]] | None:
@@ -164,8 +170,12 @@ class _GameCheck:
             if type(label) is int and 0 <= label < len(label_counts):
                 label_counts[label] += 1
             image, prev = rec["image"], rec.get("prev_image")
-            if images or image not in present or (prev is not None and prev not in present) or (
-                    prev is not None and rec["step"] == 0):
+            if (
+                images
+                or image not in present
+                or (prev is not None and prev not in present)
+                or (prev is not None and rec["step"] == 0)
+            ):
                 self._frames(rec, path, n, present, size)
         self.report.records += n
         return n, episodes, Counter({a: c for a, c in zip(rules.actions, label_counts, strict=True) if c})
@@ -182,8 +192,12 @@ class _GameCheck:
         if rec["step"] == 0 and len(names) == 2 and all(r in present for _, r in names):
             a, b = (_frame_bytes(self.g.path / r) for _, r in names)  # each file read once
             if a != b and _pixels(a) != _pixels(b):
-                self.defect(path, "prev_image", "differs from image on the episode's first step "
-                                                "(expected a copy of the current frame)", n)
+                self.defect(
+                    path,
+                    "prev_image",
+                    "differs from image on the episode's first step (expected a copy of the current frame)",
+                    n,
+                )
 
     def _decode(self, file: Path, path: Path, n: int, fld: str, size) -> None:
         mode, wh = size
@@ -195,8 +209,13 @@ class _GameCheck:
             self.defect(path, fld, f"{file.name} does not decode ({type(e).__name__}: {e})", n)
             return
         if got_mode != mode or got_size != wh:
-            self.defect(path, fld, f"{file.name} is {got_mode} {got_size[1]}x{got_size[0]}, expected "
-                                   f"{mode} {wh[1]}x{wh[0]} (meta.json frame_format)", n)
+            self.defect(
+                path,
+                fld,
+                f"{file.name} is {got_mode} {got_size[1]}x{got_size[0]}, expected "
+                f"{mode} {wh[1]}x{wh[0]} (meta.json frame_format)",
+                n,
+            )
 
     def _meta_matches(self, path: Path, meta: dict, seen: dict) -> None:
         caps = meta.get("caps") if isinstance(meta.get("caps"), dict) else {}
@@ -211,10 +230,8 @@ class _GameCheck:
             for key, actual in (("records", count), ("episodes", len(episodes))):
                 if key in stated and stated[key] != actual:
                     self.defect(path, f"{split}.{key}", f"says {stated[key]}, the records have {actual}")
-            if isinstance(stated.get("labels"), dict) and stated["labels"] != {
-                    k: v for k, v in labels.items() if v}:
-                self.defect(path, f"{split}.labels",
-                            f"{stated['labels']} differ from the records' {dict(labels)}")
+            if isinstance(stated.get("labels"), dict) and stated["labels"] != {k: v for k, v in labels.items() if v}:
+                self.defect(path, f"{split}.labels", f"{stated['labels']} differ from the records' {dict(labels)}")
 
 
 _KEY_FIELDS = frozenset(("id", "image", "prev_image", "episode", "step"))
@@ -245,8 +262,11 @@ def commit_game(staged: GameDir, images: bool, file: str) -> Path:
     ready that does not validate: a defect is one AtariDataError naming the first."""
     defects = check_game(staged, images=images)
     if defects:
-        raise AtariDataError(f"the assembled game does not validate ({len(defects)} defects), e.g. "
-                             f"{defects[0].render()}", file=file, field="(game)")
+        raise AtariDataError(
+            f"the assembled game does not validate ({len(defects)} defects), e.g. {defects[0].render()}",
+            file=file,
+            field="(game)",
+        )
     final = staged.root.parent / staged.game  # the stage lives in <root>/<source>/, beside the game
     swap_into_place(staged.path, final)
     write_atomic(final / READY, b"")

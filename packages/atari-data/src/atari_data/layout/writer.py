@@ -150,8 +150,7 @@ class GameWriter:
         self.rules = GameRules(self.source, self.game, tuple(self.actions), self.frames, self.platform)
         m = FRAME_FORMAT_RE.match(self.frame_format)
         if not m:
-            raise AtariDataError(f"{self.frame_format!r} is not <rgb|gray>_<height>x<width>",
-                                 field="frame_format")
+            raise AtariDataError(f"{self.frame_format!r} is not <rgb|gray>_<height>x<width>", field="frame_format")
         self._shape = (int(m[2]), int(m[3])) + ((3,) if m[1] == "rgb" else ())
         unknown = set(self.caps) - set(SPLITS)
         if unknown:
@@ -194,8 +193,11 @@ class GameWriter:
         if split not in SPLITS:
             raise AtariDataError(f"unknown split {split!r} (expected train or val)", field="split")
         if episode in self._episodes:
-            raise AtariDataError(f"episode {episode} was already added (to {self._episodes[episode]}); "
-                                 "episode numbers must be unique per game", field="episode")
+            raise AtariDataError(
+                f"episode {episode} was already added (to {self._episodes[episode]}); "
+                "episode numbers must be unique per game",
+                field="episode",
+            )
         self._episodes[episode] = split
         sampler = self._samplers[split]
         kept: list[_Kept] = []
@@ -235,7 +237,9 @@ class GameWriter:
         if isinstance(frame, np.ndarray) and (frame.shape != self._shape or frame.dtype != np.uint8):
             raise AtariDataError(
                 f"episode {episode} step {step}: frame is {frame.dtype} {frame.shape}, expected uint8 "
-                f"{self._shape} for {self.frame_format}", field="image")
+                f"{self._shape} for {self.frame_format}",
+                field="image",
+            )
         return frame
 
     def finish(self, baselines: dict | None = None) -> dict:
@@ -260,8 +264,7 @@ class GameWriter:
                     paths = {name: image_name(rid, _suffix(data), name) for name, data in k.side.items()}
                     provenance = {**(provenance or {}), **paths}
                     files.extend((tmp / paths[name], data) for name, data in k.side.items())
-                rec = self.rules.record(k.episode, k.step, k.label, k.target, provenance,
-                                        suffix=_suffix(k.image))
+                rec = self.rules.record(k.episode, k.step, k.label, k.target, provenance, suffix=_suffix(k.image))
                 defects = self.rules.check(rec)
                 if defects:
                     f, msg = defects[0]
@@ -273,23 +276,37 @@ class GameWriter:
                 labels[self.actions[k.label]] += 1
                 episodes.add(k.episode)
             _write_file(tmp / f"{split}.jsonl", "".join(line + "\n" for line in lines))
-            splits[split] = {"records": len(lines), "episodes": len(episodes),
-                             "labels": {a: labels[a] for a in self.actions if labels[a]}}
+            splits[split] = {
+                "records": len(lines),
+                "episodes": len(episodes),
+                "labels": {a: labels[a] for a in self.actions if labels[a]},
+            }
 
         kept_episodes = {k.episode for s_ in SPLITS for k in picked[s_]}
         if self._replays:
-            lines = [json.dumps({"episode": e, "split": self._episodes[e], **self._replays[e]}, separators=(",", ":"))
-                     for e in sorted(self._replays) if e in kept_episodes]
+            lines = [
+                json.dumps({"episode": e, "split": self._episodes[e], **self._replays[e]}, separators=(",", ":"))
+                for e in sorted(self._replays)
+                if e in kept_episodes
+            ]
             _write_file(tmp / EPISODES, "".join(line + "\n" for line in lines))
         # One thread: creating a file is CPU work in the kernel (ext4's inode allocator), and threads
         # contend (4,000 files: 0.11-0.16 s on one thread, 0.16-0.28 s on 2, 0.26-0.39 s on 8).
         for path, data in files:
             path.write_bytes(data)
         meta = {
-            "schema_version": SCHEMA_VERSION, "source": self.source, "game": self.game,
-            "platform": self.platform, "frame_format": self.frame_format, "frames": self.frames,
-            "actions": list(self.actions), "caps": dict(self.caps), **splits,
-            "dropped": dict(sorted(self.dropped.items())), "origin": self.origin, "license": self.license,
+            "schema_version": SCHEMA_VERSION,
+            "source": self.source,
+            "game": self.game,
+            "platform": self.platform,
+            "frame_format": self.frame_format,
+            "frames": self.frames,
+            "actions": list(self.actions),
+            "caps": dict(self.caps),
+            **splits,
+            "dropped": dict(sorted(self.dropped.items())),
+            "origin": self.origin,
+            "license": self.license,
         }
         if self.protocol is not None:
             meta["protocol"] = self.protocol.to_dict()
@@ -307,8 +324,13 @@ class GameWriter:
         # the records), so a source that copies frames it was given cannot slip a broken game in; then
         # the finished folder is swapped in (an old one goes only after) and marked ready.
         commit_game(staged, images=False, file=f"{self.source}/{self.game}")
-        log.info("%s/%s: %d train, %d val records", self.source, self.game,
-                 splits["train"]["records"], splits["val"]["records"])
+        log.info(
+            "%s/%s: %d train, %d val records",
+            self.source,
+            self.game,
+            splits["train"]["records"],
+            splits["val"]["records"],
+        )
         return meta
 
 

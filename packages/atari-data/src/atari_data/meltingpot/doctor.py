@@ -18,8 +18,9 @@ from atari_data.publish import repo
 
 def check_lmdb_pack(doctor, games: dict) -> None:
     """Add to ``doctor`` (an :class:`atari_data.publish.doctor.Doctor`) every defect of the clips."""
-    if not isinstance(games, dict) or not all(isinstance(g, str) and repo.SAFE_NAME_RE.match(g) and type(n) is int
-                                              for g, n in games.items()):
+    if not isinstance(games, dict) or not all(
+        isinstance(g, str) and repo.SAFE_NAME_RE.match(g) and type(n) is int for g, n in games.items()
+    ):
         doctor.defect(doctor.folder / repo.CARD, "lmdb_pack.games", "is not a mapping of game names to row counts")
         return
     for game, stated in games.items():
@@ -34,8 +35,12 @@ def check_lmdb_pack(doctor, games: dict) -> None:
                             continue
                         key, ext = repo.split_member(m.name)
                         if m.size > limits.limit("member"):
-                            doctor.defect(t, m.name, f"declares {m.size:,} bytes, over the member limit of "
-                                                   f"{limits.limit('member') // limits.MB:,} MB")
+                            doctor.defect(
+                                t,
+                                m.name,
+                                f"declares {m.size:,} bytes, over the member limit of "
+                                f"{limits.limit('member') // limits.MB:,} MB",
+                            )
                             continue
                         data = tf.extractfile(m).read()
                         if ext == "json":

@@ -30,14 +30,33 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 
-ARRAYS = {"video_latents": (4, np.float16), "actions": (2, np.int64), "frame_coords": (3, np.float32),
-          "orientations": (2, np.int64), "initial_positions": (2, np.float32)}
+ARRAYS = {
+    "video_latents": (4, np.float16),
+    "actions": (2, np.int64),
+    "frame_coords": (3, np.float32),
+    "orientations": (2, np.int64),
+    "initial_positions": (2, np.float32),
+}
 SCALARS = {"num_players": int, "prompt": str}
-SAFE = {("numpy", "ndarray"), ("numpy", "dtype")} | {
-    (m, n) for m in ("numpy.core.multiarray", "numpy._core.multiarray") for n in ("_reconstruct", "scalar")} | {
-    (m, "_frombuffer") for m in ("numpy.core.numeric", "numpy._core.numeric")}
-SAFE_BUILTINS = {"dict", "list", "tuple", "set", "frozenset", "str", "bytes", "bytearray", "int", "float", "complex",
-                 "bool"}
+SAFE = (
+    {("numpy", "ndarray"), ("numpy", "dtype")}
+    | {(m, n) for m in ("numpy.core.multiarray", "numpy._core.multiarray") for n in ("_reconstruct", "scalar")}
+    | {(m, "_frombuffer") for m in ("numpy.core.numeric", "numpy._core.numeric")}
+)
+SAFE_BUILTINS = {
+    "dict",
+    "list",
+    "tuple",
+    "set",
+    "frozenset",
+    "str",
+    "bytes",
+    "bytearray",
+    "int",
+    "float",
+    "complex",
+    "bool",
+}
 
 
 class _SafeUnpickler(pickle.Unpickler):
@@ -53,6 +72,7 @@ def safe_loads(data: bytes):
 
 def check_row(row, where: str, key: str) -> dict:
     """The row if it follows the schema; otherwise a one-line error naming the key and field."""
+
     def bad(fld, msg):
         return AtariDataError(f"row {key}: {msg}", file=where, field=fld)
 
@@ -75,8 +95,11 @@ def check_row(row, where: str, key: str) -> dict:
     if vl.shape[1] != 16:
         raise bad("video_latents", f"has {vl.shape[1]} channels, expected 16")
     if fc.shape != (t_lat, s, 2) or ori.shape != (t_lat, s) or ip.shape != (s, 2):
-        raise bad("frame_coords", f"shapes disagree: video_latents {vl.shape}, actions {acts.shape}, frame_coords "
-                                  f"{fc.shape}, orientations {ori.shape}, initial_positions {ip.shape}")
+        raise bad(
+            "frame_coords",
+            f"shapes disagree: video_latents {vl.shape}, actions {acts.shape}, frame_coords "
+            f"{fc.shape}, orientations {ori.shape}, initial_positions {ip.shape}",
+        )
     if not 1 <= row["num_players"] <= s:
         raise bad("num_players", f"{row['num_players']} with {s} player rows")
     return row
@@ -101,9 +124,12 @@ def read_lmdb(folder: str | Path) -> Iterator[tuple[str, dict]]:
             key = raw_key.hex()
             try:
                 row = safe_loads(value)
-            except Exception as e:  # UnpicklingError for refused classes, others for damaged bytes
-                raise AtariDataError(f"row {key}: not loadable without running code ({type(e).__name__}: {e})",
-                                     file=str(folder), field="(row)") from None
+            except Exception as e:  # noqa: BLE001 - UnpicklingError for refused classes, others for damaged bytes
+                raise AtariDataError(
+                    f"row {key}: not loadable without running code ({type(e).__name__}: {e})",
+                    file=str(folder),
+                    field="(row)",
+                ) from None
             yield key, check_row(row, str(folder), key)
 
 
@@ -119,11 +145,18 @@ def load_sample(row: dict, subjects: int, canvas_size: int = 512) -> dict:
     coords[:, :s] = row["frame_coords"] / canvas_size
     mask = np.zeros(subjects, bool)
     mask[: row["num_players"]] = True
-    return {"video_latents": row["video_latents"], "actions": actions, "frame_coords": coords,
-            "subject_mask": mask, "orientations": row["orientations"], "prompt": row["prompt"]}
+    return {
+        "video_latents": row["video_latents"],
+        "actions": actions,
+        "frame_coords": coords,
+        "subject_mask": mask,
+        "orientations": row["orientations"],
+        "prompt": row["prompt"],
+    }
 
 
 # -- re-sharding -----------------------------------------------------------------------------------
+
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
@@ -160,8 +193,13 @@ def pack_lmdb(src: str | Path, out: str | Path, rows_per_shard: int = 500, name:
                     tar.close()
                 tar = tarfile.open(folder / f"train-{n // rows_per_shard:06d}.tar", "w", format=tarfile.USTAR_FORMAT)
             sample = f"{game}-{n:06d}"
-            _add(tar, f"{sample}.json", json.dumps({"game": game, "lmdb_key": key, "num_players": row["num_players"],
-                                                    "prompt": row["prompt"]}).encode())
+            _add(
+                tar,
+                f"{sample}.json",
+                json.dumps(
+                    {"game": game, "lmdb_key": key, "num_players": row["num_players"], "prompt": row["prompt"]}
+                ).encode(),
+            )
             for field in ARRAYS:
                 _add(tar, f"{sample}.{field}.npy", _npy(row[field]))
             n += 1
@@ -178,14 +216,22 @@ def pack_lmdb(src: str | Path, out: str | Path, rows_per_shard: int = 500, name:
 def _write_card(path: Path, name: str, counts: dict) -> None:
     import yaml
 
-    header = {"pretty_name": name, "tags": ["melting-pot", "world-model", "webdataset"],
-              "configs": [{"config_name": g, "data_files": [{"split": "train", "path": f"webdataset/{g}/train-*.tar"}]}
-                          for g in counts],
-              "lmdb_pack": {"games": counts}}
+    header = {
+        "pretty_name": name,
+        "tags": ["melting-pot", "world-model", "webdataset"],
+        "configs": [
+            {"config_name": g, "data_files": [{"split": "train", "path": f"webdataset/{g}/train-*.tar"}]}
+            for g in counts
+        ],
+        "lmdb_pack": {"games": counts},
+    }
     fields = "\n".join(f"| `{k}` | {ARRAYS[k][0]}-d `{np.dtype(ARRAYS[k][1])}` |" for k in ARRAYS)
-    body = (f"# {name}\n\nMelting Pot world-model clips re-sharded from per-game LMDBs by `atari-data pack-lmdb`: "
-            "one WebDataset sample per LMDB row, `<sample>.json` (game, lmdb_key, num_players, prompt) and one "
-            "`<sample>.<array>.npy` per array (no pickle anywhere).\n\n| array | shape / dtype |\n| --- | --- |\n"
-            f"{fields}\n\n| game | clips |\n| --- | ---: |\n"
-            + "\n".join(f"| {g} | {n} |" for g, n in counts.items()) + "\n")
+    body = (
+        f"# {name}\n\nMelting Pot world-model clips re-sharded from per-game LMDBs by `atari-data pack-lmdb`: "
+        "one WebDataset sample per LMDB row, `<sample>.json` (game, lmdb_key, num_players, prompt) and one "
+        "`<sample>.<array>.npy` per array (no pickle anywhere).\n\n| array | shape / dtype |\n| --- | --- |\n"
+        f"{fields}\n\n| game | clips |\n| --- | ---: |\n"
+        + "\n".join(f"| {g} | {n} |" for g, n in counts.items())
+        + "\n"
+    )
     path.write_text("---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body)

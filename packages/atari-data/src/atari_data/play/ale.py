@@ -41,12 +41,16 @@ class AtariGame:
         self.protocol = protocol or Protocol.ale_v5(game, decision_cap=DATA_DECISION_CAP)
         self.actions = minimal_actions(game)
         self.env = AtariEnv(
-            game=rom_id(game), frameskip=1, full_action_space=self.protocol.action_set == "full",
+            game=rom_id(game),
+            frameskip=1,
+            full_action_space=self.protocol.action_set == "full",
             repeat_action_probability=self.protocol.repeat_action_probability,
-            max_num_frames_per_episode=self.protocol.max_frames_per_episode)
+            max_num_frames_per_episode=self.protocol.max_frames_per_episode,
+        )
         self.ale = self.env.ale
-        self._fire = (self.actions.index("FIRE")
-                      if "FIRE" in self.actions and self.protocol.auto_fire == AUTO_FIRE_RULE else None)
+        self._fire = (
+            self.actions.index("FIRE") if "FIRE" in self.actions and self.protocol.auto_fire == AUTO_FIRE_RULE else None
+        )
         self.score = 0.0
         self.done = True
         self.keep = keep
@@ -138,8 +142,9 @@ class PreviousFrame:
         return prev
 
 
-def play_episode(game: AtariGame, seed: int, choose: Callable[[Decision], int],
-                 decision_cap: int | None = None) -> Iterator[tuple[Decision, int]]:
+def play_episode(
+    game: AtariGame, seed: int, choose: Callable[[Decision], int], decision_cap: int | None = None
+) -> Iterator[tuple[Decision, int]]:
     """Play one episode; yields each decision with the action ``choose`` picked, before it is played."""
     fired = game.reset(seed)
     cap = decision_cap if decision_cap is not None else game.protocol.decision_cap

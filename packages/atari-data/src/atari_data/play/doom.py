@@ -40,6 +40,7 @@ def epsilon_expert(epsilon: float, n: int) -> Behaviour:
         if expert is None or rng.random() < epsilon:
             return int(rng.integers(n))
         return expert
+
     return behave
 
 
@@ -66,8 +67,12 @@ def episode_scores(game, seeds, behave: Behaviour, rng_seed: int = 0) -> dict:
         steps.append(sum(1 for _ in play(game, s, behave, rng)))
         rewards.append(game.get_total_reward())
         kills.append(game.get_episode_time() < game.get_episode_timeout())
-    return {"mean": float(np.mean(rewards)), "kill_rate": float(np.mean(kills)), "steps": float(np.mean(steps)),
-            "episodes": len(rewards)}
+    return {
+        "mean": float(np.mean(rewards)),
+        "kill_rate": float(np.mean(kills)),
+        "steps": float(np.mean(steps)),
+        "episodes": len(rewards),
+    }
 
 
 @dataclass
@@ -86,10 +91,20 @@ def generate_doom(cfg: DoomConfig) -> dict | None:
     game = make_game(cfg.scenario, cfg.seed)
     names = buttons(game)
     name = doom.game_name(cfg.scenario)
-    with GameWriter(cfg.root, f"doom_{cfg.scenario}", name, frame_format="rgb_240x320", frames=2, actions=names,
-                    platform="vizdoom", origin=f"atari-data generate, ViZDoom {cfg.scenario}, labels-buffer "
-                    f"expert, epsilon {cfg.epsilon}", license="MIT", seed=cfg.seed, force=cfg.force,
-                    caps={"train": cfg.train_frames, "val": cfg.val_frames}) as writer:
+    with GameWriter(
+        cfg.root,
+        f"doom_{cfg.scenario}",
+        name,
+        frame_format="rgb_240x320",
+        frames=2,
+        actions=names,
+        platform="vizdoom",
+        origin=f"atari-data generate, ViZDoom {cfg.scenario}, labels-buffer expert, epsilon {cfg.epsilon}",
+        license="MIT",
+        seed=cfg.seed,
+        force=cfg.force,
+        caps={"train": cfg.train_frames, "val": cfg.val_frames},
+    ) as writer:
         if writer.complete:
             game.close()
             return None
@@ -115,6 +130,7 @@ def _labelled(decisions, writer: GameWriter) -> Iterator[Step]:
         if expert is None:
             writer.drop("no_monster")
         else:
-            yield Step(frame=frame, label=expert, prev_frame=frame if prev is None else prev,
-                       provenance={"played": action})
+            yield Step(
+                frame=frame, label=expert, prev_frame=frame if prev is None else prev, provenance={"played": action}
+            )
         prev = frame

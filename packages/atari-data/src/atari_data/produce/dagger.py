@@ -62,8 +62,10 @@ def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):
         before = previous(d)
         p = np.asarray(policy([before, d.frame], game.game, game.actions), dtype=np.float64)
         if p.shape != (len(game.actions),) or not np.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
-            raise AtariDataError(f"policy returned {p!r} for {len(game.actions)} actions (expected finite "
-                                 "non-negative probabilities)", field="policy")
+            raise AtariDataError(
+                f"policy returned {p!r} for {len(game.actions)} actions (expected finite non-negative probabilities)",
+                field="policy",
+            )
         p = p / p.sum()
         return int(np.argmax(p)) if greedy else sample(p, rng)
 
@@ -79,10 +81,19 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
     out = {}
     for name in [resolve_game(g) for g in cfg.games]:
         protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
-        with GameWriter(cfg.root, source, name, frame_format="rgb_210x160", frames=2,
-                        origin=f"atari-data DAgger round {cfg.round}, expert {cfg.expert}", license="MIT",
-                        caps={"train": cfg.train_frames, "val": cfg.val_frames}, protocol=protocol,
-                        seed=cfg.seed, force=cfg.force) as writer:
+        with GameWriter(
+            cfg.root,
+            source,
+            name,
+            frame_format="rgb_210x160",
+            frames=2,
+            origin=f"atari-data DAgger round {cfg.round}, expert {cfg.expert}",
+            license="MIT",
+            caps={"train": cfg.train_frames, "val": cfg.val_frames},
+            protocol=protocol,
+            seed=cfg.seed,
+            force=cfg.force,
+        ) as writer:
             if writer.complete:
                 out[name] = None
                 continue
@@ -90,14 +101,28 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
             game = AtariGame(name, protocol, keep=getattr(expert, "frames", None))
             behave = policy_behaviour(policy, game, cfg.greedy)
 
-            def steps_for(episode: int, replay: dict, name=name, game=game, expert=expert, behave=behave
-                          ) -> Iterator[Step]:
+            def steps_for(
+                episode: int, replay: dict, name=name, game=game, expert=expert, behave=behave
+            ) -> Iterator[Step]:
                 seed_key = dagger_episode(cfg.round, episode)
-                return labelled_steps(game, expert, episode_seed(cfg.seed, name, seed_key),
-                                      behaviour_rng(cfg.seed, name, seed_key), behave, cfg.decision_cap, returns=True,
-                                      replay=replay)
+                return labelled_steps(
+                    game,
+                    expert,
+                    episode_seed(cfg.seed, name, seed_key),
+                    behaviour_rng(cfg.seed, name, seed_key),
+                    behave,
+                    cfg.decision_cap,
+                    returns=True,
+                    replay=replay,
+                )
 
-            fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, 1),
-                                            ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)])
+            fill_splits(
+                writer,
+                steps_for,
+                [
+                    ("val", VAL_EPISODES_FROM, cfg.val_frames, 1),
+                    ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes),
+                ],
+            )
             out[name] = writer.finish()
     return out

@@ -17,8 +17,17 @@ from atari_data.errors import AtariDataError
 EXECUTORS = ("local", "ray")
 
 
-def fan_out(fn: Callable, items: Iterable, *, executor: str = "local", workers: int = 1, here: Callable | None = None,
-            progress: bool = True, desc: str | None = None, unit: str = "game") -> list:
+def fan_out(
+    fn: Callable,
+    items: Iterable,
+    *,
+    executor: str = "local",
+    workers: int = 1,
+    here: Callable | None = None,
+    progress: bool = True,
+    desc: str | None = None,
+    unit: str = "game",
+) -> list:
     """``[fn(x) for x in items]``, in order: as Ray tasks, on ``workers`` spawned processes (with one
     progress bar of items), or, with one worker, ``here(x)`` (default ``fn``) one after another in
     this process, where it may show its own progress."""
@@ -34,9 +43,12 @@ def fan_out(fn: Callable, items: Iterable, *, executor: str = "local", workers: 
     from tqdm import tqdm
 
     out = []
-    with mp.get_context("spawn").Pool(min(workers, len(items)), initializer=die_with_parent,
-                                      initargs=(os.getpid(),)) as pool, \
-            tqdm(total=len(items), desc=desc, unit=unit, disable=None if progress else True) as bar:
+    with (
+        mp.get_context("spawn").Pool(
+            min(workers, len(items)), initializer=die_with_parent, initargs=(os.getpid(),)
+        ) as pool,
+        tqdm(total=len(items), desc=desc, unit=unit, disable=None if progress else True) as bar,
+    ):
         for result in pool.imap(fn, items):
             out.append(result)
             bar.update(1)

@@ -39,29 +39,35 @@ class GenerateConfig:
     """What `atari-data generate` plays and writes; every flag maps to one field."""
 
     root: str = option(help="layout root folder to write into")
-    games: list[str] = option(help="ALE v5 game names, comma-separated",
-                              factory=lambda: ["Pong", "Breakout", "Freeway", "Boxing"])
+    games: list[str] = option(
+        help="ALE v5 game names, comma-separated", factory=lambda: ["Pong", "Breakout", "Freeway", "Boxing"]
+    )
     source: str = option("expert2f", "expert2f also records the previous frame as prev_image", choices=tuple(SOURCES))
     expert: str = option("builtin", "builtin (RAM-reading scripted experts), sb3:PATH, cleanrl:PATH or hub:REPO")
-    train_frames: int = option(DEFAULT_CAPS["train"], "train records per game at most; episodes are played until "
-                               "there are this many decisions and subsampled evenly")
+    train_frames: int = option(
+        DEFAULT_CAPS["train"],
+        "train records per game at most; episodes are played until there are this many decisions and subsampled evenly",
+    )
     val_frames: int = option(DEFAULT_CAPS["val"], "val records per game at most")
     min_train_episodes: int = option(3, "play at least this many train episodes")
     min_val_episodes: int = option(1, "play at least this many val episodes")
     epsilon: float = option(0.1, "probability of a uniform random move instead of the expert's")
-    decision_cap: int | None = option(DATA_DECISION_CAP, "decisions per episode at most (the default is ALE v5's "
-                                      "frame limit)")
+    decision_cap: int | None = option(
+        DATA_DECISION_CAP, "decisions per episode at most (the default is ALE v5's frame limit)"
+    )
     baseline_episodes: int = option(5, "episodes each for the expert and random baselines; 0 skips them")
     seed: int = option(0, "every ALE seed and random stream derives from it")
     workers: int = option(1, "games generated in parallel processes")
-    executor: str = option("local", "ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one); needs "
-                           "atari-data[ray]", choices=EXECUTORS)
+    executor: str = option(
+        "local",
+        "ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one); needs atari-data[ray]",
+        choices=EXECUTORS,
+    )
     force: bool = option(False, "rewrite games that are already complete")
 
     def __post_init__(self):
         if self.source not in SOURCES:
-            raise AtariDataError(f"unknown source {self.source!r} (expected {' or '.join(SOURCES)})",
-                                 field="--source")
+            raise AtariDataError(f"unknown source {self.source!r} (expected {' or '.join(SOURCES)})", field="--source")
         if not 0 <= self.epsilon <= 1:
             raise AtariDataError(f"{self.epsilon} is not a probability", field="--epsilon")
         self.games = [resolve_game(g) for g in self.games]
@@ -81,16 +87,25 @@ Behaviour = Callable[[Decision, np.ndarray, np.random.Generator], int]
 
 def epsilon_expert(epsilon: float) -> Behaviour:
     """With probability ``epsilon`` a uniform random move, else a sample from the expert."""
+
     def behave(_d: Decision, expert_p: np.ndarray, rng: np.random.Generator) -> int:
         if rng.random() < epsilon:
             return int(rng.integers(len(expert_p)))
         return sample(expert_p, rng)
+
     return behave
 
 
-def labelled_steps(game: AtariGame, expert: Expert, ale_seed: int, rng: np.random.Generator,
-                   behave: Behaviour, decision_cap: int | None, returns: bool = False,
-                   replay: dict | None = None) -> Iterator[Step]:
+def labelled_steps(
+    game: AtariGame,
+    expert: Expert,
+    ale_seed: int,
+    rng: np.random.Generator,
+    behave: Behaviour,
+    decision_cap: int | None,
+    returns: bool = False,
+    replay: dict | None = None,
+) -> Iterator[Step]:
     """One episode played by ``behave``, every decision labelled by ``expert``.
 
     ``target`` is the expert's distribution (6 decimals), ``label`` its argmax, and the move played
@@ -114,8 +129,9 @@ def labelled_steps(game: AtariGame, expert: Expert, ale_seed: int, rng: np.rando
         if returns:
             prov["score_before"] = game.score
             provenances.append(prov)
-        yield Step(d.frame, label=int(np.argmax(p)), target=np.round(p, 6).tolist(), provenance=prov,
-                   after_fire=d.after_fire)
+        yield Step(
+            d.frame, label=int(np.argmax(p)), target=np.round(p, 6).tolist(), provenance=prov, after_fire=d.after_fire
+        )
     for prov in provenances:
         prov["return_to_go"] = game.score - prov.pop("score_before")
         prov["episode_score"] = game.score
@@ -123,8 +139,12 @@ def labelled_steps(game: AtariGame, expert: Expert, ale_seed: int, rng: np.rando
         replay.update(seed=ale_seed, moves=list(game.moves), decisions=list(game.decisions))
 
 
-def fill_splits(writer: GameWriter, steps_for: Callable[[int, dict], Iterable[Step]],
-                plan: list[tuple[str, int, int, int]], progress=None) -> None:
+def fill_splits(
+    writer: GameWriter,
+    steps_for: Callable[[int, dict], Iterable[Step]],
+    plan: list[tuple[str, int, int, int]],
+    progress=None,
+) -> None:
     """Play episodes into ``writer``: for each (split, first episode number, frames, min episodes),
     until the split has at least that many decisions to fill its cap, and that many episodes.
     ``steps_for(episode, replay)`` fills ``replay`` with the episode's seed and moves."""
@@ -177,9 +197,12 @@ def _reusable_baselines(cfg: GenerateConfig, game: str) -> dict | None:
             continue
         meta = g.meta()
         b = meta.get("baselines") or {}
-        if (b.get("expert") == cfg.expert and meta.get("seed") == cfg.seed
-                and len(b.get(scores_key("expert"), [])) == cfg.baseline_episodes
-                and b.get("protocol", {}).get("decision_cap") == cfg.decision_cap):
+        if (
+            b.get("expert") == cfg.expert
+            and meta.get("seed") == cfg.seed
+            and len(b.get(scores_key("expert"), [])) == cfg.baseline_episodes
+            and b.get("protocol", {}).get("decision_cap") == cfg.decision_cap
+        ):
             return b
     return None
 
@@ -187,11 +210,19 @@ def _reusable_baselines(cfg: GenerateConfig, game: str) -> dict | None:
 def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | None:
     """Write one game; returns its meta.json, or None when it was already complete."""
     protocol = Protocol.ale_v5(game_name, decision_cap=cfg.decision_cap)
-    with GameWriter(cfg.root, cfg.source, game_name, frame_format="rgb_210x160",
-                    origin=f"atari-data generate, expert {cfg.expert}, epsilon {cfg.epsilon}",
-                    license="MIT", frames=SOURCES[cfg.source],
-                    caps={"train": cfg.train_frames, "val": cfg.val_frames},
-                    protocol=protocol, seed=cfg.seed, force=cfg.force) as writer:
+    with GameWriter(
+        cfg.root,
+        cfg.source,
+        game_name,
+        frame_format="rgb_210x160",
+        origin=f"atari-data generate, expert {cfg.expert}, epsilon {cfg.epsilon}",
+        license="MIT",
+        frames=SOURCES[cfg.source],
+        caps={"train": cfg.train_frames, "val": cfg.val_frames},
+        protocol=protocol,
+        seed=cfg.seed,
+        force=cfg.force,
+    ) as writer:
         if writer.complete:
             log.info("%s/%s is complete; skipping (use --force to redo)", cfg.source, game_name)
             return None
@@ -200,12 +231,25 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
         behave = epsilon_expert(cfg.epsilon)
 
         def steps_for(episode: int, replay: dict) -> Iterator[Step]:
-            return labelled_steps(game, expert, episode_seed(cfg.seed, game_name, episode),
-                                  behaviour_rng(cfg.seed, game_name, episode), behave, cfg.decision_cap, replay=replay)
+            return labelled_steps(
+                game,
+                expert,
+                episode_seed(cfg.seed, game_name, episode),
+                behaviour_rng(cfg.seed, game_name, episode),
+                behave,
+                cfg.decision_cap,
+                replay=replay,
+            )
 
-        fill_splits(writer, steps_for, [("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
-                                        ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes)],
-                    progress)
+        fill_splits(
+            writer,
+            steps_for,
+            [
+                ("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
+                ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes),
+            ],
+            progress,
+        )
         baselines = None
         if cfg.baseline_episodes > 0:
             baselines = _reusable_baselines(cfg, game_name) or measure_baselines(game, expert, cfg)
@@ -234,5 +278,14 @@ def generate(cfg: GenerateConfig, progress: bool = True) -> dict[str, dict | Non
             return g, generate_game(c, g, bar)
 
     games = list(dict.fromkeys(cfg.games))  # Pong,Pong is one game, not two writers of one folder
-    return dict(fan_out(_one, [(cfg, g) for g in games], executor=cfg.executor, workers=cfg.workers, here=here,
-                        progress=progress, desc=cfg.source))
+    return dict(
+        fan_out(
+            _one,
+            [(cfg, g) for g in games],
+            executor=cfg.executor,
+            workers=cfg.workers,
+            here=here,
+            progress=progress,
+            desc=cfg.source,
+        )
+    )

@@ -24,12 +24,13 @@ class Importer(Protocol):
     (game, part), ``part`` being what else names it (PlayJev's round; None for the others)."""
 
     REPO: str | None  # the Hub dataset it downloads from with --from hub:, None when it is not on the Hub
-    ORIGIN: str       # where the data comes from, in words
+    ORIGIN: str  # where the data comes from, in words
 
     def units(self, root: Path, games: Sequence[str] | None) -> list[tuple[str, str | None]]: ...
     def output(self, game: str, part: str | None) -> str: ...  # ``<source>/<Game>`` in the layout
-    def run(self, root: str | Path, out: str | Path, game: str, part: str | None, caps: dict, force: bool,
-            progress) -> dict | None: ...
+    def run(
+        self, root: str | Path, out: str | Path, game: str, part: str | None, caps: dict, force: bool, progress
+    ) -> dict | None: ...
     def download_patterns(self, games: Sequence[str] | None) -> list[str] | None: ...
 
 
@@ -58,14 +59,17 @@ def importer(source: str) -> Importer:
     return importlib.import_module(f"atari_data.produce.sources.{source}")  # type: ignore[return-value]
 
 
-def plan(source: str, root: str | Path, out: str | Path, games: Sequence[str] | None, caps: dict,
-         force: bool = False) -> list[ImportJob]:
+def plan(
+    source: str, root: str | Path, out: str | Path, games: Sequence[str] | None, caps: dict, force: bool = False
+) -> list[ImportJob]:
     """The jobs for ``games`` (None: every game in ``root``, a local copy)."""
     units = importer(source).units(Path(root), games)
     if not units:
         raise AtariDataError(f"no games found (a local copy of {source})", file=str(root), field="--from")
-    return [ImportJob(source, root=str(root), out=str(out), game=game, part=part, caps=dict(caps), force=force)
-            for game, part in units]
+    return [
+        ImportJob(source, root=str(root), out=str(out), game=game, part=part, caps=dict(caps), force=force)
+        for game, part in units
+    ]
 
 
 def run_job(job: ImportJob, progress=None) -> dict | None:
@@ -73,8 +77,9 @@ def run_job(job: ImportJob, progress=None) -> dict | None:
     return importer(job.source).run(job.root, job.out, job.game, job.part, job.caps, job.force, progress)
 
 
-def run_jobs(jobs: Sequence[ImportJob], executor: str = "local", workers: int = 1,
-             progress: bool = True) -> list[dict | None]:
+def run_jobs(
+    jobs: Sequence[ImportJob], executor: str = "local", workers: int = 1, progress: bool = True
+) -> list[dict | None]:
     """Every job's result, in order: here (a progress bar of episodes per game), on ``workers``
     processes, or as Ray tasks (``executors.fan_out``)."""
     from tqdm import tqdm

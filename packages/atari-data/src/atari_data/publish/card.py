@@ -37,21 +37,36 @@ def card_yaml(summary: dict, metas: dict[str, dict[str, dict]]) -> dict:
     licenses = sorted({m["license"] for ms in metas.values() for m in ms.values()})
     configs, infos = [], []
     for i, (source, conf) in enumerate(summary["configs"].items()):
-        entry = {"config_name": source, "data_files": [
-            {"split": split, "path": repo.parquet_pattern(source, split)}
-            for split, s in conf["splits"].items() if s["records"]]}
+        entry = {
+            "config_name": source,
+            "data_files": [
+                {"split": split, "path": repo.parquet_pattern(source, split)}
+                for split, s in conf["splits"].items()
+                if s["records"]
+            ],
+        }
         if i == 0:
             entry["default"] = True
         configs.append(entry)
         info = datasets.DatasetInfo(features=hf_features(conf["frames"]))._to_yaml_dict()
-        info = {"config_name": source, **info,
-                "splits": [{"name": split, "num_bytes": s["bytes"], "num_examples": s["records"]}
-                           for split, s in conf["splits"].items()]}
+        info = {
+            "config_name": source,
+            **info,
+            "splits": [
+                {"name": split, "num_bytes": s["bytes"], "num_examples": s["records"]}
+                for split, s in conf["splits"].items()
+            ],
+        }
         infos.append(info)
-    return {"license": licenses[0].lower() if len(licenses) == 1 else "other", "pretty_name": "Atari game decisions",
-            "task_categories": ["reinforcement-learning", "image-classification"],
-            "tags": ["atari", "ale", "imitation-learning", "vision-language"],
-            "configs": configs, "dataset_info": infos, "schema_version": SCHEMA_VERSION}
+    return {
+        "license": licenses[0].lower() if len(licenses) == 1 else "other",
+        "pretty_name": "Atari game decisions",
+        "task_categories": ["reinforcement-learning", "image-classification"],
+        "tags": ["atari", "ale", "imitation-learning", "vision-language"],
+        "configs": configs,
+        "dataset_info": infos,
+        "schema_version": SCHEMA_VERSION,
+    }
 
 
 def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, dict]]) -> None:
@@ -63,29 +78,47 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
         formats = ", ".join(sorted({m["frame_format"] for m in ms.values()}))
         lic = ", ".join(sorted({m["license"] for m in ms.values()}))
         origin = "; ".join(sorted({m["origin"] for m in ms.values()}))
-        configs.append(f"| `{source}` | {', '.join(sorted(ms))} | {conf['splits']['train']['records']} | "
-                       f"{conf['splits']['validation']['records']} | {conf['frames']} | {formats} | {lic} | {origin} |")
+        configs.append(
+            f"| `{source}` | {', '.join(sorted(ms))} | {conf['splits']['train']['records']} | "
+            f"{conf['splits']['validation']['records']} | {conf['frames']} | {formats} | {lic} | {origin} |"
+        )
     games = []
     for source, ms in metas.items():
         for game, m in sorted(ms.items()):
             labels = Counter(m["train"]["labels"])
             total = sum(labels.values()) or 1
             dist = ", ".join(f"{a} {c / total:.0%}" for a, c in labels.most_common())
-            games.append(f"| `{source}` | {game} | {m['train']['records']} | {m['train']['episodes']} | "
-                         f"{m['val']['records']} | {dist} |")
+            games.append(
+                f"| `{source}` | {game} | {m['train']['records']} | {m['train']['episodes']} | "
+                f"{m['val']['records']} | {dist} |"
+            )
     template = Template((Path(__file__).parent / "card_template.md").read_text())
-    path.write_text(template.substitute(
-        header=yaml.safe_dump(card_yaml(summary, metas), sort_keys=False, allow_unicode=True).rstrip(), name=name,
-        first=first, shards=repo.tar_urls(first, "train", 1), configs="\n".join(configs),
-        schema_version=SCHEMA_VERSION, schema_table=markdown_table(RECORD),
-        schema_files=" and ".join(f"`{repo.schema_file(k)}`" for k in repo.SCHEMA_KINDS),
-        meta_file=repo.meta_file("<config>", "<Game>"), protocols=_protocol_table(metas), games="\n".join(games),
-        baselines=_baselines_section(metas), citations=CITATIONS))
+    path.write_text(
+        template.substitute(
+            header=yaml.safe_dump(card_yaml(summary, metas), sort_keys=False, allow_unicode=True).rstrip(),
+            name=name,
+            first=first,
+            shards=repo.tar_urls(first, "train", 1),
+            configs="\n".join(configs),
+            schema_version=SCHEMA_VERSION,
+            schema_table=markdown_table(RECORD),
+            schema_files=" and ".join(f"`{repo.schema_file(k)}`" for k in repo.SCHEMA_KINDS),
+            meta_file=repo.meta_file("<config>", "<Game>"),
+            protocols=_protocol_table(metas),
+            games="\n".join(games),
+            baselines=_baselines_section(metas),
+            citations=CITATIONS,
+        )
+    )
 
 
 def _protocol_table(metas: dict[str, dict[str, dict]]) -> str:
-    protocols = {(s, m["protocol"]["env_id"].split("/")[0]): m["protocol"] for s, ms in metas.items()
-                 for m in ms.values() if m.get("protocol")}
+    protocols = {
+        (s, m["protocol"]["env_id"].split("/")[0]): m["protocol"]
+        for s, ms in metas.items()
+        for m in ms.values()
+        if m.get("protocol")
+    }
     if not protocols:
         return "No source records an emulator protocol."
     keys = list(next(iter(protocols.values())))
@@ -105,35 +138,68 @@ def _baselines_section(metas: dict[str, dict[str, dict]]) -> str:
         for game, m in sorted(ms.items()):
             b = m.get("baselines")
             if b:
-                capped = (f"{b[score_key('expert', BASELINE_CAP)]:g} / {b[score_key('random', BASELINE_CAP)]:g}"
-                          if score_key("expert", BASELINE_CAP) in b else "—")
-                rows.append(f"| `{source}` | {game} | {b.get('expert', '')} | {b[score_key('expert')]:g} / "
-                            f"{b[score_key('random')]:g} | {capped} | {len(b[scores_key('expert')])} |")
+                capped = (
+                    f"{b[score_key('expert', BASELINE_CAP)]:g} / {b[score_key('random', BASELINE_CAP)]:g}"
+                    if score_key("expert", BASELINE_CAP) in b
+                    else "—"
+                )
+                rows.append(
+                    f"| `{source}` | {game} | {b.get('expert', '')} | {b[score_key('expert')]:g} / "
+                    f"{b[score_key('random')]:g} | {capped} | {len(b[scores_key('expert')])} |"
+                )
     if not rows:
         return ""
-    return "\n".join(["", "## Baselines", "", f"Greedy expert / uniform random, mean episode score; also after the "
-                      f"first {BASELINE_CAP} decisions, which evaluation uses.", "",
-                      f"| config | game | expert | uncapped | first {BASELINE_CAP} decisions | episodes each |",
-                      "| --- | --- | --- | ---: | ---: | ---: |", *rows, ""])
+    return "\n".join(
+        [
+            "",
+            "## Baselines",
+            "",
+            f"Greedy expert / uniform random, mean episode score; also after the "
+            f"first {BASELINE_CAP} decisions, which evaluation uses.",
+            "",
+            f"| config | game | expert | uncapped | first {BASELINE_CAP} decisions | episodes each |",
+            "| --- | --- | --- | ---: | ---: | ---: |",
+            *rows,
+            "",
+        ]
+    )
 
 
 def write_replay_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, dict]]) -> None:
     """The card of a replay-packed repository: no frames, so no `datasets` configs."""
     licenses = sorted({m["license"] for ms in metas.values() for m in ms.values()})
-    header = {"license": licenses[0].lower() if len(licenses) == 1 else "other", "pretty_name": f"{name} (replay)",
-              "tags": ["atari", "ale", "replay"], "schema_version": SCHEMA_VERSION,
-              "replay": {source: sorted(conf["replay"]) for source, conf in summary["configs"].items()}}
-    lines = ["---", yaml.safe_dump(header, sort_keys=False).rstrip(), "---", "", f"# {name} (replay-packed)", "",
-             "The decisions of played Atari sources without their screens: every episode's ALE seed and moves "
-             "(auto-FIREs included) and an MD5 of every frame's pixels. Rebuild the frames locally, checked one "
-             "by one:",
-             "", "```bash", "atari-data rebuild . --root data/atari",
-             "atari-data validate data/atari --images",
-             "```", "", "| source | game | records | protocol |", "| --- | --- | ---: | --- |"]
+    header = {
+        "license": licenses[0].lower() if len(licenses) == 1 else "other",
+        "pretty_name": f"{name} (replay)",
+        "tags": ["atari", "ale", "replay"],
+        "schema_version": SCHEMA_VERSION,
+        "replay": {source: sorted(conf["replay"]) for source, conf in summary["configs"].items()},
+    }
+    lines = [
+        "---",
+        yaml.safe_dump(header, sort_keys=False).rstrip(),
+        "---",
+        "",
+        f"# {name} (replay-packed)",
+        "",
+        "The decisions of played Atari sources without their screens: every episode's ALE seed and moves "
+        "(auto-FIREs included) and an MD5 of every frame's pixels. Rebuild the frames locally, checked one "
+        "by one:",
+        "",
+        "```bash",
+        "atari-data rebuild . --root data/atari",
+        "atari-data validate data/atari --images",
+        "```",
+        "",
+        "| source | game | records | protocol |",
+        "| --- | --- | ---: | --- |",
+    ]
     for source, conf in summary["configs"].items():
         for game, n in sorted(conf["replay"].items()):
             p = metas[source][game].get("protocol") or {}
-            lines.append(f"| `{source}` | {game} | {n} | {p.get('env_id', '')}, sticky "
-                         f"{p.get('repeat_action_probability', '')}, frameskip {p.get('frameskip', '')} |")
+            lines.append(
+                f"| `{source}` | {game} | {n} | {p.get('env_id', '')}, sticky "
+                f"{p.get('repeat_action_probability', '')}, frameskip {p.get('frameskip', '')} |"
+            )
     lines += ["", "## Citation", "", CITATIONS, ""]
     path.write_text("\n".join(lines))

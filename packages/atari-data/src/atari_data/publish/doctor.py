@@ -45,8 +45,11 @@ class Doctor:
             return self
         version = card.get("schema_version")
         if version not in KNOWN_VERSIONS:
-            self.defect(self.folder / repo.CARD, "schema_version", f"{version!r} is not a known schema version "
-                                                                       f"({', '.join(map(str, KNOWN_VERSIONS))})")
+            self.defect(
+                self.folder / repo.CARD,
+                "schema_version",
+                f"{version!r} is not a known schema version ({', '.join(map(str, KNOWN_VERSIONS))})",
+            )
         if card.get("replay"):
             self._replay(card["replay"])
         claimed = set()
@@ -56,8 +59,9 @@ class Doctor:
             for df in conf.get("data_files", []):
                 matched = sorted(self.folder.glob(df["path"]))
                 if not matched:
-                    self.defect(self.folder / repo.CARD, f"configs.{name}.{df['split']}",
-                                f"{df['path']} matches no file")
+                    self.defect(
+                        self.folder / repo.CARD, f"configs.{name}.{df['split']}", f"{df['path']} matches no file"
+                    )
                 claimed.update(matched)
             self._config(name, conf, infos.get(name, {}))
         for p in sorted((self.folder / repo.DATA).rglob("*")) if (self.folder / repo.DATA).exists() else []:
@@ -75,27 +79,37 @@ class Doctor:
                 metas[f.stem] = read_json(f)
             except AtariDataError as e:
                 self.defects.append(e)
-        expected_by_split = {hub: sum(m.get(split, {}).get("records", 0) for m in metas.values())
-                             for split, hub in HUB_SPLITS.items()}
+        expected_by_split = {
+            hub: sum(m.get(split, {}).get("records", 0) for m in metas.values()) for split, hub in HUB_SPLITS.items()
+        }
         stated = {s.get("name"): s.get("num_examples") for s in info.get("splits", [])}
         for df in conf.get("data_files", []):
             split = df["split"]
             try:
                 ds = load_dataset(str(self.folder), name, split=split)
             except Exception as e:  # noqa: BLE001 - whatever `datasets` raises, it is a defect of the repo
-                self.defect(self.folder / repo.CARD, f"configs.{name}.{split}",
-                            f"does not load ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+                self.defect(
+                    self.folder / repo.CARD,
+                    f"configs.{name}.{split}",
+                    f"does not load ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+                )
                 continue
             if set(ds.column_names) - set(RECORD.names) or {"id", "image", "label"} - set(ds.column_names):
                 self.defect(self.folder / df["path"], "columns", f"{ds.column_names} are not the schema's fields")
             n = len(ds)
             self.counts[f"{name}/{split}"] = n
             if n != expected_by_split.get(split):
-                self.defect(self.folder / repo.meta_dir(name), f"{split}.records",
-                            f"meta.json files say {expected_by_split.get(split)}, the data has {n}")
+                self.defect(
+                    self.folder / repo.meta_dir(name),
+                    f"{split}.records",
+                    f"meta.json files say {expected_by_split.get(split)}, the data has {n}",
+                )
             if split in stated and stated[split] != n:
-                self.defect(self.folder / repo.CARD, f"dataset_info.{name}.{split}",
-                            f"says {stated[split]} examples, the data has {n}")
+                self.defect(
+                    self.folder / repo.CARD,
+                    f"dataset_info.{name}.{split}",
+                    f"says {stated[split]} examples, the data has {n}",
+                )
             for i in range(n):
                 try:
                     row = ds[i]
@@ -134,14 +148,17 @@ class Doctor:
             except (tarfile.TarError, OSError) as e:
                 self.defect(t, "(file)", f"is not a readable tar ({e})")
         if samples != n_rows:
-            self.defect(self.folder / repo.tar_dir(name), split,
-                        f"{samples} samples, the parquet split has {n_rows}")
+            self.defect(self.folder / repo.tar_dir(name), split, f"{samples} samples, the parquet split has {n_rows}")
 
     def _replay(self, listing: dict) -> None:
         base = self.folder / repo.REPLAY
         for source, games in listing.items():
-            if not (isinstance(source, str) and SOURCE_RE.match(source) and isinstance(games, (list, dict))
-                    and all(isinstance(g, str) and GAME_RE.match(g) for g in games)):
+            if not (
+                isinstance(source, str)
+                and SOURCE_RE.match(source)
+                and isinstance(games, (list, dict))
+                and all(isinstance(g, str) and GAME_RE.match(g) for g in games)
+            ):
                 self.defect(self.folder / repo.CARD, f"replay.{source}", "is not a source with a list of games")
                 continue
             for game in games:
@@ -149,8 +166,12 @@ class Doctor:
                 try:
                     meta = read_json(d / "meta.json")
                     for split, key in (("train", "train"), ("val", "val")):
-                        limits.check("file", (d / f"{split}.jsonl").stat().st_size, file=str(d / f"{split}.jsonl"),
-                                     field="(file)")
+                        limits.check(
+                            "file",
+                            (d / f"{split}.jsonl").stat().st_size,
+                            file=str(d / f"{split}.jsonl"),
+                            field="(file)",
+                        )
                         n = sum(1 for _ in (d / f"{split}.jsonl").open())
                         self.counts[f"replay/{source}/{game}/{split}"] = n
                         stated = meta[key]["records"]

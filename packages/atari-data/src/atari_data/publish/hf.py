@@ -41,19 +41,23 @@ class AtariLayout(datasets.GeneratorBasedBuilder):
             raise AtariDataError("AtariLayout needs data_dir=<layout root>", field="data_dir")
         games = list_games(self.config.data_dir, [self.config.source])
         if not games:
-            raise AtariDataError(f"has no ready games of source {self.config.source}", file=self.config.data_dir,
-                                 field="source")
+            raise AtariDataError(
+                f"has no ready games of source {self.config.source}", file=self.config.data_dir, field="source"
+            )
         return games
 
     def _info(self):
         frames = self._games()[0].meta()["frames"]
-        return datasets.DatasetInfo(description=f"atari-data layout, source {self.config.source}",
-                                    features=hf_features(frames))
+        return datasets.DatasetInfo(
+            description=f"atari-data layout, source {self.config.source}", features=hf_features(frames)
+        )
 
     def _split_generators(self, dl_manager):
         games = self._games()
-        return [datasets.SplitGenerator(name=hf, gen_kwargs={"games": games, "split": split})
-                for split, hf in HUB_SPLITS.items()]
+        return [
+            datasets.SplitGenerator(name=hf, gen_kwargs={"games": games, "split": split})
+            for split, hf in HUB_SPLITS.items()
+        ]
 
     def _generate_examples(self, games, split):
         names = list(self.info.features)

@@ -22,8 +22,9 @@ def read_card(folder: Path) -> dict:
     try:
         text = limits.read_bytes(path).decode("utf-8", "replace")
     except OSError:
-        raise AtariDataError("is missing (not a packed dataset repository?)", file=str(path), field="README.md") \
-            from None
+        raise AtariDataError(
+            "is missing (not a packed dataset repository?)", file=str(path), field="README.md"
+        ) from None
     m = re.match(r"---\n(.*?)\n---\n", text, re.S)
     if not m:
         raise AtariDataError("has no YAML header", file=str(path), field="README.md")
@@ -39,15 +40,24 @@ def read_card(folder: Path) -> dict:
     for c in configs:
         name = c.get("config_name")
         files = c.get("data_files", [])
-        if not isinstance(name, str) or not isinstance(files, list) or not all(
+        if (
+            not isinstance(name, str)
+            or not isinstance(files, list)
+            or not all(
                 isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("split"), str)
-                for f in files):
-            raise AtariDataError("needs a config_name and data_files as a list of {split, path}", file=str(path),
-                                 field=f"configs.{name}")
+                for f in files
+            )
+        ):
+            raise AtariDataError(
+                "needs a config_name and data_files as a list of {split, path}", file=str(path), field=f"configs.{name}"
+            )
         for f in files:
             if f["path"].startswith("/") or ".." in Path(f["path"]).parts or "\\" in f["path"]:
-                raise AtariDataError(f"{f['path']!r} leaves the repository (data_files are relative globs inside it)",
-                                     file=str(path), field=f"configs.{name}.{f['split']}")
+                raise AtariDataError(
+                    f"{f['path']!r} leaves the repository (data_files are relative globs inside it)",
+                    file=str(path),
+                    field=f"configs.{name}.{f['split']}",
+                )
     for key in ("replay", "lmdb_pack", "dataset_info"):
         if key in card and not isinstance(card[key], dict if key != "dataset_info" else list):
             raise AtariDataError(f"is a {type(card[key]).__name__}", file=str(path), field=key)
@@ -62,13 +72,15 @@ def _scrub(text: str) -> str:
 def _stored_token() -> str | None:
     try:
         from huggingface_hub import get_token
+
         return get_token()
     except Exception:  # noqa: BLE001 - no token is fine here
         return None
 
 
-def publish(folder: str | Path, repo: str, private: bool = False, revision: str | None = None,
-            dry_run: bool = False) -> list[tuple[str, int]]:
+def publish(
+    folder: str | Path, repo: str, private: bool = False, revision: str | None = None, dry_run: bool = False
+) -> list[tuple[str, int]]:
     """Upload ``folder`` (resumable) to the dataset repo ``repo``; returns the files and sizes."""
     folder = Path(folder)
     read_card(folder)
@@ -82,11 +94,13 @@ def publish(folder: str | Path, repo: str, private: bool = False, revision: str 
         api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
         if revision:
             api.create_branch(repo, branch=revision, repo_type="dataset", exist_ok=True)
-        api.upload_large_folder(repo_id=repo, folder_path=str(folder), repo_type="dataset", revision=revision,
-                                private=private)
+        api.upload_large_folder(
+            repo_id=repo, folder_path=str(folder), repo_type="dataset", revision=revision, private=private
+        )
     except Exception as e:  # noqa: BLE001 - offline, network, auth: all reported on one line
-        raise AtariDataError(f"cannot publish to the Hub ({type(e).__name__}: {_scrub(str(e)).splitlines()[0]})",
-                             field="--repo") from None
+        raise AtariDataError(
+            f"cannot publish to the Hub ({type(e).__name__}: {_scrub(str(e)).splitlines()[0]})", field="--repo"
+        ) from None
     return files
 
 
@@ -101,5 +115,6 @@ def resolve_repo(target: str) -> Path:
         return Path(snapshot_download(target, repo_type="dataset"))
     except Exception as e:  # noqa: BLE001 - offline, missing repo, auth
         why = _scrub(str(e)).splitlines()[0] if str(e) else ""
-        raise AtariDataError(f"is neither a folder nor a reachable Hub dataset ({type(e).__name__}: {why})",
-                             file=target, field="repo") from None
+        raise AtariDataError(
+            f"is neither a folder nor a reachable Hub dataset ({type(e).__name__}: {why})", file=target, field="repo"
+        ) from None

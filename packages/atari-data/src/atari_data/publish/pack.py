@@ -97,8 +97,12 @@ def _intact(g: GameDir, rel: str, size: tuple[int, int] | None) -> bytes:
         got = png_size(data)
         ok = got is not None and (size is None or got == size)
     if not ok:
-        raise AtariDataError(f"is not an intact {'frame' if size is None else f'{size[1]}x{size[0]} frame'} "
-                             "(run `atari-data validate --images`)", file=str(path), field="image")
+        raise AtariDataError(
+            f"is not an intact {'frame' if size is None else f'{size[1]}x{size[0]} frame'} "
+            "(run `atari-data validate --images`)",
+            file=str(path),
+            field="image",
+        )
     return data
 
 
@@ -190,8 +194,9 @@ class _TarShards:
             self.tar = tarfile.open(path, "w", format=tarfile.USTAR_FORMAT)
         body = {k: v for k, v in rec.items() if k not in ("image", "prev_image")}
         key = rec["id"]
-        self._member(repo.member(key, repo.RECORD_EXT),
-                     json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+        self._member(
+            repo.member(key, repo.RECORD_EXT), json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        )
         self._member(repo.member(key, repo.frame_ext(rec["image"])), image)
         if prev is not None:
             self._member(repo.member(key, repo.frame_ext(rec["prev_image"], repo.PREV)), prev)
@@ -213,15 +218,20 @@ def pack(cfg: PackConfig) -> dict:
 
     unknown = set(cfg.formats) - {"parquet", "webdataset"}
     if unknown or "parquet" not in cfg.formats:
-        raise AtariDataError(f"formats {sorted(cfg.formats)}: parquet is required (load_dataset reads it), "
-                             "webdataset is optional", field="--formats")
+        raise AtariDataError(
+            f"formats {sorted(cfg.formats)}: parquet is required (load_dataset reads it), webdataset is optional",
+            field="--formats",
+        )
     games = list_games(cfg.root, cfg.sources, cfg.games)
     if not games:
         raise AtariDataError("has no ready games to pack", file=str(cfg.root), field="root")
     report = validate(cfg.root, cfg.sources, cfg.games)
     if not report.ok:
-        raise AtariDataError(f"{len(report.defects)} defects, e.g. {report.defects[0].render()}; run "
-                             "`atari-data validate` first", file=str(cfg.root), field="root")
+        raise AtariDataError(
+            f"{len(report.defects)} defects, e.g. {report.defects[0].render()}; run `atari-data validate` first",
+            file=str(cfg.root),
+            field="root",
+        )
     out = Path(cfg.out)
     _check_target(Path(cfg.root), out, cfg.force)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -239,14 +249,18 @@ def _check_target(root: Path, out: Path, force: bool) -> None:
         raise AtariDataError("is a symlink; pass the folder it points to", file=str(out), field="OUT")
     r, o = root.resolve(), out.resolve()
     if r == o or r in o.parents or o in r.parents:
-        raise AtariDataError(f"overlaps the layout {root} (OUT must be neither it, inside it, nor around it)",
-                             file=str(out), field="OUT")
+        raise AtariDataError(
+            f"overlaps the layout {root} (OUT must be neither it, inside it, nor around it)", file=str(out), field="OUT"
+        )
     if out.exists():
         if not force:
             raise AtariDataError("exists; use --force to replace it", file=str(out), field="OUT")
         if not out.is_dir() or not repo.is_packed(out):
-            raise AtariDataError("exists and is not a packed repository (README.md with data/ or replay/); "
-                                 "refusing to replace it", file=str(out), field="OUT")
+            raise AtariDataError(
+                "exists and is not a packed repository (README.md with data/ or replay/); refusing to replace it",
+                file=str(out),
+                field="OUT",
+            )
 
 
 def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
@@ -289,16 +303,22 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
                 n, side = 0, 0
                 for row in layout_rows(gs, split):
                     if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after the split
-                        raise AtariDataError(f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "
-                                             "the WebDataset shards carry; pack with webdataset in --formats",
-                                             field="--formats")
+                        raise AtariDataError(
+                            f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "
+                            "the WebDataset shards carry; pack with webdataset in --formats",
+                            field="--formats",
+                        )
                     for w in writers:
                         w.add(*row)
                     n, side = n + 1, side + len(row[3])
                 shards = [w.close() for w in writers]
-                conf["splits"][hf_split] = {"records": n, "bytes": writers[0].arrow_bytes, "side_images": side,
-                                            "parquet": [p.name for p in shards[0]],
-                                            "webdataset": [p.name for p in shards[1]] if len(shards) > 1 else []}
+                conf["splits"][hf_split] = {
+                    "records": n,
+                    "bytes": writers[0].arrow_bytes,
+                    "side_images": side,
+                    "parquet": [p.name for p in shards[0]],
+                    "webdataset": [p.name for p in shards[1]] if len(shards) > 1 else [],
+                }
             summary["configs"][source] = conf
         (tmp / repo.SCHEMA).mkdir()
         for kind in repo.SCHEMA_KINDS:
@@ -320,5 +340,6 @@ def _finish(tmp: Path, out: Path, summary: dict, cfg: PackConfig) -> dict:
 
 def _check_hub_limits(folder: Path) -> None:
     for path, _, msg in repo.hub_limit_defects(folder)[:1]:
-        raise AtariDataError(f"{msg}; use a larger --shard-size" if "files" in msg else msg, file=str(path),
-                             field="--shard-size")
+        raise AtariDataError(
+            f"{msg}; use a larger --shard-size" if "files" in msg else msg, file=str(path), field="--shard-size"
+        )

@@ -48,8 +48,11 @@ def pixel_md5(frame: np.ndarray) -> str:
 def write_replay_game(g: GameDir, dest: Path) -> int:
     """Replay-pack one layout game into ``dest``; returns its record count."""
     if not (g.path / EPISODES).is_file():
-        raise AtariDataError(f"{g.source}/{g.game} has no {EPISODES}: only played sources (generate, DAgger) can be "
-                             "replay-packed", file=str(g.path), field="--replay")
+        raise AtariDataError(
+            f"{g.source}/{g.game} has no {EPISODES}: only played sources (generate, DAgger) can be replay-packed",
+            file=str(g.path),
+            field="--replay",
+        )
     dest.mkdir(parents=True)
     shutil.copyfile(g.path / META, dest / META)
     shutil.copyfile(g.path / EPISODES, dest / EPISODES)
@@ -98,14 +101,20 @@ def _read_protocol(meta: dict, game: str, path: Path) -> Protocol:
     if not p:
         raise AtariDataError("has no protocol: cannot replay", file=str(path), field="protocol")
     if meta["game"] != game or game not in all_games():
-        raise AtariDataError(f"game {meta['game']!r} in folder {game!r}: expected an ALE v5 game equal to its folder",
-                             file=str(path), field="game")
+        raise AtariDataError(
+            f"game {meta['game']!r} in folder {game!r}: expected an ALE v5 game equal to its folder",
+            file=str(path),
+            field="game",
+        )
     protocol = Protocol(**p)
     if protocol.env_id != f"ALE/{game}-v5":
         raise AtariDataError(f"{protocol.env_id!r} is not ALE/{game}-v5", file=str(path), field="protocol.env_id")
     if not 0.0 <= protocol.repeat_action_probability <= 1.0:
-        raise AtariDataError(f"{protocol.repeat_action_probability} is not a probability", file=str(path),
-                             field="protocol.repeat_action_probability")
+        raise AtariDataError(
+            f"{protocol.repeat_action_probability} is not a probability",
+            file=str(path),
+            field="protocol.repeat_action_probability",
+        )
     if meta["actions"] != list(minimal_actions(game)):
         raise AtariDataError(f"{meta['actions']} differ from the ALE minimal set", file=str(path), field="actions")
     return protocol
@@ -117,8 +126,10 @@ def _read_episodes(path: Path, protocol: Protocol, n_actions: int) -> dict[int, 
     max_moves = protocol.max_frames_per_episode // protocol.frameskip
     episodes: dict[int, dict] = {}
     for n, ep in read_jsonl(path, "(episode)"):
+
         def bad(field: str, msg: str, n=n):
             return AtariDataError(msg, file=str(path), line=n, field=field)
+
         if not isinstance(ep, dict):
             raise bad("(episode)", "is not a JSON object")
         for key, hi in (("episode", 2**31 - 1), ("seed", 2**32 - 1)):  # ALE seeds are uint32
@@ -128,10 +139,16 @@ def _read_episodes(path: Path, protocol: Protocol, n_actions: int) -> dict[int, 
         if not isinstance(moves, list) or not all(_is_int(m, 0, n_actions - 1) for m in moves):
             raise bad("moves", f"is not a list of action indices 0..{n_actions - 1}")
         if len(moves) > max_moves:
-            raise bad("moves", f"{len(moves)} moves exceed the protocol's {max_moves} "
-                               f"({protocol.max_frames_per_episode} frames / frameskip {protocol.frameskip})")
-        if (not isinstance(decisions, list) or not all(_is_int(d, 0, len(moves) - 1) for d in decisions)
-                or any(a >= b for a, b in zip(decisions, decisions[1:], strict=False))):
+            raise bad(
+                "moves",
+                f"{len(moves)} moves exceed the protocol's {max_moves} "
+                f"({protocol.max_frames_per_episode} frames / frameskip {protocol.frameskip})",
+            )
+        if (
+            not isinstance(decisions, list)
+            or not all(_is_int(d, 0, len(moves) - 1) for d in decisions)
+            or any(a >= b for a, b in zip(decisions, decisions[1:], strict=False))
+        ):
             raise bad("decisions", "is not an increasing list of positions among the moves")
         if ep["episode"] in episodes:
             raise bad("episode", f"episode {ep['episode']} is repeated")
@@ -147,10 +164,12 @@ def _read_rows(src: Path, rules: GameRules, episodes: dict[int, dict]) -> dict[s
         path = src / f"{split}.jsonl"
         rows[split] = []
         for n, row in read_jsonl(path, "(record)"):
-            if not isinstance(row, dict) or not isinstance(row.get("record"), dict) or not isinstance(
-                    row.get("md5"), dict):
-                raise AtariDataError('is not {"record": {...}, "md5": {...}}', file=str(path), line=n,
-                                     field="(record)")
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("record"), dict)
+                or not isinstance(row.get("md5"), dict)
+            ):
+                raise AtariDataError('is not {"record": {...}, "md5": {...}}', file=str(path), line=n, field="(record)")
             rec = row["record"]
             defects = rules.check(rec)
             if defects:
@@ -158,11 +177,16 @@ def _read_rows(src: Path, rules: GameRules, episodes: dict[int, dict]) -> dict[s
                 raise AtariDataError(msg, file=str(path), line=n, field=f)
             ep = episodes.get(rec["episode"])
             if ep is None:
-                raise AtariDataError(f"episode {rec['episode']} has records but no moves", file=str(path), line=n,
-                                     field="episode")
+                raise AtariDataError(
+                    f"episode {rec['episode']} has records but no moves", file=str(path), line=n, field="episode"
+                )
             if rec["step"] >= len(ep["decisions"]):
-                raise AtariDataError(f"step {rec['step']} is past the episode's {len(ep['decisions'])} decisions",
-                                     file=str(path), line=n, field="step")
+                raise AtariDataError(
+                    f"step {rec['step']} is past the episode's {len(ep['decisions'])} decisions",
+                    file=str(path),
+                    line=n,
+                    field="step",
+                )
             rows[split].append(row)
     return rows
 
@@ -192,8 +216,10 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
         if res.mismatched:
             return res
         for s in SPLITS:
-            text = "".join(json.dumps(r["record"], ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-                           + "\n" for r in rows[s])
+            text = "".join(
+                json.dumps(r["record"], ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+                for r in rows[s]
+            )
             (staged.path / f"{s}.jsonl").write_text(text, encoding="utf-8")
         shutil.copyfile(src / META, staged.path / META)
         shutil.copyfile(src / EPISODES, staged.path / EPISODES)
@@ -202,8 +228,9 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
     return res
 
 
-def _write_frames(folder: Path, protocol: Protocol, game: str, episodes: dict, by_episode: dict,
-                  res: GameRebuild) -> None:
+def _write_frames(
+    folder: Path, protocol: Protocol, game: str, episodes: dict, by_episode: dict, res: GameRebuild
+) -> None:
     for number, recs in sorted(by_episode.items()):
         ep = episodes[number]
         decisions = ep["decisions"]

@@ -110,6 +110,9 @@ def hub_limit_defects(folder: Path) -> list[tuple[Path, str, str]]:
         per[p.parent] = per.get(p.parent, 0) + 1
         if p.stat().st_size > MAX_FILE_BYTES:
             out.append((p, "(size)", f"{p.stat().st_size:,} bytes, over the Hub's {MAX_FILE_BYTES:,} per file"))
-    out += [(d, "(files)", f"{n:,} files in one folder, over the Hub's {MAX_FILES_PER_FOLDER:,}")
-            for d, n in per.items() if n > MAX_FILES_PER_FOLDER]
+    out += [
+        (d, "(files)", f"{n:,} files in one folder, over the Hub's {MAX_FILES_PER_FOLDER:,}")
+        for d, n in per.items()
+        if n > MAX_FILES_PER_FOLDER
+    ]
     return out

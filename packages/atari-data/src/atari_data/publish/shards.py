@@ -42,8 +42,13 @@ def records(urls, split: bool = True, shuffle: int = 0, seed: int = 0):
     """A webdataset pipeline of decoded records; ``shuffle`` > 0 shuffles samples in a buffer that big."""
     import webdataset as wds
 
-    ds = wds.WebDataset(urls, shardshuffle=False, nodesplitter=wds.split_by_node if split else None,
-                        workersplitter=wds.split_by_worker if split else None, empty_check=False)
+    ds = wds.WebDataset(
+        urls,
+        shardshuffle=False,
+        nodesplitter=wds.split_by_node if split else None,
+        workersplitter=wds.split_by_worker if split else None,
+        empty_check=False,
+    )
     if shuffle:
         ds = ds.shuffle(shuffle, rng=__import__("random").Random(seed))
     return ds.map(decode_sample)

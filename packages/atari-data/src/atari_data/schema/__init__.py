@@ -35,89 +35,138 @@ def _object(fields: tuple[Field, ...]) -> Object:
 
 # -- the record ------------------------------------------------------------------------------------
 
-QUESTION = _object((
-    Field("type", Str(choices=("choice",)), True, "question type; always `choice`"),
-    Field("instructions", Str(), True, "the text the model reads before the options"),
-    Field("criteria", Map(Str()), True, "option key -> label, keys exactly `actions` in order"),
-))
+QUESTION = _object(
+    (
+        Field("type", Str(choices=("choice",)), True, "question type; always `choice`"),
+        Field("instructions", Str(), True, "the text the model reads before the options"),
+        Field("criteria", Map(Str()), True, "option key -> label, keys exactly `actions` in order"),
+    )
+)
 
-RECORD = _object((
-    Field("id", Str(pattern=ID_RE), True, "`<source>-<Game>-e<episode:06d>-s<step:06d>`, unique"),
-    Field("image", Image(), True, "the frame the action was taken on: `images/<id>.png` (or `.jpg`)"),
-    Field("prev_image", Image(), False,
-          "two-frame sources only: the previous decision's frame, `images/<id>_prev.png`; a copy of "
-          "`image` on an episode's first step and after an auto-FIRE"),
-    Field("game", Str(pattern=GAME_RE), True, "game name; for ALE the v5 name (`Breakout`, `MsPacman`)"),
-    Field("actions", List(Str(), min_items=1, unique=True), True,
-          "the options: for ALE the game's minimal action set in v5 order"),
-    Field("label", Int(), True, "index into `actions` of the chosen action"),
-    Field("target", List(Num()), False,
-          "probability over `actions` (an expert's policy); absent for human or one-hot data"),
-    Field("question", QUESTION, True, "exactly `atari_question(game, actions)[\"action\"]`"),
-    Field("source", Str(pattern=SOURCE_RE), True, "the dataset source (`expert`, `expert2f`, `jat`, ...)"),
-    Field("episode", Int(), True, "episode number, unique per (source, game); val and train disjoint"),
-    Field("step", Int(), True, "decision index within the episode, from 0"),
-    Field("provenance", Map(JSONValue()), False,
-          "source-specific facts: the move actually played, gaze, mask path, score, ..."),
-))
+RECORD = _object(
+    (
+        Field("id", Str(pattern=ID_RE), True, "`<source>-<Game>-e<episode:06d>-s<step:06d>`, unique"),
+        Field("image", Image(), True, "the frame the action was taken on: `images/<id>.png` (or `.jpg`)"),
+        Field(
+            "prev_image",
+            Image(),
+            False,
+            "two-frame sources only: the previous decision's frame, `images/<id>_prev.png`; a copy of "
+            "`image` on an episode's first step and after an auto-FIRE",
+        ),
+        Field("game", Str(pattern=GAME_RE), True, "game name; for ALE the v5 name (`Breakout`, `MsPacman`)"),
+        Field(
+            "actions",
+            List(Str(), min_items=1, unique=True),
+            True,
+            "the options: for ALE the game's minimal action set in v5 order",
+        ),
+        Field("label", Int(), True, "index into `actions` of the chosen action"),
+        Field(
+            "target",
+            List(Num()),
+            False,
+            "probability over `actions` (an expert's policy); absent for human or one-hot data",
+        ),
+        Field("question", QUESTION, True, 'exactly `atari_question(game, actions)["action"]`'),
+        Field("source", Str(pattern=SOURCE_RE), True, "the dataset source (`expert`, `expert2f`, `jat`, ...)"),
+        Field("episode", Int(), True, "episode number, unique per (source, game); val and train disjoint"),
+        Field("step", Int(), True, "decision index within the episode, from 0"),
+        Field(
+            "provenance",
+            Map(JSONValue()),
+            False,
+            "source-specific facts: the move actually played, gaze, mask path, score, ...",
+        ),
+    )
+)
 
 # -- meta.json -----------------------------------------------------------------------------------
 
-_SPLIT = _object((
-    Field("records", Int(), True, "records written"),
-    Field("episodes", Int(), True, "distinct episodes among the records"),
-    Field("labels", Map(Int()), True, "records per action name"),
-))
+_SPLIT = _object(
+    (
+        Field("records", Int(), True, "records written"),
+        Field("episodes", Int(), True, "distinct episodes among the records"),
+        Field("labels", Map(Int()), True, "records per action name"),
+    )
+)
 
-PROTOCOL = _object((
-    Field("env_id", Str(), True, "e.g. `ALE/Breakout-v5`"),
-    Field("repeat_action_probability", Num(), True, "sticky-action probability"),
-    Field("frameskip", Int(minimum=1), True, "emulator frames per decision"),
-    Field("action_set", Str(choices=ACTION_SETS), True, "which ALE action set"),
-    Field("max_frames_per_episode", Int(), True, "emulator frame cap"),
-    Field("decision_cap", Nullable(Int()), True, "decision cap, or null for none"),
-    Field("auto_fire", Str(choices=(AUTO_FIRE_RULE, "none")), True,
-          "when FIRE is pressed automatically (not a decision)"),
-))
+PROTOCOL = _object(
+    (
+        Field("env_id", Str(), True, "e.g. `ALE/Breakout-v5`"),
+        Field("repeat_action_probability", Num(), True, "sticky-action probability"),
+        Field("frameskip", Int(minimum=1), True, "emulator frames per decision"),
+        Field("action_set", Str(choices=ACTION_SETS), True, "which ALE action set"),
+        Field("max_frames_per_episode", Int(), True, "emulator frame cap"),
+        Field("decision_cap", Nullable(Int()), True, "decision cap, or null for none"),
+        Field(
+            "auto_fire",
+            Str(choices=(AUTO_FIRE_RULE, "none")),
+            True,
+            "when FIRE is pressed automatically (not a decision)",
+        ),
+    )
+)
 
 _BASELINE_FIELDS = []
 for _who in BASELINE_ROLES:
     for _cap in (None, BASELINE_CAP):
         _BASELINE_FIELDS += [
-            Field(score_key(_who, _cap), Num(), False,
-                  f"{_who} mean episode score" + (f", first {_cap} decisions" if _cap else "")),
-            Field(scores_key(_who, _cap), List(Num()), False,
-                  f"{_who} per-episode scores" + (f", first {_cap} decisions" if _cap else "")),
+            Field(
+                score_key(_who, _cap),
+                Num(),
+                False,
+                f"{_who} mean episode score" + (f", first {_cap} decisions" if _cap else ""),
+            ),
+            Field(
+                scores_key(_who, _cap),
+                List(Num()),
+                False,
+                f"{_who} per-episode scores" + (f", first {_cap} decisions" if _cap else ""),
+            ),
         ]
-BASELINES = _object((
-    Field("expert", Str(), False, "which expert policy was measured"),
-    *_BASELINE_FIELDS,
-    Field("protocol", PROTOCOL, False, "how the baselines were played"),
-))
+BASELINES = _object(
+    (
+        Field("expert", Str(), False, "which expert policy was measured"),
+        *_BASELINE_FIELDS,
+        Field("protocol", PROTOCOL, False, "how the baselines were played"),
+    )
+)
 
-META = _object((
-    Field("schema_version", Int(choices=KNOWN_VERSIONS), True, "record schema version"),
-    Field("source", Str(pattern=SOURCE_RE), True, "equals the source folder"),
-    Field("game", Str(pattern=GAME_RE), True, "equals the game folder"),
-    Field("platform", Str(pattern=SOURCE_RE), True, "`ale` for Atari; ALE rules apply only there"),
-    Field("frame_format", Str(pattern=FRAME_FORMAT_RE), True,
-          "`rgb_<height>x<width>` or `gray_<height>x<width>` of every frame, as the source gave it"),
-    Field("frames", Int(choices=(1, 2)), True, "2 when records carry `prev_image`"),
-    Field("actions", List(Str(), min_items=1, unique=True), True, "the options of every record"),
-    Field("caps", _object((Field("train", Int(), True, "train cap"), Field("val", Int(), True, "val cap"))),
-          True, "the record caps the writer applied"),
-    Field("train", _SPLIT, True, "what train.jsonl holds"),
-    Field("val", _SPLIT, True, "what val.jsonl holds"),
-    Field("dropped", Map(Int()), True, "frames not written, by reason"),
-    Field("origin", Str(), True, "dataset id, URL or agent that produced the data"),
-    Field("license", Str(), True, "license of the frames and labels"),
-    Field("protocol", Nullable(PROTOCOL), False, "how the episodes were played, when known"),
-    Field("baselines", BASELINES, False, "expert and random scores for evaluation"),
-    Field("seed", Int(), False, "the seed the generator or importer ran with"),
-))
+META = _object(
+    (
+        Field("schema_version", Int(choices=KNOWN_VERSIONS), True, "record schema version"),
+        Field("source", Str(pattern=SOURCE_RE), True, "equals the source folder"),
+        Field("game", Str(pattern=GAME_RE), True, "equals the game folder"),
+        Field("platform", Str(pattern=SOURCE_RE), True, "`ale` for Atari; ALE rules apply only there"),
+        Field(
+            "frame_format",
+            Str(pattern=FRAME_FORMAT_RE),
+            True,
+            "`rgb_<height>x<width>` or `gray_<height>x<width>` of every frame, as the source gave it",
+        ),
+        Field("frames", Int(choices=(1, 2)), True, "2 when records carry `prev_image`"),
+        Field("actions", List(Str(), min_items=1, unique=True), True, "the options of every record"),
+        Field(
+            "caps",
+            _object((Field("train", Int(), True, "train cap"), Field("val", Int(), True, "val cap"))),
+            True,
+            "the record caps the writer applied",
+        ),
+        Field("train", _SPLIT, True, "what train.jsonl holds"),
+        Field("val", _SPLIT, True, "what val.jsonl holds"),
+        Field("dropped", Map(Int()), True, "frames not written, by reason"),
+        Field("origin", Str(), True, "dataset id, URL or agent that produced the data"),
+        Field("license", Str(), True, "license of the frames and labels"),
+        Field("protocol", Nullable(PROTOCOL), False, "how the episodes were played, when known"),
+        Field("baselines", BASELINES, False, "expert and random scores for evaluation"),
+        Field("seed", Int(), False, "the seed the generator or importer ran with"),
+    )
+)
 
 
 # -- derived views --------------------------------------------------------------------------------
+
 
 def json_schema(kind: str = "record") -> dict:
     """The JSON Schema (draft 2020-12) of a record or of meta.json."""
@@ -132,6 +181,7 @@ def json_schema(kind: str = "record") -> dict:
 def hf_features(frames: int = 2):
     """HF ``datasets`` features of a record row: images as ``Image``, free mappings as JSON text."""
     from datasets import Features
+
     feats = {f.name: f.type.hf() for f in RECORD.fields}
     if frames == 1:
         feats.pop("prev_image")
@@ -173,4 +223,3 @@ def check_structure(value, obj: Object = RECORD) -> list[Defect]:
 def encode_json(value) -> str:
     """Canonical JSON text, as stored for free-keyed mappings in shards and HF rows."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
-

@@ -26,9 +26,15 @@ GOALS: dict[str, str] = {
 
 _MOVES = {"UP": "up", "DOWN": "down", "LEFT": "left", "RIGHT": "right"}
 # ViZDoom buttons.
-_BUTTONS = {"MOVE_LEFT": "strafe left", "MOVE_RIGHT": "strafe right", "ATTACK": "shoot",
-            "TURN_LEFT": "turn left", "TURN_RIGHT": "turn right", "MOVE_FORWARD": "move forward",
-            "MOVE_BACKWARD": "move backward"}
+_BUTTONS = {
+    "MOVE_LEFT": "strafe left",
+    "MOVE_RIGHT": "strafe right",
+    "ATTACK": "shoot",
+    "TURN_LEFT": "turn left",
+    "TURN_RIGHT": "turn right",
+    "MOVE_FORWARD": "move forward",
+    "MOVE_BACKWARD": "move backward",
+}
 
 
 def action_label(name: str) -> str:
@@ -44,7 +50,7 @@ def action_label(name: str) -> str:
     if stem in _MOVES:
         return f"move {_MOVES[stem]}" + (" and fire" if fire else "")
     for vertical in ("UP", "DOWN"):
-        rest = stem[len(vertical):]
+        rest = stem[len(vertical) :]
         if stem.startswith(vertical) and rest in ("LEFT", "RIGHT"):
             v, h = _MOVES[vertical], _MOVES[rest]
             return f"move {v}-{h} and fire" if fire else f"move {v} and {h}"

@@ -47,7 +47,8 @@ def _const(ns: dict, value) -> str:
 
 def _kind(v) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(v), "number" if isinstance(v, (int, float)) else type(v).__name__)
+        type(v), "number" if isinstance(v, (int, float)) else type(v).__name__
+    )
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class Str(Type):
 
     def hf(self):
         from datasets import Value
+
         return Value("string")
 
 
@@ -125,6 +127,7 @@ class Int(Type):
 
     def hf(self):
         from datasets import Value
+
         return Value("int64")
 
 
@@ -149,12 +152,14 @@ class Num(Type):
 
     def hf(self):
         from datasets import Value
+
         return Value("float64")
 
 
 @dataclass(frozen=True)
 class Image(Type):
     """A frame file, as a path relative to the game folder (``images/<id>.png``)."""
+
     doc: str = "image path"
 
     def describe(self):
@@ -172,6 +177,7 @@ class Image(Type):
 
     def hf(self):
         from datasets import Image as HFImage
+
         return HFImage()
 
 
@@ -215,12 +221,14 @@ class List(Type):
 
     def hf(self):
         from datasets import List as HFList
+
         return HFList(self.item.hf())
 
 
 @dataclass(frozen=True)
 class Map(Type):
     """A mapping from string keys to values of one type."""
+
     value: Type
     doc: str = "mapping"
 
@@ -244,12 +252,14 @@ class Map(Type):
     def hf(self):
         # Arrow needs fixed struct keys; a free-keyed mapping travels as canonical JSON text.
         from datasets import Value
+
         return Value("string")
 
 
 @dataclass(frozen=True)
 class JSONValue(Type):
     """Any JSON value (provenance payloads: numbers, strings, lists, objects)."""
+
     doc: str = "JSON value"
 
     def describe(self):
@@ -272,6 +282,7 @@ class JSONValue(Type):
             out: list = []
             check(value, "", out)
             return not out
+
         return f"{_const(ns, ok)}({v})"
 
     def json_schema(self):
@@ -279,6 +290,7 @@ class JSONValue(Type):
 
     def hf(self):
         from datasets import Value
+
         return Value("string")
 
 
@@ -341,8 +353,7 @@ class Object(Type):
         known = self.known
         for k in v:
             if k not in known:
-                out.append((prefix + str(k), f"unknown field (schema v{self.version} allows: "
-                                             f"{', '.join(self.names)})"))
+                out.append((prefix + str(k), f"unknown field (schema v{self.version} allows: {', '.join(self.names)})"))
 
     @cached_property
     def known(self) -> frozenset:
@@ -380,4 +391,5 @@ class Object(Type):
     def hf(self):
         # Nested objects travel as canonical JSON text too: one json.loads gives the record's value.
         from datasets import Value
+
         return Value("string")

@@ -27,11 +27,14 @@ def load_expert(spec: str, game: str) -> Expert:
     kind, _, arg = spec.partition(":")
     if kind == "builtin":
         from atari_data.play.experts.builtin import builtin_expert
+
         return builtin_expert(game)
     if kind in ("sb3", "cleanrl", "hub"):
         if not arg:
             raise AtariDataError(f"{kind}: needs a path or repo, e.g. {kind}:PATH", field="--expert")
         from atari_data.play.experts.checkpoint import checkpoint_expert
+
         return checkpoint_expert(kind, arg, game)
-    raise AtariDataError(f"unknown expert {spec!r} (expected builtin, sb3:PATH, cleanrl:PATH or hub:REPO)",
-                         field="--expert")
+    raise AtariDataError(
+        f"unknown expert {spec!r} (expected builtin, sb3:PATH, cleanrl:PATH or hub:REPO)", field="--expert"
+    )

@@ -30,8 +30,9 @@ def joystick(name: str) -> tuple[int, int, int]:
 
 
 @cache
-def joystick_probs(actions: tuple[str, ...], h: int | None, v: int | None, fire: int | None,
-                   temperature: float = TEMPERATURE) -> np.ndarray:
+def joystick_probs(
+    actions: tuple[str, ...], h: int | None, v: int | None, fire: int | None, temperature: float = TEMPERATURE
+) -> np.ndarray:
     """Softmax over buttons by their distance from the wanted (h, v, fire); None = don't care.
 
     Cached: an expert asks for the same few wants over and over. Treat the result as read-only.
@@ -39,8 +40,11 @@ def joystick_probs(actions: tuple[str, ...], h: int | None, v: int | None, fire:
     cost = np.zeros(len(actions))
     for i, name in enumerate(actions):
         ah, av, af = joystick(name)
-        cost[i] = (abs(ah - h) if h is not None else 0) + (abs(av - v) if v is not None else 0) \
+        cost[i] = (
+            (abs(ah - h) if h is not None else 0)
+            + (abs(av - v) if v is not None else 0)
             + (abs(af - fire) if fire is not None else 0)
+        )
     z = np.exp(-(cost - cost.min()) / temperature)
     p = z / z.sum()
     p.flags.writeable = False
@@ -159,6 +163,9 @@ BUILTIN = {"Pong": Pong, "Breakout": Breakout, "Freeway": Freeway, "Boxing": Box
 
 def builtin_expert(game: str) -> RamExpert:
     if game not in BUILTIN:
-        raise AtariDataError(f"no built-in expert for {game} (built-in: {', '.join(sorted(BUILTIN))}); "
-                             "use --expert sb3:PATH, cleanrl:PATH or hub:REPO", field="--expert")
+        raise AtariDataError(
+            f"no built-in expert for {game} (built-in: {', '.join(sorted(BUILTIN))}); "
+            "use --expert sb3:PATH, cleanrl:PATH or hub:REPO",
+            field="--expert",
+        )
     return BUILTIN[game](game)

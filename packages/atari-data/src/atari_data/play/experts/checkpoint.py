@@ -37,6 +37,7 @@ def _torch():
 
 # -- observation pipelines -------------------------------------------------------------------------
 
+
 def preprocess(last_two: tuple[np.ndarray, np.ndarray], grey: str) -> np.ndarray:
     """84x84 uint8 observation of one decision from its last two emulator frames.
 
@@ -55,6 +56,7 @@ def preprocess(last_two: tuple[np.ndarray, np.ndarray], grey: str) -> np.ndarray
 
 # -- networks --------------------------------------------------------------------------------------
 
+
 def nature_cnn(n_actions: int, flatten: str):
     """The DQN-paper CNN; ``flatten`` is the order its 7x7x64 features were flattened in (chw|hwc)."""
     torch = _torch()
@@ -63,8 +65,14 @@ def nature_cnn(n_actions: int, flatten: str):
     class NatureCNN(nn.Module):
         def __init__(self):
             super().__init__()
-            self.cnn = nn.Sequential(nn.Conv2d(4, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(),
-                                     nn.Conv2d(64, 64, 3, 1), nn.ReLU())
+            self.cnn = nn.Sequential(
+                nn.Conv2d(4, 32, 8, 4),
+                nn.ReLU(),
+                nn.Conv2d(32, 64, 4, 2),
+                nn.ReLU(),
+                nn.Conv2d(64, 64, 3, 1),
+                nn.ReLU(),
+            )
             self.linear = nn.Linear(3136, 512)
             self.head = nn.Linear(512, n_actions)
 
@@ -126,6 +134,7 @@ def impala_cnn(n_actions: int):
 
 # -- CleanRL: Flax msgpack --------------------------------------------------------------------------
 
+
 def read_flax_msgpack(data: bytes):
     """Decode Flax ``to_bytes`` output with msgpack and numpy (no JAX): arrays are ExtType 1."""
     import msgpack
@@ -145,16 +154,20 @@ def read_flax_msgpack(data: bytes):
 def _arr(p, key: str, where: str, name: str) -> np.ndarray:
     value = p.get(key) if isinstance(p, dict) else None
     if not isinstance(value, np.ndarray) or value.dtype.kind != "f":
-        raise AtariDataError(f"is {type(value).__name__ if value is not None else 'missing'}, expected a float "
-                             "array", file=where, field=f"{name}.{key}")
+        raise AtariDataError(
+            f"is {type(value).__name__ if value is not None else 'missing'}, expected a float array",
+            file=where,
+            field=f"{name}.{key}",
+        )
     return value
 
 
 def _conv(module, p, where: str = "", name: str = "conv"):
     kernel = _arr(p, "kernel", where, name)
     if kernel.ndim != 4:
-        raise AtariDataError(f"has shape {kernel.shape}, expected a 4-d HWIO kernel", file=where,
-                             field=f"{name}.kernel")
+        raise AtariDataError(
+            f"has shape {kernel.shape}, expected a 4-d HWIO kernel", file=where, field=f"{name}.kernel"
+        )
     _set(module.weight, kernel.transpose(3, 2, 0, 1), where, f"{name}.kernel")
     _set(module.bias, _arr(p, "bias", where, name), where, f"{name}.bias")
 
@@ -176,10 +189,10 @@ def load_cleanrl(path: Path):
         args, (network, actor, _critic) = tree["0"], (tree["1"]["0"], tree["1"]["1"], tree["1"]["2"])
         net_p, actor_p = network["params"], actor["params"]
         n_actions = _action_count(int(actor_p["Dense_0"]["kernel"].shape[1]), path, "actor.Dense_0.kernel")
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError,
-            msgpack.UnpackException) as e:
-        raise AtariDataError(f"is not a CleanRL Flax checkpoint ({type(e).__name__}: {e})", file=str(path),
-                             field="--expert") from None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError, msgpack.UnpackException) as e:
+        raise AtariDataError(
+            f"is not a CleanRL Flax checkpoint ({type(e).__name__}: {e})", file=str(path), field="--expert"
+        ) from None
     where = str(path)
     try:
         if "Conv_0" in net_p:
@@ -198,16 +211,19 @@ def load_cleanrl(path: Path):
                     _conv(res.conv1, p[f"ResidualBlock_{r}"]["Conv_1"], where, f"{block}.Conv_1")
             _dense(net.linear, net_p["Dense_0"], where, "Dense_0")
         else:
-            raise AtariDataError(f"unknown CleanRL network (top-level parameters {sorted(net_p)})", file=where,
-                                 field="--expert")
+            raise AtariDataError(
+                f"unknown CleanRL network (top-level parameters {sorted(net_p)})", file=where, field="--expert"
+            )
         _dense(net.head, actor_p["Dense_0"], where, "actor.Dense_0")
     except (KeyError, TypeError, IndexError, AttributeError) as e:
-        raise AtariDataError(f"is not a CleanRL Flax checkpoint ({type(e).__name__}: {e})", file=where,
-                             field="--expert") from None
+        raise AtariDataError(
+            f"is not a CleanRL Flax checkpoint ({type(e).__name__}: {e})", file=where, field="--expert"
+        ) from None
     return net.eval(), args
 
 
 # -- SB3 rl-zoo zips --------------------------------------------------------------------------------
+
 
 def load_sb3(path: Path):
     """(torch module, is_q_network) from an SB3 PPO or DQN zip, reading only ``policy.pth``."""
@@ -219,19 +235,29 @@ def load_sb3(path: Path):
     except AtariDataError:
         raise
     except Exception as e:  # noqa: BLE001 - zipfile, zlib and torch.load raise many kinds; weights_only runs no code
-        raise AtariDataError(f"is not an SB3 model zip with a tensors-only policy.pth ({type(e).__name__}: "
-                             f"{str(e).splitlines()[0][:160] if str(e) else ''})", file=str(path), field="--expert") \
-            from None
+        raise AtariDataError(
+            f"is not an SB3 model zip with a tensors-only policy.pth ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:160] if str(e) else ''})",
+            file=str(path),
+            field="--expert",
+        ) from None
     if not isinstance(state, dict):
-        raise AtariDataError(f"policy.pth holds a {type(state).__name__}, expected a state dict", file=str(path),
-                             field="--expert")
-    layouts = (("features_extractor", "action_net", False),         # PPO
-               ("pi_features_extractor", "action_net", False),      # PPO, unshared extractors
-               ("q_net.features_extractor", "q_net.q_net.0", True))  # DQN
+        raise AtariDataError(
+            f"policy.pth holds a {type(state).__name__}, expected a state dict", file=str(path), field="--expert"
+        )
+    layouts = (
+        ("features_extractor", "action_net", False),  # PPO
+        ("pi_features_extractor", "action_net", False),  # PPO, unshared extractors
+        ("q_net.features_extractor", "q_net.q_net.0", True),
+    )  # DQN
     found = next((lay for lay in layouts if f"{lay[0]}.cnn.0.weight" in state and f"{lay[1]}.weight" in state), None)
     if found is None:
-        raise AtariDataError("policy.pth has no Nature-CNN actor or Q-network (expected features_extractor.cnn.* "
-                             "with action_net.* or q_net.q_net.0.*)", file=str(path), field="--expert")
+        raise AtariDataError(
+            "policy.pth has no Nature-CNN actor or Q-network (expected features_extractor.cnn.* "
+            "with action_net.* or q_net.q_net.0.*)",
+            file=str(path),
+            field="--expert",
+        )
     feat, head, is_q = found
     n_actions = _action_count(getattr(state[f"{head}.weight"], "shape", (0,))[0], path, f"{head}.weight")
     net = nature_cnn(n_actions, flatten="chw")
@@ -260,8 +286,12 @@ def _set(param, value, where: str, name: str) -> None:
     if isinstance(value, np.ndarray):
         value = torch.from_numpy(np.ascontiguousarray(value))
     if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.dtype == torch.bfloat16):
-        raise AtariDataError(f"is {type(value).__name__ if value is not None else 'missing'}, expected a float "
-                             f"tensor of shape {tuple(param.shape)}", file=where, field=name)
+        raise AtariDataError(
+            f"is {type(value).__name__ if value is not None else 'missing'}, expected a float "
+            f"tensor of shape {tuple(param.shape)}",
+            file=where,
+            field=name,
+        )
     if tuple(value.shape) != tuple(param.shape):
         raise AtariDataError(f"has shape {tuple(value.shape)}, expected {tuple(param.shape)}", file=where, field=name)
     if not torch.isfinite(value).all():
@@ -270,6 +300,7 @@ def _set(param, value, where: str, name: str) -> None:
 
 
 # -- the expert -------------------------------------------------------------------------------------
+
 
 class CheckpointExpert:
     """A network on a 4-decision stack of 84x84 grey observations."""
@@ -316,8 +347,11 @@ def checkpoint_expert(kind: str, arg: str, game: str) -> CheckpointExpert:
         expert = CheckpointExpert(net, game, grey="opencv", name=f"sb3:{path.name}", q_values=is_q)
     n_out = net.head.out_features
     if n_out != expert.n:
-        raise AtariDataError(f"has {n_out} actions but {game}'s minimal set has {expert.n} "
-                             f"({', '.join(minimal_actions(game))})", file=str(path), field="--expert")
+        raise AtariDataError(
+            f"has {n_out} actions but {game}'s minimal set has {expert.n} ({', '.join(minimal_actions(game))})",
+            file=str(path),
+            field="--expert",
+        )
     return expert
 
 

@@ -17,16 +17,17 @@ def parquet_rows(path: Path, columns: Sequence[str]) -> Iterator[dict]:
 
     try:
         f = pq.ParquetFile(path)
-    except Exception as e:  # pyarrow raises ArrowInvalid, OSError, ... for a damaged file
+    except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ... for a damaged file
         raise AtariDataError(f"not a readable Parquet file ({type(e).__name__}: {e})", file=str(path)) from None
     missing = [c for c in columns if c not in f.schema_arrow.names]
     if missing:
-        raise AtariDataError(f"missing column(s) {missing} (expected {list(columns)})", file=str(path),
-                             field=missing[0])
+        raise AtariDataError(
+            f"missing column(s) {missing} (expected {list(columns)})", file=str(path), field=missing[0]
+        )
     try:
         for group in range(f.num_row_groups):
             yield from f.read_row_group(group, columns=list(columns)).to_pylist()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a damaged row group raises whatever pyarrow meets
         raise AtariDataError(f"unreadable row group ({type(e).__name__}: {e})", file=str(path)) from None
 
 
@@ -36,15 +37,19 @@ def local_copy(spec: str, repo: str, patterns: list[str] | None = None) -> Path:
     if not spec.startswith("hub:"):
         path = Path(spec)
         if not path.is_dir():
-            raise AtariDataError("is not a folder (pass a local copy, or hub:REPO when online)", file=spec,
-                                 field="--from")
+            raise AtariDataError(
+                "is not a folder (pass a local copy, or hub:REPO when online)", file=spec, field="--from"
+            )
         return path
     from huggingface_hub import snapshot_download
 
     repo_id = spec.removeprefix("hub:") or repo
     try:
         return Path(snapshot_download(repo_id, repo_type="dataset", allow_patterns=patterns))
-    except Exception as e:  # offline, missing repo, auth: all end here
-        raise AtariDataError(f"cannot download {repo_id} ({type(e).__name__}); offline, download it where the Hub "
-                             f"is reachable (`hf download {repo_id} --repo-type dataset --local-dir DIR`) and pass "
-                             "--from DIR", field="--from") from None
+    except Exception as e:  # noqa: BLE001 - offline, missing repo, auth: all end here
+        raise AtariDataError(
+            f"cannot download {repo_id} ({type(e).__name__}); offline, download it where the Hub "
+            f"is reachable (`hf download {repo_id} --repo-type dataset --local-dir DIR`) and pass "
+            "--from DIR",
+            field="--from",
+        ) from None

@@ -42,7 +42,7 @@ STEM = re.compile(r"^(\d+)_([A-Za-z]+)_(\d+)_(.+)$")  # <trial>_<subject>_<UTID>
 class Trial:
     trial: int
     stem: str
-    frames_tar: str            # member names inside the game zip
+    frames_tar: str  # member names inside the game zip
     labels_txt: str
     rows: list[dict] = field(default_factory=list)
 
@@ -68,6 +68,7 @@ def available_games(root: Path) -> list[str]:
 
 # -- the label file --------------------------------------------------------------------------------
 
+
 def _value(text: str):
     return None if text in ("null", "") else text
 
@@ -89,17 +90,24 @@ def parse_labels(text: str, where: str) -> list[dict]:
         try:
             nums = [float(x) for x in tail if x is not None]
             gaze = [[nums[i], nums[i + 1]] for i in range(0, len(nums) - 1, 2)]
-            rows.append({"frame_id": frame_id, "episode": None if episode is None else int(float(episode)),
-                         "score": None if score is None else float(score),
-                         "duration_ms": None if duration is None else float(duration),
-                         "unclipped_reward": None if reward is None else float(reward),
-                         "action": None if action is None else int(float(action)), "gaze": gaze})
+            rows.append(
+                {
+                    "frame_id": frame_id,
+                    "episode": None if episode is None else int(float(episode)),
+                    "score": None if score is None else float(score),
+                    "duration_ms": None if duration is None else float(duration),
+                    "unclipped_reward": None if reward is None else float(reward),
+                    "action": None if action is None else int(float(action)),
+                    "gaze": gaze,
+                }
+            )
         except (ValueError, OverflowError) as e:  # OverflowError: int(float("inf"))
             raise AtariDataError(f"unparseable value ({e})", file=where, line=n, field="(row)") from None
     return rows
 
 
 # -- the archive -----------------------------------------------------------------------------------
+
 
 def trials_in(archive: zipfile.ZipFile, where: str) -> dict[int, Trial]:
     """Pairs of ``<stem>.tar.bz2`` and ``<stem>.txt`` anywhere in the zip, by trial number."""
@@ -167,8 +175,12 @@ def load_trial_links(root: Path, game: str) -> dict[int, int]:
                 raise AtariDataError(f"missing column {column}", file=str(path), field=column)
         for row in reader:
             if any(row.get(c) is None for c in ("GameName", "trial_id", "load_trial")):
-                raise AtariDataError(f"has {len([v for v in row.values() if v is not None])} fields, short of the "
-                                     "header's", file=str(path), line=reader.line_num, field="(row)")
+                raise AtariDataError(
+                    f"has {len([v for v in row.values() if v is not None])} fields, short of the header's",
+                    file=str(path),
+                    line=reader.line_num,
+                    field="(row)",
+                )
             name = row["GameName"].removesuffix("_highscore")
             try:
                 same = resolve_game(name) == game
@@ -176,8 +188,12 @@ def load_trial_links(root: Path, game: str) -> dict[int, int]:
                 same = False
             if same and row["load_trial"].strip().isdigit() and int(row["load_trial"]) > 0:
                 if not row["trial_id"].strip().isdigit():
-                    raise AtariDataError(f"{row['trial_id']!r} is not a trial number", file=str(path),
-                                         line=reader.line_num, field="trial_id")
+                    raise AtariDataError(
+                        f"{row['trial_id']!r} is not a trial number",
+                        file=str(path),
+                        line=reader.line_num,
+                        field="trial_id",
+                    )
                 links[int(row["trial_id"])] = int(row["load_trial"])
     except csv.Error as e:
         raise AtariDataError(f"is not CSV ({e})", file=str(path), field="(file)") from None
@@ -212,17 +228,28 @@ def split_groups(sizes: dict[int, int], links: dict[int, int]) -> dict[int, str]
     return out
 
 
-def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None = None,
-                force: bool = False, progress=None) -> dict | None:
+def import_game(
+    root: str | Path, out: str | Path, game: str, caps: dict | None = None, force: bool = False, progress=None
+) -> dict | None:
     root, game = Path(root), resolve_game(game)
     path = root / zip_name(game)
     if not path.exists():
         raise AtariDataError(f"no {path.name} (a local copy of {ORIGIN})", file=str(root))
     actions = minimal_actions(game)
     index = {name: i for i, name in enumerate(actions)}
-    with GameWriter(out, SOURCE, game, frame_format="rgb_210x160", frames=1, actions=actions,
-                    origin=ORIGIN, license=LICENSE, force=force, progress=progress,
-                    **({"caps": caps} if caps else {})) as writer:
+    with GameWriter(
+        out,
+        SOURCE,
+        game,
+        frame_format="rgb_210x160",
+        frames=1,
+        actions=actions,
+        origin=ORIGIN,
+        license=LICENSE,
+        force=force,
+        progress=progress,
+        **({"caps": caps} if caps else {}),
+    ) as writer:
         if writer.complete:
             return None
         try:
@@ -232,8 +259,9 @@ def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None 
         with archive:
             trials = trials_in(archive, str(path))
             for t in trials.values():
-                t.rows = parse_labels(_member_text(archive, t.labels_txt, f"{path}!{t.labels_txt}"),
-                                      f"{path}!{t.labels_txt}")
+                t.rows = parse_labels(
+                    _member_text(archive, t.labels_txt, f"{path}!{t.labels_txt}"), f"{path}!{t.labels_txt}"
+                )
             splits = split_groups({n: len(t.rows) for n, t in trials.items()}, load_trial_links(root, game))
             for n, t in sorted(trials.items()):
                 frames = frames_of(archive, t, str(path))
@@ -270,9 +298,19 @@ def _steps(rows, frames, index, trial: Trial, episode, writer: GameWriter) -> It
         if not _is_frame(png):
             writer.drop("bad_image")
             continue
-        yield Step(frame=png, label=index[FULL_ACTIONS[a]], provenance={
-            "trial": trial.trial, "frame_id": r["frame_id"], "episode_id": episode, "score": r["score"],
-            "duration_ms": r["duration_ms"], "unclipped_reward": r["unclipped_reward"], "gaze": r["gaze"]})
+        yield Step(
+            frame=png,
+            label=index[FULL_ACTIONS[a]],
+            provenance={
+                "trial": trial.trial,
+                "frame_id": r["frame_id"],
+                "episode_id": episode,
+                "score": r["score"],
+                "duration_ms": r["duration_ms"],
+                "unclipped_reward": r["unclipped_reward"],
+                "gaze": r["gaze"],
+            },
+        )
 
 
 # -- the Importer interface (atari_data.produce.importing.Importer) ----------------------------------

@@ -59,8 +59,9 @@ def lives(files: list[Path]) -> Iterator[tuple[int, int, list[dict]]]:
         yield game, life, run
 
 
-def import_game(root: str | Path, out: str | Path, game: str = GAME, caps: dict | None = None,
-                force: bool = False, progress=None) -> dict | None:
+def import_game(
+    root: str | Path, out: str | Path, game: str = GAME, caps: dict | None = None, force: bool = False, progress=None
+) -> dict | None:
     root = Path(root)
     if game != GAME:
         raise AtariDataError(f"{game}: this dataset has Frostbite only", field="--games")
@@ -69,9 +70,19 @@ def import_game(root: str | Path, out: str | Path, game: str = GAME, caps: dict 
         raise AtariDataError(f"no train-*.parquet below (a local copy of {REPO})", file=str(root))
     actions = minimal_actions(GAME)
     index = {name: i for i, name in enumerate(actions)}
-    with GameWriter(out, SOURCE, GAME, frame_format="rgb_128x128", frames=1, actions=actions,
-                    origin=REPO, license="see the dataset card", force=force, progress=progress,
-                    **({"caps": caps} if caps else {})) as writer:
+    with GameWriter(
+        out,
+        SOURCE,
+        GAME,
+        frame_format="rgb_128x128",
+        frames=1,
+        actions=actions,
+        origin=REPO,
+        license="see the dataset card",
+        force=force,
+        progress=progress,
+        **({"caps": caps} if caps else {}),
+    ) as writer:
         if writer.complete:
             return None
         for split, kind in SPLITS.items():
@@ -97,14 +108,24 @@ def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer:
         if not mask or png_size(mask) != (128, 128):
             writer.drop("bad_mask")
             continue
-        yield Step(frame=obs, label=index[FULL_ACTIONS[a]], side={"mask": mask},
-                   provenance={"row": row["row"], "game": game, "life": life,
-                               "reward": float(row["reward"]) if type(row["reward"]) in (int, float)
-                               and math.isfinite(row["reward"]) else None,
-                               "terminated": bool(row["terminated"])})
+        yield Step(
+            frame=obs,
+            label=index[FULL_ACTIONS[a]],
+            side={"mask": mask},
+            provenance={
+                "row": row["row"],
+                "game": game,
+                "life": life,
+                "reward": float(row["reward"])
+                if type(row["reward"]) in (int, float) and math.isfinite(row["reward"])
+                else None,
+                "terminated": bool(row["terminated"]),
+            },
+        )
 
 
 # -- the Importer interface (atari_data.produce.importing.Importer) ----------------------------------
+
 
 def units(root: Path, games: Sequence[str] | None) -> list[tuple[str, None]]:
     return [(g, None) for g in games] if games else [(g, None) for g in available_games(root)]

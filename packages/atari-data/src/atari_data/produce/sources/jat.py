@@ -35,8 +35,12 @@ ORIGIN = REPO
 LICENSE = "Apache-2.0"
 COLUMNS = ("image_observations", "discrete_actions", "rewards")
 # Config names that are not the ALE v5 name with its capitals removed.
-QUIRKS = {"asteroid": "Asteroids", "kongfumaster": "KungFuMaster", "montezuma": "MontezumaRevenge",
-          "privateye": "PrivateEye"}
+QUIRKS = {
+    "asteroid": "Asteroids",
+    "kongfumaster": "KungFuMaster",
+    "montezuma": "MontezumaRevenge",
+    "privateye": "PrivateEye",
+}
 SPLITS = {"train": "train", "test": "val"}
 ORDER_CHECK_STEPS = 64
 ORDER_MIN_AGREEMENT = 0.9
@@ -58,11 +62,12 @@ def config_of(game: str) -> str:
 
 # -- frame order ----------------------------------------------------------------------------------
 
+
 def _stack(rgba: np.ndarray, layout: str) -> np.ndarray:
     """[4, 84, 84], oldest first, from a decoded 84x84x4 image in the given byte layout."""
-    if layout == "channels":                       # R oldest ... A newest (the documented layout)
+    if layout == "channels":  # R oldest ... A newest (the documented layout)
         return np.moveaxis(rgba, -1, 0)
-    return rgba.reshape(4, *rgba.shape[:2])        # (4, 84, 84) bytes written as if (84, 84, 4)
+    return rgba.reshape(4, *rgba.shape[:2])  # (4, 84, 84) bytes written as if (84, 84, 4)
 
 
 def frame_layout(stacks: list[np.ndarray]) -> str | None:
@@ -76,6 +81,7 @@ def frame_layout(stacks: list[np.ndarray]) -> str | None:
 
 
 # -- reading --------------------------------------------------------------------------------------
+
 
 def parquet_files(root: Path, game: str, split: str) -> list[Path]:
     return sorted((root / config_of(game)).glob(f"{split}-*.parquet"))
@@ -96,7 +102,7 @@ def _decode(obs) -> np.ndarray | None:
         return None
     try:
         img = decode_png(data)
-    except Exception:  # a corrupt PNG is a counted drop, not a crash
+    except Exception:  # noqa: BLE001 - a corrupt PNG is a counted drop, not a crash
         return None
     return img if img.ndim == 3 and img.shape[-1] == 4 else None
 
@@ -114,15 +120,17 @@ def episode_steps(row: dict, layout: str, n_actions: int, writer: GameWriter) ->
     minimal set are dropped and counted."""
     images, actions, rewards = row["image_observations"], row["discrete_actions"], row["rewards"]
     if not all(isinstance(c, list) for c in (images, actions, rewards)):
-        raise AtariDataError("image_observations, discrete_actions and rewards must be lists (one per step), got "
-                             f"{type(images).__name__}, {type(actions).__name__}, {type(rewards).__name__}",
-                             field="(row)")
+        raise AtariDataError(
+            "image_observations, discrete_actions and rewards must be lists (one per step), got "
+            f"{type(images).__name__}, {type(actions).__name__}, {type(rewards).__name__}",
+            field="(row)",
+        )
     if not (len(images) == len(actions) == len(rewards)):
         writer.drop("row_length_mismatch", len(images))
         return
     # zlib releases the GIL and Pillow's PNG decoding mostly holds it: one thread per core re-encodes
     # a game's frames, in order (2 threads measured 1.3x one; 8 threads on 2 cores, slower than 2).
-    chunks = [images[i: i + FRAMES_PER_TASK] for i in range(0, len(images), FRAMES_PER_TASK)]
+    chunks = [images[i : i + FRAMES_PER_TASK] for i in range(0, len(images), FRAMES_PER_TASK)]
     pngs = [png for chunk in _pool().map(_newest_pngs, chunks, [layout] * len(chunks)) for png in chunk]
     for t, (png, action, reward) in enumerate(zip(pngs, actions, rewards, strict=True)):
         if png is None:
@@ -143,20 +151,33 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(min(8, cores), thread_name_prefix="jat-frames")
 
 
-def import_game(root: str | Path, out: str | Path, game: str, caps: dict | None = None, force: bool = False,
-                progress=None) -> dict | None:
+def import_game(
+    root: str | Path, out: str | Path, game: str, caps: dict | None = None, force: bool = False, progress=None
+) -> dict | None:
     """Write ``<out>/jat/<Game>`` from the local copy at ``root``; returns its meta.json (None when
     it was already complete)."""
     root, game = Path(root), resolve_game(game)
     files = {split: parquet_files(root, game, split) for split in SPLITS}
     if not files["train"]:
-        raise AtariDataError(f"no {config_of(game)}/train-*.parquet (a local copy of {REPO}: "
-                             f"`hf download {REPO} --repo-type dataset --include '{config_of(game)}/*'`)",
-                             file=str(root))
+        raise AtariDataError(
+            f"no {config_of(game)}/train-*.parquet (a local copy of {REPO}: "
+            f"`hf download {REPO} --repo-type dataset --include '{config_of(game)}/*'`)",
+            file=str(root),
+        )
     actions = minimal_actions(game)
-    with GameWriter(out, SOURCE, game, frame_format="gray_84x84", frames=1, actions=actions,
-                    origin=f"{REPO} ({config_of(game)})", license=LICENSE, force=force, progress=progress,
-                    **({"caps": caps} if caps else {})) as writer:
+    with GameWriter(
+        out,
+        SOURCE,
+        game,
+        frame_format="gray_84x84",
+        frames=1,
+        actions=actions,
+        origin=f"{REPO} ({config_of(game)})",
+        license=LICENSE,
+        force=force,
+        progress=progress,
+        **({"caps": caps} if caps else {}),
+    ) as writer:
         if writer.complete:
             return None
         layout = _establish_layout(files["train"][0], game)
@@ -179,15 +200,22 @@ def _establish_layout(path: Path, game: str) -> str:
             continue
         layout = frame_layout(stacks)
         if layout is None:
-            raise AtariDataError(f"{game}: consecutive frame stacks do not shift by one frame in either known "
-                                 f"byte layout (checked the first {len(stacks)} of a game); refusing to guess",
-                                 file=str(path), field="image_observations")
+            raise AtariDataError(
+                f"{game}: consecutive frame stacks do not shift by one frame in either known "
+                f"byte layout (checked the first {len(stacks)} of a game); refusing to guess",
+                file=str(path),
+                field="image_observations",
+            )
         return layout
-    raise AtariDataError(f"{game}: no game with two readable frames to establish the frame order", file=str(path),
-                         field="image_observations")
+    raise AtariDataError(
+        f"{game}: no game with two readable frames to establish the frame order",
+        file=str(path),
+        field="image_observations",
+    )
 
 
 # -- the Importer interface (atari_data.produce.importing.Importer) ----------------------------------
+
 
 def units(root: Path, games: Sequence[str] | None) -> list[tuple[str, None]]:
     return [(resolve_game(g), None) for g in games] if games else [(g, None) for g in available_games(root)]

@@ -66,8 +66,7 @@ def _read_shard(shard: Path) -> dict[object, list[tuple[int, dict]]]:
             raise AtariDataError(f"missing {missing}", file=str(path), line=n, field=missing[0])
         for key in ("episode", "step"):
             if type(rec[key]) is not int or not 0 <= rec[key] < 2**31:
-                raise AtariDataError(f"{rec[key]!r} is not an integer in 0..2^31-1", file=str(path), line=n,
-                                     field=key)
+                raise AtariDataError(f"{rec[key]!r} is not an integer in 0..2^31-1", file=str(path), line=n, field=key)
         for key in ("frame", "prev_frame"):
             if rec.get(key) is not None and not isinstance(rec[key], str):
                 raise AtariDataError(f"{rec[key]!r} is not a path", file=str(path), line=n, field=key)
@@ -77,8 +76,15 @@ def _read_shard(shard: Path) -> dict[object, list[tuple[int, dict]]]:
     return episodes
 
 
-def import_round(root: str | Path, out: str | Path, slug: str, round_: str, caps: dict | None = None,
-                 force: bool = False, progress=None) -> dict | None:
+def import_round(
+    root: str | Path,
+    out: str | Path,
+    slug: str,
+    round_: str,
+    caps: dict | None = None,
+    force: bool = False,
+    progress=None,
+) -> dict | None:
     """Write ``<out>/playjev_<round>/<Game>``; returns its meta.json (None when already complete)."""
     root = Path(root)
     shards = rounds_of(root, slug).get(round_)
@@ -87,12 +93,24 @@ def import_round(root: str | Path, out: str | Path, slug: str, round_: str, caps
     episodes = [(shard, ep, steps) for shard in shards for ep, steps in _read_shard(shard).items()]
     actions = episodes[0][2][0][1]["actions"]
     if not (isinstance(actions, list) and actions and all(isinstance(a, str) for a in actions)):
-        raise AtariDataError(f"actions {actions!r} (expected move names)", file=str(shards[0] / "records.jsonl"),
-                             field="actions")
+        raise AtariDataError(
+            f"actions {actions!r} (expected move names)", file=str(shards[0] / "records.jsonl"), field="actions"
+        )
     frame_format = _frame_format(episodes)
-    with GameWriter(out, f"playjev_{round_}", game_name(slug), frame_format=frame_format, frames=2,
-                    actions=actions, platform=PLATFORM, origin=f"{REPO} ({slug}/{round_})", license=LICENSE,
-                    force=force, progress=progress, **({"caps": caps} if caps else {})) as writer:
+    with GameWriter(
+        out,
+        f"playjev_{round_}",
+        game_name(slug),
+        frame_format=frame_format,
+        frames=2,
+        actions=actions,
+        platform=PLATFORM,
+        origin=f"{REPO} ({slug}/{round_})",
+        license=LICENSE,
+        force=force,
+        progress=progress,
+        **({"caps": caps} if caps else {}),
+    ) as writer:
         if writer.complete:
             return None
         splits = assign_splits(range(len(episodes)), 0.05)
@@ -112,16 +130,23 @@ def _frame_format(episodes) -> str:
                         return f"{'gray' if im.mode == 'L' else 'rgb'}_{im.height}x{im.width}"
                 except OSError:
                     continue
-    raise AtariDataError("no frame on disk: run PlayJev's rebuild (python -m playjev.rebuild DATA) first",
-                         file=str(episodes[0][0]), field="frame")
+    raise AtariDataError(
+        "no frame on disk: run PlayJev's rebuild (python -m playjev.rebuild DATA) first",
+        file=str(episodes[0][0]),
+        field="frame",
+    )
 
 
 def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
     path = shard / "records.jsonl"
     for line, rec in steps:
         if rec.get("actions") != actions:
-            raise AtariDataError(f"actions {rec.get('actions')} differ from the round's {actions}", file=str(path),
-                                 line=line, field="actions")
+            raise AtariDataError(
+                f"actions {rec.get('actions')} differ from the round's {actions}",
+                file=str(path),
+                line=line,
+                field="actions",
+            )
         label, taken = _move(rec["teacher_action"], actions), _move(rec["taken_action"], actions)
         if label is None or taken is None:
             writer.drop("bad_move")
@@ -142,24 +167,46 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
                 continue
             prev = limits.read_bytes(p, "frame", "prev_frame")
         probs = rec.get("teacher_probs")
-        if probs is not None and (not isinstance(probs, list) or len(probs) != len(actions)
-                                  or not all(isinstance(x, (int, float)) and x >= 0 for x in probs)
-                                  or abs(sum(probs) - 1) > 1e-4):
+        if probs is not None and (
+            not isinstance(probs, list)
+            or len(probs) != len(actions)
+            or not all(isinstance(x, (int, float)) and x >= 0 for x in probs)
+            or abs(sum(probs) - 1) > 1e-4
+        ):
             writer.drop("bad_teacher_probs")
             continue
-        yield Step(frame=data, label=label, target=probs, prev_frame=prev, provenance={
-            "taken_action": actions[taken], "actor": rec.get("actor"), "score": rec.get("score"),
-            "reward": rec.get("reward"), "done": rec.get("done"), "t": rec.get("t"), "seed": rec.get("seed"),
-            "shard": shard.name, "source_episode": rec["episode"], "source_step": rec["step"]})
+        yield Step(
+            frame=data,
+            label=label,
+            target=probs,
+            prev_frame=prev,
+            provenance={
+                "taken_action": actions[taken],
+                "actor": rec.get("actor"),
+                "score": rec.get("score"),
+                "reward": rec.get("reward"),
+                "done": rec.get("done"),
+                "t": rec.get("t"),
+                "seed": rec.get("seed"),
+                "shard": shard.name,
+                "source_episode": rec["episode"],
+                "source_step": rec["step"],
+            },
+        )
 
 
 # -- the Importer interface (atari_data.produce.importing.Importer) ----------------------------------
 # Browser games: a unit is (folder slug, round), each round its own source (playjev_<round>).
 
+
 def units(root: Path, games: Sequence[str] | None) -> list[tuple[str, str]]:
     wanted = {g.lower().replace("_", "") for g in games} if games else None
-    return [(slug, round_) for slug in available_games(root)
-            if wanted is None or slug.lower().replace("_", "") in wanted for round_ in rounds_of(root, slug)]
+    return [
+        (slug, round_)
+        for slug in available_games(root)
+        if wanted is None or slug.lower().replace("_", "") in wanted
+        for round_ in rounds_of(root, slug)
+    ]
 
 
 def output(slug: str, round_: str) -> str:
