@@ -53,12 +53,12 @@ class ExpertPolicy:
 
 def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: bool = True) -> dict:
     """Play ``episodes`` episodes; per-episode rewards, kills and steps, and the action mix."""
-    names = buttons(game)
+    names = tuple(buttons(game))
     name = doom.game_name(scenario)
     if hasattr(policy, "reset"):
         policy.reset(name, names)
     rng = np.random.default_rng(seed_base)
-    rewards, kills, steps, mix = [], [], [], Counter()
+    rewards, kills, steps, mix = [], [], [], Counter[str]()
     for i in range(episodes):
         game.set_seed(seed_base + i)
         game.new_episode()

@@ -11,6 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ def score_game(
 ) -> dict:
     """One game's entry of the results file."""
     scores = np.asarray(ep.scores, float)
-    result = {
+    result: dict[str, Any] = {
         "game": game,
         "error": ep.error,
         "scores": ep.scores,
@@ -136,7 +137,7 @@ def summarise(games: dict[str, dict], seed: int = 0) -> dict:
     ok = [g for g in games.values() if not g.get("error") and not g["excluded"]]
     valued = [g for g in ok if g["normalised"] is not None]
     unflagged = [g for g in valued if not g["flags"]]
-    out = {
+    out: dict[str, Any] = {
         "counts": {
             "games": len(games),
             "scored": len(ok),
@@ -260,7 +261,7 @@ def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
     from tqdm import tqdm
 
     out = Path(cfg.out)
-    results = {
+    results: dict[str, Any] = {
         "laya_eval": __version__,
         "settings": cfg.settings(),
         "protocol": {k: v for k, v in protocol_for("Game", cfg.cap).to_dict().items() if k != "env_id"},
@@ -304,6 +305,6 @@ def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
                 results["policy"]["identity"] = identity
             record(result)
     finally:
-        if hasattr(policy, "close"):
+        if policy is not None and hasattr(policy, "close"):
             policy.close()
     return results

@@ -59,10 +59,10 @@ def stratified_bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile interval of ``stat(*groups)`` with episodes resampled within each game."""
     rng = np.random.default_rng(seed)
-    groups = [[np.asarray(s, float) for s in g] for g in groups]
+    arrays = [[np.asarray(s, float) for s in g] for g in groups]
     values = np.empty(reps)
     for r in range(reps):
-        resampled = [[s[rng.integers(len(s), size=len(s))] for s in g] for g in groups]
+        resampled = [[s[rng.integers(len(s), size=len(s))] for s in g] for g in arrays]
         values[r] = stat(*resampled)
     lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)

@@ -68,11 +68,13 @@ class StdioPolicy:
             if self.proc is not None:
                 raise PolicyError(f"{self.command!r} exited with code {self.proc.returncode}")
             self._start()
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None  # _start raises when it cannot start one
         try:
-            self.proc.stdin.write(json.dumps(message).encode() + b"\n" + payload)
-            self.proc.stdin.flush()
+            proc.stdin.write(json.dumps(message).encode() + b"\n" + payload)
+            proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise PolicyError(f"{self.command!r} closed its input (exit code {self.proc.poll()})") from None
+            raise PolicyError(f"{self.command!r} closed its input (exit code {proc.poll()})") from None
         try:
             line = self._lines.get(timeout=self.timeout)
         except queue.Empty:
@@ -81,9 +83,7 @@ class StdioPolicy:
                 f"no answer to {message['type']!r} within {self.timeout:g}s; killed {self.command!r}"
             ) from None
         if line is None:
-            raise PolicyError(
-                f"{self.command!r} exited (code {self.proc.wait()}) instead of answering {message['type']!r}"
-            )
+            raise PolicyError(f"{self.command!r} exited (code {proc.wait()}) instead of answering {message['type']!r}")
         try:
             reply = json.loads(line)
         except ValueError:
@@ -123,7 +123,7 @@ class StdioPolicy:
     def close(self, kill: bool = False) -> None:
         if self.proc is None:
             return
-        if not kill and self.proc.poll() is None:
+        if not kill and self.proc.poll() is None and self.proc.stdin is not None:
             try:
                 self.proc.stdin.write(b'{"type": "close"}\n')
                 self.proc.stdin.flush()

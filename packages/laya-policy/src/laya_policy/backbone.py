@@ -130,7 +130,7 @@ def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0, rev
     try:
         # float32 master weights whatever the file stores (the Hub's SmolVLM is bfloat16): AdamW updates
         # at 2e-5 vanish in bf16, and the float32 head could not take bf16 states. CUDA runs autocast.
-        model = Idefics3Model.from_pretrained(name, revision=revision, dtype=torch.float32)
+        model = Idefics3Model.from_pretrained(name, revision=revision or "main", dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
     except OSError as e:
         raise OSError(

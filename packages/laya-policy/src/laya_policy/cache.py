@@ -10,6 +10,7 @@ entries live for the next ``keep`` calls.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import torch
@@ -71,7 +72,7 @@ class FrameFeatureCache:
                     out[i] = feature
                 self._entries.setdefault(keys[j], []).append((np.array(frames[j]), feature, self._call))
         self._evict()
-        return torch.stack(out)
+        return torch.stack(cast(list[torch.Tensor], out))  # every row was filled above
 
     def _evict(self) -> None:
         for k in list(self._entries):

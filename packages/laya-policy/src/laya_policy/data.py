@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -83,8 +84,16 @@ def _layout_examples(root, split, sources, games) -> list[Example]:
             if defects:
                 field, msg = defects[0]
                 raise AtariDataError(msg, file=str(g.split_file(split)), line=n, field=field)
-            out.append(Example(rec, lambda prev, g=g, rec=rec: g.frame(rec, prev=prev)))
+            out.append(Example(rec, partial(_layout_frame, g, rec)))
     return out
+
+
+def _layout_frame(g, rec: dict, prev: bool) -> np.ndarray:
+    return g.frame(rec, prev=prev)
+
+
+def _packed_frame(current: bytes, previous: bytes | None, where: str, prev: bool) -> np.ndarray:
+    return _decode(previous if prev and previous is not None else current, where)  # prev only when stored
 
 
 def _packed_examples(data, split, sources, games) -> list[Example]:
@@ -123,9 +132,7 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
                 raise ValueError(f"{where}: label: is missing or not an integer (or actions are missing)")
             if prev is not None:
                 rec["prev_image"] = "packed"
-            out.append(
-                Example(rec, lambda p, a=image["bytes"], b=prev and prev["bytes"], w=where: _decode(b if p else a, w))
-            )
+            out.append(Example(rec, partial(_packed_frame, image["bytes"], prev and prev["bytes"], where)))
     return out
 
 

@@ -30,6 +30,7 @@ hundred (without the words it still settles on equal scores).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -142,8 +143,8 @@ class ChoicePolicy(nn.Module):
 
     @staticmethod
     def to_device(enc: Encoded, device) -> Encoded:
-        fields = (getattr(enc, f) for f in Encoded.__dataclass_fields__)
-        return Encoded(*(None if t is None else t.to(device) for t in fields))
+        moved = {f: getattr(enc, f) for f in Encoded.__dataclass_fields__}
+        return dataclasses.replace(enc, **{f: t.to(device) for f, t in moved.items() if t is not None})
 
     # -- vision --------------------------------------------------------------------------------------
     def encode_images(self, pixel_values: torch.Tensor, train_vision: bool = True) -> torch.Tensor:

@@ -52,11 +52,11 @@ class LayaPolicy:
             "image_size": self.cfg.image_size,
             "preprocess": path,
         }
-        self._question = None
+        self._question: dict | None = None
         if cuda_graph and self.device.type != "cuda":
             raise ValueError(f"cuda_graph needs a CUDA device (got {device})")
         self.cuda_graph = cuda_graph
-        self._graphs = {}  # (batch size, question) -> (graph, static features, static logits)
+        self._graphs: dict = {}  # (batch size, question) -> (graph, static features, static logits)
 
     def _encode(self, frames: np.ndarray) -> torch.Tensor:
         with torch.inference_mode():
@@ -89,15 +89,21 @@ class LayaPolicy:
             graph.replay()
             logits = static_out
         else:
-            enc = self.model.encode([self._question] * n, n_images=self.cfg.frames)
+            enc = self.model.encode([self.question] * n, n_images=self.cfg.frames)
             logits = self.model(feats.to(self.device), enc)
         return torch.softmax(logits / self.temperature, -1).double().cpu().numpy()
+
+    @property
+    def question(self) -> dict:
+        if self._question is None:
+            raise ValueError("reset(game, actions) first: the question names the game's buttons")
+        return self._question
 
     def _graph(self, n: int, feats: torch.Tensor):
         """The language model and head for ``n`` decisions of this game, captured once as a CUDA graph
         (fixed shapes: the question is the same for every row); the vision tower and cache stay eager."""
         if n not in self._graphs:
-            enc = self.model.to_device(self.model.encode([self._question] * n, n_images=self.cfg.frames), self.device)
+            enc = self.model.to_device(self.model.encode([self.question] * n, n_images=self.cfg.frames), self.device)
             enc.attention_mask = None  # every row asks the same question: no padding, no mask to inspect
             static_in = feats.detach().clone()
             side = torch.cuda.Stream()

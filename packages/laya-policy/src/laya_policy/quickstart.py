@@ -220,7 +220,7 @@ class Quickstart:
             "",
             _markdown_table(stats.drop("labels")),
             "",
-            f"Read back through `load_dataset`: {self.done('load')['rows']} rows.",
+            f"Read back through `load_dataset`: {(self.done('load') or {}).get('rows')} rows.",
             "",
             "## Training",
             "",

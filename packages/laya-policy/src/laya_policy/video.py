@@ -13,7 +13,7 @@ from laya_protocol.seeds import EVAL_SEED_BASE
 
 
 def annotate(frame: np.ndarray, text: str, scale: int = 2) -> Image.Image:
-    im = Image.fromarray(frame).resize((frame.shape[1] * scale, frame.shape[0] * scale), Image.NEAREST)
+    im = Image.fromarray(frame).resize((frame.shape[1] * scale, frame.shape[0] * scale), Image.Resampling.NEAREST)
     draw = ImageDraw.Draw(im)
     draw.rectangle([0, 0, im.width, 14], fill=(0, 0, 0))
     draw.text((3, 2), text, fill=(255, 255, 0))

@@ -19,7 +19,7 @@ from laya_protocol.errors import UnknownName
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
 #: The full 18-action set, index = ALE action id.
-FULL_ACTIONS: tuple[str, ...] = tuple(a.name for a in sorted(ale_py.Action, key=lambda a: a.value))
+FULL_ACTIONS: tuple[str, ...] = tuple(a.name for a in sorted(ale_py.Action.__members__.values(), key=lambda a: a.value))
 ACTION_SETS = ("minimal", "full")
 
 # ROMs without a single-player mode; ALE registers no v5 env for them.
@@ -58,7 +58,9 @@ def rom_id(game: str) -> str:
 def minimal_actions(game: str) -> tuple[str, ...]:
     """The game's minimal action set in ALE v5 order, as action names."""
     ale = ale_py.ALEInterface()
-    ale.loadROM(roms.get_rom_path(rom_id(game)))
+    path = roms.get_rom_path(rom_id(game))
+    assert path is not None  # every id of get_all_rom_ids has its ROM
+    ale.loadROM(path)
     return tuple(FULL_ACTIONS[a.value] for a in ale.getMinimalActionSet())
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,7 @@ def list_games(root: str | os.PathLike, sources=None, games=None, ready_only: bo
     return out
 
 
-def read_jsonl(path: Path, field: str = "(record)") -> Iterator[tuple[int, object]]:
+def read_jsonl(path: Path, field: str = "(record)") -> Iterator[tuple[int, Any]]:
     """(line number, value) of every non-blank line of a JSONL file read within the file limit. Lines
     split on ``\\n`` only: JSON text may hold other line separators (U+2028) verbatim."""
     for n, line in enumerate(_read(path).split(b"\n"), 1):

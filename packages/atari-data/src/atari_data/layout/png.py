@@ -116,7 +116,8 @@ def _chunks(data: bytes, strict: bool) -> tuple[tuple, list[bytes], set[bytes]] 
     """
     if data[:8] != SIGNATURE or data[12:16] != b"IHDR":
         return None
-    header, idat, kinds, pos = None, [], set(), 8
+    header, idat, pos = None, [], 8
+    kinds: set[bytes] = set()
     while pos + 12 <= len(data):
         (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
         end = pos + 12 + length

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from atari_data.schema import IMAGE_SUFFIXES, RECORD, Defect
 from atari_data.schema.questions import game_question
@@ -48,7 +49,7 @@ class GameRules:
     def record(self, episode: int, step: int, label: int, target=None, provenance=None, suffix: str = ".png") -> dict:
         """Build a record in schema field order."""
         rid = self.record_id(episode, step)
-        rec = {"id": rid, "image": image_name(rid, suffix)}
+        rec: dict[str, Any] = {"id": rid, "image": image_name(rid, suffix)}
         if self.frames == 2:
             rec["prev_image"] = image_name(rid, suffix, "prev")
         rec.update(game=self.game, actions=self._actions_list, label=label)

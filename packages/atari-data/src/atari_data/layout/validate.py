@@ -70,8 +70,8 @@ class _GameCheck:
         actions = meta.get("actions")
         if not _is_str_list(actions):
             actions = list(minimal_actions(g.game)) if g.game in all_games() else ["NOOP"]
-        frames = meta.get("frames") if meta.get("frames") in (1, 2) else 1
-        rules = GameRules(g.source, g.game, tuple(actions), frames, str(meta.get("platform", "ale")))
+        frames = meta["frames"] if meta.get("frames") in (1, 2) else 1
+        rules = GameRules(g.source, g.game, tuple(actions or ()), frames, str(meta.get("platform", "ale")))
         size = self._frame_size(meta.get("frame_format"))
 
         try:
@@ -218,7 +218,7 @@ class _GameCheck:
             )
 
     def _meta_matches(self, path: Path, meta: dict, seen: dict) -> None:
-        caps = meta.get("caps") if isinstance(meta.get("caps"), dict) else {}
+        caps = meta["caps"] if isinstance(meta.get("caps"), dict) else {}
         for split in SPLITS:
             count, episodes, labels = seen[split]
             cap = caps.get(split)
@@ -249,6 +249,8 @@ def _frame_bytes(path: Path) -> bytes | None:
 
 
 def _pixels(data: bytes | None):
+    if data is None:
+        return object()  # a missing frame, like an unreadable one, equals no other
     try:
         with Image.open(io.BytesIO(data)) as im:
             return im.mode, im.size, im.tobytes()

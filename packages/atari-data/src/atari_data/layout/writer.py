@@ -254,9 +254,12 @@ class GameWriter:
         picked = {s: sorted(self._samplers[s].pick(), key=lambda k: (k.episode, k.step)) for s in SPLITS}
         tmp = staged.path
 
-        splits, files = {}, []
+        splits: dict[str, dict] = {}
+        files: list[tuple[Path, bytes]] = []
         for split in SPLITS:
-            lines, labels, episodes = [], Counter(), set()
+            lines: list[str] = []
+            labels: Counter[str] = Counter()
+            episodes: set[int] = set()
             for k in picked[split]:
                 provenance = k.provenance
                 if k.side:
@@ -273,13 +276,13 @@ class GameWriter:
                 if k.prev is not None:
                     files.append((tmp / rec["prev_image"], k.prev))
                 lines.append(json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
-                labels[self.actions[k.label]] += 1
+                labels[self.rules.actions[k.label]] += 1
                 episodes.add(k.episode)
             _write_file(tmp / f"{split}.jsonl", "".join(line + "\n" for line in lines))
             splits[split] = {
                 "records": len(lines),
                 "episodes": len(episodes),
-                "labels": {a: labels[a] for a in self.actions if labels[a]},
+                "labels": {a: labels[a] for a in self.rules.actions if labels[a]},
             }
 
         kept_episodes = {k.episode for s_ in SPLITS for k in picked[s_]}
@@ -301,7 +304,7 @@ class GameWriter:
             "platform": self.platform,
             "frame_format": self.frame_format,
             "frames": self.frames,
-            "actions": list(self.actions),
+            "actions": list(self.rules.actions),
             "caps": dict(self.caps),
             **splits,
             "dropped": dict(sorted(self.dropped.items())),

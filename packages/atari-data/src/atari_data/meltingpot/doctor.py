@@ -42,7 +42,7 @@ def check_lmdb_pack(doctor, games: dict) -> None:
                                 f"{limits.limit('member') // limits.MB:,} MB",
                             )
                             continue
-                        data = tf.extractfile(m).read()
+                        data = tf.extractfile(m).read()  # type: ignore[union-attr]  # m.isfile()
                         if ext == "json":
                             value = parse_json_line(data, f"{t}!{m.name}", 1, "(member)")
                             if not isinstance(value, dict):

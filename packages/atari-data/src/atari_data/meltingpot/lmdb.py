@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
+from atari_data.publish import repo
 
 ARRAYS = {
     "video_latents": (4, np.float16),
@@ -184,14 +185,16 @@ def pack_lmdb(src: str | Path, out: str | Path, rows_per_shard: int = 500, name:
         shutil.rmtree(tmp)
     counts = {}
     for game in games:
-        folder = tmp / "webdataset" / game
-        folder.mkdir(parents=True)
+        (tmp / repo.tar_dir(game)).mkdir(parents=True)
         n, tar = 0, None
         for key, row in read_lmdb(src / game):
             if n % rows_per_shard == 0:
                 if tar is not None:
                     tar.close()
-                tar = tarfile.open(folder / f"train-{n // rows_per_shard:06d}.tar", "w", format=tarfile.USTAR_FORMAT)
+                tar = tarfile.open(
+                    tmp / repo.tar_file(game, "train", n // rows_per_shard), "w", format=tarfile.USTAR_FORMAT
+                )
+            assert tar is not None
             sample = f"{game}-{n:06d}"
             _add(
                 tar,
@@ -206,7 +209,7 @@ def pack_lmdb(src: str | Path, out: str | Path, rows_per_shard: int = 500, name:
         if tar is not None:
             tar.close()
         counts[game] = n
-    _write_card(tmp / "README.md", name, counts)
+    _write_card(tmp / repo.CARD, name, counts)
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
@@ -220,8 +223,7 @@ def _write_card(path: Path, name: str, counts: dict) -> None:
         "pretty_name": name,
         "tags": ["melting-pot", "world-model", "webdataset"],
         "configs": [
-            {"config_name": g, "data_files": [{"split": "train", "path": f"webdataset/{g}/train-*.tar"}]}
-            for g in counts
+            {"config_name": g, "data_files": [{"split": "train", "path": repo.tar_pattern(g, "train")}]} for g in counts
         ],
         "lmdb_pack": {"games": counts},
     }

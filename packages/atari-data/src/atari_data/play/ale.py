@@ -113,6 +113,7 @@ class AtariGame:
         for i in range(skip):
             reward += self.ale.act(ale_action)
             if self.keep and i >= skip - 2:
+                assert self.last_two is not None  # reset() sets it whenever frames are kept
                 self.last_two = (self.last_two[1], self._grab())
             if self.ale.game_over():
                 break

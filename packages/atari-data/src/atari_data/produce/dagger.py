@@ -78,7 +78,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
     if cfg.round < 1:
         raise AtariDataError(f"round {cfg.round} (expected 1 or more)", field="round")
     source = f"dagger{cfg.round}"
-    out = {}
+    out: dict[str, dict | None] = {}
     for name in [resolve_game(g) for g in cfg.games]:
         protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
         with GameWriter(

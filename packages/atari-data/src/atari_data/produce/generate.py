@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -125,7 +126,7 @@ def labelled_steps(
     provenances = []
     for d, played in play_episode(game, ale_seed, choose, decision_cap):
         p = current["p"]
-        prov = {"played": played}
+        prov: dict[str, float] = {"played": played}
         if returns:
             prov["score_before"] = game.score
             provenances.append(prov)
@@ -192,7 +193,7 @@ def measure_baselines(game: AtariGame, expert: Expert, cfg: GenerateConfig) -> d
 def _reusable_baselines(cfg: GenerateConfig, game: str) -> dict | None:
     """The baselines another expert source already measured with the same expert, seed, episodes and cap."""
     for other in (s for s in SOURCES if s != cfg.source):
-        g = GameDir(cfg.root, other, game)
+        g = GameDir(Path(cfg.root), other, game)
         if not g.ready:
             continue
         meta = g.meta()

@@ -94,7 +94,7 @@ def publish(
         api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
         if revision:
             api.create_branch(repo, branch=revision, repo_type="dataset", exist_ok=True)
-        api.upload_large_folder(
+        api.upload_large_folder(  # type: ignore[attr-defined]  # the locked huggingface_hub has none: issue 19
             repo_id=repo, folder_path=str(folder), repo_type="dataset", revision=revision, private=private
         )
     except Exception as e:  # noqa: BLE001 - offline, network, auth: all reported on one line

@@ -20,6 +20,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
@@ -78,6 +79,7 @@ def layout_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, bytes,
     games sorted, records as written."""
     for g in games:
         m = FRAME_FORMAT_RE.match(g.meta()["frame_format"])
+        assert m is not None  # validated before packing
         size = (int(m[3]), int(m[2]))
         for rec in g.records(split):
             image = _intact(g, rec["image"], size)
@@ -108,7 +110,7 @@ def _intact(g: GameDir, rel: str, size: tuple[int, int] | None) -> bytes:
 
 def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
     """A record as a row of the HF features: frames as Image structs, free mappings as JSON text."""
-    row = {}
+    row: dict[str, Any] = {}
     for name in names:
         if name == "image":
             row[name] = {"bytes": image, "path": None}
@@ -130,7 +132,11 @@ class _ParquetShards:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.features = hf_features(frames)
         self.schema: pa.Schema = self.features.arrow_schema
-        self.names, self.rows, self.bytes, self.writer, self.shards = list(self.features), [], 0, None, []
+        self.names: list[str] = list(self.features)
+        self.rows: list[dict] = []
+        self.bytes = 0
+        self.writer: Any = None  # a pyarrow ParquetWriter while a shard is open
+        self.shards: list[Path] = []
         self.arrow_bytes = 0  # what the split takes in memory, for the card's num_bytes
 
     def add(self, rec: dict, image: bytes, prev: bytes | None, side: dict[str, bytes]) -> None:
@@ -178,9 +184,11 @@ class _TarShards:
     def __init__(self, root: Path, config: str, split: str, shard_size: int):
         self.root, self.config, self.split, self.shard_size = root, config, split, shard_size
         self.tar: tarfile.TarFile | None = None
-        self.bytes, self.paths = 0, []
+        self.bytes = 0
+        self.paths: list[Path] = []
 
     def _member(self, name: str, data: bytes) -> None:
+        assert self.tar is not None  # add() opens a shard first
         info = tarfile.TarInfo(name)
         info.size, info.mtime, info.mode, info.uid, info.gid, info.uname, info.gname = len(data), 0, 0o644, 0, 0, "", ""
         self.tar.addfile(info, io.BytesIO(data))
@@ -297,7 +305,8 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
                 shutil.copyfile(g.path / "meta.json", tmp / repo.meta_file(source, g.game))
             conf = {"frames": frames, "splits": {}}
             for split, hf_split in HUB_SPLITS.items():
-                writers = [_ParquetShards(tmp, source, hf_split, frames, cfg.shard_size)]
+                parquet = _ParquetShards(tmp, source, hf_split, frames, cfg.shard_size)
+                writers: list[_ParquetShards | _TarShards] = [parquet]
                 if "webdataset" in cfg.formats:
                     writers.append(_TarShards(tmp, source, hf_split, cfg.shard_size))
                 n, side = 0, 0
@@ -314,7 +323,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
                 shards = [w.close() for w in writers]
                 conf["splits"][hf_split] = {
                     "records": n,
-                    "bytes": writers[0].arrow_bytes,
+                    "bytes": parquet.arrow_bytes,
                     "side_images": side,
                     "parquet": [p.name for p in shards[0]],
                     "webdataset": [p.name for p in shards[1]] if len(shards) > 1 else [],

@@ -62,7 +62,7 @@ def nature_cnn(n_actions: int, flatten: str):
     torch = _torch()
     nn = torch.nn
 
-    class NatureCNN(nn.Module):
+    class NatureCNN(nn.Module):  # type: ignore[name-defined]  # torch is an optional extra, imported late
         def __init__(self):
             super().__init__()
             self.cnn = nn.Sequential(
@@ -98,7 +98,7 @@ def impala_cnn(n_actions: int):
             pads += [total // 2, total - total // 2]
         return F.max_pool2d(F.pad(x, pads, value=float("-inf")), 3, 2)
 
-    class Residual(nn.Module):
+    class Residual(nn.Module):  # type: ignore[name-defined]  # torch is an optional extra, imported late
         def __init__(self, c):
             super().__init__()
             self.conv0, self.conv1 = nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
@@ -106,7 +106,7 @@ def impala_cnn(n_actions: int):
         def forward(self, x):
             return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
 
-    class ConvSequence(nn.Module):
+    class ConvSequence(nn.Module):  # type: ignore[name-defined]  # torch is an optional extra, imported late
         def __init__(self, c_in, c):
             super().__init__()
             self.conv = nn.Conv2d(c_in, c, 3, padding=1)
@@ -115,7 +115,7 @@ def impala_cnn(n_actions: int):
         def forward(self, x):
             return self.res1(self.res0(same_pool(self.conv(x))))
 
-    class Impala(nn.Module):
+    class Impala(nn.Module):  # type: ignore[name-defined]  # torch is an optional extra, imported late
         def __init__(self):
             super().__init__()
             self.seqs = nn.ModuleList([ConvSequence(4, 16), ConvSequence(16, 32), ConvSequence(32, 32)])
@@ -316,6 +316,7 @@ class CheckpointExpert:
 
     def probs(self, game: AtariGame) -> np.ndarray:
         torch = _torch()
+        assert game.last_two is not None  # the game keeps frames for this expert (``frames`` says which)
         obs = preprocess(game.last_two, self.grey)
         if not self.stack:
             self.stack.extend([obs] * 4)  # an episode starts with copies, as in training

@@ -137,7 +137,7 @@ def frames_of(archive: zipfile.ZipFile, trial: Trial, where: str) -> dict[str, b
                 limits.check("member", inflated, file=name, field="(member)", compressed=info.compress_size)
                 if member.isfile() and member.name.endswith(".png"):
                     limits.check("frame", member.size, file=f"{name}!{member.name}", field="image")
-                    out[Path(member.name).stem] = tar.extractfile(member).read()
+                    out[Path(member.name).stem] = tar.extractfile(member).read()  # type: ignore[union-attr]  # isfile()
             return out
     except (tarfile.TarError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as e:
         raise AtariDataError(f"{trial.frames_tar}: unreadable archive ({type(e).__name__}: {e})", file=where) from None
@@ -248,7 +248,7 @@ def import_game(
         license=LICENSE,
         force=force,
         progress=progress,
-        **({"caps": caps} if caps else {}),
+        caps=caps or {},  # the writer fills what is missing with its DEFAULT_CAPS
     ) as writer:
         if writer.complete:
             return None

@@ -81,7 +81,7 @@ def import_game(
         license="see the dataset card",
         force=force,
         progress=progress,
-        **({"caps": caps} if caps else {}),
+        caps=caps or {},  # the writer fills what is missing with its DEFAULT_CAPS
     ) as writer:
         if writer.complete:
             return None

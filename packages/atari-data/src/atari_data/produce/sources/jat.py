@@ -176,7 +176,7 @@ def import_game(
         license=LICENSE,
         force=force,
         progress=progress,
-        **({"caps": caps} if caps else {}),
+        caps=caps or {},  # the writer fills what is missing with its DEFAULT_CAPS
     ) as writer:
         if writer.complete:
             return None

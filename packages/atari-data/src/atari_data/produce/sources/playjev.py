@@ -109,7 +109,7 @@ def import_round(
         license=LICENSE,
         force=force,
         progress=progress,
-        **({"caps": caps} if caps else {}),
+        caps=caps or {},  # the writer fills what is missing with its DEFAULT_CAPS
     ) as writer:
         if writer.complete:
             return None
