@@ -40,3 +40,13 @@ def layout(layout_master, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(layout_master, root)
     return root
+
+
+@pytest.fixture(scope="session")
+def packed(layout_master, tmp_path_factory):
+    """The layout packed (small shards, so each split has several); tests must not change it."""
+    from atari_data.publish.pack import PackConfig, pack
+
+    out = tmp_path_factory.mktemp("packed") / "repo"
+    pack(PackConfig(root=str(layout_master), out=str(out), shard_size=150_000))
+    return out

@@ -18,13 +18,6 @@ from atari_data.publish.pack import PackConfig, pack, parse_size
 from atari_data.schema import RECORD
 
 
-@pytest.fixture(scope="module")
-def packed(layout_master, tmp_path_factory):
-    out = tmp_path_factory.mktemp("packed") / "repo"
-    pack(PackConfig(root=str(layout_master), out=str(out), shard_size=150_000))
-    return out
-
-
 def tree(root):
     return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 

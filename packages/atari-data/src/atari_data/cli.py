@@ -21,6 +21,7 @@ from atari_data.play.doom import DoomConfig
 from atari_data.produce.executors import EXECUTORS
 from atari_data.produce.generate import GenerateConfig
 from atari_data.produce.importing import SOURCES
+from atari_data.publish.hub import COMMIT_FILES
 from atari_data.publish.pack import PackConfig
 from laya_protocol import seeds
 from laya_protocol.config import add_options, csv, from_args
@@ -181,14 +182,22 @@ def build_parser() -> argparse.ArgumentParser:
     pb = sub.add_parser(
         "publish",
         help="upload a packed repository to the Hugging Face Hub (resumable)",
-        description="Create the dataset repo if needed and upload OUT with upload_large_folder, "
-        "which resumes an interrupted upload. The token comes from HF_TOKEN or `hf auth login` "
-        "and is never printed.",
+        description="Check OUT (its card, `doctor`, no symlinks, nothing a packed repository does not "
+        "hold), create the dataset repo if needed, upload the files the Hub does not hold yet in commits of "
+        "--commit-files files (the card last), and tag the revision with the schema version (v1). An "
+        "interrupted publish resumes when the same command runs again. The token comes from HF_TOKEN or "
+        "`hf auth login` and is never printed.",
     )
     pb.add_argument("out", help="packed repository folder")
     pb.add_argument("--repo", required=True, help="ORG/NAME on the Hub")
     pb.add_argument("--private", action="store_true", help="create the repo private")
     pb.add_argument("--revision", help="branch to upload to (created if missing)")
+    pb.add_argument(
+        "--commit-files",
+        type=int,
+        default=COMMIT_FILES,
+        help="files per commit: an interruption loses at most one commit (default %(default)s)",
+    )
     pb.add_argument("--dry-run", action="store_true", help="list what would be uploaded and print the card")
 
     dr = sub.add_parser(
@@ -380,7 +389,9 @@ def cmd_pack(a) -> int:
 def cmd_publish(a) -> int:
     from atari_data.publish.hub import publish
 
-    files = publish(a.out, a.repo, private=a.private, revision=a.revision, dry_run=a.dry_run)
+    files = publish(
+        a.out, a.repo, private=a.private, revision=a.revision, dry_run=a.dry_run, commit_files=a.commit_files
+    )
     total = sum(size for _, size in files)
     if a.dry_run:
         for name, size in files:
@@ -517,6 +528,9 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not sys.stderr.isatty():  # the Hub client and datasets draw progress bars even into logs
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

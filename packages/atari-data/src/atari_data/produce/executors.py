@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from atari_data.errors import AtariDataError
+from laya_protocol.ray import connect
 
 EXECUTORS = ("local", "ray")
 
@@ -77,15 +78,10 @@ def die_with_parent(parent: int) -> None:
 
 def ray_map(fn: Callable, items: Iterable) -> list:
     """``[fn(x) for x in items]``, computed as Ray tasks, in the order of ``items``."""
-    # Workers use this interpreter and its packages; under `uv run` Ray would otherwise rebuild a uv
-    # environment for them from a copy of the working directory. Ray reads this once, on first import.
-    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     try:
-        import ray
+        ray = connect()
     except ImportError:
         raise AtariDataError("--executor ray needs Ray: install atari-data[ray]", field="--executor") from None
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False, include_dashboard=False)
     task = ray.remote(fn)
     refs = [task.remote(x) for x in items]
     try:

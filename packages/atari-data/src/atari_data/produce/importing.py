@@ -11,7 +11,6 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from atari_data.errors import AtariDataError
 from atari_data.produce.executors import fan_out
@@ -19,19 +18,42 @@ from atari_data.produce.executors import fan_out
 SOURCES = ("jat", "atari_head", "frostbite_masks", "playjev")
 
 
-class Importer(Protocol):
-    """What every module in :mod:`atari_data.produce.sources` offers. A unit is one output folder:
-    (game, part), ``part`` being what else names it (PlayJev's round; None for the others)."""
+class Importer:
+    """One source as the import runner sees it. A module of :mod:`atari_data.produce.sources` names
+    its ``REPO`` (the Hub dataset ``--from hub:`` downloads, or None) and ``ORIGIN``, and writes one
+    game with ``import_game(root, out, game, caps, force, progress)``. A unit is one output folder,
+    (game, part); a source whose units are not one per ALE game (PlayJev: a browser game and a
+    round) defines ``units``, ``output`` and ``run`` itself, and one that downloads selectively
+    defines ``download_patterns``."""
 
-    REPO: str | None  # the Hub dataset it downloads from with --from hub:, None when it is not on the Hub
-    ORIGIN: str  # where the data comes from, in words
+    def __init__(self, module):
+        self.module = module
+        self.REPO: str | None = module.REPO
+        self.ORIGIN: str = module.ORIGIN
 
-    def units(self, root: Path, games: Sequence[str] | None) -> list[tuple[str, str | None]]: ...
-    def output(self, game: str, part: str | None) -> str: ...  # ``<source>/<Game>`` in the layout
-    def run(
-        self, root: str | Path, out: str | Path, game: str, part: str | None, caps: dict, force: bool, progress
-    ) -> dict | None: ...
-    def download_patterns(self, games: Sequence[str] | None) -> list[str] | None: ...
+    def units(self, root: Path, games: Sequence[str] | None) -> list[tuple[str, str | None]]:
+        if hasattr(self.module, "units"):
+            return self.module.units(root, games)
+        from atari_data.play.actions import resolve_game
+
+        names = [resolve_game(g) for g in games] if games else self.module.available_games(root)
+        return [(g, None) for g in names]
+
+    def output(self, game: str, part: str | None) -> str:
+        """``<source>/<Game>`` as the layout names it."""
+        if hasattr(self.module, "output"):
+            return self.module.output(game, part)
+        return f"{self.module.SOURCE}/{game}"
+
+    def run(self, root, out, game: str, part: str | None, caps: dict, force: bool, progress) -> dict | None:
+        if hasattr(self.module, "run"):
+            return self.module.run(root, out, game, part, caps, force, progress)
+        return self.module.import_game(root, out, game, caps=caps, force=force, progress=progress)
+
+    def download_patterns(self, games: Sequence[str] | None) -> list[str] | None:
+        if hasattr(self.module, "download_patterns"):
+            return self.module.download_patterns(games)
+        return None
 
 
 @dataclass
@@ -56,7 +78,7 @@ def importer(source: str) -> Importer:
     """The module of one importer: ``atari_data.produce.sources.<source>``."""
     if source not in SOURCES:
         raise AtariDataError(f"unknown source {source!r} (expected one of {', '.join(SOURCES)})", field="source")
-    return importlib.import_module(f"atari_data.produce.sources.{source}")  # type: ignore[return-value]
+    return Importer(importlib.import_module(f"atari_data.produce.sources.{source}"))
 
 
 def plan(

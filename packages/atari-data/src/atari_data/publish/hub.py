@@ -6,6 +6,7 @@ or logged: error messages from the Hub client are scrubbed of it before they are
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -14,11 +15,11 @@ import yaml
 
 from atari_data import limits
 from atari_data.errors import AtariDataError
-from atari_data.publish import repo
+from atari_data.publish import repo as repo_mod
 
 
 def read_card(folder: Path) -> dict:
-    path = folder / repo.CARD
+    path = folder / repo_mod.CARD
     try:
         text = limits.read_bytes(path).decode("utf-8", "replace")
     except OSError:
@@ -78,30 +79,89 @@ def _stored_token() -> str | None:
         return None
 
 
+#: Files per commit: an interrupted publish loses at most one commit's files, and a rerun skips
+#: every file already on the Hub with the same contents.
+COMMIT_FILES = 64
+
+
 def publish(
-    folder: str | Path, repo: str, private: bool = False, revision: str | None = None, dry_run: bool = False
+    folder: str | Path,
+    repo: str,
+    private: bool = False,
+    revision: str | None = None,
+    dry_run: bool = False,
+    commit_files: int = COMMIT_FILES,
 ) -> list[tuple[str, int]]:
-    """Upload ``folder`` (resumable) to the dataset repo ``repo``; returns the files and sizes."""
+    """Check ``folder`` (its card, `doctor`, nothing the contract does not know, no symlinks), then
+    upload to the dataset repo ``repo`` what it does not hold yet, in commits of
+    ``commit_files`` files with the card last, and tag the revision ``v<schema version>``.
+    Rerun after an interruption: it resumes. Returns the files and sizes that were (or, with
+    ``dry_run``, would be) uploaded."""
+    from atari_data.publish.doctor import Doctor
+    from atari_data.schema import SCHEMA_VERSION
+
     folder = Path(folder)
     read_card(folder)
+    for path, fld, msg in repo_mod.unexpected(folder)[:1]:
+        raise AtariDataError(f"{msg}; refusing to publish", file=str(path), field=fld)
+    defects = Doctor(folder).run().defects
+    if defects:
+        raise AtariDataError(
+            f"{len(defects)} defects (`atari-data doctor {folder}`), e.g. {defects[0].render()}",
+            file=str(folder),
+            field="doctor",
+        )
     files = sorted((str(p.relative_to(folder)), p.stat().st_size) for p in folder.rglob("*") if p.is_file())
     if dry_run:
         return files
-    from huggingface_hub import HfApi
+    from huggingface_hub import CommitOperationAdd, HfApi
 
     try:
         api = HfApi()
         api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
         if revision:
             api.create_branch(repo, branch=revision, repo_type="dataset", exist_ok=True)
-        api.upload_large_folder(  # type: ignore[attr-defined]  # the locked huggingface_hub has none: issue 19
-            repo_id=repo, folder_path=str(folder), repo_type="dataset", revision=revision, private=private
-        )
+        there = {
+            f.path: f
+            for f in api.list_repo_tree(repo, repo_type="dataset", revision=revision, recursive=True)
+            if hasattr(f, "blob_id")
+        }
+        todo = [(p, n) for p, n in files if not _same(folder / p, there.get(p))]
+        todo.sort(key=lambda f: f[0] == repo_mod.CARD)  # the card last: configs appear once their files are there
+        chunks = [todo[i : i + commit_files] for i in range(0, len(todo), commit_files)]
+        for k, chunk in enumerate(chunks, 1):
+            api.create_commit(
+                repo,
+                operations=[CommitOperationAdd(p, str(folder / p)) for p, _ in chunk],
+                commit_message=f"atari-data publish ({k}/{len(chunks)})",
+                repo_type="dataset",
+                revision=revision,
+            )
+        tag = f"v{SCHEMA_VERSION}"  # the newest revision readable as this schema version, as LeRobot tags
+        refs = api.list_repo_refs(repo, repo_type="dataset")
+        head = next(b.target_commit for b in refs.branches if b.name == (revision or "main"))
+        old = next((t for t in refs.tags if t.name == tag), None)
+        if old is not None and old.target_commit != head:
+            api.delete_tag(repo, tag=tag, repo_type="dataset")
+        if old is None or old.target_commit != head:
+            api.create_tag(repo, tag=tag, revision=revision, repo_type="dataset")
     except Exception as e:  # noqa: BLE001 - offline, network, auth: all reported on one line
+        why = _scrub(str(e)).splitlines()[0] if str(e) else ""
         raise AtariDataError(
-            f"cannot publish to the Hub ({type(e).__name__}: {_scrub(str(e)).splitlines()[0]})", field="--repo"
+            f"cannot publish to the Hub ({type(e).__name__}: {why}); run the same command again to resume",
+            field="--repo",
         ) from None
-    return files
+    return todo
+
+
+def _same(path: Path, remote) -> bool:
+    """Whether the Hub's file ``remote`` has the bytes of ``path`` (by its LFS sha256 or git blob id)."""
+    if remote is None or remote.size != path.stat().st_size:
+        return False
+    data = path.read_bytes()
+    if remote.lfs is not None:
+        return hashlib.sha256(data).hexdigest() == remote.lfs.sha256
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == remote.blob_id
 
 
 def resolve_repo(target: str) -> Path:

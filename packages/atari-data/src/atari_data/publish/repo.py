@@ -99,6 +99,19 @@ def is_packed(folder: Path) -> bool:
     return (folder / CARD).is_file() and ((folder / DATA).is_dir() or (folder / REPLAY).is_dir())
 
 
+def unexpected(folder: Path) -> list[tuple[Path, str, str]]:
+    """Whatever in ``folder`` this contract does not describe: symlinks anywhere (a link would upload
+    what it points to), and top-level entries other than the card and the folders above."""
+    out = []
+    known = {CARD, DATA, WEBDATASET, META, SCHEMA, REPLAY}
+    for p in sorted(folder.rglob("*")):
+        if p.is_symlink():
+            out.append((p, "(file)", "is a symlink"))
+        elif p.parent == folder and p.name not in known:
+            out.append((p, "(file)", f"is not part of a packed repository ({', '.join(sorted(known))})"))
+    return out
+
+
 def hub_limit_defects(folder: Path) -> list[tuple[Path, str, str]]:
     """Every way ``folder`` breaks the Hub's limits, as (path, field, message)."""
     files = [p for p in folder.rglob("*") if p.is_file()]

@@ -18,7 +18,7 @@ import re
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -311,22 +311,3 @@ def _steps(rows, frames, index, trial: Trial, episode, writer: GameWriter) -> It
                 "gaze": r["gaze"],
             },
         )
-
-
-# -- the Importer interface (atari_data.produce.importing.Importer) ----------------------------------
-
-
-def units(root: Path, games: Sequence[str] | None) -> list[tuple[str, None]]:
-    return [(resolve_game(g), None) for g in games] if games else [(g, None) for g in available_games(root)]
-
-
-def output(game: str, part: None) -> str:
-    return f"{SOURCE}/{game}"
-
-
-def run(root: str | Path, out: str | Path, game: str, part: None, caps: dict, force: bool, progress) -> dict | None:
-    return import_game(root, out, game, caps=caps, force=force, progress=progress)
-
-
-def download_patterns(games: Sequence[str] | None) -> None:
-    return None

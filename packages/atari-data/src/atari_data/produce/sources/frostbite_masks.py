@@ -15,7 +15,7 @@ test become train and val, so no segment of a game crosses splits.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 from atari_data.errors import AtariDataError
@@ -122,22 +122,3 @@ def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer:
                 "terminated": bool(row["terminated"]),
             },
         )
-
-
-# -- the Importer interface (atari_data.produce.importing.Importer) ----------------------------------
-
-
-def units(root: Path, games: Sequence[str] | None) -> list[tuple[str, None]]:
-    return [(g, None) for g in games] if games else [(g, None) for g in available_games(root)]
-
-
-def output(game: str, part: None) -> str:
-    return f"{SOURCE}/{game}"
-
-
-def run(root: str | Path, out: str | Path, game: str, part: None, caps: dict, force: bool, progress) -> dict | None:
-    return import_game(root, out, game, caps=caps, force=force, progress=progress)
-
-
-def download_patterns(games: Sequence[str] | None) -> None:
-    return None

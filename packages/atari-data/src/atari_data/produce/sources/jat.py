@@ -214,21 +214,6 @@ def _establish_layout(path: Path, game: str) -> str:
     )
 
 
-# -- the Importer interface (atari_data.produce.importing.Importer) ----------------------------------
-
-
-def units(root: Path, games: Sequence[str] | None) -> list[tuple[str, None]]:
-    return [(resolve_game(g), None) for g in games] if games else [(g, None) for g in available_games(root)]
-
-
-def output(game: str, part: None) -> str:
-    return f"{SOURCE}/{game}"
-
-
-def run(root: str | Path, out: str | Path, game: str, part: None, caps: dict, force: bool, progress) -> dict | None:
-    return import_game(root, out, game, caps=caps, force=force, progress=progress)
-
-
 def download_patterns(games: Sequence[str] | None) -> list[str] | None:
-    """Only the configs asked for."""
+    """Only the configs asked for (``--from hub:``)."""
     return [f"{config_of(resolve_game(g))}/*" for g in games] if games else None

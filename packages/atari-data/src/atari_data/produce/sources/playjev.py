@@ -215,7 +215,3 @@ def output(slug: str, round_: str) -> str:
 
 def run(root: str | Path, out: str | Path, slug: str, round_: str, caps: dict, force: bool, progress) -> dict | None:
     return import_round(root, out, slug, round_, caps=caps, force=force, progress=progress)
-
-
-def download_patterns(games: Sequence[str] | None) -> None:
-    return None

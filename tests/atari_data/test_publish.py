@@ -1,0 +1,170 @@
+"""Publishing for real: `atari-data publish` to a server speaking the Hub's HTTP API, then every way
+of reading it back (`load_dataset` map-style and streaming, `atari-data doctor` of the Hub id), and a
+publish cut off half-way and resumed.
+
+The client runs in subprocesses, as a user runs it: huggingface_hub reads its endpoint and offline
+switch once, on import, and the rest of the suite runs offline."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from atari_data.layout import list_games
+from laya_protocol.names import HUB_SPLITS
+
+from ..hub_server import HubServer
+
+READ_BACK = r"""
+import hashlib, json, sys
+import numpy as np
+from datasets import load_dataset
+
+repo, configs = sys.argv[1], sys.argv[2].split(",")
+out = {}
+for config in configs:
+    for streaming in (False, True):
+        got = out.setdefault(f"{config} streaming={streaming}", {})
+        for split in ("train", "validation"):
+            for row in load_dataset(repo, config, split=split, streaming=streaming):
+                got[row["id"]] = {"split": split, "label": row["label"], "target": row["target"],
+                                  "actions": row["actions"], "question": json.loads(row["question"]),
+                                  "pixels": hashlib.md5(np.asarray(row["image"]).tobytes()).hexdigest()}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture
+def hub(tmp_path):
+    with HubServer(tmp_path / "hub") as server:
+        server.env = {
+            **os.environ,
+            "HF_ENDPOINT": server.url,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_TOKEN": "hf_test",
+            "HF_HUB_OFFLINE": "0",
+            "HF_DATASETS_OFFLINE": "0",
+            "HF_HOME": str(tmp_path / "hf"),
+            "HF_DATASETS_CACHE": str(tmp_path / "hf" / "datasets"),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+        }
+        yield server
+
+
+def _run(hub, *args, cache: str = "a") -> subprocess.CompletedProcess:
+    env = {
+        **hub.env,
+        "HF_HOME": f"{hub.env['HF_HOME']}-{cache}",
+        "HF_DATASETS_CACHE": f"{hub.env['HF_DATASETS_CACHE']}-{cache}",
+    }
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def _layout_rows(root, source: str) -> dict:
+    out = {}
+    for g in list_games(root, [source]):
+        for split, hub_split in HUB_SPLITS.items():
+            for rec in g.records(split):
+                out[rec["id"]] = {
+                    "split": hub_split,
+                    "label": rec["label"],
+                    "target": rec.get("target"),
+                    "actions": rec["actions"],
+                    "question": rec["question"],
+                    "pixels": hashlib.md5(np.ascontiguousarray(g.frame(rec)).tobytes()).hexdigest(),
+                }
+    return out
+
+
+@pytest.mark.slow
+def test_publish_then_load_every_way_then_doctor(hub, packed, layout_master):
+    done = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/atari")
+    assert done.returncode == 0, done.stderr[-3000:]
+    repo = hub.store.repos["laya/atari"]
+    head = repo["branches"]["main"]
+    local = sorted(str(p.relative_to(packed)) for p in packed.rglob("*") if p.is_file())
+    assert sorted(hub.store.files("laya/atari", head)) == local, "every file of the folder, nothing else"
+    assert repo["tags"] == {"v1": head}, "the revision is tagged with the schema version"
+    cards = [i for i, (_, _, _, paths) in enumerate(hub.commits) if "README.md" in paths]
+    assert cards == [len(hub.commits) - 1], "the card lands in the last commit, once its files are there"
+
+    got = _run(hub, "-c", READ_BACK, "laya/atari", "expert2f,expert", cache="read")
+    assert got.returncode == 0, got.stderr[-3000:]
+    read = json.loads(got.stdout.strip().splitlines()[-1])
+    for config in ("expert2f", "expert"):
+        expected = _layout_rows(layout_master, config)
+        for streaming in (False, True):
+            assert read[f"{config} streaming={streaming}"] == expected, (config, streaming)
+
+    doctor = _run(hub, "-m", "atari_data.cli", "doctor", "laya/atari", cache="doctor")
+    assert doctor.returncode == 0, doctor.stdout[-2000:] + doctor.stderr[-2000:]
+    assert "healthy: laya/atari" in doctor.stdout
+    assert not [u for u in hub.unknown if "/datasets/" in u], hub.unknown
+
+    again = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/atari")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert hub.store.repos["laya/atari"]["branches"]["main"] == head, "nothing new to upload: no new commit"
+
+
+@pytest.mark.slow
+def test_an_interrupted_publish_resumes_where_it_stopped(hub, packed):
+    local = sorted(str(p.relative_to(packed)) for p in packed.rglob("*") if p.is_file())
+    hub.hold_after = 12  # twelve uploads (LFS files and commits) get through; the next one never gets an answer
+    env = {**hub.env, "HF_HOME": f"{hub.env['HF_HOME']}-cut"}
+    cut = subprocess.Popen(
+        [sys.executable, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/cut"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert hub.holding.wait(240), "the publish never reached its fourth upload"
+    finally:
+        os.killpg(cut.pid, signal.SIGKILL)  # the connection dies mid-upload, as when a laptop loses its network
+        cut.wait()
+    hub.release()
+    landed = set(hub.store.files("laya/cut", hub.store.repos["laya/cut"]["branches"]["main"]))
+    assert len(landed) < len(local)
+
+    puts_before, commits_before = hub.lfs_puts, len(hub.commits)
+    resumed = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/cut", "--commit-files", "4")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    head = hub.store.repos["laya/cut"]["branches"]["main"]
+    assert sorted(hub.store.files("laya/cut", head)) == local
+    sent = {p for _, _, _, paths in hub.commits[commits_before:] for p in paths}
+    assert not sent & landed, "what had landed was not sent again"
+    assert hub.lfs_puts - puts_before <= len(local) - len(landed)
+    assert hub.store.repos["laya/cut"]["tags"] == {"v1": head}
+
+
+def test_a_publish_the_hub_refuses_is_one_line(hub, packed):
+    hub.store.create("laya/taken")
+    hub.store.repos["laya/taken"]["branches"] = {}  # a repo whose main branch cannot be resolved
+    failed = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/taken", cache="refused")
+    assert failed.returncode == 2
+    assert failed.stderr.startswith("error: --repo: cannot publish to the Hub") and failed.stderr.count("\n") == 1
+    assert "run the same command again to resume" in failed.stderr and "hf_test" not in failed.stderr
+
+
+def test_publish_refuses_what_the_card_does_not_describe(packed, tmp_path, capsys):
+    import shutil
+
+    from atari_data.cli import main
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed, repo)
+    (repo / "notes.txt").write_text("private")
+    assert main(["publish", str(repo), "--repo", "me/atari", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "notes.txt" in err and "is not part of a packed repository" in err and err.count("\n") == 1
+    (repo / "notes.txt").unlink()
+    (repo / "meta" / "link.json").symlink_to("/etc/hostname")
+    assert main(["publish", str(repo), "--repo", "me/atari", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "link.json" in err and "is a symlink" in err
