@@ -98,6 +98,8 @@ def test_pack_carries_the_masks_in_the_webdataset_shards(source, tmp_path, capsy
         assert members[f"{rec['id']}.mask.png"] == masks[rec["provenance"]["row"]]
         assert members[f"{rec['id']}.png"] == obs[rec["provenance"]["row"]]
     capsys.readouterr()
+    assert main(["doctor", str(packed)]) == 0, capsys.readouterr().out  # every member the writer writes is known
+    capsys.readouterr()
     assert main(["pack", str(out), str(tmp_path / "pq"), "--formats", "parquet"]) == 2
     err = capsys.readouterr().err
     assert "side images" in err and "--formats" in err and len(err.strip().splitlines()) == 1

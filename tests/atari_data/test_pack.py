@@ -176,6 +176,14 @@ def _add_member(tar_path, name, data=b"x"):
         ),
         (lambda r: _add_member(next((r / "webdataset" / "expert2f").glob("train-*.tar")), "notes.txt"), "stray member"),
         (
+            lambda r: _add_member(
+                next((r / "webdataset" / "expert2f").glob("train-*.tar")),
+                "expert2f-Breakout-e002000-s000000.prev.png",
+                b"\x89PNG\r\n\x1a\n" + b"junk" * 10,
+            ),
+            "is not an intact PNG or JPEG frame",
+        ),
+        (
             lambda r: (r / "README.md").write_text(
                 (r / "README.md").read_text().replace("schema_version: 1", "schema_version: 99")
             ),
@@ -247,3 +255,34 @@ def test_card_yaml_is_what_datasets_reads(packed):
     info = {i["config_name"]: i for i in meta["dataset_info"]}
     assert [f["name"] for f in info["expert"]["features"]] == [f for f in RECORD.names if f != "prev_image"]
     assert {s["name"] for s in info["expert2f"]["splits"]} == {"train", "validation"}
+
+
+@pytest.fixture(scope="module")
+def two_game_pack(layout_master, tmp_path_factory):
+    """expert2f with Breakout (4 options) before Pong (6 options): what `datasets` sees first differs."""
+    from atari_data.produce.generate import generate_game
+
+    from .conftest import small_config
+
+    root = tmp_path_factory.mktemp("two-games") / "root"
+    shutil.copytree(layout_master, root)
+    generate_game(small_config(root, train_frames=40, val_frames=10, baseline_episodes=0), "Pong")
+    out = root.parent / "packed"
+    pack(PackConfig(root=str(root), out=str(out), sources=["expert2f"]))
+    return root, out
+
+
+def test_load_dataset_webdataset_keeps_every_option_of_every_game(two_game_pack):
+    from datasets import load_dataset
+
+    root, out = two_game_pack
+    tars = sorted(str(p) for p in out.glob(repo.tar_pattern("expert2f", "train")))
+    rows = load_dataset("webdataset", data_files={"train": tars}, split="train")
+    assert len({r["__key__"].split("-")[1] for r in rows}) == 2, "both games in the loaded set"
+    layout = {rec["id"]: rec for g in list_games(root, ["expert2f"]) for rec in g.records("train")}
+    assert len(rows) == len(layout)
+    for row in rows:
+        rec, body = layout[row["__key__"]], row["json"]
+        question = json.loads(body["question"]) if isinstance(body["question"], str) else body["question"]
+        assert question == rec["question"], f"{row['__key__']}: the question lost options"
+        assert body["actions"] == rec["actions"] and body["label"] == rec["label"]

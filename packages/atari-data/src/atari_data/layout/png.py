@@ -169,3 +169,12 @@ def png_size(data: bytes) -> tuple[int, int] | None:
     except zlib.error:
         return None
     return (w, h) if n == expected and inflate.eof else None
+
+
+def is_intact(data: bytes, size: tuple[int, int] | None = None) -> bool:
+    """Whether ``data`` is a whole JPEG, or an intact PNG (every chunk's CRC, its image data inflating
+    to its header's size) of ``size`` (width, height) when given; one inflate, no pixels built."""
+    if data[:3] == b"\xff\xd8\xff":
+        return data.rstrip(b"\x00")[-2:] == b"\xff\xd9"
+    got = png_size(data)
+    return got is not None and (size is None or got == size)

@@ -13,13 +13,11 @@ from pathlib import Path
 from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout import read_json
+from atari_data.layout.png import is_intact
 from atari_data.publish import repo
 from atari_data.publish.hub import read_card
 from atari_data.schema import GAME_RE, ID_RE, KNOWN_VERSIONS, RECORD, SOURCE_RE
 from laya_protocol.names import HUB_SPLITS
-
-#: The members a record's sample may have (side images are not checked by name here).
-MEMBER_EXTS = {repo.RECORD_EXT, *repo.FRAME_EXTS, *(f"{repo.PREV}.{e}" for e in repo.FRAME_EXTS)}
 
 
 @dataclass
@@ -137,13 +135,23 @@ class Doctor:
                             self.defect(t, m.name, "is not a plain file at the top of the shard (path traversal?)")
                             continue
                         key, ext = repo.split_member(m.name)
-                        if not ID_RE.match(key) or ext not in MEMBER_EXTS:
-                            self.defect(t, m.name, "is a stray member (expected <id>.json, <id>.png, <id>.prev.png)")
+                        role = repo.member_role(ext)
+                        if not ID_RE.match(key) or role is None:
+                            self.defect(
+                                t,
+                                m.name,
+                                "is a stray member (expected <id>.json, <id>.png, <id>.prev.png, <id>.<name>.png)",
+                            )
                             continue
-                        keys.setdefault(key, set()).add(ext)
-                    for key, exts in keys.items():
-                        if repo.RECORD_EXT not in exts or not exts & set(repo.FRAME_EXTS):
-                            self.defect(t, key, f"has {sorted(exts)}; a sample needs json and an image")
+                        if role != "record" and m.size > limits.limit("frame"):
+                            self.defect(t, m.name, f"declares {m.size:,} bytes, over the frame limit")
+                            continue
+                        if role != "record" and not is_intact(tf.extractfile(m).read()):  # type: ignore[union-attr]
+                            self.defect(t, m.name, "is not an intact PNG or JPEG frame")
+                        keys.setdefault(key, set()).add(role)
+                    for key, roles in keys.items():
+                        if not {"record", "frame"} <= roles:
+                            self.defect(t, key, f"has {sorted(roles)}; a sample needs its record and its frame")
                     samples += len(keys)
             except (tarfile.TarError, OSError) as e:
                 self.defect(t, "(file)", f"is not a readable tar ({e})")

@@ -24,7 +24,7 @@ from typing import Any
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
-from atari_data.layout.png import png_size
+from atari_data.layout.png import is_intact
 from atari_data.layout.records import image_name
 from atari_data.limits import read_bytes
 from atari_data.publish import repo
@@ -93,12 +93,7 @@ def _intact(g: GameDir, rel: str, size: tuple[int, int] | None) -> bytes:
     header's size, and that size the game's frame format (one inflate, no pixels built)."""
     path = safe_join(g.path, rel)
     data = read_bytes(path, "frame", "image")
-    if data[:3] == b"\xff\xd8\xff":
-        ok = data.rstrip(b"\x00")[-2:] == b"\xff\xd9"
-    else:
-        got = png_size(data)
-        ok = got is not None and (size is None or got == size)
-    if not ok:
+    if not is_intact(data, size):
         raise AtariDataError(
             f"is not an intact {'frame' if size is None else f'{size[1]}x{size[0]} frame'} "
             "(run `atari-data validate --images`)",
@@ -201,6 +196,8 @@ class _TarShards:
             self.paths.append(path)
             self.tar = tarfile.open(path, "w", format=tarfile.USTAR_FORMAT)
         body = {k: v for k, v in rec.items() if k not in ("image", "prev_image")}
+        for name in repo.JSON_TEXT & body.keys():  # free mappings as text, as in Parquet: keys never vary
+            body[name] = encode_json(body[name])
         key = rec["id"]
         self._member(
             repo.member(key, repo.RECORD_EXT), json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()

@@ -36,6 +36,9 @@ MAX_FILE_BYTES = 5_000_000_000
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 RECORD_EXT = "json"
+#: Record fields whose keys vary from game to game, stored as JSON text in the record member (as in
+#: the Parquet rows), so that a reader inferring types from the first samples keeps every key.
+JSON_TEXT = frozenset({"question", "provenance"})
 FRAME_EXTS = ("png", "jpg")
 PREV = "prev"
 
@@ -86,6 +89,24 @@ def split_member(name: str) -> tuple[str, str]:
     """(key, extension) of a member name, by webdataset's rule (the first dot splits them)."""
     key, _, ext = name.partition(".")
     return key, ext
+
+
+_SIDE_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+
+def member_role(ext: str) -> str | None:
+    """What a member with extension ``ext`` is in a sample: ``record``, ``frame``, ``prev`` (the
+    previous frame), ``side`` (a side image such as ``mask.png``), or None for no member of ours."""
+    if ext == RECORD_EXT:
+        return "record"
+    if ext in FRAME_EXTS:
+        return "frame"
+    name, _, suffix = ext.rpartition(".")
+    if suffix not in FRAME_EXTS:
+        return None
+    if name == PREV:
+        return "prev"
+    return "side" if _SIDE_NAME.match(name) else None
 
 
 def frame_ext(path: str, role: str | None = None) -> str:
