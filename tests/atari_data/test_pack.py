@@ -13,7 +13,7 @@ from atari_data.cli import main
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
 from atari_data.publish import repo
-from atari_data.publish.hub import read_card
+from atari_data.publish.card import read_card
 from atari_data.publish.pack import PackConfig, pack, parse_size
 from atari_data.schema import RECORD
 
@@ -167,7 +167,8 @@ def _add_member(tar_path, name, data=b"x"):
 @pytest.mark.parametrize(
     "how,message",
     [
-        (lambda r: next((r / "data" / "expert").glob("train-*.parquet")).unlink(), "does not load"),
+        (lambda r: next((r / "data" / "expert").glob("train-*.parquet")).unlink(), "examples, the data has"),
+        (lambda r: next((r / "data" / "expert").glob("train-*.parquet")).write_bytes(b"junk"), "does not load"),
         (lambda r: [p.unlink() for p in (r / "data" / "expert").glob("train-*.parquet")], "matches no file"),
         (lambda r: (r / "data" / "expert2f" / "extra.parquet").write_bytes(b"junk"), "belongs to no config"),
         (
@@ -286,3 +287,48 @@ def test_load_dataset_webdataset_keeps_every_option_of_every_game(two_game_pack)
         question = json.loads(body["question"]) if isinstance(body["question"], str) else body["question"]
         assert question == rec["question"], f"{row['__key__']}: the question lost options"
         assert body["actions"] == rec["actions"] and body["label"] == rec["label"]
+
+
+def test_the_layout_builder_follows_the_layout_not_its_cache(two_game_pack, tmp_path):
+    from atari_data.publish.hf import AtariLayout
+
+    root = tmp_path / "root"
+    shutil.copytree(two_game_pack[0], root)
+
+    def rows():
+        builder = AtariLayout(data_dir=str(root), source="expert2f", cache_dir=str(tmp_path / "cache"))
+        builder.download_and_prepare()
+        return sorted({r["game"] for r in builder.as_dataset(split="train")}), builder.as_dataset(
+            split="train"
+        ).num_rows
+
+    both, n_both = rows()
+    assert both == ["Breakout", "Pong"]
+    shutil.rmtree(root / "expert2f" / "Pong")
+    one, n_one = rows()
+    assert one == ["Breakout"] and n_one < n_both, "a removed game is gone, not served from the cache"
+
+
+def test_doctor_reads_the_files_on_disk_not_a_cache(packed, tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    repo_dir = tmp_path / "repo"
+    shutil.copytree(packed, repo_dir)
+    assert main(["doctor", str(repo_dir)]) == 0
+    shard = sorted((repo_dir / "data" / "expert").glob("train-*.parquet"))[0]
+    stat = shard.stat()
+    table = pq.read_table(shard)
+    pq.write_table(table.slice(0, 3), shard)
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # a copy that kept its time, e.g. `cp -p`
+    capsys.readouterr()
+    assert main(["doctor", str(repo_dir)]) == 2
+    assert "meta.json files say" in capsys.readouterr().out
+
+
+def test_doctor_names_the_split_that_is_broken(packed, tmp_path, capsys):
+    repo_dir = tmp_path / "repo"
+    shutil.copytree(packed, repo_dir)
+    sorted((repo_dir / "data" / "expert").glob("validation-*.parquet"))[0].write_bytes(b"not parquet")
+    assert main(["doctor", str(repo_dir)]) == 2
+    out = capsys.readouterr().out
+    assert "configs.expert.validation: does not load" in out and "configs.expert.train" not in out

@@ -15,7 +15,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout import read_json
 from atari_data.layout.png import is_intact
 from atari_data.publish import repo
-from atari_data.publish.hub import read_card
+from atari_data.publish.card import read_card
 from atari_data.schema import GAME_RE, ID_RE, KNOWN_VERSIONS, RECORD, SOURCE_RE
 from laya_protocol.names import HUB_SPLITS
 
@@ -83,18 +83,22 @@ class Doctor:
         stated = {s.get("name"): s.get("num_examples") for s in info.get("splits", [])}
         for df in conf.get("data_files", []):
             split = df["split"]
+            # Streamed: the split's own files as they are on disk now, never a cache of an older build.
+            n = 0
             try:
-                ds = load_dataset(str(self.folder), name, split=split)
+                rows = load_dataset(str(self.folder), name, split=split, streaming=True)
+                columns = list(rows.features or {})
+                if set(columns) - set(RECORD.names) or {"id", "image", "label"} - set(columns):
+                    self.defect(self.folder / df["path"], "columns", f"{columns} are not the schema's fields")
+                for row in rows:  # decoding every frame on the way
+                    for key in ("image", "prev_image"):
+                        if row.get(key) is not None:
+                            row[key].load()
+                    n += 1
             except Exception as e:  # noqa: BLE001 - whatever `datasets` raises, it is a defect of the repo
-                self.defect(
-                    self.folder / repo.CARD,
-                    f"configs.{name}.{split}",
-                    f"does not load ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
-                )
+                why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                self.defect(self.folder / repo.CARD, f"configs.{name}.{split}", f"does not load after {n} rows ({why})")
                 continue
-            if set(ds.column_names) - set(RECORD.names) or {"id", "image", "label"} - set(ds.column_names):
-                self.defect(self.folder / df["path"], "columns", f"{ds.column_names} are not the schema's fields")
-            n = len(ds)
             self.counts[f"{name}/{split}"] = n
             if n != expected_by_split.get(split):
                 self.defect(
@@ -108,14 +112,6 @@ class Doctor:
                     f"dataset_info.{name}.{split}",
                     f"says {stated[split]} examples, the data has {n}",
                 )
-            for i in range(n):
-                try:
-                    row = ds[i]
-                    for key in ("image", "prev_image"):
-                        if row.get(key) is not None:
-                            row[key].load()
-                except Exception as e:  # noqa: BLE001 - an undecodable frame
-                    self.defect(self.folder / df["path"], f"row {i}", f"does not decode ({type(e).__name__}: {e})")
             self._tars(name, split, n)
 
     def _tars(self, name: str, split: str, n_rows: int) -> None:

@@ -13,12 +13,13 @@ Features come from the frozen schema; splits are ``train`` and ``validation``.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import datasets
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import list_games
+from atari_data.layout import META, list_games
 from atari_data.publish.pack import hf_row, layout_rows
 from atari_data.schema import hf_features
 from laya_protocol.names import HUB_SPLITS
@@ -27,14 +28,29 @@ from laya_protocol.names import HUB_SPLITS
 @dataclass
 class AtariLayoutConfig(datasets.BuilderConfig):
     source: str = "expert2f"
+    fingerprint: str = ""  # of the source's ready games; part of the cache key, so a changed layout is re-read
 
     def __post_init__(self):
         self.name = self.source
         super().__post_init__()
 
 
+def layout_fingerprint(root: str, source: str) -> str:
+    """A hash of every ready game of ``source`` in ``root``: its name and its meta.json's bytes (which
+    record what was written: counts, labels, caps, seed)."""
+    h = hashlib.sha256()
+    for g in list_games(root, [source]):
+        h.update(f"{g.source}/{g.game}\0".encode() + (g.path / META).read_bytes())
+    return h.hexdigest()[:16]
+
+
 class AtariLayout(datasets.GeneratorBasedBuilder):
     BUILDER_CONFIG_CLASS = AtariLayoutConfig
+
+    def __init__(self, *args, data_dir: str | None = None, source: str = "expert2f", **kwargs):
+        if data_dir:  # the cache key follows the layout's contents, not only its path
+            kwargs["fingerprint"] = layout_fingerprint(data_dir, source)
+        super().__init__(*args, data_dir=data_dir, source=source, **kwargs)
 
     def _games(self):
         if not self.config.data_dir:

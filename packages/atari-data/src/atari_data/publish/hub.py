@@ -8,61 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from pathlib import Path
 
-import yaml
-
-from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.publish import repo as repo_mod
-
-
-def read_card(folder: Path) -> dict:
-    path = folder / repo_mod.CARD
-    try:
-        text = limits.read_bytes(path).decode("utf-8", "replace")
-    except OSError:
-        raise AtariDataError(
-            "is missing (not a packed dataset repository?)", file=str(path), field="README.md"
-        ) from None
-    m = re.match(r"---\n(.*?)\n---\n", text, re.S)
-    if not m:
-        raise AtariDataError("has no YAML header", file=str(path), field="README.md")
-    try:
-        card = yaml.safe_load(m[1])
-    except (yaml.YAMLError, ValueError, RecursionError) as e:  # ValueError: an integer past 4,300 digits
-        raise AtariDataError(f"YAML header does not parse ({e})", file=str(path), field="README.md") from None
-    if not isinstance(card, dict) or not (card.get("configs") or card.get("replay") or card.get("lmdb_pack")):
-        raise AtariDataError("YAML header has no configs", file=str(path), field="configs")
-    configs = card.get("configs") or []
-    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
-        raise AtariDataError("is not a list of {config_name, data_files} mappings", file=str(path), field="configs")
-    for c in configs:
-        name = c.get("config_name")
-        files = c.get("data_files", [])
-        if (
-            not isinstance(name, str)
-            or not isinstance(files, list)
-            or not all(
-                isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("split"), str)
-                for f in files
-            )
-        ):
-            raise AtariDataError(
-                "needs a config_name and data_files as a list of {split, path}", file=str(path), field=f"configs.{name}"
-            )
-        for f in files:
-            if f["path"].startswith("/") or ".." in Path(f["path"]).parts or "\\" in f["path"]:
-                raise AtariDataError(
-                    f"{f['path']!r} leaves the repository (data_files are relative globs inside it)",
-                    file=str(path),
-                    field=f"configs.{name}.{f['split']}",
-                )
-    for key in ("replay", "lmdb_pack", "dataset_info"):
-        if key in card and not isinstance(card[key], dict if key != "dataset_info" else list):
-            raise AtariDataError(f"is a {type(card[key]).__name__}", file=str(path), field=key)
-    return card
+from atari_data.publish.card import read_card
 
 
 def _scrub(text: str) -> str:
