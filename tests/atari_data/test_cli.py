@@ -92,3 +92,27 @@ def test_core_package_imports_without_torch_or_ray():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_every_verdict_and_table_has_json(layout, tmp_path, capsys):
+    assert main(["validate", str(layout), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["valid"] and sorted(got["games"]) == ["expert/Pong", "expert2f/Breakout"] and got["defects"] == []
+    assert main(["pack", str(layout), str(tmp_path / "p"), "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["configs"]) == {"expert", "expert2f"}
+    assert main(["doctor", str(tmp_path / "p"), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["healthy"] and got["rows"]["expert/train"] > 0
+    (layout / "expert" / "Pong" / "train.jsonl").write_text("{}\n")
+    assert main(["validate", str(layout), "--json"]) == 2
+    got = json.loads(capsys.readouterr().out)
+    assert not got["valid"] and got["defects"][0]["file"].endswith("train.jsonl")
+
+
+def test_every_console_script_says_its_version():
+    from importlib.metadata import version
+
+    for script in ("atari-data", "laya-eval", "laya-policy"):
+        module = script.replace("-", "_") + ".cli"
+        out = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == f"{script} {version(script)}"

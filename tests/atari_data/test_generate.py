@@ -128,15 +128,9 @@ def test_sigkill_then_rerun_gives_the_uninterrupted_bytes(tmp_path):
 
 
 @pytest.mark.slow
-def test_ray_executor_gives_the_local_bytes(tmp_path, monkeypatch):
-    ray = pytest.importorskip("ray", reason="Ray is an optional extra (atari-data[ray])")
+def test_ray_executor_gives_the_local_bytes(tmp_path, ray_local):
     local, remote = tmp_path / "local", tmp_path / "ray"
     gen.generate(small_config(local, games=["Pong", "Breakout"]), progress=False)
-    monkeypatch.setenv("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")  # workers use this interpreter
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        metas = gen.generate(small_config(remote, games=["Pong", "Breakout"], executor="ray"), progress=False)
-    finally:
-        ray.shutdown()
+    metas = gen.generate(small_config(remote, games=["Pong", "Breakout"], executor="ray"), progress=False)
     assert list(metas) == ["Pong", "Breakout"]
     assert tree_bytes(local) == tree_bytes(remote)

@@ -1,1 +1,5 @@
-__version__ = "0.1.0"
+"""atari-data."""
+
+from importlib.metadata import version
+
+__version__ = version("atari-data")  # one home: the package's pyproject.toml

@@ -24,7 +24,7 @@ from atari_data.produce.importing import SOURCES
 from atari_data.publish.hub import COMMIT_FILES
 from atari_data.publish.pack import PackConfig
 from laya_protocol import seeds
-from laya_protocol.config import add_options, csv, from_args
+from laya_protocol.config import add_options, add_version, csv, from_args
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 
 EXAMPLES = """examples:
@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_version(p, "atari-data")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
     from atari_data.limits import DEFAULTS
 
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "exits 2. Games without _READY are listed as not ready, not as errors.",
     )
     _layout_selection(v)
+    v.add_argument("--json", action="store_true", help="print the verdict, games and every defect as JSON")
     v.add_argument(
         "--images", action="store_true", help="also decode every frame and check its size and mode against frame_format"
     )
@@ -148,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         "The layout is validated first; the same layout always packs to the same bytes.",
     )
     _layout_selection(pk)
+    pk.add_argument("--json", action="store_true", help="print the summary as JSON")
     pk.add_argument("out", help="repository folder to create")
     pk.add_argument(
         "--shard-size",
@@ -209,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Hub limits and every frame decodes. A Hub repo id is downloaded first.",
     )
     dr.add_argument("target", help="a packed repository folder, or ORG/NAME on the Hub")
+    dr.add_argument("--json", action="store_true", help="print the verdict, row counts and defects as JSON")
 
     sub.add_parser("games", help="list the ALE v5 games and their minimal action sets")
 
@@ -278,12 +282,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _defect(e: AtariDataError) -> dict:
+    return {"file": e.file, "line": e.line, "field": e.field, "message": e.message}
+
+
 def cmd_validate(a) -> int:
     from atari_data.layout.stats import stats_table
     from atari_data.layout.validate import validate
 
     cfg = ValidateConfig(a.root, a.sources, a.games, a.images, a.max_lines)
     report = validate(cfg.root, cfg.sources, cfg.games, images=cfg.images)
+    if a.json:
+        print(
+            json.dumps(
+                {
+                    "valid": report.ok and bool(report.games),
+                    "games": [f"{g.source}/{g.game}" for g in report.games],
+                    "records": report.records,
+                    "not_ready": [f"{g.source}/{g.game}" for g in report.not_ready],
+                    "defects": [_defect(e) for e in report.defects],
+                },
+                indent=2,
+            )
+        )
+        return 0 if report.ok and report.games else 2
     for g in report.not_ready:
         print(f"not ready: {g.source}/{g.game} (no _READY; ignored)", file=sys.stderr)
     if not report.ok:
@@ -371,6 +393,9 @@ def cmd_pack(a) -> int:
         replay=a.replay,
     )
     summary = pack(cfg)
+    if a.json:
+        print(json.dumps({"out": str(a.out), **summary}, indent=2))
+        return 0
     if a.replay:
         for source, conf in summary["configs"].items():
             print(f"{source}: {sum(conf['replay'].values())} records of {len(conf['replay'])} games, replay-packed")
@@ -412,6 +437,13 @@ def cmd_doctor(a) -> int:
     from atari_data.publish.hub import resolve_repo
 
     d = Doctor(resolve_repo(a.target)).run()
+    if a.json:
+        print(
+            json.dumps(
+                {"healthy": not d.defects, "rows": d.counts, "defects": [_defect(e) for e in d.defects]}, indent=2
+            )
+        )
+        return 2 if d.defects else 0
     if d.defects:
         for e in d.defects[:50]:
             print(e.render())

@@ -1,1 +1,5 @@
-__version__ = "0.1.0"
+"""laya-eval."""
+
+from importlib.metadata import version
+
+__version__ = version("laya-eval")  # one home: the package's pyproject.toml

@@ -12,7 +12,7 @@ import sys
 
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig
-from laya_protocol.config import add_options, from_args
+from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 from laya_protocol.seeds import EVAL_SEED_BASE
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_version(p, "laya-eval")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser(

@@ -1,1 +1,5 @@
-__version__ = "0.1.0"
+"""laya-policy."""
+
+from importlib.metadata import version
+
+__version__ = version("laya-policy")  # one home: the package's pyproject.toml

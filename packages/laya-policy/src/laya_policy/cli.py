@@ -7,7 +7,7 @@ import sys
 
 from atari_data.errors import AtariDataError
 from laya_eval.errors import EvalError
-from laya_protocol.config import add_options, from_args
+from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.seeds import EVAL_SEED_BASE
 
 
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
         "that plays games from the screen. Evaluate checkpoints with "
         "`laya-eval run --policy laya:CKPT`.",
     )
+    add_version(p, "laya-policy")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     pl = sub.add_parser(
         "play",

@@ -181,12 +181,17 @@ class CrashForTesting(RuntimeError):
 # -- data ------------------------------------------------------------------------------------------
 
 
+def group_key(ex: Example, balance: str) -> str:
+    """The balancing group of an example: its game, or ``game/source``."""
+    game, source = ex.group
+    return game if balance == "game" else f"{game}/{source}"
+
+
 def load_groups(cfg: TrainConfig, split: str, games: list[str] | None = None) -> dict[str, list[Example]]:
-    """Examples by balancing group: game, or game/source."""
+    """Examples by balancing group (:func:`group_key`)."""
     groups: dict[str, list[Example]] = {}
     for ex in load_examples(cfg.data, split, cfg.sources, games or cfg.games):
-        game, source = ex.group
-        groups.setdefault(game if cfg.balance == "game" else f"{game}/{source}", []).append(ex)
+        groups.setdefault(group_key(ex, cfg.balance), []).append(ex)
     return {k: v for k, v in sorted(groups.items()) if v}
 
 
@@ -366,8 +371,7 @@ class Run:
         self._next = (self.step + 1, self._pool.submit(self._load, self.step + 1))
         self.wait += time.perf_counter() - t
         for ex in examples:
-            game, source = ex.group
-            self.counts[game if self.cfg.balance == "game" else f"{game}/{source}"] += 1
+            self.counts[group_key(ex, self.cfg.balance)] += 1
         return examples, frames
 
     def autocast(self):

@@ -109,6 +109,13 @@ def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls, 
         parser.add_argument(flag, **kwargs)
 
 
+def add_version(parser: argparse.ArgumentParser, distribution: str) -> None:
+    """``--version``: the installed version of ``distribution`` (from its metadata, its one home)."""
+    from importlib.metadata import version
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version(distribution)}")
+
+
 def from_args(cls, args: argparse.Namespace, **extra):
     """``cls`` built from the parsed flags its fields define; ``extra`` adds or replaces values."""
     names = {f.name for f in dataclasses.fields(cls) if f.init}
