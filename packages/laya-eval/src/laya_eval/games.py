@@ -12,6 +12,4 @@ def resolve_game(name: str) -> str:
     try:
         return games.resolve_game(name)
     except UnknownName as e:
-        raise EvalError(
-            f"{e}" + (f"; did you mean {', '.join(e.close)}?" if e.close else ""), field="--games"
-        ) from None
+        raise EvalError(str(e), field="--games") from None

@@ -25,7 +25,7 @@ CROSSHAIR_MARGIN = 2
 
 def game_name(scenario: str) -> str:
     if scenario not in SCENARIOS:
-        raise UnknownName(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})", tuple(SCENARIOS))
+        raise UnknownName(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
     return SCENARIOS[scenario][1]
 
 

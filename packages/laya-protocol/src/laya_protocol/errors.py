@@ -5,5 +5,5 @@ class UnknownName(ValueError):
     """A game, scenario or action set that does not exist; ``close`` holds the nearest real names."""
 
     def __init__(self, message: str, close: tuple[str, ...] = ()):
-        super().__init__(message)
+        super().__init__(message + (f"; did you mean {', '.join(close)}?" if close else ""))
         self.close = close

@@ -17,8 +17,7 @@ def resolve_game(name: str) -> str:
     try:
         return games.resolve_game(name)
     except UnknownName as e:
-        hint = f"; did you mean {', '.join(e.close)}?" if e.close else "; see `atari-data games`"
-        raise AtariDataError(f"{e}{hint}", field="game") from None
+        raise AtariDataError(f"{e}" + ("" if e.close else "; see `atari-data games`"), field="game") from None
 
 
 def full_to_minimal(game: str, full_ids: Iterable[int]) -> tuple[list[int | None], Counter]:

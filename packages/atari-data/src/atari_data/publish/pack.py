@@ -28,7 +28,15 @@ from atari_data.layout.png import is_intact
 from atari_data.layout.records import image_name
 from atari_data.limits import read_bytes
 from atari_data.publish import repo
-from atari_data.schema import FRAME_FORMAT_RE, IMAGE_SUFFIXES, SCHEMA_VERSION, encode_json, hf_features, json_schema
+from atari_data.schema import (
+    FRAME_FORMAT_RE,
+    IMAGE_SUFFIXES,
+    JSON_TEXT,
+    SCHEMA_VERSION,
+    encode_json,
+    hf_features,
+    json_schema,
+)
 from laya_protocol.names import HUB_SPLITS
 
 log = logging.getLogger(__name__)
@@ -111,7 +119,7 @@ def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
             row[name] = {"bytes": image, "path": None}
         elif name == "prev_image":
             row[name] = {"bytes": prev, "path": None}
-        elif name in ("question", "provenance"):
+        elif name in JSON_TEXT:
             row[name] = encode_json(rec[name]) if name in rec else None
         else:
             row[name] = rec.get(name)
@@ -196,7 +204,7 @@ class _TarShards:
             self.paths.append(path)
             self.tar = tarfile.open(path, "w", format=tarfile.USTAR_FORMAT)
         body = {k: v for k, v in rec.items() if k not in ("image", "prev_image")}
-        for name in repo.JSON_TEXT & body.keys():  # free mappings as text, as in Parquet: keys never vary
+        for name in JSON_TEXT & body.keys():  # mappings as text, as in Parquet: keys never vary
             body[name] = encode_json(body[name])
         key = rec["id"]
         self._member(

@@ -36,9 +36,6 @@ MAX_FILE_BYTES = 5_000_000_000
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 RECORD_EXT = "json"
-#: Record fields whose keys vary from game to game, stored as JSON text in the record member (as in
-#: the Parquet rows), so that a reader inferring types from the first samples keeps every key.
-JSON_TEXT = frozenset({"question", "provenance"})
 FRAME_EXTS = ("png", "jpg")
 PREV = "prev"
 

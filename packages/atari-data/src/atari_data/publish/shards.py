@@ -19,12 +19,13 @@ from PIL import Image
 
 from atari_data.layout.png import decode_png
 from atari_data.publish import repo
+from atari_data.schema import JSON_TEXT
 
 
 def decode_sample(sample: dict) -> dict:
     """A WebDataset sample (members named as :mod:`atari_data.publish.repo` says) as a record dict."""
     rec = json.loads(sample[repo.RECORD_EXT])
-    for name in repo.JSON_TEXT & rec.keys():
+    for name in JSON_TEXT & rec.keys():
         rec[name] = json.loads(rec[name])
     for ext in repo.FRAME_EXTS:
         for key, field in ((ext, "image"), (f"{repo.PREV}.{ext}", "prev_image")):

@@ -81,6 +81,10 @@ RECORD = _object(
     )
 )
 
+#: Record fields whose keys vary from game to game (mappings): Parquet rows and WebDataset records
+#: carry them as canonical JSON text, so a reader inferring types from the first rows keeps every key.
+JSON_TEXT = frozenset(f.name for f in RECORD.fields if isinstance(f.type, (Object, Map, JSONValue)))
+
 # -- meta.json -----------------------------------------------------------------------------------
 
 _SPLIT = _object(
