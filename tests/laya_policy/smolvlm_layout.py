@@ -145,7 +145,8 @@ def write_smolvlm(folder: str | Path, seed: int = 0) -> Path:
 
 
 def checkpoint_logits(ckpt: str | Path) -> list[float]:
-    """Pong option logits of a checkpoint on two fixed random screens: the same in any process."""
+    """Pong option logits of a checkpoint on two fixed random screens: the same in any process (on one
+    thread: how a float sum is split between threads changes its last bits)."""
     import numpy as np
     import torch
 
@@ -154,6 +155,7 @@ def checkpoint_logits(ckpt: str | Path) -> list[float]:
     from laya_policy.imageprep import ImagePrep
     from laya_protocol.games import minimal_actions
 
+    torch.set_num_threads(1)
     model, cfg = load_checkpoint(ckpt)
     frames = np.random.default_rng(0).integers(0, 256, (2, 210, 160, 3), dtype=np.uint8)
     with torch.no_grad():

@@ -12,7 +12,8 @@ import torch
 from laya_policy.backbone import build_backbone
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.cli import main
-from laya_policy.train import Run, TrainConfig, train
+from laya_policy.inputs import draw
+from laya_policy.train import TrainConfig, build, logits_of, optimise, resolve, train
 
 from .smolvlm_layout import checkpoint_logits, write_smolvlm
 
@@ -50,7 +51,7 @@ def test_a_bf16_hub_copy_loads_as_float32_master_weights(smolvlm):
 
 
 def test_the_image_size_comes_from_the_backbone_and_a_wrong_one_is_one_line(data, smolvlm, tmp_path, capsys):
-    run = Run(config(data, tmp_path / "a", smolvlm))
+    run = build(resolve(config(data, tmp_path / "a", smolvlm)))
     assert run.cfg.image_size == 512 and run.model.image_tokens == 64
     capsys.readouterr()
     code = main(
@@ -86,17 +87,17 @@ def test_the_prompt_is_the_backbones_chat_template(smolvlm):
 
 
 def test_frozen_vision_trains_the_connector_and_every_parameter_the_optimiser_holds(data, smolvlm, tmp_path):
-    run = Run(config(data, tmp_path / "run", smolvlm, freeze="vision"))
+    run = build(resolve(config(data, tmp_path / "run", smolvlm, freeze="vision")))
     vision = {n: p.detach().clone() for n, p in run.model.backbone.vision_model.named_parameters()}
     connector = {n: p.detach().clone() for n, p in run.model.backbone.connector.named_parameters()}
     held = {id(p) for g in run.opt.param_groups for p in g["params"]}
     assert {id(p) for p in run.model.backbone.connector.parameters()} <= held
     assert not {id(p) for p in run.model.backbone.vision_model.parameters()} & held
     run.model.train()
-    examples, frames = run.batch()
+    examples = draw(run.train, run.cfg.batch, run.cfg.seed, step=0)
     from laya_policy.train import targets_of, training_loss
 
-    logits = run.logits(examples, frames, shuffle=False)
+    logits = logits_of(run, examples, run.screens(examples), order_seed=None)
     training_loss(logits, targets_of(examples, logits.shape[1]), 0.5).backward()
     names = {id(p): n for n, p in run.model.named_parameters()}
     no_grad = [
@@ -107,8 +108,9 @@ def test_frozen_vision_trains_the_connector_and_every_parameter_the_optimiser_ho
     ]
     assert not no_grad, f"in the optimiser but never given a gradient: {no_grad[:5]}"
     run.opt.zero_grad()
-    for _ in range(2):
-        run.train_step()
+    for step in range(2):
+        batch = draw(run.train, run.cfg.batch, run.cfg.seed, step)
+        optimise(run, batch, run.screens(batch), step)
     assert all(torch.equal(p, vision[n]) for n, p in run.model.backbone.vision_model.named_parameters())
     assert any(not torch.equal(p, connector[n]) for n, p in run.model.backbone.connector.named_parameters())
 

@@ -12,7 +12,7 @@ as PNG bytes and decoded per batch, so memory holds compressed frames only.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import partial
 from pathlib import Path
 
@@ -27,12 +27,13 @@ from laya_protocol.names import HUB_SPLITS
 
 
 class Example:
-    """One decision: its record (``question`` as a dict) and a way to get its frames."""
+    """One decision: its record (``question`` as a dict), a way to get its frames, and a key per frame
+    (what a frame cache files it under: two records that name the same image share it)."""
 
-    __slots__ = ("rec", "_frame")
+    __slots__ = ("rec", "_frame", "_where")
 
-    def __init__(self, rec: dict, frame: Callable[[bool], np.ndarray]):
-        self.rec, self._frame = rec, frame
+    def __init__(self, rec: dict, frame: Callable[[bool], np.ndarray], where: Hashable):
+        self.rec, self._frame, self._where = rec, frame, where
 
     @property
     def group(self) -> tuple[str, str]:
@@ -44,6 +45,13 @@ class Example:
         if n == 1:
             return [current]
         return [self._frame(True) if "prev_image" in self.rec else current, current]
+
+    def frame_keys(self, n: int) -> list[Hashable]:
+        """The cache keys of :meth:`frames`, in the same order."""
+        current = (self._where, False)
+        if n == 1:
+            return [current]
+        return [(self._where, True) if "prev_image" in self.rec else current, current]
 
 
 def data_kind(data: str) -> str:
@@ -84,7 +92,7 @@ def _layout_examples(root, split, sources, games) -> list[Example]:
             if defects:
                 field, msg = defects[0]
                 raise AtariDataError(msg, file=str(g.split_file(split)), line=n, field=field)
-            out.append(Example(rec, partial(_layout_frame, g, rec)))
+            out.append(Example(rec, partial(_layout_frame, g, rec), (str(g.path), rec["image"])))
     return out
 
 
@@ -132,7 +140,7 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
                 raise ValueError(f"{where}: label: is missing or not an integer (or actions are missing)")
             if prev is not None:
                 rec["prev_image"] = "packed"
-            out.append(Example(rec, partial(_packed_frame, image["bytes"], prev and prev["bytes"], where)))
+            out.append(Example(rec, partial(_packed_frame, image["bytes"], prev and prev["bytes"], where), where))
     return out
 
 

@@ -123,6 +123,18 @@ class ImagePrep:
     def __call__(self, frames) -> torch.Tensor:
         if self.mode == "processor":
             return self._via_processor(frames)
+        return self.normalise(self.resize(frames))
+
+    @staticmethod
+    def normalise(pixels: torch.Tensor) -> torch.Tensor:
+        """Resized uint8 ``[N, 3, size, size]`` to the tower's input, as the processor normalises."""
+        return (pixels.float() - 127.5) / 127.5
+
+    def resize(self, frames) -> torch.Tensor:
+        """The device-side path up to the processor's last rounding: uint8 ``[N, 3, size, size]``
+        (exact, so a cache of these gives the same input as resizing again)."""
+        if self.mode == "processor":
+            raise ValueError("resize() is the device-side path (mode gpu); the processor normalises itself")
         x = torch.as_tensor(frames, device=self.device)
         if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[-1] != 3:
             raise ValueError(f"expected uint8 [N, H, W, 3] screens, got {x.dtype} {tuple(x.shape)}")
@@ -132,8 +144,7 @@ class ImagePrep:
         else:
             ah, aw = self._operators(x.shape[2], x.shape[3])
             x = torch.matmul(torch.matmul(ah, x), aw.T)  # [N, 3, size, size]
-        x = x.round_().clamp_(0, 255)
-        return (x - 127.5) / 127.5
+        return x.round_().clamp_(0, 255).to(torch.uint8)
 
     def _four_passes(self, x: torch.Tensor) -> torch.Tensor:
         """Pillow's order: per hop a horizontal then a vertical pass, each rounded to 8 bits."""

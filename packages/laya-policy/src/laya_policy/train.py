@@ -1,10 +1,14 @@
-"""Train the choice policy on atari-data records, durably. Reads top to bottom: config, data,
-model, loop.
+"""Train the choice policy on atari-data records, durably. Reads top to bottom: the config, the
+data, the model and its optimiser, one step, evaluation, durability, then the loop in ``train``.
 
 A run lives in ``out``: ``state.pt`` (weights, optimiser, step, random states, per-group sample
 counts, best record, log, time spent) is written to a temporary name and renamed after every
 evaluation and every ``state_minutes``; the same command again resumes from it (the time budget
-counts time already spent, the sampler is re-seeded from (seed, step)); ``restart`` starts over.
+counts time already spent; each batch and option order is drawn from (seed, step), so a resumed
+run draws what an uninterrupted one would have); ``restart`` starts over. The step count is fixed
+before the first step (``steps``, or ``passes`` over the training records), and so are the
+learning-rate curve and the evaluation steps: the result depends on the data and the seed, not
+on how busy the machine is.
 ``log.jsonl`` holds one line per evaluation; ``best/`` is the checkpoint with the lowest
 validation NLL; ``final/`` the last one, calibrated.
 """
@@ -16,7 +20,6 @@ import math
 import os
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,7 +30,9 @@ from atari_data.layout import write_atomic
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import AgentConfig, load_checkpoint, load_config, resolve_checkpoint, save_checkpoint
 from laya_policy.data import Example, load_examples
+from laya_policy.distributed import Distributed, set_threads
 from laya_policy.imageprep import ImagePrep
+from laya_policy.inputs import Prefetch, ScreenCache, draw
 from laya_policy.model import ChoicePolicy
 from laya_policy.objectives import expected_calibration_error, fit_temperature, nll, training_loss
 from laya_protocol.config import option
@@ -73,9 +78,11 @@ class TrainConfig:
     steps: int | None = option(None, "an explicit step count instead of --passes")
     max_minutes: float = option(
         15.0,
-        "time budget, resumed runs included; the learning-rate schedule follows "
-        "whichever of steps and time runs out first",
+        "time budget, resumed runs included: the run stops early when it is spent (the learning-rate "
+        "schedule follows the step count alone, so a busy machine changes how far a run gets, not its curve)",
     )
+    threads: int | None = option(None, "torch intra-op threads per process", shown="1 on a CPU, torch's own on a GPU")
+    screen_cache_mb: float = option(1024.0, "memory for screens kept resized (MiB); the rest are resized per use")
     balance: str = option("game", "what sampling balances over", choices=("game", "game_source"))
     freeze: str = option(
         "auto",
@@ -129,8 +136,9 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         )
     given = {"model": cfg.model, "frames": cfg.frames, "image_size": cfg.image_size, "preprocess": cfg.preprocess}
     if cfg.init_from:
-        cfg = replace(cfg, init_from=str(resolve_checkpoint(cfg.init_from)))  # a Hub id is fetched once, here
-        ckpt = asdict(load_config(cfg.init_from))
+        init_from = str(resolve_checkpoint(cfg.init_from))  # a Hub id is fetched once, here
+        cfg = replace(cfg, init_from=init_from)
+        ckpt = asdict(load_config(init_from))
         ckpt["model"] = ckpt["backbone"]
         for key, value in given.items():
             if value is not None and value != ckpt[key]:
@@ -142,7 +150,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     cfg = replace(cfg, model=cfg.model or "tiny")
     size = 128 if cfg.image_size is None else cfg.image_size
     if cfg.pretrained:
-        native, patch = pretrained_image_size(cfg.model)
+        native, patch = pretrained_image_size(cfg.backbone)
         if cfg.image_size is not None and cfg.image_size != native:
             raise ValueError(
                 f"--image-size {cfg.image_size}: {cfg.model} takes {native} (its vision config, "
@@ -195,11 +203,6 @@ def load_groups(cfg: TrainConfig, split: str, games: list[str] | None = None) ->
     return {k: v for k, v in sorted(groups.items()) if v}
 
 
-def frames_of(examples: list[Example], n_frames: int) -> np.ndarray:
-    """uint8 [n_frames * B, H, W, 3], oldest first within each example, examples in order."""
-    return np.stack([f for ex in examples for f in ex.frames(n_frames)])
-
-
 def targets_of(examples: list[Example], k: int) -> torch.Tensor:
     t = torch.zeros(len(examples), k)
     for i, ex in enumerate(examples):
@@ -210,413 +213,434 @@ def targets_of(examples: list[Example], k: int) -> torch.Tensor:
     return t
 
 
-# -- the run -----------------------------------------------------------------------------------------
+# -- the model and its optimiser ---------------------------------------------------------------------
 
 
 def lr_factor(progress: float, warmup: float = 0.03, floor: float = 0.1) -> float:
-    """Linear warm-up over the first 3% of the run, then cosine down to 10%. ``progress`` in [0, 1] is
-    the larger of steps done / steps planned and time spent / time budget, so a run cut short by
-    ``max_minutes`` still anneals."""
+    """Linear warm-up over the first 3% of the steps, then cosine down to 10%. ``progress`` is steps
+    done / steps planned: the curve is the same however busy the machine is (``max_minutes`` only
+    stops a run early, wherever on the curve it is)."""
     if progress < warmup:
         return max(progress, 1e-3) / warmup
     progress = (progress - warmup) / (1 - warmup)
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
-class Distributed:
-    """Data parallelism under ``torchrun``/``accelerate launch`` (WORLD_SIZE > 1): every process draws
-    its own batch from its own slice of each group, gradients are averaged, rank 0 evaluates and writes."""
+def decays(name: str, p: torch.Tensor) -> bool:
+    """Weight decay applies to weight matrices only: not to norms, biases, embeddings or the head's
+    learned positions, which decay pulls towards zero for no gain in generalisation."""
+    return p.ndim >= 2 and "embed" not in name and not name.endswith("image_position")
 
-    def __init__(self, device: str):
-        self.world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.rank = int(os.environ.get("RANK", "0"))
-        if self.world > 1 and not torch.distributed.is_initialized():
-            torch.distributed.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+
+@dataclass
+class Setup:
+    """What a run trains and reads, built once before the first step."""
+
+    cfg: TrainConfig
+    frames: int  # the resolved config's frames, image size and preprocessing
+    image_size: int
+    preprocess: str
+    dist: Distributed
+    model: ChoicePolicy
+    opt: torch.optim.Optimizer
+    base_lrs: list[float]
+    params: list[torch.nn.Parameter]
+    train_vision: bool
+    screens: ScreenCache
+    train: dict[str, list[Example]]
+    val: dict[str, list[Example]]
+    total: int  # the step count
+    start: AgentConfig | None  # the checkpoint continued from
+    threads: int
 
     @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def average_gradients(self, params) -> None:
-        if self.world == 1:
-            return
-        for p in params:
-            if p.grad is not None:
-                torch.distributed.all_reduce(p.grad)
-                p.grad /= self.world
-
-    def any(self, flag: bool) -> bool:
-        """True on every process when ``flag`` is true on any (so all stop at the same step)."""
-        if self.world == 1:
-            return flag
-        t = torch.tensor([float(flag)])
-        torch.distributed.all_reduce(t)
-        return bool(t.item())
-
-    def agree(self, model) -> bool:
-        """Whether every process holds the same weights (they must, after every step)."""
-        if self.world == 1:
-            return True
-        digest = torch.tensor([float(sum(p.double().sum() for p in model.parameters()))], dtype=torch.float64)
-        all_ = [torch.zeros_like(digest) for _ in range(self.world)]
-        torch.distributed.all_gather(all_, digest)
-        return all(torch.equal(a, all_[0]) for a in all_)
+    def lrs(self) -> dict[str, float]:
+        return {"head": self.base_lrs[0], "backbone": self.base_lrs[-1]}
 
 
-class Run:
-    def __init__(self, cfg: TrainConfig):
-        cfg = resolve(cfg)
-        self.cfg, self.out = cfg, Path(cfg.out)
-        self.start = load_config(cfg.init_from) if cfg.init_from else None  # the checkpoint continued from
-        self.dist = Distributed(cfg.device)
-        if self.dist.main:
-            self.out.mkdir(parents=True, exist_ok=True)
-        torch.manual_seed(cfg.seed)
-        if cfg.init_from:
-            self.model, _ = load_checkpoint(cfg.init_from, cfg.device)
-        else:
-            backbone, tokenizer = build_backbone(cfg.model, image_size=cfg.image_size, seed=cfg.seed)
-            self.model = ChoicePolicy(backbone, tokenizer).to(cfg.device)
-        freeze = cfg.freeze if cfg.freeze != "auto" else ("vision" if cfg.pretrained else "none")
-        self.train_vision = freeze == "none"
-        for p in self.model.backbone.vision_model.parameters():
-            p.requires_grad_(self.train_vision)
-        self.prep = ImagePrep(cfg.image_size, cfg.preprocess, device=cfg.device)
-        default_head, default_body = DEFAULT_LRS["pretrained" if cfg.pretrained else "tiny"]
-        lr_head = cfg.lr_head or default_head
-        lr_body = (cfg.lr_backbone or default_body) * math.sqrt(cfg.batch / 16)
-        head = [p for n, p in self.model.named_parameters() if not n.startswith("backbone.") and p.requires_grad]
-        body = [p for n, p in self.model.named_parameters() if n.startswith("backbone.") and p.requires_grad]
-        self.params = head + body
-        self.opt = torch.optim.AdamW(
-            [{"params": head, "lr": lr_head}, {"params": body, "lr": lr_body}], weight_decay=0.01
+def build(cfg: TrainConfig) -> Setup:
+    """The model (built, or continued from ``init_from``), its optimiser and the data, for a resolved
+    config; raises ValueError before any work when there is nothing to train on."""
+    if cfg.frames is None or cfg.image_size is None or cfg.preprocess is None:
+        raise ValueError("build() takes a resolved config: resolve(cfg) first")
+    frames, image_size, preprocess = cfg.frames, cfg.image_size, cfg.preprocess
+    dist = Distributed(cfg.device)
+    threads = set_threads(cfg.threads, cfg.device)
+    torch.manual_seed(cfg.seed)
+    start = load_config(cfg.init_from) if cfg.init_from else None
+    if cfg.init_from:
+        model, _ = load_checkpoint(cfg.init_from, cfg.device)
+    else:
+        backbone, tokenizer = build_backbone(cfg.backbone, image_size=image_size, seed=cfg.seed)
+        model = ChoicePolicy(backbone, tokenizer).to(cfg.device)
+    freeze = cfg.freeze if cfg.freeze != "auto" else ("vision" if cfg.pretrained else "none")
+    for p in model.backbone.vision_model.parameters():
+        p.requires_grad_(freeze == "none")
+
+    default_head, default_body = DEFAULT_LRS["pretrained" if cfg.pretrained else "tiny"]
+    lr_head = cfg.lr_head or default_head
+    lr_body = (cfg.lr_backbone or default_body) * math.sqrt(cfg.batch / 16)
+    groups: list[dict] = []
+    for part, lr in (("head", lr_head), ("backbone", lr_body)):
+        named = [
+            (n, p)
+            for n, p in model.named_parameters()
+            if p.requires_grad and n.startswith("backbone.") == (part == "backbone")
+        ]
+        groups += [
+            {"params": [p for n, p in named if decays(n, p)], "lr": lr, "weight_decay": 0.01},
+            {"params": [p for n, p in named if not decays(n, p)], "lr": lr, "weight_decay": 0.0},
+        ]
+    opt = torch.optim.AdamW(groups)
+
+    train = {k: v[dist.rank :: dist.world] for k, v in load_groups(cfg, "train").items()}
+    val = load_groups(cfg, "val") if dist.main else {}
+    if not train:
+        raise ValueError(
+            f"{cfg.data}: no training records for sources {cfg.sources or 'all'} and games {cfg.games or 'all'}"
         )
-        self.base_lrs = [g["lr"] for g in self.opt.param_groups]
-        self.train = {k: v[self.dist.rank :: self.dist.world] for k, v in load_groups(cfg, "train").items()}
-        self.val = load_groups(cfg, "val") if self.dist.main else {}
-        if not self.train:
-            raise ValueError(
-                f"{cfg.data}: no training records for sources {cfg.sources or 'all'} and games {cfg.games or 'all'}"
-            )
-        records = sum(map(len, self.train.values())) * self.dist.world
-        self.total = cfg.steps or max(1, math.ceil(cfg.passes * records / (cfg.batch * self.dist.world)))
-        self.step, self.spent, self.counts, self.best, self.log = 0, 0.0, dict.fromkeys(self.train, 0), None, []
-        self.curve, self._losses = [], []  # [step, mean training loss over the last 20 steps]
-        self.wait, self.busy = 0.0, 0.0  # seconds waiting for frames / in whole steps, for the data-wait share
-        self._pool = ThreadPoolExecutor(1)  # decodes the next batch's frames while this one trains
-        self._next = None
-        self._save_s = 0.0  # how long the last state.pt took: saves stay under ~5% of wall time
+    records = sum(map(len, train.values())) * dist.world
+    total = cfg.steps or max(1, math.ceil(cfg.passes * records / (cfg.batch * dist.world)))
+    prep = ImagePrep(image_size, preprocess, device=cfg.device)
+    return Setup(
+        cfg=cfg,
+        frames=frames,
+        image_size=image_size,
+        preprocess=preprocess,
+        dist=dist,
+        model=model,
+        opt=opt,
+        base_lrs=[g["lr"] for g in opt.param_groups],
+        params=[p for g in opt.param_groups for p in g["params"]],
+        train_vision=freeze == "none",
+        screens=ScreenCache(prep, frames, cfg.screen_cache_mb),
+        train=train,
+        val=val,
+        total=total,
+        start=start,
+        threads=threads,
+    )
 
-    # -- durability ----------------------------------------------------------------------------------
-    def save_state(self) -> None:
-        if not self.dist.main:
-            return
-        state = {
-            "model": self.model.state_dict(),
-            "opt": self.opt.state_dict(),
-            "step": self.step,
-            "spent": self.spent,
-            "counts": self.counts,
-            "best": self.best,
-            "log": self.log,
-            "curve": self.curve,
-            "torch_rng": torch.get_rng_state(),
-            "config": asdict(self.cfg),
+
+# -- one step ----------------------------------------------------------------------------------------
+
+
+def autocast(cfg: TrainConfig):
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.device.startswith("cuda"))
+
+
+def logits_of(s: Setup, examples: list[Example], pixels: torch.Tensor, order_seed: int | None) -> torch.Tensor:
+    """Option logits [B, K] for ``examples`` given their normalised screens. With ``order_seed`` the
+    options are shown in an order drawn from it (one model for any option order), else in order."""
+    with autocast(s.cfg):  # the vision tower runs without gradients when frozen; the connector always trains
+        feats = s.model.encode_images(pixels, train_vision=s.train_vision)
+    feats = feats.reshape(len(examples), s.frames, *feats.shape[1:])
+    rng = random.Random(order_seed)
+    orders = []
+    for ex in examples:
+        order = list(range(len(ex.rec["actions"])))
+        if order_seed is not None:
+            rng.shuffle(order)
+        orders.append(order)
+    enc = s.model.encode([ex.rec["question"] for ex in examples], s.frames, orders)
+    with autocast(s.cfg):
+        return s.model(feats, enc).float()
+
+
+def optimise(s: Setup, examples: list[Example], pixels: torch.Tensor, step: int) -> float:
+    """One optimiser step on a batch at ``step`` of the run; returns its loss."""
+    s.model.train()
+    logits = logits_of(s, examples, pixels, order_seed=s.cfg.seed * 7_919 + step)
+    loss = training_loss(logits, targets_of(examples, logits.shape[1]).to(logits.device), s.cfg.spherical_weight)
+    for group, base in zip(s.opt.param_groups, s.base_lrs, strict=True):
+        group["lr"] = base * lr_factor(step / s.total)
+    s.opt.zero_grad()
+    loss.backward()
+    s.dist.average_gradients(s.params)
+    torch.nn.utils.clip_grad_norm_(s.params, 1.0)
+    s.opt.step()
+    return loss.item()
+
+
+@torch.no_grad()
+def scored(s: Setup, examples: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(logits, labels, targets) of ``examples``, options in order, padded to the most options with
+    impossible ones."""
+    s.model.eval()
+    logits, labels, targets = [], [], []
+    for i in range(0, len(examples), s.cfg.batch):
+        chunk = examples[i : i + s.cfg.batch]
+        lg = logits_of(s, chunk, s.screens(chunk), order_seed=None).cpu()
+        logits.append(torch.where(torch.isinf(lg), torch.full_like(lg, -1e9), lg))
+        labels.append(torch.tensor([ex.rec["label"] for ex in chunk]))
+        targets.append(targets_of(chunk, lg.shape[1]))
+    k = max(lg.shape[1] for lg in logits)
+    return (
+        torch.cat([torch.nn.functional.pad(x, (0, k - x.shape[1]), value=-1e9) for x in logits]),
+        torch.cat(labels),
+        torch.cat([torch.nn.functional.pad(t, (0, k - t.shape[1])) for t in targets]),
+    )
+
+
+def evaluate(s: Setup, groups: dict[str, list[Example]]) -> dict[str, dict]:
+    """Accuracy, NLL and ECE per group on up to ``eval_records`` evenly spread records of each."""
+    per_group = {}
+    for key, examples in groups.items():
+        picked = examples[:: max(1, len(examples) // s.cfg.eval_records)][: s.cfg.eval_records]
+        lg, lb, _ = scored(s, picked)
+        per_group[key] = {
+            "accuracy": (lg.argmax(-1) == lb).float().mean().item(),
+            "nll": nll(lg, lb),
+            "ece": expected_calibration_error(lg, lb),
+            "records": len(lb),
         }
-        t = time.monotonic()
-        tmp = self.out / ".state.pt.tmp"
-        torch.save(state, tmp)
-        os.replace(tmp, self.out / "state.pt")
-        self._save_s = time.monotonic() - t
+    return per_group
 
-    def resume(self) -> bool:
-        path = self.out / "state.pt"
-        if self.cfg.restart or not path.exists():
-            return False
-        try:  # tensors and plain containers only: a planted pickle is refused, never run
-            state = torch.load(path, map_location=self.cfg.device, weights_only=True)
-            self.model.load_state_dict(state["model"])
-            self.opt.load_state_dict(state["opt"])
-            self.step, self.spent, self.counts = int(state["step"]), float(state["spent"]), dict(state["counts"])
-            self.best, self.log, self.curve = state["best"], list(state["log"]), list(state.get("curve", []))
-            torch.set_rng_state(state["torch_rng"])
-        except Exception as e:  # noqa: BLE001 - any defect in the file is the same one-line error
-            raise ValueError(
-                f"{path}: is not a training state this version can resume "
-                f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
-                "pass --restart to start over"
-            ) from None
-        # The log holds exactly the evaluations the state knows: a kill between appending a line and
-        # saving the state would otherwise leave that line twice after the resumed run logs it again.
-        write_atomic(self.out / "log.jsonl", "".join(json.dumps(e) + "\n" for e in self.log).encode())
-        return True
 
-    # -- one step ----------------------------------------------------------------------------------
-    def picks(self, step: int) -> list[Example]:
-        """The batch of ``step``: drawn from (seed, step, rank) alone, so a resumed run draws the same."""
-        rng = random.Random((self.cfg.seed * 1_000_003 + step) * 64 + self.dist.rank)
-        keys = list(self.train)
-        return [rng.choice(self.train[k]) for k in (rng.choice(keys) for _ in range(self.cfg.batch))]
+def play_check(s: Setup, out: Path) -> dict:
+    """Play up to three training games for three 400-decision episodes through laya-eval (the
+    play-check seeds); the score is the mean normalised score against the reference baselines."""
+    from laya_eval.evaluate import RunConfig, play_game
+    from laya_policy.play import LayaPolicy
 
-    def _load(self, step: int):
-        examples = self.picks(step)
-        return examples, frames_of(examples, self.cfg.frames)
+    ckpt = save_checkpoint(s.model, agent_config(s), out / ".play-check")
+    policy = LayaPolicy(str(ckpt), device=s.cfg.device)
+    games = sorted({k.split("/")[0] for k in s.train})[:3]
+    run = RunConfig(policy="laya", games=games, episodes=3, cap=400, seed_base=PLAY_CHECK_SEED_BASE, random_episodes=0)
+    scores = {g: play_game(run, g, policy) for g in run.games}
+    values = [r["normalised"] for r in scores.values() if r.get("normalised") is not None]
+    return {
+        "score": float(np.mean(values)) if values else None,
+        "games": {g: {"mean": r["mean"], "normalised": r.get("normalised")} for g, r in scores.items()},
+    }
 
-    def batch(self) -> tuple[list[Example], np.ndarray]:
-        """This step's examples and frames (decoded in the background during the previous step)."""
-        t = time.perf_counter()
-        if self._next is None or self._next[0] != self.step:
-            self._next = (self.step, self._pool.submit(self._load, self.step))
-        examples, frames = self._next[1].result()
-        self._next = (self.step + 1, self._pool.submit(self._load, self.step + 1))
-        self.wait += time.perf_counter() - t
-        for ex in examples:
-            self.counts[group_key(ex, self.cfg.balance)] += 1
-        return examples, frames
 
-    def autocast(self):
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.cfg.device.startswith("cuda"))
+def agent_config(s: Setup, temperature: float = 1.0) -> AgentConfig:
+    """What the checkpoint restores: a continued checkpoint's own fields (interpolation, head shape,
+    revision), with this run's temperature."""
+    from dataclasses import replace
 
-    def logits(self, examples: list[Example], frames: np.ndarray, shuffle: bool) -> torch.Tensor:
-        with self.autocast():  # the vision tower runs without gradients when frozen; the connector always trains
-            feats = self.model.encode_images(self.prep(frames), train_vision=self.train_vision)
-        feats = feats.reshape(len(examples), self.cfg.frames, *feats.shape[1:])
-        rng = random.Random(self.cfg.seed * 7_919 + self.step)  # option orders: also from (seed, step)
-        orders = []
-        for ex in examples:
-            order = list(range(len(ex.rec["actions"])))
-            if shuffle:
-                rng.shuffle(order)  # one model for any option order
-            orders.append(order)
-        enc = self.model.encode([ex.rec["question"] for ex in examples], self.cfg.frames, orders)
-        with self.autocast():
-            return self.model(feats, enc).float()
+    base = s.start or AgentConfig(backbone=s.cfg.backbone)
+    return replace(
+        base,
+        image_size=s.image_size,
+        preprocess=s.preprocess,
+        frames=s.frames,
+        temperatures={"choice": temperature},
+    )
 
-    def progress(self) -> float:
-        return max(self.step / self.total, self.spent / (self.cfg.max_minutes * 60))
 
-    def train_step(self) -> float:
-        t = time.perf_counter()
-        self.model.train()
-        examples, frames = self.batch()
-        logits = self.logits(examples, frames, shuffle=True)
-        loss = training_loss(logits, targets_of(examples, logits.shape[1]).to(logits.device), self.cfg.spherical_weight)
-        for group, base in zip(self.opt.param_groups, self.base_lrs, strict=True):
-            group["lr"] = base * lr_factor(self.progress())
-        self.opt.zero_grad()
-        loss.backward()
-        self.dist.average_gradients(self.params)
-        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
-        self.opt.step()
-        self.step += 1
-        self.busy += time.perf_counter() - t
-        return loss.item()
+# -- durability ----------------------------------------------------------------------------------------
 
-    @torch.no_grad()
-    def evaluate(self, groups: dict[str, list[Example]] | None = None) -> dict:
-        per_game = {}
-        for key, examples in (groups if groups is not None else self.val).items():
-            picked = examples[:: max(1, len(examples) // self.cfg.eval_records)][: self.cfg.eval_records]
-            lg, lb, _ = self._scored(picked)
-            per_game[key] = {
-                "accuracy": (lg.argmax(-1) == lb).float().mean().item(),
-                "nll": nll(lg, lb),
-                "ece": expected_calibration_error(lg, lb),
-                "records": len(lb),
-            }
-        entry = {
-            "step": self.step,
-            "minutes": round(self.spent / 60, 3),
-            "games": per_game,
-            "nll": float(np.mean([g["nll"] for g in per_game.values()])) if per_game else None,
+
+def fresh_progress(s: Setup) -> dict:
+    """What a run has done, as state.pt keeps it: plain numbers, strings, lists and dicts."""
+    return {"step": 0, "spent": 0.0, "counts": dict.fromkeys(s.train, 0), "best": None, "log": [], "curve": []}
+
+
+def save_state(s: Setup, out: Path, done: dict) -> float:
+    """Write state.pt (to a temporary name, then renamed); returns the seconds it took."""
+    t = time.monotonic()
+    state = {
+        "model": s.model.state_dict(),
+        "opt": s.opt.state_dict(),
+        **done,
+        "torch_rng": torch.get_rng_state(),
+        "config": asdict(s.cfg),
+    }
+    tmp = out / ".state.pt.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, out / "state.pt")
+    return time.monotonic() - t
+
+
+def resume(s: Setup, out: Path) -> dict | None:
+    """The progress of ``out/state.pt`` with the model and optimiser restored from it, or None to
+    start fresh (no state, or ``restart``)."""
+    path = out / "state.pt"
+    if s.cfg.restart or not path.exists():
+        return None
+    try:  # tensors and plain containers only: a planted pickle is refused, never run
+        state = torch.load(path, map_location=s.cfg.device, weights_only=True)
+        s.model.load_state_dict(state["model"])
+        s.opt.load_state_dict(state["opt"])
+        done = {
+            "step": int(state["step"]),
+            "spent": float(state["spent"]),
+            "counts": dict(state["counts"]),
+            "best": state["best"],
+            "log": list(state["log"]),
+            "curve": list(state.get("curve", [])),
         }
-        return entry
+        torch.set_rng_state(state["torch_rng"])
+    except Exception as e:  # noqa: BLE001 - any defect in the file is the same one-line error
+        raise ValueError(
+            f"{path}: is not a training state this version can resume "
+            f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
+            "pass --restart to start over"
+        ) from None
+    # The log holds exactly the evaluations the state knows: a kill between appending a line and
+    # saving the state would otherwise leave that line twice after the resumed run logs it again.
+    write_atomic(out / "log.jsonl", "".join(json.dumps(e) + "\n" for e in done["log"]).encode())
+    return done
 
-    def play_check(self) -> dict:
-        """Play up to three training games for three 400-decision episodes through laya-eval (seeds
-        500000+); the score is the mean normalised score against the reference baselines."""
-        from laya_eval.evaluate import RunConfig, play_game
-        from laya_policy.play import LayaPolicy
 
-        ckpt = save_checkpoint(self.model, self.agent_config(), self.out / ".play-check")
-        policy = LayaPolicy(str(ckpt), device=self.cfg.device)
-        games = sorted({k.split("/")[0] for k in self.train})[:3]
-        run = RunConfig(
-            policy="laya", games=games, episodes=3, cap=400, seed_base=PLAY_CHECK_SEED_BASE, random_episodes=0
-        )
-        scores = {g: play_game(run, g, policy) for g in run.games}
-        values = [r["normalised"] for r in scores.values() if r.get("normalised") is not None]
-        return {
-            "score": float(np.mean(values)) if values else None,
-            "games": {g: {"mean": r["mean"], "normalised": r.get("normalised")} for g, r in scores.items()},
-        }
+# -- the run -------------------------------------------------------------------------------------------
 
-    def better(self, entry: dict) -> bool:
-        if self.cfg.select_by == "play":
-            score = entry["play"]["score"]
-            return score is not None and (self.best is None or score > self.best["play"])
-        return self.best is None or entry["nll"] < self.best["nll"]
 
-    # -- the loop ----------------------------------------------------------------------------------
-    def run(self, progress: bool = True) -> dict:
-        from tqdm import tqdm
+def train(cfg: TrainConfig, progress: bool = True) -> dict:
+    """Train as the module docstring says; returns the summary (also OUT/summary.json), or {} on the
+    other ranks of a distributed run."""
+    from tqdm import tqdm
 
-        resumed = self.resume()
-        if not resumed and self.dist.main:
-            (self.out / "log.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
-        cfg = self.cfg
-        budget, start, last_state = cfg.max_minutes * 60, time.monotonic() - self.spent, time.monotonic()
-        done_evals = len(self.log)
-        bar = tqdm(
-            total=self.total,
-            initial=self.step,
-            desc="train",
-            unit="step",
-            disable=None if progress and self.dist.main else True,
-        )
-        while not self.dist.any(self.step >= self.total or time.monotonic() - start >= budget):
-            if cfg.crash_at_step is not None and self.step == cfg.crash_at_step and not resumed:
-                raise CrashForTesting(f"--crash-at-step {cfg.crash_at_step}")
-            loss = self.train_step()
-            self.spent = time.monotonic() - start
-            self._losses.append(loss)
-            if len(self._losses) == 20:
-                self.curve.append([self.step, round(float(np.mean(self._losses)), 5)])
-                self._losses = []
-            bar.update(1)
-            rate = self.step * cfg.batch * self.dist.world / max(self.busy, 1e-9) if self.busy else 0.0
-            left = max(0.0, min(budget - self.spent, (self.total - self.step) * self.busy / max(1, self.step)))
-            bar.set_postfix(loss=f"{loss:.3f}", samples_s=f"{rate:.0f}", left=f"{left / 60:.1f}min")
-            if (
-                self.val
-                and self.dist.main
-                and (self.progress() >= (done_evals + 1) / cfg.evals or self.step == self.total)
-            ):
-                done_evals = min(cfg.evals, math.floor(self.progress() * cfg.evals + 1e-9))
-                self.record(self.evaluate())
-                self.save_state()
-                last_state = time.monotonic()
-            elif self.dist.main and time.monotonic() - last_state > max(
-                120.0, cfg.state_minutes * 60, 20 * self._save_s
-            ):
-                self.save_state()
-                last_state = time.monotonic()
-        bar.close()
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        agree = self.dist.agree(self.model)
-        if not self.dist.main:
-            return {}
-        if not self.log or self.log[-1]["step"] != self.step:  # stopped by the clock: evaluate the last weights
-            if self.val:
-                self.record(self.evaluate())
-        self.save_state()
-        summary = self.finish()
-        summary["replicas"] = {"world": self.dist.world, "weights_agree": agree}
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        return summary
+    cfg = resolve(cfg)
+    out = Path(cfg.out)
+    s = build(cfg)
+    if s.dist.main:
+        out.mkdir(parents=True, exist_ok=True)
 
-    def record(self, entry: dict) -> None:
-        """Log an evaluation (printed as a table) and keep the best checkpoint by the selection rule."""
-        if self.cfg.select_by == "play":
-            entry["play"] = self.play_check()
-        self.log.append(entry)
-        with open(self.out / "log.jsonl", "a", encoding="utf-8") as f:
+    done = resume(s, out)
+    resumed = done is not None
+    if done is None:
+        done = fresh_progress(s)
+        if s.dist.main:
+            (out / "log.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
+    eval_steps = {math.ceil(s.total * i / cfg.evals) for i in range(1, cfg.evals + 1)} if s.val else set()
+
+    def record(entry: dict) -> None:
+        """Log an evaluation (and print it as a table); keep the best checkpoint by the selection rule."""
+        if cfg.select_by == "play":
+            entry["play"] = play_check(s, out)
+        done["log"].append(entry)
+        with open(out / "log.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
         print_eval(entry)
-        if self.better(entry):
-            self.best = {"step": self.step, "nll": entry["nll"], "select_by": self.cfg.select_by}
+        best = done["best"]
+        if cfg.select_by == "play":
+            better = entry["play"]["score"] is not None and (best is None or entry["play"]["score"] > best["play"])
+        else:
+            better = best is None or entry["nll"] < best["nll"]
+        if better:
+            done["best"] = {"step": entry["step"], "nll": entry["nll"], "select_by": cfg.select_by}
             if "play" in entry:
-                self.best["play"] = entry["play"]["score"]
-            save_checkpoint(self.model, self.agent_config(), self.out / "best")
+                done["best"]["play"] = entry["play"]["score"]
+            save_checkpoint(s.model, agent_config(s), out / "best")
 
-    @torch.no_grad()
-    def _scored(self, examples: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(logits, labels, targets) of ``examples``, padded to the most options with impossible ones."""
-        self.model.eval()
-        logits, labels, targets = [], [], []
-        for i in range(0, len(examples), self.cfg.batch):
-            chunk = examples[i : i + self.cfg.batch]
-            lg = self.logits(chunk, frames_of(chunk, self.cfg.frames), shuffle=False).cpu()
-            logits.append(torch.where(torch.isinf(lg), torch.full_like(lg, -1e9), lg))
-            labels.append(torch.tensor([ex.rec["label"] for ex in chunk]))
-            targets.append(targets_of(chunk, lg.shape[1]))
-        k = max(lg.shape[1] for lg in logits)
-        return (
-            torch.cat([torch.nn.functional.pad(x, (0, k - x.shape[1]), value=-1e9) for x in logits]),
-            torch.cat(labels),
-            torch.cat([torch.nn.functional.pad(t, (0, k - t.shape[1])) for t in targets]),
-        )
+    def evaluation() -> dict:
+        games = evaluate(s, s.val)
+        nll_mean = float(np.mean([g["nll"] for g in games.values()])) if games else None
+        return {"step": done["step"], "minutes": round(done["spent"] / 60, 3), "games": games, "nll": nll_mean}
 
-    def agent_config(self, temperature: float = 1.0) -> AgentConfig:
-        """What the checkpoint restores: a continued checkpoint's own fields (interpolation, head shape,
-        revision), with this run's temperature."""
-        from dataclasses import replace
+    feed = Prefetch(lambda step: (ex := draw(s.train, cfg.batch, cfg.seed, step, s.dist.rank), s.screens(ex)))
+    budget = cfg.max_minutes * 60
+    clock = time.monotonic() - done["spent"]  # the budget counts time spent before a resume
+    busy, last_state, save_s, losses, first = 0.0, time.monotonic(), 0.0, [], done["step"]
+    bar = tqdm(
+        total=s.total,
+        initial=done["step"],
+        desc="train",
+        unit="step",
+        disable=None if progress and s.dist.main else True,
+    )
+    while not s.dist.any(done["step"] >= s.total or time.monotonic() - clock >= budget):
+        if cfg.crash_at_step is not None and done["step"] == cfg.crash_at_step and not resumed:
+            raise CrashForTesting(f"--crash-at-step {cfg.crash_at_step}")
+        t = time.perf_counter()
+        examples, pixels = feed.get(done["step"])
+        for ex in examples:
+            done["counts"][group_key(ex, cfg.balance)] += 1
+        loss = optimise(s, examples, pixels, done["step"])
+        done["step"] += 1
+        busy += time.perf_counter() - t
+        done["spent"] = time.monotonic() - clock
+        losses.append(loss)
+        if len(losses) == 20:  # the training curve: mean loss over each 20 steps
+            done["curve"].append([done["step"], round(float(np.mean(losses)), 5)])
+            losses = []
+        bar.update(1)
+        rate = (done["step"] - first) * cfg.batch * s.dist.world / max(busy, 1e-9)
+        bar.set_postfix(loss=f"{loss:.3f}", samples_s=f"{rate:.0f}")
+        if s.dist.main and done["step"] in eval_steps:
+            record(evaluation())
+            save_s = save_state(s, out, done)
+            last_state = time.monotonic()
+        elif s.dist.main and time.monotonic() - last_state > max(120.0, cfg.state_minutes * 60, 20 * save_s):
+            save_s = save_state(s, out, done)  # saves stay under ~5% of wall time
+            last_state = time.monotonic()
+    bar.close()
+    feed.close()
+    agree = s.dist.agree(s.model)
+    if not s.dist.main:
+        return {}
+    if s.val and (not done["log"] or done["log"][-1]["step"] != done["step"]):
+        record(evaluation())  # stopped by the clock: evaluate the last weights
+    save_state(s, out, done)
 
-        base = self.start or AgentConfig(backbone=self.cfg.backbone)
-        return replace(
-            base,
-            image_size=self.cfg.image_size,
-            preprocess=self.cfg.preprocess,
-            frames=self.cfg.frames,
-            temperatures={"choice": temperature},
-        )
+    temperature, calibration = calibrate(s)
+    from laya_policy.data import data_kind
 
-    def finish(self) -> dict:
-        """Fit the temperature and write ``final/``.
+    training = {k: v for k, v in asdict(cfg).items() if k in TRAINING_KEYS} | {
+        "model": cfg.backbone,
+        "model_on_hub": cfg.pretrained and not Path(cfg.backbone).exists(),
+        "data_on_hub": data_kind(cfg.data) == "hub",
+        "freeze": "none" if s.train_vision else "vision",
+        "lrs": s.lrs,
+        "threads": s.threads,
+        "steps_done": done["step"],
+        "minutes": round(done["spent"] / 60, 3),
+        "groups": sorted(s.train),
+        "calibration": calibration,
+    }
+    save_checkpoint(s.model, agent_config(s, temperature), out / "final", training)
+    summary = {
+        "steps": done["step"],
+        "planned_steps": s.total,
+        "minutes": round(done["spent"] / 60, 3),
+        "best": done["best"],
+        "calibration": calibration,
+        "samples_per_group": done["counts"],
+        "curve": done["curve"],
+        "samples_per_s": round((done["step"] - first) * cfg.batch * s.dist.world / max(busy, 1e-9), 2),
+        "data_wait_share": round(feed.wait / max(busy, 1e-9), 4),
+        "threads": s.threads,
+        "screen_cache": {"mb": round(s.screens.used / 2**20, 1), "hits": s.screens.hits, "misses": s.screens.misses},
+        "replicas": {"world": s.dist.world, "weights_agree": agree},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
 
-        The fit uses held-out episodes of the training games (their val split, never trained on; or the
-        ``calibrate_on`` games' val split): the episodes alternate between a fit half, where T minimises
-        the soft cross-entropy against the training target (the label where a record has none), and a
-        report half, where ECE is measured before and after. When raw ECE on the report half is already
-        below 0.05 the starting temperature is kept (1, or the ``init_from`` checkpoint's).
-        """
-        start_t = float(self.start.temperatures.get("choice", 1.0)) if self.start else 1.0
-        temperature, calib = start_t, {}
-        holdout = load_groups(self.cfg, "val", self.cfg.calibrate_on) if self.cfg.calibrate_on else self.val
-        examples = [ex for key in sorted(holdout) for ex in holdout[key]]
-        if examples:
-            fit, report = _halves(examples)
-            (fit_logits, fit_labels, fit_targets), (rep_logits, rep_labels, _) = self._scored(fit), self._scored(report)
-            raw = expected_calibration_error(rep_logits / start_t, rep_labels)
-            calib = {
-                "ece_before": raw,
-                "holdout": sorted(holdout),
-                "fit_records": len(fit),
-                "report_records": len(report),
-                "start_temperature": start_t,
-            }
-            if raw < 0.05:
-                calib["skipped"] = "ECE already below 0.05"
-            else:
-                temperature = fit_temperature(fit_logits, fit_labels, fit_targets)
-                calib.update(
-                    temperature=temperature, ece_after=expected_calibration_error(rep_logits / temperature, rep_labels)
-                )
-        from laya_policy.data import data_kind
 
-        training = {k: v for k, v in asdict(self.cfg).items() if k in TRAINING_KEYS} | {
-            "model": self.cfg.backbone,
-            "model_on_hub": self.cfg.pretrained and not Path(self.cfg.backbone).exists(),
-            "data_on_hub": data_kind(self.cfg.data) == "hub",
-            "freeze": "none" if self.train_vision else "vision",
-            "lrs": {"head": self.base_lrs[0], "backbone": self.base_lrs[1]},
-            "steps_done": self.step,
-            "minutes": round(self.spent / 60, 3),
-            "groups": sorted(self.train),
-            "calibration": calib,
-        }
-        save_checkpoint(self.model, self.agent_config(temperature), self.out / "final", training)
-        steps_s = self.step / max(self.busy, 1e-9)
-        return {
-            "steps": self.step,
-            "minutes": round(self.spent / 60, 3),
-            "best": self.best,
-            "calibration": calib,
-            "samples_per_group": self.counts,
-            "curve": self.curve,
-            "samples_per_s": round(steps_s * self.cfg.batch * self.dist.world, 2),
-            "data_wait_share": round(self.wait / max(self.busy, 1e-9), 4),
-        }
+def calibrate(s: Setup) -> tuple[float, dict]:
+    """The temperature for ``final/`` and what its fit measured.
+
+    The fit uses held-out episodes of the training games (their val split, never trained on; or the
+    ``calibrate_on`` games' val split): the episodes alternate between a fit half, where T minimises
+    the soft cross-entropy against the training target (the label where a record has none), and a
+    report half, where ECE is measured before and after. When raw ECE on the report half is already
+    below 0.05 the starting temperature is kept (1, or the ``init_from`` checkpoint's).
+    """
+    cfg = s.cfg
+    start_t = float(s.start.temperatures.get("choice", 1.0)) if s.start else 1.0
+    holdout = load_groups(cfg, "val", cfg.calibrate_on) if cfg.calibrate_on else s.val
+    examples = [ex for key in sorted(holdout) for ex in holdout[key]]
+    if not examples:
+        return start_t, {}
+    fit, report = _halves(examples)
+    (fit_logits, fit_labels, fit_targets), (rep_logits, rep_labels, _) = scored(s, fit), scored(s, report)
+    raw = expected_calibration_error(rep_logits / start_t, rep_labels)
+    calib: dict = {
+        "ece_before": raw,
+        "holdout": sorted(holdout),
+        "fit_records": len(fit),
+        "report_records": len(report),
+        "start_temperature": start_t,
+    }
+    if raw < 0.05:
+        calib["skipped"] = "ECE already below 0.05"
+        return start_t, calib
+    temperature = fit_temperature(fit_logits, fit_labels, fit_targets)
+    calib.update(temperature=temperature, ece_after=expected_calibration_error(rep_logits / temperature, rep_labels))
+    return temperature, calib
 
 
 def _halves(examples: list[Example], most: int = 512) -> tuple[list[Example], list[Example]]:
@@ -636,7 +660,8 @@ def _halves(examples: list[Example], most: int = 512) -> tuple[list[Example], li
         else:
             halves[0] += group[0::2]
             halves[1] += group[1::2]
-    return tuple(h[:: max(1, len(h) // most)][:most] for h in halves)
+    fit, report = (h[:: max(1, len(h) // most)][:most] for h in halves)
+    return fit, report
 
 
 def print_eval(entry: dict) -> None:
@@ -646,7 +671,3 @@ def print_eval(entry: dict) -> None:
         print(f"  {key:<24} {g['accuracy']:>8.3f} {g['nll']:>7.3f} {g['ece']:>6.3f} {g['records']:>7}")
     if "play" in entry:
         print(f"  play check: {entry['play']}")
-
-
-def train(cfg: TrainConfig, progress: bool = True) -> dict:
-    return Run(cfg).run(progress)
