@@ -56,7 +56,17 @@ def test_train_init_from_a_damaged_checkpoint_keeps_the_promises(data, checkpoin
     check_promises(main, ["train", "--data", data, "--out", out, "--init-from", ckpt, *TRAIN], sandbox=box, target=out)
 
 
-@pytest.mark.parametrize("text", ['{"image_size": "big"}', "[]", '{"frames": 7}', "\xff{", '{"head_layers": 1000000}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"image_size": "big"}',
+        "[]",
+        '{"frames": 7}',
+        "\xff{",
+        '{"head_layers": 1000000}',
+        '{"backbone": "cnn", "image_size": 4096}',  # a 4096-pixel CNN would build an 8-billion-weight layer
+    ],
+)
 def test_a_broken_checkpoint_config_is_one_line(data, checkpoint, tmp_path, text):
     ckpt = tmp_path / "ckpt"
     shutil.copytree(checkpoint, ckpt)

@@ -34,8 +34,8 @@ def test_operators_compose_the_processors_two_hops():
     ah, aw = axis_operators(210, 160, 512)
     assert ah.shape == (512, 210) and aw.shape == (512, 160)
     assert np.allclose(ah.sum(1), 1) and np.allclose(aw.sum(1), 1)
-    with pytest.raises(ValueError, match="multiple of 64"):
-        ImagePrep(500)
+    with pytest.raises(ValueError, match="positive number of pixels"):
+        ImagePrep(0)
 
 
 #: (mean, 99.9th percentile) of |device path - processor| in grey levels, per game and size: the

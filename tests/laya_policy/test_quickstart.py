@@ -12,8 +12,8 @@ TOY = [
     "40",
     "--val-frames",
     "16",
-    "--minutes",
-    "0.05",
+    "--steps",
+    "4",
     "--episodes",
     "1",
     "--image-size",
@@ -41,6 +41,8 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
     report = (out / "report.md").read_text()
     for part in ("## Data", "## Training", "## Evaluation of", "Pong", "![training](training.png)"):
         assert part in report
+    used = json.loads((out / "eval" / "results.json").read_text())["games"]["Pong"]["baseline"]["source"]
+    assert f"| {used} |" in report, "the report names the baseline each game was normalised with"
     assert (out / "training.png").stat().st_size > 0 and (out / "eval" / "results.json").exists()
     assert json.loads((out / "stages" / "load.json").read_text())["rows"] == {"train": 40, "validation": 16}
     assert list(out.glob("*.gif")), "a video of the trained policy"

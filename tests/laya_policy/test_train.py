@@ -76,7 +76,7 @@ def test_restart_starts_over(data, tmp_path):
     assert summary["steps"] == 6
 
 
-def test_learning_rate_schedule_follows_steps_or_time_whichever_runs_out_first():
+def test_the_learning_rate_warms_up_then_anneals_to_a_tenth():
     assert lr_factor(0.01) == pytest.approx(1 / 3)
     assert lr_factor(0.03) == pytest.approx(1.0)
     assert lr_factor(1.0) == pytest.approx(0.1) and lr_factor(1.5) == pytest.approx(0.1)
@@ -152,7 +152,7 @@ def test_train_cli_runs_and_reports_bad_input_on_one_line(data, tmp_path, capsys
     assert main(["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "missing" in err and "Traceback" not in err
-    for flag, value in (("--steps", "0"), ("--image-size", "0"), ("--image-size", "100")):
+    for flag, value in (("--steps", "0"), ("--image-size", "0"), ("--image-size", "100"), ("--threads", "0")):
         assert main(["train", "--data", str(data), "--out", str(tmp_path / "y"), flag, value]) == 2
         assert f"{flag} {value}: expected" in capsys.readouterr().err and not (tmp_path / "y").exists()
 
@@ -521,3 +521,77 @@ def test_push_stages_the_checkpoint_with_a_model_card_that_loads_back_from_the_h
     assert main(["push", str(out / "final"), "--repo", "me/laya-tiny-pong"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot push to the Hub repo me/laya-tiny-pong") and err.count("\n") == 1, err
+
+
+def test_a_run_cut_short_by_the_clock_keeps_the_step_schedule(data, tmp_path):
+    """The learning rate of a step depends on the step alone: a run stopped by --max-minutes is where an
+    uninterrupted run would be at that step, not annealed to the floor because its time ran out."""
+    import torch
+
+    out = tmp_path / "cut"
+    summary = train(config(data, out, steps=5000, evals=1, max_minutes=0.03), progress=False)
+    assert summary["planned_steps"] == 5000 and 1 <= summary["steps"] < 5000, summary["steps"]
+    state = torch.load(out / "state.pt", weights_only=True)
+    k = state["step"]
+    base = json.loads((out / "final" / "training.json").read_text())["lrs"]["head"]
+    assert state["opt"]["param_groups"][0]["lr"] == pytest.approx(base * lr_factor((k - 1) / 5000))
+
+
+def test_the_same_config_gives_the_same_weights_and_one_thread_by_default(data, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    torch.set_num_threads(2)
+    first = train(config(data, tmp_path / "a", steps=6, evals=1), progress=False)
+    assert first["threads"] == 1 and torch.get_num_threads() == 1, "one intra-op thread per CPU process"
+    second = train(config(data, tmp_path / "b", steps=6, evals=1, threads=2), progress=False)
+    assert second["threads"] == 2
+    a = load_file(tmp_path / "a" / "final" / "head.safetensors")
+    third = train(config(data, tmp_path / "c", steps=6, evals=1), progress=False)
+    c = load_file(tmp_path / "c" / "final" / "head.safetensors")
+    assert a.keys() == c.keys() and all(torch.equal(a[k], c[k]) for k in a), "same seed and threads: the same bytes"
+    assert third["screen_cache"]["hits"] > 0 and third["screen_cache"]["mb"] > 0
+
+
+def test_weight_decay_spares_norms_biases_and_embeddings(data, tmp_path):
+    from laya_policy.train import build, resolve
+
+    s = build(resolve(config(data, tmp_path / "wd")))
+    names = {id(p): n for n, p in s.model.named_parameters()}
+    decayed = [names[id(p)] for g in s.opt.param_groups if g["weight_decay"] > 0 for p in g["params"]]
+    spared = [names[id(p)] for g in s.opt.param_groups if g["weight_decay"] == 0 for p in g["params"]]
+    assert decayed and spared
+    assert not [n for n in decayed if "norm" in n or n.endswith("bias") or "embed" in n or "position" in n]
+    assert any("norm" in n for n in spared) and any(n.endswith("bias") for n in spared)
+    assert any("embed_tokens" in n for n in spared) and "image_position" in spared
+    held = {id(p) for g in s.opt.param_groups for p in g["params"]}
+    assert held == {id(p) for p in s.model.parameters() if p.requires_grad}, "every trained parameter, once"
+
+
+def test_the_reference_cnn_trains_saves_and_plays_in_laya_eval(data, tmp_path):
+    import torch
+
+    from laya_policy.cnn import NatureCNN
+
+    out = tmp_path / "cnn"
+    summary = train(config(data, out, model="cnn", image_size=None, steps=6, evals=1), progress=False)
+    assert summary["steps"] == 6 and "ece_before" in summary["calibration"]
+    assert (out / "final" / "cnn.safetensors").is_file() and not (out / "final" / "backbone").exists()
+    model, cfg = load_checkpoint(out / "final")
+    assert isinstance(model, NatureCNN) and cfg.backbone == "cnn" and cfg.image_size == 84
+    # options are read by name: any order the question shows them in gives the same scores
+    q = {"criteria": {"NOOP": "", "FIRE": "", "RIGHT": ""}}
+    shuffled = {"criteria": {"RIGHT": "", "NOOP": "", "FIRE": ""}}
+    feats = torch.randn(1, 2, 84, 84)
+    with torch.no_grad():
+        a, b = model(feats, model.encode([q], 2))[0], model(feats, model.encode([shuffled], 2))[0]
+    assert torch.equal(a[[2, 0, 1]], b)
+    run = RunConfig(
+        policy=f"laya:{out / 'final'}",
+        games=["Pong"],
+        episodes=1,
+        cap=8,
+        random_episodes=0,
+        out=str(tmp_path / "r.json"),
+    )
+    assert evaluate(run, progress=False)["games"]["Pong"]["error"] is None

@@ -21,6 +21,7 @@ class TinySize:
     """The shapes of a random Idefics3 built here."""
 
     image_size: int = 512
+    scale_factor: int = 4  # pixel shuffle: (image_size / 16)^2 / scale_factor^2 image tokens per frame
     vision_hidden: int = 64
     vision_layers: int = 2
     vision_heads: int = 4
@@ -91,7 +92,7 @@ def tiny_config(tokenizer, size: TinySize = TinySize()):
 
     return Idefics3Config(
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-        scale_factor=4,
+        scale_factor=size.scale_factor,
         vision_config={
             "hidden_size": size.vision_hidden,
             "intermediate_size": size.vision_intermediate,

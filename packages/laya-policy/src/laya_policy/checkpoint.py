@@ -7,6 +7,8 @@
       head.safetensors        question-type embedding, head transformer, scorer
       training.json           how it was trained (data, sources, games, steps, settings), when known
 
+The reference CNN (backbone ``cnn``) keeps its weights in ``cnn.safetensors`` instead of the last two.
+
 A config without the preprocessing keys means 512 through the processor (older checkpoints).
 """
 
@@ -22,9 +24,11 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from laya_policy.cnn import SIZES, NatureCNN
 from laya_policy.model import ChoicePolicy
 
 CONFIG = "vlm_agent_config.json"
+CNN = "cnn"  # the backbone name of the reference CNN, and the stem of its weights file
 
 
 @dataclass
@@ -43,17 +47,34 @@ class AgentConfig:
 TRAINING = "training.json"  # how the checkpoint was trained (data, steps, settings): for its model card
 
 
-def save_checkpoint(policy: ChoicePolicy, cfg: AgentConfig, path: str | Path, training: dict | None = None) -> Path:
+def save_checkpoint(
+    policy: ChoicePolicy | NatureCNN, cfg: AgentConfig, path: str | Path, training: dict | None = None
+) -> Path:
     """Write the checkpoint beside ``path`` and rename it into place."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    (tmp / "backbone").mkdir(parents=True)
-    policy.backbone.save_pretrained(tmp / "backbone")
-    processor(policy, cfg).save_pretrained(tmp / "backbone")  # tokenizer, chat template, image processor
-    head = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items() if not k.startswith("backbone.")}
-    save_file(head, tmp / "head.safetensors")
+    tmp.mkdir(parents=True)
+    if isinstance(policy, NatureCNN):
+        save_file(
+            {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}, tmp / f"{CNN}.safetensors"
+        )
+    else:
+        from transformers.utils import logging
+
+        shown = logging.is_progress_bar_enabled()
+        logging.disable_progress_bar()  # "Writing model shards" at every evaluation is noise in a run's log
+        try:
+            policy.backbone.save_pretrained(tmp / "backbone")
+        finally:
+            if shown:
+                logging.enable_progress_bar()
+        processor(policy, cfg).save_pretrained(tmp / "backbone")  # tokenizer, chat template, image processor
+        head = {
+            k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items() if not k.startswith("backbone.")
+        }
+        save_file(head, tmp / "head.safetensors")
     (tmp / CONFIG).write_text(json.dumps(asdict(cfg), indent=2) + "\n")
     if training is not None:
         (tmp / TRAINING).write_text(json.dumps(training, indent=2) + "\n")
@@ -134,16 +155,20 @@ def load_config(path: str | Path) -> AgentConfig:
             f"{file}: frames {cfg.frames}, image_size {cfg.image_size}, preprocess {cfg.preprocess!r}: "
             "expected frames 1 or 2, image_size 16..4096, preprocess gpu or processor"
         )
+    if cfg.backbone == CNN and not SIZES[0] <= cfg.image_size <= SIZES[1]:  # checked before a layer is built
+        raise ValueError(f"{file}: image_size {cfg.image_size}: the cnn takes {SIZES[0]} to {SIZES[1]} pixels")
     return cfg
 
 
-def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy, AgentConfig]:
+def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | NatureCNN, AgentConfig]:
     from transformers import AutoTokenizer, Idefics3Model
 
     path = resolve_checkpoint(path)
     if not (path / CONFIG).is_file():
         raise FileNotFoundError(f"{path} is not a laya-policy checkpoint (no {CONFIG})")
     cfg = load_config(path)
+    if cfg.backbone == CNN:
+        return _load_cnn(path, cfg).to(device).eval(), cfg
     try:  # safetensors and JSON only, so nothing in the folder runs; any defect is one line
         backbone = Idefics3Model.from_pretrained(path / "backbone", dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(path / "backbone")
@@ -156,3 +181,13 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy, Agent
     if missing or unexpected:
         raise ValueError(f"{path}/head.safetensors does not fit the head (missing {missing}, unexpected {unexpected})")
     return policy.to(device).eval(), cfg
+
+
+def _load_cnn(path: Path, cfg: AgentConfig) -> NatureCNN:
+    try:
+        model = NatureCNN(cfg.frames, cfg.image_size)
+        model.load_state_dict(load_file(path / f"{CNN}.safetensors"))
+    except Exception as e:  # noqa: BLE001 - safetensors and torch raise many kinds; any defect is one line
+        why = str(e).splitlines()[0][:200] if str(e) else ""
+        raise ValueError(f"{path}: is not a loadable laya-policy CNN checkpoint ({type(e).__name__}: {why})") from None
+    return model

@@ -103,8 +103,10 @@ class ImagePrep:
     """
 
     def __init__(self, size: int = 512, mode: str = "gpu", interpolation: str = "lanczos2", device="cpu"):
-        if size % 64:
-            raise ValueError(f"image size {size} must be a multiple of 64 (the encoder's 16-pixel patches, 4x4 merged)")
+        if (
+            not isinstance(size, int) or size < 1
+        ):  # the model's own rules (patches, merging) are checked where it is built
+            raise ValueError(f"image size {size!r}: expected a positive number of pixels")
         if mode not in ("gpu", "processor"):
             raise ValueError(f"preprocess {mode!r}: expected gpu or processor")
         self.size, self.mode, self.interpolation, self.device = size, mode, interpolation, torch.device(device)

@@ -16,6 +16,7 @@ from atari_data.schema.questions import game_question
 from laya_policy.cache import FrameFeatureCache
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.imageprep import ImagePrep
+from laya_policy.model import ChoicePolicy
 
 
 class PathMismatch(ValueError):
@@ -55,6 +56,8 @@ class LayaPolicy:
         self._question: dict | None = None
         if cuda_graph and self.device.type != "cuda":
             raise ValueError(f"cuda_graph needs a CUDA device (got {device})")
+        if cuda_graph and not isinstance(self.model, ChoicePolicy):
+            raise ValueError(f"cuda_graph replays a VLM's language model; {checkpoint} is a {self.cfg.backbone}")
         self.cuda_graph = cuda_graph
         self._graphs: dict = {}  # (batch size, question) -> (graph, static features, static logits)
 
@@ -103,6 +106,7 @@ class LayaPolicy:
         """The language model and head for ``n`` decisions of this game, captured once as a CUDA graph
         (fixed shapes: the question is the same for every row); the vision tower and cache stay eager."""
         if n not in self._graphs:
+            assert isinstance(self.model, ChoicePolicy)  # __init__ refused anything else
             enc = self.model.to_device(self.model.encode([self.question] * n, n_images=self.cfg.frames), self.device)
             enc.attention_mask = None  # every row asks the same question: no padding, no mask to inspect
             static_in = feats.detach().clone()

@@ -28,7 +28,8 @@ import torch
 
 from atari_data.layout import write_atomic
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
-from laya_policy.checkpoint import AgentConfig, load_checkpoint, load_config, resolve_checkpoint, save_checkpoint
+from laya_policy.checkpoint import CNN, AgentConfig, load_checkpoint, load_config, resolve_checkpoint, save_checkpoint
+from laya_policy.cnn import NatureCNN, check_size
 from laya_policy.data import Example, load_examples
 from laya_policy.distributed import Distributed, set_threads
 from laya_policy.imageprep import ImagePrep
@@ -40,11 +41,18 @@ from laya_protocol.seeds import PLAY_CHECK_SEED_BASE
 
 #: (head, backbone) learning rates when none is given. A random preset trains everything: its head
 #: needs 1e-3 to move, and at 1e-3 its vision tower loses what the random features already tell apart.
-DEFAULT_LRS = {"pretrained": (1e-4, 2e-5), "tiny": (1e-3, 1e-4)}
+#: The reference CNN has no backbone: the head rate is the whole network's.
+DEFAULT_LRS: dict[str, tuple[float, float | None]] = {
+    "pretrained": (1e-4, 2e-5),
+    "tiny": (1e-3, 1e-4),
+    CNN: (5e-4, None),
+}
 
 
 def _lrs(i: int) -> str:
-    return ", ".join(f"{f'{pair[i]:.0e}'.replace('e-0', 'e-')} {kind}" for kind, pair in DEFAULT_LRS.items())
+    return ", ".join(
+        f"{f'{pair[i]:.0e}'.replace('e-0', 'e-')} {kind}" for kind, pair in DEFAULT_LRS.items() if pair[i] is not None
+    )
 
 
 @dataclass
@@ -58,14 +66,15 @@ class TrainConfig:
     frames: int | None = option(None, "frames per record the model sees", choices=(1, 2), shown="--init-from's, else 2")
     model: str | None = option(
         None,
-        f"tiny (random weights, built here), a Hub id such as {SMOLVLM}, or a local directory",
+        f"tiny (random weights, built here), a Hub id such as {SMOLVLM}, a local directory, or cnn "
+        "(the reference student: a Nature-DQN-sized CNN, not a VLM; see laya_policy.cnn)",
         shown="--init-from's backbone, else tiny",
     )
     init_from: str | None = option(None, "checkpoint to continue from (e.g. after a DAgger round)")
     image_size: int | None = option(
         None,
         "frame side in pixels",
-        shown="--init-from's, else the pretrained backbone's vision config, else 128 for a preset",
+        shown="--init-from's, else the pretrained backbone's vision config, else 128 for a preset, 84 for cnn",
     )
     preprocess: str | None = option(
         None,
@@ -117,7 +126,12 @@ class TrainConfig:
 
     @property
     def pretrained(self) -> bool:
-        return self.backbone not in PRESETS  # presets start from random weights
+        return self.backbone not in PRESETS and self.backbone != CNN  # these start from random weights
+
+    @property
+    def kind(self) -> str:
+        """Which default learning rates apply: pretrained, tiny (any preset) or cnn."""
+        return CNN if self.backbone == CNN else "pretrained" if self.pretrained else "tiny"
 
 
 def resolve(cfg: TrainConfig) -> TrainConfig:
@@ -128,11 +142,16 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
 
     from laya_policy.backbone import pretrained_image_size
 
+    if cfg.threads is not None and cfg.threads < 1:
+        raise ValueError(f"--threads {cfg.threads}: expected 1 or more (leave it out for one per CPU process)")
     if cfg.steps is not None and cfg.steps < 1:
         raise ValueError(f"--steps {cfg.steps}: expected 1 or more (leave it out to use --passes)")
-    if cfg.image_size is not None and (cfg.image_size < 64 or cfg.image_size % 64):
+    preset = None if cfg.init_from else PRESETS.get(cfg.model or "tiny")  # a checkpoint's own size is checked below
+    if preset and cfg.image_size is not None and (cfg.image_size < 1 or cfg.image_size % (16 * preset.scale_factor)):
+        unit = 16 * preset.scale_factor
         raise ValueError(
-            f"--image-size {cfg.image_size}: expected a positive multiple of 64 (16-pixel patches, merged 4x4)"
+            f"--image-size {cfg.image_size}: expected a positive multiple of {unit} for {cfg.model or 'tiny'} "
+            f"(16-pixel patches, merged {preset.scale_factor}x{preset.scale_factor} into one image token)"
         )
     given = {"model": cfg.model, "frames": cfg.frames, "image_size": cfg.image_size, "preprocess": cfg.preprocess}
     if cfg.init_from:
@@ -149,6 +168,11 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         return replace(cfg, **{k: ckpt[k] for k in given})
     cfg = replace(cfg, model=cfg.model or "tiny")
     size = 128 if cfg.image_size is None else cfg.image_size
+    if cfg.model == CNN:
+        if cfg.preprocess == "processor":
+            raise ValueError("--preprocess processor: the cnn reads the device-side resize only (gpu)")
+        size = 84 if cfg.image_size is None else cfg.image_size
+        check_size(size)
     if cfg.pretrained:
         native, patch = pretrained_image_size(cfg.backbone)
         if cfg.image_size is not None and cfg.image_size != native:
@@ -241,9 +265,10 @@ class Setup:
     image_size: int
     preprocess: str
     dist: Distributed
-    model: ChoicePolicy
+    model: ChoicePolicy | NatureCNN
     opt: torch.optim.Optimizer
-    base_lrs: list[float]
+    lrs: dict[str, float]  # before the schedule, by part: head (the whole CNN) and backbone
+    base_lrs: list[float]  # the same per optimiser group
     params: list[torch.nn.Parameter]
     train_vision: bool
     screens: ScreenCache
@@ -252,10 +277,6 @@ class Setup:
     total: int  # the step count
     start: AgentConfig | None  # the checkpoint continued from
     threads: int
-
-    @property
-    def lrs(self) -> dict[str, float]:
-        return {"head": self.base_lrs[0], "backbone": self.base_lrs[-1]}
 
 
 def build(cfg: TrainConfig) -> Setup:
@@ -268,18 +289,23 @@ def build(cfg: TrainConfig) -> Setup:
     threads = set_threads(cfg.threads, cfg.device)
     torch.manual_seed(cfg.seed)
     start = load_config(cfg.init_from) if cfg.init_from else None
+    model: ChoicePolicy | NatureCNN
     if cfg.init_from:
         model, _ = load_checkpoint(cfg.init_from, cfg.device)
+    elif cfg.backbone == CNN:
+        model = NatureCNN(frames, image_size).to(cfg.device)
     else:
         backbone, tokenizer = build_backbone(cfg.backbone, image_size=image_size, seed=cfg.seed)
         model = ChoicePolicy(backbone, tokenizer).to(cfg.device)
     freeze = cfg.freeze if cfg.freeze != "auto" else ("vision" if cfg.pretrained else "none")
-    for p in model.backbone.vision_model.parameters():
-        p.requires_grad_(freeze == "none")
+    if isinstance(model, ChoicePolicy):
+        for p in model.backbone.vision_model.parameters():
+            p.requires_grad_(freeze == "none")
 
-    default_head, default_body = DEFAULT_LRS["pretrained" if cfg.pretrained else "tiny"]
+    default_head, default_body = DEFAULT_LRS[cfg.kind]
     lr_head = cfg.lr_head or default_head
-    lr_body = (cfg.lr_backbone or default_body) * math.sqrt(cfg.batch / 16)
+    lr_body = (cfg.lr_backbone or default_body or 0.0) * math.sqrt(cfg.batch / 16)
+    lrs = {"head": lr_head} | ({"backbone": lr_body} if isinstance(model, ChoicePolicy) else {})
     groups: list[dict] = []
     for part, lr in (("head", lr_head), ("backbone", lr_body)):
         named = [
@@ -291,7 +317,7 @@ def build(cfg: TrainConfig) -> Setup:
             {"params": [p for n, p in named if decays(n, p)], "lr": lr, "weight_decay": 0.01},
             {"params": [p for n, p in named if not decays(n, p)], "lr": lr, "weight_decay": 0.0},
         ]
-    opt = torch.optim.AdamW(groups)
+    opt = torch.optim.AdamW([g for g in groups if g["params"]])
 
     train = {k: v[dist.rank :: dist.world] for k, v in load_groups(cfg, "train").items()}
     val = load_groups(cfg, "val") if dist.main else {}
@@ -310,6 +336,7 @@ def build(cfg: TrainConfig) -> Setup:
         dist=dist,
         model=model,
         opt=opt,
+        lrs=lrs,
         base_lrs=[g["lr"] for g in opt.param_groups],
         params=[p for g in opt.param_groups for p in g["params"]],
         train_vision=freeze == "none",
