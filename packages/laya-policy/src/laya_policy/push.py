@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from laya_policy.backbone import PRESETS
-from laya_policy.checkpoint import CONFIG, HUB_SPEC, TRAINING, load_config, resolve_checkpoint
+from laya_policy.checkpoint import CNN, CONFIG, HUB_SPEC, TRAINING, load_config, resolve_checkpoint
 
 
 def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str = "apache-2.0") -> str:
@@ -25,7 +25,7 @@ def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str 
         "library_name": "laya-policy",
         "license": license,
         "pipeline_tag": "reinforcement-learning",
-        "tags": ["atari", "vision-language-model", "game-playing", "laya"],
+        "tags": ["atari", "vision-language-model" if cfg.backbone != CNN else "cnn", "game-playing", "laya"],
     }
     if cfg.backbone not in PRESETS and training.get("model_on_hub", HUB_SPEC.match(cfg.backbone) is not None):
         header["base_model"] = cfg.backbone  # a Hub id; a local copy's path means nothing to others
@@ -42,7 +42,11 @@ def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str 
         "",
         f"A Laya policy: an Idefics3 backbone (`{cfg.backbone}`) that reads {cfg.frames} game screen"
         f"{'s' if cfg.frames > 1 else ''} at {cfg.image_size}x{cfg.image_size} and a multiple-choice question "
-        "whose options are the game's buttons, and a small head that scores each option.",
+        "whose options are the game's buttons, and a small head that scores each option."
+        if cfg.backbone != CNN
+        else f"laya-policy's reference CNN (Nature-DQN-sized; not a vision-language model): it reads {cfg.frames} "
+        f"game screen{'s' if cfg.frames > 1 else ''} at {cfg.image_size}x{cfg.image_size} in luminance and scores "
+        "the 18 ALE buttons, of which each game's own are its options.",
         "",
         "```bash",
         f"laya-eval run --policy laya:{repo} --games Pong --episodes 10 --out results.json",
@@ -89,9 +93,13 @@ def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str 
         "",
         "## Files",
         "",
-        f"`{CONFIG}` (preprocessing, frames, temperature), `backbone/` (loads with "
-        "AutoModel, AutoTokenizer and AutoProcessor), `head.safetensors`; the formats are in laya's "
-        "docs/formats.md.",
+        f"`{CONFIG}` (preprocessing, frames, temperature), "
+        + (
+            "`backbone/` (loads with AutoModel, AutoTokenizer and AutoProcessor), `head.safetensors`"
+            if cfg.backbone != CNN
+            else f"`{CNN}.safetensors` (the network's weights)"
+        )
+        + "; the formats are in laya's docs/formats.md.",
         "",
     ]
     return "\n".join(lines)
