@@ -595,3 +595,28 @@ def test_the_reference_cnn_trains_saves_and_plays_in_laya_eval(data, tmp_path):
         out=str(tmp_path / "r.json"),
     )
     assert evaluate(run, progress=False)["games"]["Pong"]["error"] is None
+
+
+def test_a_resume_with_other_steps_batches_or_data_is_refused_on_one_line(data, tmp_path, capsys):
+    from laya_policy.cli import main
+
+    out = tmp_path / "run"
+    with pytest.raises(CrashForTesting):
+        train(config(data, out, crash_at_step=8), progress=False)
+    argv = ["train", "--data", str(data), "--out", str(out), "--image-size", "64", "--evals", "2"]
+    for changed in (["--steps", "12", "--batch", "8"], ["--steps", "20", "--batch", "4"]):
+        capsys.readouterr()
+        assert main([*argv, *changed]) == 2
+        err = capsys.readouterr().err
+        assert "state.pt: was started with" in err and "--restart" in err and len(err.strip().splitlines()) == 1, err
+    assert main([*argv, "--steps", "12", "--batch", "4", "--threads", "2"]) == 0, "threads may change"
+
+
+def test_the_cnn_refuses_settings_it_has_no_use_for(data, tmp_path, capsys):
+    from laya_policy.cli import main
+
+    for flags in (["--freeze", "vision"], ["--lr-backbone", "1e-4"], ["--image-size", "300"]):
+        assert main(["train", "--data", str(data), "--out", str(tmp_path / "x"), "--model", "cnn", *flags]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and flags[0] in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()

@@ -7,7 +7,8 @@
       head.safetensors        question-type embedding, head transformer, scorer
       training.json           how it was trained (data, sources, games, steps, settings), when known
 
-The reference CNN (backbone ``cnn``) keeps its weights in ``cnn.safetensors`` instead of the last two.
+The reference CNN (backbone ``cnn``) keeps its weights in ``cnn.safetensors`` instead of ``backbone/`` and
+``head.safetensors``.
 
 A config without the preprocessing keys means 512 through the processor (older checkpoints).
 """

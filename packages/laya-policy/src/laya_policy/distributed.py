@@ -16,6 +16,12 @@ class Distributed:
     def __init__(self, device: str):
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
+        # The flags the loop agrees on travel as tensors on the backend's device: NCCL takes CUDA ones only.
+        self.device = torch.device("cpu")
+        if self.world > 1 and device.startswith("cuda"):
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            torch.cuda.set_device(local)  # so "cuda" means this process's own GPU
+            self.device = torch.device("cuda", local)
         if self.world > 1 and not torch.distributed.is_initialized():
             torch.distributed.init_process_group("nccl" if device.startswith("cuda") else "gloo")
 
@@ -35,7 +41,7 @@ class Distributed:
         """True on every process when ``flag`` is true on any (so all stop at the same step)."""
         if self.world == 1:
             return flag
-        t = torch.tensor([float(flag)])
+        t = torch.tensor([float(flag)], device=self.device)
         torch.distributed.all_reduce(t)
         return bool(t.item())
 
@@ -43,7 +49,9 @@ class Distributed:
         """Whether every process holds the same weights (they must, after every step)."""
         if self.world == 1:
             return True
-        digest = torch.tensor([float(sum(p.double().sum() for p in model.parameters()))], dtype=torch.float64)
+        digest = torch.tensor(
+            [float(sum(p.double().sum() for p in model.parameters()))], dtype=torch.float64, device=self.device
+        )
         all_ = [torch.zeros_like(digest) for _ in range(self.world)]
         torch.distributed.all_gather(all_, digest)
         return all(torch.equal(a, all_[0]) for a in all_)

@@ -32,11 +32,12 @@ def draw(groups: dict[str, list[Example]], batch: int, seed: int, step: int, ran
 
 class ScreenCache:
     """Examples' screens as the tower's input ``[n * frames, 3, S, S]`` (oldest first in each example),
-    each screen resized once on the device and kept until ``budget_mb`` is full; after that the
-    rest are resized whenever they are needed (never evicted, so what is kept does not depend on
-    timing). The processor path (SmolVLM's own, a reference) is not cached."""
+    each screen resized once on the device (on a GPU, kept in GPU memory) until ``budget_mb`` is
+    full; after that the rest are resized whenever they are needed, and nothing is evicted. Which
+    screens are kept can vary with timing (training's prefetch thread and evaluation share it),
+    never what is returned. The processor path (SmolVLM's own, a reference) is not cached."""
 
-    def __init__(self, prep: ImagePrep, frames: int, budget_mb: float = 1024.0):
+    def __init__(self, prep: ImagePrep, frames: int, budget_mb: float = 2048.0):
         self.prep, self.frames = prep, frames
         self.budget = int(budget_mb * 2**20) if prep.mode == "gpu" else 0
         self.used = 0
@@ -50,20 +51,21 @@ class ScreenCache:
 
     def _pixels(self, examples: list[Example]) -> torch.Tensor:
         keys = [k for ex in examples for k in ex.frame_keys(self.frames)]
-        if not self.budget:
-            return self.prep(_raw(examples, self.frames))
+        fresh: dict[Hashable, torch.Tensor] = {}
         missing = [i for i, k in enumerate(keys) if k not in self._kept]
-        fresh = {}
         if missing:
-            needed = {keys[i]: i for i in missing}  # one resize per distinct screen
-            owners = [examples[i // self.frames] for i in needed.values()]
-            slots = [i % self.frames for i in needed.values()]
-            raw = [ex.frames(self.frames)[slot] for ex, slot in zip(owners, slots, strict=True)]
-            resized = self.prep.resize(np.stack(raw))
+            owners = sorted({i // self.frames for i in missing})  # each example decoded once
+            raw = {
+                k: f
+                for b in owners
+                for k, f in zip(examples[b].frame_keys(self.frames), examples[b].frames(self.frames), strict=True)
+            }
+            needed = [k for k in dict.fromkeys(keys[i] for i in missing)]  # one resize per distinct screen
+            resized = self.prep.resize(np.stack([raw[k] for k in needed]))
             for key, pixels in zip(needed, resized, strict=True):
                 fresh[key] = pixels
                 if self.used + pixels.nbytes <= self.budget:
-                    self._kept[key] = pixels
+                    self._kept[key] = pixels.clone()  # its own storage, not a view of the whole batch
                     self.used += pixels.nbytes
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)
@@ -76,12 +78,13 @@ def _raw(examples: list[Example], frames: int) -> np.ndarray:
 
 
 class Prefetch:
-    """``load(step)`` for the next step runs on a background thread while this step trains.
+    """``load(step)`` for the next step runs on a background thread while this step trains; nothing
+    is prepared for ``last`` or beyond.
 
     ``wait`` counts the seconds :meth:`get` blocked: the data-wait share of the run."""
 
-    def __init__(self, load: Callable[[int], tuple]):
-        self.load, self.wait = load, 0.0
+    def __init__(self, load: Callable[[int], tuple], last: int):
+        self.load, self.last, self.wait = load, last, 0.0
         self._pool = ThreadPoolExecutor(1)
         self._next: tuple[int, Future] | None = None
 
@@ -90,7 +93,7 @@ class Prefetch:
         if self._next is None or self._next[0] != step:
             self._next = (step, self._pool.submit(self.load, step))
         result = self._next[1].result()
-        self._next = (step + 1, self._pool.submit(self.load, step + 1))
+        self._next = (step + 1, self._pool.submit(self.load, step + 1)) if step + 1 < self.last else None
         self.wait += time.perf_counter() - t
         return result
 

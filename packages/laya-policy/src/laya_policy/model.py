@@ -72,7 +72,8 @@ class ChoicePolicy(nn.Module):
         self.score = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, 1))
         self.option_query = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, hidden))
         self.option_words = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, hidden))
-        self._token_ids: dict[str, list[int]] = {}
+        self._text_ids: dict[str, list[int]] = {}  # text -> its token ids
+        self._prompt_ids: dict[tuple[str, int], list[int]] = {}  # (instructions, images) -> the prompt's
         ids = tokenizer.convert_tokens_to_ids
         self._image, self._around, self._global = ids("<image>"), ids("<fake_token_around_image>"), ids("<global-img>")
         self._end = ids("<end_of_utterance>")
@@ -91,9 +92,9 @@ class ChoicePolicy(nn.Module):
     def _text(self, s: str) -> list[int]:
         """Token ids of ``s`` (a fresh list), tokenised once: the same question and option lines
         come back every step, and tokenising them was a tenth of a CPU training step."""
-        if s not in self._token_ids:
-            self._token_ids[s] = self.tokenizer(s, add_special_tokens=False).input_ids
-        return list(self._token_ids[s])
+        if s not in self._text_ids:
+            self._text_ids[s] = self.tokenizer(s, add_special_tokens=False).input_ids
+        return list(self._text_ids[s])
 
     def encode(self, questions: list[dict], n_images: int, orders: list[list[int]] | None = None) -> Encoded:
         """Token sequences for a batch of questions (the inner ``atari_question(...)["action"]`` dicts);
@@ -131,10 +132,10 @@ class ChoicePolicy(nn.Module):
         has one (SmolVLM: ``<|im_start|>User:<images><instructions><end_of_utterance>\\nAssistant:``), else
         ``User:<images><instructions><end_of_utterance>\\nAssistant:``; then a newline, the options follow.
         Each ``<image>`` becomes the image block the Idefics3 processor writes for an unsplit image."""
-        key = f"{n_images}\0{instructions}"
-        if key not in self._token_ids:
-            self._token_ids[key] = self._tokenise_prompt(instructions, n_images)
-        return list(self._token_ids[key])
+        key = (instructions, n_images)
+        if key not in self._prompt_ids:
+            self._prompt_ids[key] = self._tokenise_prompt(instructions, n_images)
+        return list(self._prompt_ids[key])
 
     def _tokenise_prompt(self, instructions: str, n_images: int) -> list[int]:
         image = [self._around, self._global] + [self._image] * self.image_tokens + [self._around]

@@ -37,6 +37,7 @@ from laya_policy.inputs import Prefetch, ScreenCache, draw
 from laya_policy.model import ChoicePolicy
 from laya_policy.objectives import expected_calibration_error, fit_temperature, nll, training_loss
 from laya_protocol.config import option
+from laya_protocol.games import FULL_ACTIONS
 from laya_protocol.seeds import PLAY_CHECK_SEED_BASE
 
 #: (head, backbone) learning rates when none is given. A random preset trains everything: its head
@@ -91,7 +92,7 @@ class TrainConfig:
         "schedule follows the step count alone, so a busy machine changes how far a run gets, not its curve)",
     )
     threads: int | None = option(None, "torch intra-op threads per process", shown="1 on a CPU, torch's own on a GPU")
-    screen_cache_mb: float = option(1024.0, "memory for screens kept resized (MiB); the rest are resized per use")
+    screen_cache_mb: float = option(2048.0, "memory for screens kept resized (MiB); the rest are resized per use")
     balance: str = option("game", "what sampling balances over", choices=("game", "game_source"))
     freeze: str = option(
         "auto",
@@ -171,6 +172,9 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     if cfg.model == CNN:
         if cfg.preprocess == "processor":
             raise ValueError("--preprocess processor: the cnn reads the device-side resize only (gpu)")
+        if cfg.freeze == "vision" or cfg.lr_backbone is not None:
+            flag = "--freeze vision" if cfg.freeze == "vision" else "--lr-backbone"
+            raise ValueError(f"{flag}: the cnn has no backbone (it trains as one network at --lr-head)")
         size = 84 if cfg.image_size is None else cfg.image_size
         check_size(size)
     if cfg.pretrained:
@@ -208,6 +212,10 @@ TRAINING_KEYS = (
 
 class CrashForTesting(RuntimeError):
     pass
+
+
+class PlanChanged(ValueError):
+    """A resume whose flags or data would change the run's steps, batches or schedule."""
 
 
 # -- data ------------------------------------------------------------------------------------------
@@ -325,6 +333,10 @@ def build(cfg: TrainConfig) -> Setup:
         raise ValueError(
             f"{cfg.data}: no training records for sources {cfg.sources or 'all'} and games {cfg.games or 'all'}"
         )
+    if isinstance(model, NatureCNN):
+        offered = {a for group in (*train.values(), *val.values()) for ex in group for a in ex.rec["actions"]}
+        if other := sorted(offered - set(FULL_ACTIONS)):
+            raise ValueError(f"{cfg.data}: the cnn scores ALE buttons only; the data offers {', '.join(other)}")
     records = sum(map(len, train.values())) * dist.world
     total = cfg.steps or max(1, math.ceil(cfg.passes * records / (cfg.batch * dist.world)))
     prep = ImagePrep(image_size, preprocess, device=cfg.device)
@@ -465,6 +477,27 @@ def fresh_progress(s: Setup) -> dict:
     return {"step": 0, "spent": 0.0, "counts": dict.fromkeys(s.train, 0), "best": None, "log": [], "curve": []}
 
 
+def plan(s: Setup) -> dict:
+    """What fixes a run's steps, batches and schedule: a resume must find the same (the clock, the
+    device and the threads may change)."""
+    c = s.cfg
+    return {
+        "steps": s.total,
+        "batch": c.batch,
+        "seed": c.seed,
+        "model": c.backbone,
+        "frames": s.frames,
+        "image_size": s.image_size,
+        "preprocess": s.preprocess,
+        "data": c.data,
+        "sources": c.sources,
+        "games": c.games,
+        "balance": c.balance,
+        "groups": {k: len(v) for k, v in s.train.items()},
+        "world": s.dist.world,
+    }
+
+
 def save_state(s: Setup, out: Path, done: dict) -> float:
     """Write state.pt (to a temporary name, then renamed); returns the seconds it took."""
     t = time.monotonic()
@@ -472,6 +505,7 @@ def save_state(s: Setup, out: Path, done: dict) -> float:
         "model": s.model.state_dict(),
         "opt": s.opt.state_dict(),
         **done,
+        "plan": plan(s),
         "torch_rng": torch.get_rng_state(),
         "config": asdict(s.cfg),
     }
@@ -489,6 +523,14 @@ def resume(s: Setup, out: Path) -> dict | None:
         return None
     try:  # tensors and plain containers only: a planted pickle is refused, never run
         state = torch.load(path, map_location=s.cfg.device, weights_only=True)
+        saved, now = state.get("plan"), plan(s)
+        if saved != now:
+            key = next((k for k in now if not isinstance(saved, dict) or saved.get(k) != now[k]), "plan")
+            was = saved.get(key) if isinstance(saved, dict) else None
+            raise PlanChanged(
+                f"{path}: was started with {key} {was!r}, this command gives {now[key]!r}; "
+                "run the command that started it to resume, or pass --restart to start over"
+            )
         s.model.load_state_dict(state["model"])
         s.opt.load_state_dict(state["opt"])
         done = {
@@ -500,6 +542,8 @@ def resume(s: Setup, out: Path) -> dict | None:
             "curve": list(state.get("curve", [])),
         }
         torch.set_rng_state(state["torch_rng"])
+    except PlanChanged:
+        raise
     except Exception as e:  # noqa: BLE001 - any defect in the file is the same one-line error
         raise ValueError(
             f"{path}: is not a training state this version can resume "
@@ -558,7 +602,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
         nll_mean = float(np.mean([g["nll"] for g in games.values()])) if games else None
         return {"step": done["step"], "minutes": round(done["spent"] / 60, 3), "games": games, "nll": nll_mean}
 
-    feed = Prefetch(lambda step: (ex := draw(s.train, cfg.batch, cfg.seed, step, s.dist.rank), s.screens(ex)))
+    feed = Prefetch(lambda step: (ex := draw(s.train, cfg.batch, cfg.seed, step, s.dist.rank), s.screens(ex)), s.total)
     budget = cfg.max_minutes * 60
     clock = time.monotonic() - done["spent"]  # the budget counts time spent before a resume
     busy, last_state, save_s, losses, first = 0.0, time.monotonic(), 0.0, [], done["step"]
@@ -569,33 +613,35 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
         unit="step",
         disable=None if progress and s.dist.main else True,
     )
-    while not s.dist.any(done["step"] >= s.total or time.monotonic() - clock >= budget):
-        if cfg.crash_at_step is not None and done["step"] == cfg.crash_at_step and not resumed:
-            raise CrashForTesting(f"--crash-at-step {cfg.crash_at_step}")
-        t = time.perf_counter()
-        examples, pixels = feed.get(done["step"])
-        for ex in examples:
-            done["counts"][group_key(ex, cfg.balance)] += 1
-        loss = optimise(s, examples, pixels, done["step"])
-        done["step"] += 1
-        busy += time.perf_counter() - t
-        done["spent"] = time.monotonic() - clock
-        losses.append(loss)
-        if len(losses) == 20:  # the training curve: mean loss over each 20 steps
-            done["curve"].append([done["step"], round(float(np.mean(losses)), 5)])
-            losses = []
-        bar.update(1)
-        rate = (done["step"] - first) * cfg.batch * s.dist.world / max(busy, 1e-9)
-        bar.set_postfix(loss=f"{loss:.3f}", samples_s=f"{rate:.0f}")
-        if s.dist.main and done["step"] in eval_steps:
-            record(evaluation())
-            save_s = save_state(s, out, done)
-            last_state = time.monotonic()
-        elif s.dist.main and time.monotonic() - last_state > max(120.0, cfg.state_minutes * 60, 20 * save_s):
-            save_s = save_state(s, out, done)  # saves stay under ~5% of wall time
-            last_state = time.monotonic()
-    bar.close()
-    feed.close()
+    try:
+        while not s.dist.any(done["step"] >= s.total or time.monotonic() - clock >= budget):
+            if cfg.crash_at_step is not None and done["step"] == cfg.crash_at_step and not resumed:
+                raise CrashForTesting(f"--crash-at-step {cfg.crash_at_step}")
+            t = time.perf_counter()
+            examples, pixels = feed.get(done["step"])
+            for ex in examples:
+                done["counts"][group_key(ex, cfg.balance)] += 1
+            loss = optimise(s, examples, pixels, done["step"])
+            done["step"] += 1
+            busy += time.perf_counter() - t
+            done["spent"] = time.monotonic() - clock
+            losses.append(loss)
+            if len(losses) == 20:  # the training curve: mean loss over each 20 steps
+                done["curve"].append([done["step"], round(float(np.mean(losses)), 5)])
+                losses = []
+            bar.update(1)
+            rate = (done["step"] - first) * cfg.batch * s.dist.world / max(busy, 1e-9)
+            bar.set_postfix(loss=f"{loss:.3f}", samples_s=f"{rate:.0f}")
+            if s.dist.main and done["step"] in eval_steps:
+                record(evaluation())
+                save_s = save_state(s, out, done)
+                last_state = time.monotonic()
+            elif s.dist.main and time.monotonic() - last_state > max(120.0, cfg.state_minutes * 60, 20 * save_s):
+                save_s = save_state(s, out, done)  # saves stay under ~5% of wall time
+                last_state = time.monotonic()
+    finally:
+        bar.close()
+        feed.close()
     agree = s.dist.agree(s.model)
     if not s.dist.main:
         return {}
