@@ -3,9 +3,10 @@
 Trains the ``tiny`` policy for a fixed number of steps on a layout (by default a small expert2f
 layout of Pong and Breakout generated here) with laya-policy's thread choice and with torch's own
 default (one intra-op thread per core), first on a quiet machine and then while ``--background-load``
-core-bound processes run. Everything is measured in this one run, so the ratios compare like with
-like: loaded / quiet samples/s for each thread choice, and the data-wait share (the time a step
-waits for its screens, prepared by a background thread during the previous step, over the step).
+other torch processes (matrix products at torch's default threads) run. Everything is measured in
+this one run, so the ratios compare like with like: loaded / quiet samples/s for each thread
+choice, and the data-wait share (the time a step waits for its screens, prepared by a background
+thread during the previous step, over the step).
 
     uv run python tools/bench/train.py [--data ROOT] [--steps 60] [--background-load 1] [--smoke]
 
@@ -26,7 +27,9 @@ import tempfile
 from atari_data.produce.generate import GenerateConfig, generate_game
 from laya_policy.train import TrainConfig, train
 
-BUSY = "while True: pass"  # one core-bound process: what another job on the machine looks like
+# Another job on the machine, as it usually is here: a second torch process at torch's default threads
+# (a test run, another experiment). A pure-Python loop does not show the OpenMP contention this measures.
+BUSY = "import torch\na = torch.randn(512, 512)\nwhile True: a @ a"
 
 
 def measure(data: str, out: str, steps: int, batch: int, image_size: int, threads: int | None) -> dict:
@@ -52,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--image-size", type=int, default=128)
-    ap.add_argument("--background-load", type=int, default=1, help="core-bound processes for the loaded runs")
+    ap.add_argument("--background-load", type=int, default=1, help="busy torch processes for the loaded runs")
     ap.add_argument("--smoke", action="store_true", help="a few steps at 64 px: checks the bench runs, not speed")
     args = ap.parse_args(argv)
     if args.smoke:

@@ -1,6 +1,6 @@
 """The whole pipeline in one command, on built-in defaults: CPU only, no downloads.
 
-    uv run laya-policy quickstart                   # ~20 minutes on two cores
+    uv run laya-policy quickstart                   # ~15 minutes on two cores
     uv run laya-policy quickstart --games Pong,Breakout,Freeway,Boxing,SpaceInvaders --steps 20000 --device cuda
 
 Stages, each skipped when a rerun finds it done (``OUT/stages/<stage>.json``); training and
@@ -42,8 +42,12 @@ class QuickstartConfig:
     model: str = option("tiny", "tiny, a Hub id or a local directory")
     image_size: int | None = option(None, "frame side in pixels", shown="the backbone's; 128 for tiny")
     batch: int = option(16, "training batch")
-    steps: int = option(2_500, "training steps: the schedule's length (about 7 minutes for tiny on two CPU cores)")
-    minutes: float = option(15.0, "training stops early when this is spent (the schedule follows --steps)")
+    steps: int = option(2_500, "training steps: the schedule's length (12 minutes for tiny on two CPU cores)")
+    minutes: float = option(
+        60.0,
+        "a safety stop for training; the schedule follows --steps, so a run that finishes them (on a busy "
+        "machine too) gives the same weights",
+    )
     episodes: int = option(5, "evaluation episodes per game")
     cap: int = option(EVAL_DECISION_CAP, "evaluation decisions per episode at most (the protocol's)")
     video_decisions: int = option(300, "decisions in the report's video")
