@@ -141,3 +141,45 @@ def test_a_device_as_results_file_is_one_line(tmp_path):
     (tmp_path / "r.json").symlink_to("/dev/zero")
     code, err = check_promises(main, ["report", tmp_path / "r.json"], sandbox=tmp_path, target=None)
     assert code == 2 and "not a regular file" in err, err
+
+
+@pytest.mark.parametrize(
+    "flags,field",
+    [
+        (["--policy-kwargs", "[1]"], "--policy-kwargs"),
+        (["--games", ""], "--games"),
+        (["--games", " , "], "--games"),
+        (["--timeout", "-1"], "--timeout"),
+        (["--timeout", "nan"], "--timeout"),
+        (["--cap", "0"], "--cap"),
+        (["--cap", "-5"], "--cap"),
+        (["--random-episodes", "-2"], "--random-episodes"),
+        (["--threads", "-1"], "--threads"),
+        (["--policy", "constant:JUMP"], "--policy"),
+        (["--policy", "constant:UPFIRE"], "--policy"),  # an ALE button, but not one of Pong's
+    ],
+)
+def test_run_flags_are_checked_before_anything_is_played(tmp_path, flags, field):
+    out = tmp_path / "r.json"
+    argv = ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "10", "--out", out]
+    for i in range(0, len(flags), 2):  # the flag under test replaces the default one
+        if flags[i] in argv:
+            j = argv.index(flags[i])
+            argv[j : j + 2] = []
+    code, err = check_promises(main, [*argv, *flags], sandbox=tmp_path, target=out)
+    assert code == 2 and field in err and not out.exists(), err
+
+
+def test_an_unwritable_out_is_refused_before_the_first_game(tmp_path):
+    import os
+
+    if os.geteuid() == 0:
+        blocked = tmp_path / "a-file" / "r.json"  # root writes anywhere: a file where a folder must be
+        (tmp_path / "a-file").write_text("")
+    else:
+        (tmp_path / "ro").mkdir(mode=0o500)
+        blocked = tmp_path / "ro" / "r.json"
+    for out in (blocked, tmp_path):  # and a folder given as the file
+        argv = ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "10", "--out", out]
+        code, err = check_promises(main, argv, sandbox=tmp_path, target=None)
+        assert code == 2 and "--out" in err, err

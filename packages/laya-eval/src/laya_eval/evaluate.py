@@ -8,6 +8,7 @@ so a file never mixes two protocols.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from laya_eval.policies import RandomPolicy, load_policy
 from laya_eval.runner import Episodes, play
 from laya_eval.stats import iqm, median_of_means, optimality_gap, stratified_bootstrap_ci
 from laya_protocol.config import option
+from laya_protocol.games import minimal_actions
 from laya_protocol.protocol import EVAL_DECISION_CAP, FRAME_CAP, Protocol
 from laya_protocol.seeds import EVAL_SEED_BASE
 
@@ -74,9 +76,34 @@ class RunConfig:
     restart: bool = option(False, "overwrite a results file made with other settings")
 
     def __post_init__(self):
+        """Every flag checked before anything is played: one line naming the flag."""
+        if not [g for g in self.games if g.strip()]:
+            raise EvalError("no game given (expected comma-separated ALE names, e.g. Pong,Breakout)", field="--games")
         self.games = [resolve_game(g) for g in self.games]
         if self.episodes < 1:
             raise EvalError(f"{self.episodes} (expected at least 1)", field="--episodes")
+        if not isinstance(self.policy_kwargs, dict):
+            raise EvalError(
+                f"{json.dumps(self.policy_kwargs)[:80]} is a JSON {type(self.policy_kwargs).__name__}, "
+                'expected an object such as {"device": "cuda"}',
+                field="--policy-kwargs",
+            )
+        if not (isinstance(self.timeout, (int, float)) and math.isfinite(self.timeout) and self.timeout > 0):
+            raise EvalError(f"{self.timeout} (expected a positive number of seconds)", field="--timeout")
+        if self.cap is not None and self.cap < 1:
+            raise EvalError(f"{self.cap} (expected at least 1 decision, or none)", field="--cap")
+        for flag, value in (("--random-episodes", self.random_episodes), ("--threads", self.threads)):
+            if value < 0:
+                raise EvalError(f"{value} (expected 0 or more)", field=flag)
+        name, _, arg = self.policy.partition(":")
+        if name == "constant" and arg:
+            lacking = [g for g in self.games if arg.upper() not in minimal_actions(g)]
+            if lacking:
+                raise EvalError(
+                    f"{arg.upper()} is not a button of {', '.join(lacking)} "
+                    f"(its actions: {', '.join(minimal_actions(lacking[0]))})",
+                    field="--policy",
+                )
 
     def settings(self) -> dict:
         """What a results file must have been made with to be resumed."""
@@ -256,6 +283,20 @@ def play_game(
     return score_game(game, ep, rnd, choose_baseline(game, cfg.cap, extra), cfg.cap, atari57().get(game))
 
 
+def writable(out: Path) -> None:
+    """Refuse a results file that could not be written, before the first game is played (not after)."""
+    import tempfile
+
+    if out.is_dir():
+        raise EvalError("is a folder, expected a results file path", file=str(out), field="--out")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
+            pass
+    except OSError as e:
+        raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(out), field="--out") from None
+
+
 def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
     """Run every game not yet in ``cfg.out``; returns the results, as written."""
     from tqdm import tqdm
@@ -269,6 +310,7 @@ def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
         "games": {},
         "summary": {},
     }
+    writable(out)
     if out.exists() and not cfg.restart:
         old = load_results(out)
         if old.get("settings") != cfg.settings():

@@ -40,7 +40,8 @@ class RandomPolicy:
 
 
 class ConstantPolicy:
-    """Always the same action, by name (``constant:FIRE``); NOOP when the game lacks it."""
+    """Always the same action, by name (``constant:FIRE``). `laya-eval run` refuses a game that lacks it
+    before playing; called directly, it plays NOOP there."""
 
     def __init__(self, arg: str | None = None):
         if not arg:
