@@ -183,3 +183,32 @@ def test_an_unwritable_out_is_refused_before_the_first_game(tmp_path):
         argv = ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "10", "--out", out]
         code, err = check_promises(main, argv, sandbox=tmp_path, target=None)
         assert code == 2 and "--out" in err, err
+
+
+def test_a_second_run_on_the_same_results_file_is_refused_while_the_first_writes(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.json"
+    lock = tmp_path / ".r.json.lock"
+    holder = subprocess.Popen(  # another laya-eval run holds the results file, as evaluate() takes it
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from laya_protocol.locks import FileLock; "
+            f"held = FileLock({str(lock)!r}, 'r.json', lambda m, f: RuntimeError(m)); print('held', flush=True); "
+            "sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        argv = ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "10", "--out", out]
+        code, err = check_promises(main, argv, sandbox=tmp_path, target=out)
+        assert code == 2 and f"pid {holder.pid}" in err and "--out" in err and not out.exists(), err
+    finally:
+        holder.communicate("", timeout=30)
+    code, err = check_promises(main, [*argv, "--random-episodes", "0"], sandbox=tmp_path, target=out)
+    assert code == 0 and out.exists() and not lock.exists(), "once the first is done the file is free, no trace left"

@@ -34,6 +34,7 @@ from laya_eval.runner import Episodes, play
 from laya_eval.stats import iqm, median_of_means, optimality_gap, stratified_bootstrap_ci
 from laya_protocol.config import option
 from laya_protocol.games import minimal_actions
+from laya_protocol.locks import FileLock
 from laya_protocol.protocol import EVAL_DECISION_CAP, FRAME_CAP, Protocol
 from laya_protocol.seeds import EVAL_SEED_BASE
 
@@ -298,10 +299,17 @@ def writable(out: Path) -> None:
 
 
 def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
-    """Run every game not yet in ``cfg.out``; returns the results, as written."""
+    """Run every game not yet in ``cfg.out``; returns the results, as written. One run writes a
+    results file at a time: a second is refused on one line instead of overwriting the first's games."""
+    out = Path(cfg.out)
+    writable(out)
+    with FileLock(out.with_name(f".{out.name}.lock"), str(out), lambda m, f: EvalError(m, file=f, field="--out")):
+        return _evaluate(cfg, out, progress)
+
+
+def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
     from tqdm import tqdm
 
-    out = Path(cfg.out)
     results: dict[str, Any] = {
         "laya_eval": __version__,
         "settings": cfg.settings(),
@@ -310,7 +318,6 @@ def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
         "games": {},
         "summary": {},
     }
-    writable(out)
     if out.exists() and not cfg.restart:
         old = load_results(out)
         if old.get("settings") != cfg.settings():

@@ -9,11 +9,9 @@ games that have it. Games are written by :mod:`atari_data.layout.writer`.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
-import stat
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +23,7 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.schema import GAME_RE, SOURCE_RE
+from laya_protocol.locks import FileLock as _FileLock
 
 READY = "_READY"
 META = "meta.json"
@@ -147,7 +146,7 @@ def read_json(path: Path) -> dict:
     return value
 
 
-def GameLock(root: str | os.PathLike, source: str, game: str) -> FileLock:  # noqa: N802 - reads as the lock it is
+def GameLock(root: str | os.PathLike, source: str, game: str) -> _FileLock:  # noqa: N802 - reads as the lock it is
     """The lock of one (source, game) folder, ``<root>/<source>/.<Game>.lock``, held by whoever
     assembles it: a second writer is refused at once with one line rather than racing the first over
     the same staging folder."""
@@ -156,61 +155,9 @@ def GameLock(root: str | os.PathLike, source: str, game: str) -> FileLock:  # no
     return FileLock(parent / f".{game}.lock", f"{source}/{game}")
 
 
-class FileLock:
-    """An exclusive lock held through a file: flock-ed (released by the kernel if the holder dies),
-    never opened through a symlink, and removed on release, so a finished output holds no trace."""
-
-    def __init__(self, path: Path, what: str):
-        self._fd: int | None = None
-        self.path, self.what = Path(path), what
-        while True:
-            try:  # never through a symlink: a planted link would have us truncate whatever it points at
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-            except OSError as e:
-                raise AtariDataError(
-                    f"cannot be opened as a lock file ({e.strerror}; a symlink or not a file?)",
-                    file=str(self.path),
-                    field="(lock)",
-                ) from None
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                os.close(fd)
-                raise AtariDataError("is not a regular file", file=str(self.path), field="(lock)")
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
-                os.close(fd)
-                raise AtariDataError(
-                    f"another process (pid {holder}) is writing {self.what}; wait for it to finish "
-                    "or stop it, then rerun",
-                    file=str(self.path),
-                    field="(lock)",
-                ) from None
-            try:  # the previous holder may have removed the file between our open and our flock
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            self.path.unlink(missing_ok=True)  # while still held: no one can lock the old file meanwhile
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self) -> FileLock:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-    def __del__(self):
-        self.release()
+def FileLock(path: str | os.PathLike, what: str) -> _FileLock:  # noqa: N802 - reads as the lock it is
+    """laya_protocol's one-writer lock, its refusals as one AtariDataError naming the lock file."""
+    return _FileLock(path, what, lambda message, file: AtariDataError(message, file=file, field="(lock)"))
 
 
 def swap_into_place(new: Path, final: Path) -> None:
