@@ -124,6 +124,40 @@ def test_hung_subprocess_is_killed_at_its_timeout(tmp_path):
     assert time.time() - t < 30
 
 
+def unruly(tmp_path, mode: str) -> str:
+    return f"cmd:{sys.executable} {HERE / 'unruly_policy.py'} {mode} {tmp_path}"
+
+
+def test_a_policy_that_stops_reading_its_input_is_killed_at_the_timeout(tmp_path):
+    t = time.time()
+    res = run(tmp_path, unruly(tmp_path, "deaf"), timeout=1.5, random_episodes=0)
+    assert "did not read the 'act' message" in res["games"]["Pong"]["error"], res["games"]["Pong"]["error"]
+    assert time.time() - t < 30 and (tmp_path / "results.json").exists()
+
+
+@pytest.mark.parametrize("mode,message", [("crash", "exited"), ("stray", "not a JSON line")])
+def test_one_failure_is_charged_to_its_own_game_and_the_next_starts_clean(tmp_path, mode, message):
+    res = run(tmp_path, unruly(tmp_path, mode), games=("Pong", "Breakout"), episodes=1, random_episodes=0)
+    assert message in res["games"]["Pong"]["error"], res["games"]["Pong"]["error"]
+    assert res["games"]["Breakout"]["error"] is None, "a fresh process and hello for the next game"
+
+
+def test_a_killed_policy_takes_its_children_with_it(tmp_path):
+    res = run(tmp_path, unruly(tmp_path, "forks"), timeout=1.5, episodes=1, random_episodes=0)
+    assert "no answer to 'act'" in res["games"]["Pong"]["error"]
+    child = int((tmp_path / "child.pid").read_text())
+    for _ in range(50):  # the kill is immediate; a killed child waits as a zombie until init reaps it
+        try:
+            if Path(f"/proc/{child}/stat").read_text().split(") ")[-1].startswith(("Z", "X")):
+                break
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail(f"the policy's child {child} outlived it")
+
+
 def test_policy_specs():
     assert type(load_policy("constant:FIRE")).__name__ == "ConstantPolicy"
     assert callable(load_policy("tests.laya_eval.fake_policies:slow", {"seconds": 0}))

@@ -21,15 +21,20 @@ Policy to evaluator::
           or {"probs": [[0.1, 0.9, ...], ...]}      (n rows of len(actions) probabilities)
     any   -> {"error": "what went wrong"}
 
-Standard error passes through. A reply that takes longer than the timeout gets the process
-killed and the game recorded as failed.
+Standard error passes through. Every exchange is bounded by the timeout: a policy that does not
+read a message (and its frames) or does not answer within it is killed, with its whole process
+group, and the game is recorded as failed. Each game starts from a clean protocol state: after a
+failure (killed, exited, a line that is not the answer) the next ``reset`` starts a fresh process
+and says ``hello`` again, so one failure is charged to the game it happened in, not to the rest.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shlex
+import signal
 import subprocess
 import threading
 
@@ -45,11 +50,16 @@ class StdioPolicy:
         self.command, self.timeout = command, timeout
         self.proc: subprocess.Popen | None = None
         self.identity: dict = {}
+        self._broken = False  # the last exchange failed: the next game starts a fresh process
 
     def _start(self) -> None:
-        try:
+        try:  # its own process group, so whatever it starts is ended with it
             self.proc = subprocess.Popen(
-                shlex.split(self.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+                shlex.split(self.command),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                bufsize=0,
+                start_new_session=True,
             )
         except OSError as e:
             raise PolicyError(f"cannot start {self.command!r}: {e}") from None
@@ -64,17 +74,21 @@ class StdioPolicy:
         lines.put(None)
 
     def _ask(self, message: dict, payload: bytes = b"") -> dict:
+        try:
+            return self._exchange(message, payload)
+        except PolicyError as e:
+            if not str(e).startswith("reported an error"):  # an error answer leaves the protocol in step
+                self._broken = True
+            raise
+
+    def _exchange(self, message: dict, payload: bytes) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
                 raise PolicyError(f"{self.command!r} exited with code {self.proc.returncode}")
             self._start()
         proc = self.proc
         assert proc is not None and proc.stdin is not None  # _start raises when it cannot start one
-        try:
-            proc.stdin.write(json.dumps(message).encode() + b"\n" + payload)
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise PolicyError(f"{self.command!r} closed its input (exit code {proc.poll()})") from None
+        self._write(proc, json.dumps(message).encode() + b"\n" + payload, message["type"])
         try:
             line = self._lines.get(timeout=self.timeout)
         except queue.Empty:
@@ -94,7 +108,36 @@ class StdioPolicy:
             raise PolicyError(f"reported an error: {reply['error']}")
         return reply
 
+    def _write(self, proc: subprocess.Popen, data: bytes, kind: str) -> None:
+        """Write on a helper thread: a policy that stops reading fills the pipe, and a plain write
+        would then wait forever."""
+        failed: list[OSError] = []
+
+        def write() -> None:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(data)
+                proc.stdin.flush()
+            except OSError as e:  # BrokenPipeError included: it exited or closed its input
+                failed.append(e)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        writer.join(self.timeout)
+        if writer.is_alive():
+            self.close(kill=True)  # the pipe closes under the writer, which then ends
+            writer.join(5)
+            raise PolicyError(
+                f"did not read the {kind!r} message ({len(data):,} bytes) within {self.timeout:g}s; "
+                f"killed {self.command!r}"
+            )
+        if failed:
+            raise PolicyError(f"{self.command!r} closed its input (exit code {proc.poll()})")
+
     def reset(self, game: str, actions) -> None:
+        if self._broken or (self.proc is not None and self.proc.poll() is not None):
+            self.close(kill=True)  # a clean protocol state for every game: a fresh process, hello again
+            self._broken = False
         self._ask({"type": "reset", "game": game, "actions": list(actions)})
 
     def __call__(self, batch: Batch):
@@ -125,14 +168,17 @@ class StdioPolicy:
             return
         if not kill and self.proc.poll() is None and self.proc.stdin is not None:
             try:
-                self.proc.stdin.write(b'{"type": "close"}\n')
-                self.proc.stdin.flush()
+                self._write(self.proc, b'{"type": "close"}\n', "close")  # bounded, like every exchange
                 self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
+            except (PolicyError, subprocess.TimeoutExpired):
                 pass
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            if self.proc is None:  # the write timed out and killed it
+                return
+        try:  # the policy and whatever it started: its process group
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is gone already
+        self.proc.wait()
         self.proc = None
 
 

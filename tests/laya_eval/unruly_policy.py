@@ -1,0 +1,39 @@
+"""A stdio policy that misbehaves on purpose, one way per mode (argv[1]); argv[2] is a scratch folder.
+
+deaf      answers hello and reset, then never reads its input again (the frames fill the pipe)
+crash     exits with code 3 at its first act, the first time it runs; behaves when started again
+stray     prints a stray line before its first answer to act, the first time it runs
+forks     starts a child that would live an hour, writes its pid, then never answers act
+"""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+mode, scratch = sys.argv[1], Path(sys.argv[2])
+first_life = not (scratch / f"{mode}.ran").exists()
+(scratch / f"{mode}.ran").write_text("")
+for line in sys.stdin.buffer:
+    msg = json.loads(line)
+    if msg["type"] == "close":
+        break
+    if msg["type"] == "act":
+        if mode == "deaf":
+            time.sleep(3600)
+        sys.stdin.buffer.read(msg["nbytes"])
+        if mode == "crash" and first_life:
+            sys.exit(3)
+        if mode == "stray" and first_life:
+            print("loading weights...", flush=True)
+            first_life = False
+        if mode == "forks":
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+            (scratch / "child.pid").write_text(str(child.pid))
+            time.sleep(3600)
+        reply = {"actions": [0] * msg["n"]}
+    else:
+        reply = {"name": mode} if msg["type"] == "hello" else {"ok": True}
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
