@@ -32,6 +32,8 @@ def test_tiny_learns_where_the_monster_is(tmp_path):
                 "800",
                 "--val-frames",
                 "128",
+                "--baseline-episodes",
+                "0",
             ]
         )
         == 0
