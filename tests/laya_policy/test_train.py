@@ -620,3 +620,26 @@ def test_the_cnn_refuses_settings_it_has_no_use_for(data, tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("error: ") and flags[0] in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "x").exists()
+
+
+def test_training_through_smolvlms_own_processor_reads_the_same_screens_uncached(data, tmp_path):
+    """--preprocess processor (SmolVLM's PIL processor, the reference path) trains too; its screens
+    are not cached, and what the tower is given equals the processor's output."""
+    import numpy as np
+    import torch
+
+    from laya_policy.imageprep import ImagePrep
+    from laya_policy.train import build, resolve
+
+    s = build(resolve(config(data, tmp_path / "p", preprocess="processor")))
+    batch = draw_batch(s)
+    expected = ImagePrep(64, "processor")(np.stack([f for ex in batch for f in ex.frames(2)]))
+    assert torch.equal(s.screens(batch), expected) and s.screens.used == 0
+    summary = train(config(data, tmp_path / "run", preprocess="processor", steps=2, evals=1), progress=False)
+    assert summary["steps"] == 2 and summary["screen_cache"]["mb"] == 0
+
+
+def draw_batch(s):
+    from laya_policy.inputs import draw
+
+    return draw(s.train, s.cfg.batch, s.cfg.seed, step=0)

@@ -45,6 +45,10 @@ from laya_eval.batch import Batch, PolicyError
 PROTOCOL_VERSION = 1
 
 
+class _ErrorAnswer(PolicyError):
+    """The policy answered ``{"error": ...}``: the game fails, the process stays in step."""
+
+
 class StdioPolicy:
     def __init__(self, command: str, timeout: float = 60.0):
         self.command, self.timeout = command, timeout
@@ -76,9 +80,10 @@ class StdioPolicy:
     def _ask(self, message: dict, payload: bytes = b"") -> dict:
         try:
             return self._exchange(message, payload)
-        except PolicyError as e:
-            if not str(e).startswith("reported an error"):  # an error answer leaves the protocol in step
-                self._broken = True
+        except _ErrorAnswer:  # an answer, so the protocol is still in step
+            raise
+        except PolicyError:
+            self._broken = True
             raise
 
     def _exchange(self, message: dict, payload: bytes) -> dict:
@@ -105,7 +110,7 @@ class StdioPolicy:
         if not isinstance(reply, dict):
             raise PolicyError(f"answered {reply!r}, not a JSON object")
         if "error" in reply:
-            raise PolicyError(f"reported an error: {reply['error']}")
+            raise _ErrorAnswer(f"reported an error: {reply['error']}")
         return reply
 
     def _write(self, proc: subprocess.Popen, data: bytes, kind: str) -> None:

@@ -50,6 +50,8 @@ class ScreenCache:
             return self._pixels(examples)
 
     def _pixels(self, examples: list[Example]) -> torch.Tensor:
+        if not self.budget:  # the processor path, or no memory given: resize every time
+            return self.prep(_raw(examples, self.frames))
         keys = [k for ex in examples for k in ex.frame_keys(self.frames)]
         fresh: dict[Hashable, torch.Tensor] = {}
         missing = [i for i, k in enumerate(keys) if k not in self._kept]
@@ -60,7 +62,7 @@ class ScreenCache:
                 for b in owners
                 for k, f in zip(examples[b].frame_keys(self.frames), examples[b].frames(self.frames), strict=True)
             }
-            needed = [k for k in dict.fromkeys(keys[i] for i in missing)]  # one resize per distinct screen
+            needed = list(dict.fromkeys(keys[i] for i in missing))  # one resize per distinct screen
             resized = self.prep.resize(np.stack([raw[k] for k in needed]))
             for key, pixels in zip(needed, resized, strict=True):
                 fresh[key] = pixels
