@@ -1,9 +1,11 @@
 """A small Hugging Face Hub for tests: the part of the Hub's HTTP API that ``huggingface_hub`` and
-``datasets`` use for dataset repositories, served from a temporary folder on a loopback port.
+``datasets`` use for dataset and model repositories, served from a temporary folder on a loopback port.
 
-Covered (``{repo}`` is ``ORG/NAME``, ``{rev}`` a branch, tag or commit id):
+Covered (``{repo}`` is ``ORG/NAME``, ``{rev}`` a branch, tag or commit id). Dataset routes are listed;
+a model repo's are the same with ``/api/models/`` for ``/api/datasets/`` and no ``/datasets`` prefix
+on the git-lfs and resolve routes, as on the Hub:
 
-    POST /api/repos/create                                    create a dataset repo (409 if it exists)
+    POST /api/repos/create                                    create a repo (409 if it exists)
     POST /api/validate-yaml                                   check a card's YAML header
     GET  /api/datasets/{repo}[/revision/{rev}]                 repo info: sha, siblings, cardData
     GET  /api/datasets/{repo}/tree/{rev}[/{path}]              list files (``recursive``; LFS info)
@@ -159,19 +161,19 @@ class Handler(BaseHTTPRequestHandler):
     ROUTES = [
         ("POST", r"/api/repos/create", "create"),
         ("POST", r"/api/validate-yaml", "validate_yaml"),
-        ("GET", r"/api/datasets/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?", "tree"),
-        ("POST", r"/api/datasets/(?P<repo>[^/]+/[^/]+)/paths-info/(?P<rev>[^/]+)", "paths_info"),
-        ("GET", r"/api/datasets/(?P<repo>[^/]+/[^/]+)/refs", "refs"),
-        ("POST", r"/api/datasets/(?P<repo>[^/]+/[^/]+)/branch/(?P<branch>[^/]+)", "branch"),
-        ("POST", r"/api/datasets/(?P<repo>[^/]+/[^/]+)/tag/(?P<rev>[^/]+)", "tag"),
-        ("DELETE", r"/api/datasets/(?P<repo>[^/]+/[^/]+)/tag/(?P<tag>[^/]+)", "delete_tag"),
-        ("POST", r"/api/datasets/(?P<repo>[^/]+/[^/]+)/preupload/(?P<rev>[^/]+)", "preupload"),
-        ("POST", r"/api/datasets/(?P<repo>[^/]+/[^/]+)/commit/(?P<rev>[^/]+)", "commit"),
-        ("GET", r"/api/datasets/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?", "info"),
-        ("POST", r"/datasets/(?P<repo>[^/]+/[^/]+)\.git/info/lfs/objects/batch", "lfs_batch"),
+        ("GET", r"/api/(?P<kind>datasets|models)/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?", "tree"),
+        ("POST", r"/api/(?P<kind>datasets|models)/(?P<repo>[^/]+/[^/]+)/paths-info/(?P<rev>[^/]+)", "paths_info"),
+        ("GET", r"/api/(?P<kind>datasets|models)/(?P<repo>[^/]+/[^/]+)/refs", "refs"),
+        ("POST", r"/api/(?P<kind>datasets|models)/(?P<repo>[^/]+/[^/]+)/branch/(?P<branch>[^/]+)", "branch"),
+        ("POST", r"/api/(?P<kind>datasets|models)/(?P<repo>[^/]+/[^/]+)/tag/(?P<rev>[^/]+)", "tag"),
+        ("DELETE", r"/api/(?P<kind>datasets|models)/(?P<repo>[^/]+/[^/]+)/tag/(?P<tag>[^/]+)", "delete_tag"),
+        ("POST", r"/api/(?P<kind>datasets|models)/(?P<repo>[^/]+/[^/]+)/preupload/(?P<rev>[^/]+)", "preupload"),
+        ("POST", r"/api/(?P<kind>datasets|models)/(?P<repo>[^/]+/[^/]+)/commit/(?P<rev>[^/]+)", "commit"),
+        ("GET", r"/api/(?P<kind>datasets|models)/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?", "info"),
+        ("POST", r"/(?:(?P<kind>datasets)/)?(?P<repo>[^/]+/[^/]+)\.git/info/lfs/objects/batch", "lfs_batch"),
         ("PUT", r"/lfs/(?P<oid>[0-9a-f]{64})", "lfs_put"),
-        ("GET", r"/datasets/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)", "resolve"),
-        ("HEAD", r"/datasets/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)", "resolve"),
+        ("GET", r"/(?:(?P<kind>datasets)/)?(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)", "resolve"),
+        ("HEAD", r"/(?:(?P<kind>datasets)/)?(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)", "resolve"),
     ]
 
     def _route(self, method: str) -> None:
@@ -181,6 +183,8 @@ class Handler(BaseHTTPRequestHandler):
             match = re.fullmatch(pattern, url.path)
             if m == method and match:
                 args = {k: urllib.parse.unquote(v) if v else v for k, v in match.groupdict().items()}
+                if "kind" in args:  # one store for both kinds: a repo's key says which it is
+                    args["repo"] = f"{args.pop('kind') or 'models'}/{args['repo']}"
                 return getattr(self, name)(**args)
         self.server.unknown.append(f"{method} {url.path}")
         self._error(404, f"not served by the test Hub: {method} {url.path}")
@@ -220,12 +224,19 @@ class Handler(BaseHTTPRequestHandler):
     def create(self):
         body = json.loads(self._body() or b"{}")
         repo = f"{body.get('organization')}/{body['name']}" if body.get("organization") else body["name"]
-        if body.get("type") != "dataset":
-            return self._error(400, "the test Hub serves dataset repos only")
-        url = f"{self.server.url}/datasets/{repo}"
-        if not self.server.store.create(repo):
-            return self._json({"error": "You already created this dataset repo", "url": url}, 409)
+        kind = body.get("type") or "model"
+        if kind not in ("dataset", "model"):
+            return self._error(400, "the test Hub serves dataset and model repos only")
+        key = f"{kind}s/{repo}"
+        url = self._url(key)
+        if not self.server.store.create(key):
+            return self._json({"error": f"You already created this {kind} repo", "url": url}, 409)
         self._json({"url": url, "name": repo})
+
+    def _url(self, key: str) -> str:
+        """A repo's web address: models live at the Hub's root, datasets under /datasets."""
+        kind, repo = key.split("/", 1)
+        return f"{self.server.url}/{repo}" if kind == "models" else f"{self.server.url}/datasets/{repo}"
 
     def validate_yaml(self):
         import yaml
@@ -421,9 +432,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         new = self.server.store.commit(repo, branch, adds, deletes)
         self.server.commits.append((repo, branch, summary, sorted(adds)))
-        self._json(
-            {"commitUrl": f"{self.server.url}/datasets/{repo}/commit/{new}", "commitOid": new, "pullRequestUrl": None}
-        )
+        self._json({"commitUrl": f"{self._url(repo)}/commit/{new}", "commitOid": new, "pullRequestUrl": None})
 
     def info(self, repo: str, rev: str | None = None):
         commit = self._repo_commit(repo, rev)
@@ -438,11 +447,12 @@ class Handler(BaseHTTPRequestHandler):
                 import yaml
 
                 card = yaml.safe_load(m[1])
+        name = repo.split("/", 1)[1]
         self._json(
             {
                 "_id": hashlib.sha1(repo.encode()).hexdigest()[:24],
-                "id": repo,
-                "author": repo.split("/")[0],
+                "id": name,
+                "author": name.split("/")[0],
                 "sha": commit,
                 "private": False,
                 "disabled": False,

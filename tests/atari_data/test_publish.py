@@ -85,10 +85,10 @@ def _layout_rows(root, source: str) -> dict:
 def test_publish_then_load_every_way_then_doctor(hub, packed, layout_master):
     done = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/atari")
     assert done.returncode == 0, done.stderr[-3000:]
-    repo = hub.store.repos["laya/atari"]
+    repo = hub.store.repos["datasets/laya/atari"]
     head = repo["branches"]["main"]
     local = sorted(str(p.relative_to(packed)) for p in packed.rglob("*") if p.is_file())
-    assert sorted(hub.store.files("laya/atari", head)) == local, "every file of the folder, nothing else"
+    assert sorted(hub.store.files("datasets/laya/atari", head)) == local, "every file of the folder, nothing else"
     assert repo["tags"] == {"v1": head}, "the revision is tagged with the schema version"
     cards = [i for i, (_, _, _, paths) in enumerate(hub.commits) if "README.md" in paths]
     assert cards == [len(hub.commits) - 1], "the card lands in the last commit, once its files are there"
@@ -108,7 +108,7 @@ def test_publish_then_load_every_way_then_doctor(hub, packed, layout_master):
 
     again = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/atari")
     assert again.returncode == 0, again.stderr[-2000:]
-    assert hub.store.repos["laya/atari"]["branches"]["main"] == head, "nothing new to upload: no new commit"
+    assert hub.store.repos["datasets/laya/atari"]["branches"]["main"] == head, "nothing new to upload: no new commit"
 
 
 @pytest.mark.slow
@@ -129,23 +129,23 @@ def test_an_interrupted_publish_resumes_where_it_stopped(hub, packed):
         os.killpg(cut.pid, signal.SIGKILL)  # the connection dies mid-upload, as when a laptop loses its network
         cut.wait()
     hub.release()
-    landed = set(hub.store.files("laya/cut", hub.store.repos["laya/cut"]["branches"]["main"]))
+    landed = set(hub.store.files("datasets/laya/cut", hub.store.repos["datasets/laya/cut"]["branches"]["main"]))
     assert len(landed) < len(local)
 
     puts_before, commits_before = hub.lfs_puts, len(hub.commits)
     resumed = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/cut", "--commit-files", "4")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    head = hub.store.repos["laya/cut"]["branches"]["main"]
-    assert sorted(hub.store.files("laya/cut", head)) == local
+    head = hub.store.repos["datasets/laya/cut"]["branches"]["main"]
+    assert sorted(hub.store.files("datasets/laya/cut", head)) == local
     sent = {p for _, _, _, paths in hub.commits[commits_before:] for p in paths}
     assert not sent & landed, "what had landed was not sent again"
     assert hub.lfs_puts - puts_before <= len(local) - len(landed)
-    assert hub.store.repos["laya/cut"]["tags"] == {"v1": head}
+    assert hub.store.repos["datasets/laya/cut"]["tags"] == {"v1": head}
 
 
 def test_a_publish_the_hub_refuses_is_one_line(hub, packed):
-    hub.store.create("laya/taken")
-    hub.store.repos["laya/taken"]["branches"] = {}  # a repo whose main branch cannot be resolved
+    hub.store.create("datasets/laya/taken")
+    hub.store.repos["datasets/laya/taken"]["branches"] = {}  # a repo whose main branch cannot be resolved
     failed = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/taken", cache="refused")
     assert failed.returncode == 2
     assert failed.stderr.startswith("error: --repo: cannot publish to the Hub") and failed.stderr.count("\n") == 1

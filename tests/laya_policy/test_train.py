@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 
@@ -409,13 +410,9 @@ def test_a_checkpoint_loads_from_the_hub_cache_by_its_id_offline(data, tmp_path,
         load_checkpoint("laya/other@v2")
 
 
-def test_push_stages_the_checkpoint_with_a_model_card_that_loads_back_from_the_hub(data, tmp_path, monkeypatch, capsys):
-    import huggingface_hub.constants
-
+def test_push_stages_a_model_card_then_uploads_to_a_hub_the_judge_plays_back_from(data, tmp_path, capsys):
     from laya_eval.cli import main as judge
     from laya_policy.cli import main
-
-    from ..atari_data.test_import_jat import hub_cache
 
     out = tmp_path / "run"
     train(config(data, out, steps=2, evals=1, games=["Pong"]), progress=False)
@@ -462,16 +459,6 @@ def test_push_stages_the_checkpoint_with_a_model_card_that_loads_back_from_the_h
     assert card.startswith('---\nlibrary_name: "laya-policy"\nlicense: "apache-2.0"')
     assert "base_model" not in card, "the tiny preset has no base model on the Hub"
     assert "laya-eval run --policy laya:me/laya-tiny-pong" in card and "| Pong |" in card and "2 steps" in card
-    # What push uploads is a checkpoint: from a Hub cache of exactly those files it plays again.
-    hub_cache(
-        tmp_path / "hub",
-        "me/laya-tiny-pong",
-        {str(p.relative_to(staged)): p.read_bytes() for p in staged.rglob("*") if p.is_file()},
-        "model",
-    )
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    _, cfg = load_checkpoint("me/laya-tiny-pong")
-    assert cfg.frames == 2
     # A dry run never replaces a folder, and the card's table must be this checkpoint's.
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "thesis.tex").write_text("keep")
@@ -521,6 +508,69 @@ def test_push_stages_the_checkpoint_with_a_model_card_that_loads_back_from_the_h
     assert main(["push", str(out / "final"), "--repo", "me/laya-tiny-pong"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot push to the Hub repo me/laya-tiny-pong") and err.count("\n") == 1, err
+    _push_for_real_and_play_back(out / "final", results, card, tmp_path)
+
+
+def _push_for_real_and_play_back(ckpt, results, card, tmp_path):
+    """The real upload: `laya-policy push` with the locked huggingface_hub against a server speaking
+    the Hub's protocol, then `laya-eval run --policy laya:ORG/NAME` in a fresh cache downloads and
+    plays exactly those bytes. A second push of the same checkpoint uploads no file again."""
+    import subprocess
+    import sys
+
+    from ..hub_server import HubServer
+
+    with HubServer(tmp_path / "hub") as hub:
+        env = {
+            **os.environ,
+            "HF_ENDPOINT": hub.url,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_TOKEN": "hf_test",
+            "HF_HUB_OFFLINE": "0",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HOME": str(tmp_path / "hf-pusher"),
+        }
+
+        def run(*args: str, home: str = "hf-pusher") -> subprocess.CompletedProcess:
+            done = subprocess.run(
+                [sys.executable, "-m", *args],
+                env={**env, "HF_HOME": str(tmp_path / home)},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, done.stderr[-3000:]
+            return done
+
+        pushed = run("laya_policy.cli", "push", str(ckpt), "--repo", "me/laya-tiny-pong", "--results", str(results))
+        assert f"{hub.url}/me/laya-tiny-pong/commit/" in pushed.stdout, pushed.stdout
+        assert hub.unknown == [], hub.unknown
+        key = "models/me/laya-tiny-pong"
+        head = hub.store.repos[key]["branches"]["main"]
+        stored = hub.store.files(key, head)
+        local = {str(p.relative_to(ckpt)): p.read_bytes() for p in ckpt.rglob("*") if p.is_file()}
+        assert sorted(stored) == sorted([*local, "README.md"]), "the checkpoint as it is, plus its card"
+        assert hub.store.blob(stored["README.md"][0]).read_text() == card, "the card the dry run showed"
+        for path, data_ in local.items():
+            assert hub.store.blob(stored[path][0]).read_bytes() == data_, path
+        assert any(lfs for _, _, lfs in stored.values()), "weights go through git-lfs, as on the Hub"
+
+        puts = hub.lfs_puts
+        run("laya_policy.cli", "push", str(ckpt), "--repo", "me/laya-tiny-pong", "--results", str(results))
+        assert hub.lfs_puts == puts, "the second push sends no weights again"
+
+        results = tmp_path / "r.json"
+        run(
+            "laya_eval.cli",
+            *("run", "--policy", "laya:me/laya-tiny-pong", "--games", "Pong", "--episodes", "1"),
+            *("--cap", "5", "--random-episodes", "0", "--out", str(tmp_path / "played.json")),
+            home="hf-player",
+        )
+        assert json.loads((tmp_path / "played.json").read_text())["games"]["Pong"]["error"] is None
+        fetched = list((tmp_path / "hf-player" / "hub").glob("models--me--laya-tiny-pong/snapshots/*"))
+        assert len(fetched) == 1 and (fetched[0] / "README.md").is_file(), fetched
+        for path, data_ in local.items():
+            assert (fetched[0] / path).read_bytes() == data_, path
 
 
 def test_a_run_cut_short_by_the_clock_keeps_the_step_schedule(data, tmp_path):
