@@ -413,9 +413,9 @@ def test_doctor_refuses_a_hostile_card_on_one_line(packed_master, tmp_path, case
 
 def test_doctor_refuses_an_lmdb_member_declaring_20_gb(tmp_path):
     repo = tmp_path / "repo"
-    (repo / "webdataset" / "clean_up").mkdir(parents=True)
+    (repo / "webdataset" / "meltingpot" / "clean_up").mkdir(parents=True)
     (repo / "README.md").write_text("---\nlmdb_pack:\n  games:\n    clean_up: 1\n---\n# x\n")
-    with open(repo / "webdataset/clean_up/train-000000.tar", "wb") as f:
+    with open(repo / "webdataset/meltingpot/clean_up/train-000000.tar", "wb") as f:
         info = tarfile.TarInfo("000000.frames.npy")
         info.size = 20 << 30
         f.write(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(10_000))  # 10 KB on disk

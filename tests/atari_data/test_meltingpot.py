@@ -93,12 +93,15 @@ def test_pack_lmdb_then_doctor(src, tmp_path, capsys):
     out = tmp_path / "packed"
     assert main(["pack-lmdb", str(src), str(out), "--rows-per-shard", "2"]) == 0
     assert "wrote" in capsys.readouterr().out
-    assert sorted(p.name for p in (out / "webdataset" / "coins").iterdir()) == ["train-000000.tar", "train-000001.tar"]
+    assert sorted(p.name for p in (out / "webdataset" / "meltingpot" / "coins").iterdir()) == [
+        "train-000000.tar",
+        "train-000001.tar",
+    ]
     doctor = Doctor(out).run()
     assert not doctor.defects and doctor.counts == {"clean_up": 2, "coins": 3}
     assert pack_lmdb(src, tmp_path / "again", rows_per_shard=2) == {"clean_up": 2, "coins": 3}
-    assert (out / "webdataset" / "coins" / "train-000000.tar").read_bytes() == (
-        tmp_path / "again" / "webdataset" / "coins" / "train-000000.tar"
+    assert (out / "webdataset" / "meltingpot" / "coins" / "train-000000.tar").read_bytes() == (
+        tmp_path / "again" / "webdataset" / "meltingpot" / "coins" / "train-000000.tar"
     ).read_bytes(), "deterministic"
     card = (out / "README.md").read_text().replace("coins: 3", "coins: 4")
     (out / "README.md").write_text(card)

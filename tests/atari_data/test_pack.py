@@ -1,5 +1,6 @@
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -31,10 +32,18 @@ def test_layout_of_the_repository(packed):
         "meta/expert2f/Breakout.json",
         "meta/expert/Pong.json",
     } <= names
-    assert any(n.startswith("data/expert2f/train-00000-of-") for n in names)
-    assert sum(n.startswith("webdataset/expert2f/train-") for n in names) >= 2, "small shard size, several shards"
+    assert any(n.startswith("data/expert2f/Breakout/train-00000-of-") for n in names)
+    assert sum(n.startswith("webdataset/expert2f/Breakout/train-") for n in names) >= 2, (
+        "small shard size, several shards"
+    )
     card = read_card(packed)
-    assert [c["config_name"] for c in card["configs"]] == ["expert", "expert2f"] and card["configs"][0]["default"]
+    assert [c["config_name"] for c in card["configs"]] == ["expert", "expert-Pong", "expert2f", "expert2f-Breakout"]
+    assert card["configs"][0]["default"] and sum(bool(c.get("default")) for c in card["configs"]) == 1
+    game_files = {c["config_name"]: c["data_files"] for c in card["configs"]}["expert2f-Breakout"]
+    assert game_files == [
+        {"split": "train", "path": "data/expert2f/Breakout/train-*.parquet"},
+        {"split": "validation", "path": "data/expert2f/Breakout/validation-*.parquet"},
+    ]
     assert card["schema_version"] == 1 and card["license"] == "mit"
     text = (packed / "README.md").read_text()
     headings = ("## Record schema (version 1)", "## Evaluation protocol", "## Games", "## Baselines", "## Citation")
@@ -96,7 +105,7 @@ def test_webdataset_shards_read_raw_and_through_the_helper(packed, layout_master
 
     from atari_data.publish.shards import records
 
-    urls = sorted(str(p) for p in (packed / "webdataset" / "expert2f").glob("train-*.tar"))
+    urls = sorted(str(p) for p in (packed / "webdataset" / "expert2f" / "Breakout").glob("train-*.tar"))
     raw = list(wds.WebDataset(urls, shardshuffle=False, empty_check=False))
     assert all({"json", "png", "prev.png"} <= set(s) for s in raw)
     recs = list(records(urls, split=False))
@@ -113,7 +122,7 @@ def test_shards_are_split_across_dataloader_workers(packed):
 
     from atari_data.publish.shards import records
 
-    urls = sorted(str(p) for p in (packed / "webdataset" / "expert2f").glob("train-*.tar"))
+    urls = sorted(str(p) for p in (packed / "webdataset" / "expert2f" / "Breakout").glob("train-*.tar"))
     assert len(urls) >= 2
     ids_one = [r["id"] for r in records(urls)]
     loader = torch.utils.data.DataLoader(records(urls).map(lambda r: r["id"]), num_workers=2, batch_size=None)
@@ -167,18 +176,32 @@ def _add_member(tar_path, name, data=b"x"):
 @pytest.mark.parametrize(
     "how,message",
     [
-        (lambda r: next((r / "data" / "expert").glob("train-*.parquet")).unlink(), "examples, the data has"),
-        (lambda r: next((r / "data" / "expert").glob("train-*.parquet")).write_bytes(b"junk"), "does not load"),
-        (lambda r: [p.unlink() for p in (r / "data" / "expert").glob("train-*.parquet")], "matches no file"),
-        (lambda r: (r / "data" / "expert2f" / "extra.parquet").write_bytes(b"junk"), "belongs to no config"),
         (
-            lambda r: _add_member(next((r / "webdataset" / "expert2f").glob("train-*.tar")), "../evil.png"),
-            "path traversal",
+            lambda r: next((r / "data" / "expert2f" / "Breakout").glob("train-*.parquet")).unlink(),
+            "examples, the data has",
         ),
-        (lambda r: _add_member(next((r / "webdataset" / "expert2f").glob("train-*.tar")), "notes.txt"), "stray member"),
+        (
+            lambda r: next((r / "data" / "expert" / "Pong").glob("train-*.parquet")).write_bytes(b"junk"),
+            "does not load",
+        ),
+        (lambda r: [p.unlink() for p in (r / "data" / "expert" / "Pong").glob("train-*.parquet")], "matches no file"),
+        (
+            lambda r: (r / "data" / "expert2f" / "Breakout" / "extra.parquet").write_bytes(b"junk"),
+            "belongs to no config",
+        ),
         (
             lambda r: _add_member(
-                next((r / "webdataset" / "expert2f").glob("train-*.tar")),
+                next((r / "webdataset" / "expert2f" / "Breakout").glob("train-*.tar")), "../evil.png"
+            ),
+            "path traversal",
+        ),
+        (
+            lambda r: _add_member(next((r / "webdataset" / "expert2f" / "Breakout").glob("train-*.tar")), "notes.txt"),
+            "stray member",
+        ),
+        (
+            lambda r: _add_member(
+                next((r / "webdataset" / "expert2f" / "Breakout").glob("train-*.tar")),
                 "expert2f-Breakout-e002000-s000000.prev.png",
                 b"\x89PNG\r\n\x1a\n" + b"junk" * 10,
             ),
@@ -315,7 +338,7 @@ def test_doctor_reads_the_files_on_disk_not_a_cache(packed, tmp_path, capsys):
     repo_dir = tmp_path / "repo"
     shutil.copytree(packed, repo_dir)
     assert main(["doctor", str(repo_dir)]) == 0
-    shard = sorted((repo_dir / "data" / "expert").glob("train-*.parquet"))[0]
+    shard = sorted((repo_dir / "data" / "expert" / "Pong").glob("train-*.parquet"))[0]
     stat = shard.stat()
     table = pq.read_table(shard)
     pq.write_table(table.slice(0, 3), shard)
@@ -328,7 +351,129 @@ def test_doctor_reads_the_files_on_disk_not_a_cache(packed, tmp_path, capsys):
 def test_doctor_names_the_split_that_is_broken(packed, tmp_path, capsys):
     repo_dir = tmp_path / "repo"
     shutil.copytree(packed, repo_dir)
-    sorted((repo_dir / "data" / "expert").glob("validation-*.parquet"))[0].write_bytes(b"not parquet")
+    sorted((repo_dir / "data" / "expert" / "Pong").glob("validation-*.parquet"))[0].write_bytes(b"not parquet")
     assert main(["doctor", str(repo_dir)]) == 2
     out = capsys.readouterr().out
     assert "configs.expert.validation: does not load" in out and "configs.expert.train" not in out
+
+
+def test_a_game_config_loads_that_game_from_its_own_files(two_game_pack):
+    from datasets import load_dataset
+
+    root, out = two_game_pack
+    layout = {g.game: [r["id"] for r in g.records("train")] for g in list_games(root, ["expert2f"])}
+    for game in ("Breakout", "Pong"):
+        rows = load_dataset(str(out), repo.game_config("expert2f", game), split="train")
+        assert rows["id"] == layout[game], game
+    both = load_dataset(str(out), "expert2f", split="train")
+    assert sorted(both["id"]) == sorted(layout["Breakout"] + layout["Pong"])
+    card = read_card(out)
+    files = {c["config_name"]: c["data_files"][0]["path"] for c in card["configs"]}
+    assert files == {
+        "expert2f": "data/expert2f/*/train-*.parquet",
+        "expert2f-Breakout": "data/expert2f/Breakout/train-*.parquet",
+        "expert2f-Pong": "data/expert2f/Pong/train-*.parquet",
+    }
+
+
+def test_parquet_keeps_statistics_on_game_and_episode_only(two_game_pack):
+    import pyarrow.parquet as pq
+
+    _, out = two_game_pack
+    shard = next((out / "data" / "expert2f" / "Pong").glob("train-*.parquet"))
+    meta = pq.ParquetFile(shard).metadata
+    columns = {meta.row_group(0).column(j).path_in_schema: meta.row_group(0).column(j) for j in range(meta.num_columns)}
+    game, episode = columns["game"].statistics, columns["episode"].statistics
+    assert game is not None and game.min == game.max == "Pong"
+    assert episode is not None and episode.min <= episode.max
+    assert columns["image.bytes"].statistics is None or not columns["image.bytes"].statistics.has_min_max
+
+
+def test_packed_frames_are_smaller_and_the_same_pixels(two_game_pack):
+    from atari_data.layout.png import decode_png
+    from atari_data.publish.shards import records
+
+    root, out = two_game_pack
+    g = next(g for g in list_games(root, ["expert2f"]) if g.game == "Pong")
+    layout = {r["id"]: r for r in g.records("train")}
+    tars = sorted(str(p) for p in (out / "webdataset" / "expert2f" / "Pong").glob("train-*.tar"))
+    packed_bytes = layout_bytes = 0
+    for shard in tars:
+        with tarfile.open(shard) as tar:
+            for m in tar:
+                if m.name.endswith(".png") and ".prev." not in m.name:
+                    rec = layout[m.name.split(".")[0]]
+                    data = tar.extractfile(m).read()
+                    assert np.array_equal(decode_png(data), g.frame(rec)), m.name
+                    packed_bytes += len(data)
+                    layout_bytes += (g.path / rec["image"]).stat().st_size
+    assert 0 < packed_bytes < 0.8 * layout_bytes, (packed_bytes, layout_bytes)
+    assert len(list(records(tars, split=False))) == len(layout)
+
+
+def _mixed(batches: list[list[str]]) -> float:
+    return sum(len(set(b)) > 1 for b in batches) / len(batches)
+
+
+def test_the_documented_streaming_recipes_mix_games_in_every_batch(two_game_pack):
+    """Per-game shards read in order give batches of one game; the card's recipes (interleaving the
+    games' configs, webdataset's RandomMix of the games' streams) give batches that mix them. (How
+    often a plain shuffle buffer mixes depends on shard and buffer sizes; these recipes do not.)"""
+    import webdataset as wds
+    from datasets import interleave_datasets, load_dataset
+
+    from atari_data.publish.shards import records
+
+    root, out = two_game_pack
+    games = {g.game: g.meta()["train"]["records"] for g in list_games(root, ["expert2f"])}  # as the card lists them
+    share = [n / sum(games.values()) for n in games.values()]
+
+    def batches(stream, key):
+        names = [row[key] for row in stream]
+        return [names[i : i + 16] for i in range(0, len(names) - 15, 16)]
+
+    plain = load_dataset(str(out), "expert2f", split="train", streaming=True)
+    streams = [load_dataset(str(out), f"expert2f-{g}", split="train", streaming=True) for g in games]
+    mixed = interleave_datasets(streams, probabilities=share, seed=0, stopping_strategy="all_exhausted")
+    shards = [sorted(str(p) for p in (out / "webdataset" / "expert2f" / g).glob("train-*.tar")) for g in games]
+    random_mix = wds.RandomMix([records(s, split=False) for s in shards], probs=share, longest=True)
+    random.seed(0)  # RandomMix draws from Python's global generator
+    assert _mixed(batches(plain, "game")) <= 0.2, "in file order, batches are of one game"
+    # 40 Pong rows among 160: the last batch or two may come after Pong's stream has run out
+    assert _mixed(batches(mixed, "game")) >= 0.75
+    assert _mixed(batches(random_mix, "game")) >= 0.75
+
+
+def test_torch_batches_mix_games_from_a_layout_a_packed_folder_and_a_dataset(two_game_pack):
+    import torch
+    from datasets import load_dataset
+    from torch.utils.data import DataLoader
+
+    from atari_data.torch import SLOTS, AtariDataset, collate
+
+    root, out = two_game_pack
+    layout = {r["id"]: (g, r) for g in list_games(root, ["expert2f"]) for r in g.records("val")}
+    sources = [
+        AtariDataset(root, "expert2f", split="validation"),
+        AtariDataset(out, "expert2f", split="validation"),
+        AtariDataset(load_dataset(str(out), "expert2f", split="validation")),
+    ]
+    for ds in sources:
+        assert len(ds) == len(layout)
+        loader = DataLoader(ds, batch_size=8, shuffle=True, collate_fn=collate, generator=torch.manual_seed(0))
+        seen = 0
+        for batch in loader:
+            assert batch["image"].dtype == torch.uint8 and batch["image"].shape[1:] == (210, 160, 3)
+            assert batch["options"].shape == batch["target"].shape == (len(batch["id"]), SLOTS)
+            for i, rid in enumerate(batch["id"]):
+                g, rec = layout[rid]
+                k = len(rec["actions"])
+                assert batch["options"][i].sum() == k and batch["options"][i, :k].all()
+                assert batch["label"][i] == rec["label"] and batch["actions"][i] == rec["actions"]
+                assert np.allclose(batch["target"][i, :k].numpy(), rec["target"]) and batch["target"][i, k:].sum() == 0
+                assert np.array_equal(batch["image"][i].numpy(), g.frame(rec))
+                assert np.array_equal(batch["prev_image"][i].numpy(), g.frame(rec, prev=True))
+                assert batch["question"][i] == rec["question"]
+                seen += 1
+        assert seen == len(layout)
+    assert {r["game"] for r in (AtariDataset(root, "expert2f-Pong")[i] for i in range(3))} == {"Pong"}

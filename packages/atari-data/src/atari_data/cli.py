@@ -144,10 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
     pk = sub.add_parser(
         "pack",
         help="turn a layout into a Hub-ready dataset repository folder",
-        description="Pack the ready games of ROOT into OUT: one config per source (splits train "
-        "and validation) as Parquet shards that load_dataset(OUT, SOURCE) reads, WebDataset tar "
-        "shards for streaming training, every meta.json, the JSON Schemas and a dataset card. "
-        "The layout is validated first; the same layout always packs to the same bytes.",
+        description="Pack the ready games of ROOT into OUT: Parquet shards per source, game and "
+        "split (train, validation) with a config per source, load_dataset(OUT, 'expert2f'), and "
+        "one per game, load_dataset(OUT, 'expert2f-Pong'), over the same files; WebDataset tar "
+        "shards of the same rows for streaming; every meta.json, the JSON Schemas and a dataset "
+        "card whose examples load --repo. Frames are re-compressed losslessly. The layout is "
+        "validated first; the same layout always packs to the same bytes.",
     )
     _layout_selection(pk)
     pk.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -164,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"parquet (required: load_dataset reads it) and/or webdataset (default {','.join(PackConfig.formats)})",
     )
     pk.add_argument("--name", default=PackConfig.name, help="title of the dataset card (default %(default)s)")
+    pk.add_argument(
+        "--repo",
+        help="the Hub dataset id the card's examples load, e.g. laya/atari (publish writes the id it "
+        "publishes to into the uploaded card either way)",
+    )
     pk.add_argument("--force", action="store_true", help="replace OUT if it exists")
     pk.add_argument(
         "--replay",
@@ -391,6 +398,7 @@ def cmd_pack(a) -> int:
         force=a.force,
         name=a.name,
         replay=a.replay,
+        repo=a.repo,
     )
     summary = pack(cfg)
     if a.json:
@@ -404,8 +412,8 @@ def cmd_pack(a) -> int:
     for source, conf in summary["configs"].items():
         for split, s in conf["splits"].items():
             print(
-                f"{source}/{split}: {s['records']} records, {len(s['parquet'])} parquet and "
-                f"{len(s['webdataset'])} webdataset shards"
+                f"{source}/{split}: {s['records']} records of {len(conf['games'])} games, "
+                f"{len(s['parquet'])} parquet and {len(s['webdataset'])} webdataset shards"
             )
     print(f"packed into {a.out}; check it with `atari-data doctor {a.out}`")
     return 0
@@ -426,7 +434,9 @@ def cmd_publish(a) -> int:
             f"{' (private)' if a.private else ''}{f' branch {a.revision}' if a.revision else ''}"
         )
         print()
-        print((Path(a.out) / "README.md").read_text())
+        from atari_data.publish.card import card_for
+
+        print(card_for(Path(a.out), a.repo).decode())
     else:
         print(f"uploaded {len(files)} files, {total:,} bytes, to https://huggingface.co/datasets/{a.repo}")
     return 0

@@ -72,3 +72,16 @@ def action_set(game: str, kind: str = "minimal") -> tuple[str, ...]:
         resolve_game(game)
         return FULL_ACTIONS
     raise UnknownName(f"unknown action set {kind!r} (expected {' or '.join(ACTION_SETS)})")
+
+
+@cache
+def emulator(game: str) -> dict[str, str]:
+    """What replaying or judging a game depends on besides the protocol: the ale-py version and
+    the MD5 of the game's ROM, as recorded in meta.json and in evaluation results."""
+    import hashlib
+
+    path = roms.get_rom_path(rom_id(game))
+    assert path is not None
+    with open(path, "rb") as f:
+        md5 = hashlib.md5(f.read()).hexdigest()
+    return {"ale_py": ale_py.__version__, "rom_md5": md5}

@@ -26,7 +26,7 @@ from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import commit_game
 from atari_data.schema import FRAME_FORMAT_RE, SCHEMA_VERSION, check_structure
 from atari_data.schema import META as META_SCHEMA
-from laya_protocol.games import minimal_actions
+from laya_protocol.games import emulator, minimal_actions
 from laya_protocol.names import SPLITS
 from laya_protocol.protocol import Protocol
 
@@ -313,6 +313,8 @@ class GameWriter:
         }
         if self.protocol is not None:
             meta["protocol"] = self.protocol.to_dict()
+            if self.platform == "ale":  # played here: the emulator replay and evaluation depend on
+                meta["emulator"] = emulator(self.game)
         if baselines is not None:
             meta["baselines"] = baselines
         if self.seed is not None:

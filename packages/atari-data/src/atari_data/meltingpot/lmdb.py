@@ -171,8 +171,12 @@ def _npy(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+#: The source folder of Melting Pot clips in a packed repository (one config per game).
+SOURCE = "meltingpot"
+
+
 def pack_lmdb(src: str | Path, out: str | Path, rows_per_shard: int = 500, name: str = "meltingpot") -> dict:
-    """Every ``<src>/<game>/`` LMDB as WebDataset shards ``<out>/webdataset/<game>/train-NNNNNN.tar``
+    """Every ``<src>/<game>/`` LMDB as WebDataset shards ``<out>/webdataset/meltingpot/<game>/train-NNNNNN.tar``
     plus ``<out>/README.md``; written beside ``out`` and renamed into place. Returns rows per game."""
     import shutil
 
@@ -185,14 +189,14 @@ def pack_lmdb(src: str | Path, out: str | Path, rows_per_shard: int = 500, name:
         shutil.rmtree(tmp)
     counts = {}
     for game in games:
-        (tmp / repo.tar_dir(game)).mkdir(parents=True)
+        (tmp / repo.tar_dir(SOURCE, game)).mkdir(parents=True)
         n, tar = 0, None
         for key, row in read_lmdb(src / game):
             if n % rows_per_shard == 0:
                 if tar is not None:
                     tar.close()
                 tar = tarfile.open(
-                    tmp / repo.tar_file(game, "train", n // rows_per_shard), "w", format=tarfile.USTAR_FORMAT
+                    tmp / repo.tar_file(SOURCE, game, "train", n // rows_per_shard), "w", format=tarfile.USTAR_FORMAT
                 )
             assert tar is not None
             sample = f"{game}-{n:06d}"
@@ -223,7 +227,8 @@ def _write_card(path: Path, name: str, counts: dict) -> None:
         "pretty_name": name,
         "tags": ["melting-pot", "world-model", "webdataset"],
         "configs": [
-            {"config_name": g, "data_files": [{"split": "train", "path": repo.tar_pattern(g, "train")}]} for g in counts
+            {"config_name": g, "data_files": [{"split": "train", "path": repo.tar_pattern(SOURCE, "train", g)}]}
+            for g in counts
         ],
         "lmdb_pack": {"games": counts},
     }

@@ -3,6 +3,7 @@ here from ``card_template.md`` and read back (``read_card``) by doctor and publi
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -81,48 +82,97 @@ def read_card(folder: Path) -> dict:
     return card
 
 
-def card_yaml(summary: dict, metas: dict[str, dict[str, dict]]) -> dict:
-    """The card's YAML header: configs with their data files, and each config's features and splits."""
+#: Hub license ids, by the spelling a source's meta.json may use; anything else is ``other``.
+HUB_LICENSES = {x.lower(): x for x in ("mit", "apache-2.0", "cc-by-4.0", "cc-by-sa-4.0", "cc-by-nc-4.0", "cc0-1.0")}
+#: What the card's examples say before the repository has an id (``pack --repo`` gives it one).
+NO_REPO = "ORG/NAME"
+
+
+def card_for(folder: Path, repo_id: str) -> bytes:
+    """The card of ``folder`` with its examples loading ``repo_id``: what is published there."""
+    text = limits.read_bytes(folder / repo.CARD).decode("utf-8")
+    m = re.search(r'load_dataset\("([^"]+)"', text)
+    return (text.replace(f'"{m[1]}"', f'"{repo_id}"') if m else text).encode("utf-8")
+
+
+def hub_licenses(metas: dict[str, dict[str, dict]]) -> dict:
+    """The card's license fields: Hub ids, a list when sources differ; a license no id names makes
+    it ``other``, with a name and a link to the card's license section, as the Hub asks."""
+    texts = sorted({m["license"] for ms in metas.values() for m in ms.values()})
+    ids = sorted({HUB_LICENSES.get(t.lower(), "other") for t in texts})
+    out: dict = {"license": ids[0] if len(ids) == 1 else ids}
+    if "other" in ids:
+        out["license_name"] = "atari-sources"
+        out["license_link"] = "README.md#licenses"  # a file of the repository, as the Hub allows
+    return out
+
+
+def size_category(n: int) -> str:
+    """The Hub's size category of ``n`` rows."""
+    for upper, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if n < upper:
+            return name
+    return "1M<n<10M" if n < 10_000_000 else "10M<n<100M"
+
+
+def _config(name: str, source: str, game: str, splits: dict, frames: int, default: bool) -> tuple[dict, dict]:
+    """A config's ``configs`` entry and ``dataset_info`` entry (``game`` ``*``: every game of the source)."""
     import datasets
 
-    licenses = sorted({m["license"] for ms in metas.values() for m in ms.values()})
+    entry: dict = {
+        "config_name": name,
+        "data_files": [
+            {"split": split, "path": repo.parquet_pattern(source, split, game)}
+            for split, s in splits.items()
+            if s["records"]
+        ],
+    }
+    if default:
+        entry["default"] = True
+    info = {
+        "config_name": name,
+        **datasets.DatasetInfo(features=hf_features(frames))._to_yaml_dict(),
+        "splits": [
+            {"name": split, "num_bytes": s["bytes"], "num_examples": s["records"]} for split, s in splits.items()
+        ],
+    }
+    return entry, info
+
+
+def card_yaml(summary: dict, metas: dict[str, dict[str, dict]]) -> str:
+    """The card's YAML header, through huggingface_hub's ``DatasetCardData``: a config per source
+    (every game) and one per game of it, over the same files, each with its features and splits."""
+    from huggingface_hub import DatasetCardData
+
     configs, infos = [], []
     for i, (source, conf) in enumerate(summary["configs"].items()):
-        entry = {
-            "config_name": source,
-            "data_files": [
-                {"split": split, "path": repo.parquet_pattern(source, split)}
-                for split, s in conf["splits"].items()
-                if s["records"]
-            ],
-        }
-        if i == 0:
-            entry["default"] = True
-        configs.append(entry)
-        info = datasets.DatasetInfo(features=hf_features(conf["frames"]))._to_yaml_dict()
-        info = {
-            "config_name": source,
-            **info,
-            "splits": [
-                {"name": split, "num_bytes": s["bytes"], "num_examples": s["records"]}
-                for split, s in conf["splits"].items()
-            ],
-        }
-        infos.append(info)
-    return {
-        "license": licenses[0].lower() if len(licenses) == 1 else "other",
-        "pretty_name": "Atari game decisions",
-        "task_categories": ["reinforcement-learning", "image-classification"],
-        "tags": ["atari", "ale", "imitation-learning", "vision-language"],
-        "configs": configs,
-        "dataset_info": infos,
-        "schema_version": SCHEMA_VERSION,
-    }
+        games = [(source, "*", conf["splits"])] + [
+            (repo.game_config(source, g), g, s) for g, s in sorted(conf["games"].items())
+        ]
+        for name, game, splits in games:
+            entry, info = _config(name, source, game, splits, conf["frames"], default=i == 0 and game == "*")
+            configs.append(entry)
+            infos.append(info)
+    rows = sum(s["records"] for conf in summary["configs"].values() for s in conf["splits"].values())
+    card = DatasetCardData(
+        **hub_licenses(metas),
+        language=["en"],
+        pretty_name="Atari game decisions",
+        size_categories=[size_category(rows)],
+        task_categories=["reinforcement-learning", "visual-question-answering"],
+        tags=["atari", "ale", "imitation-learning", "vision-language"],
+        configs=configs,
+        dataset_info=infos,
+        schema_version=SCHEMA_VERSION,
+    )
+    return card.to_yaml().rstrip()
 
 
-def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, dict]]) -> None:
-    """Fill ``card_template.md`` (beside this module) with the repository's configs, games and baselines."""
+def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, dict]], repo_id: str | None) -> None:
+    """Fill ``card_template.md`` (beside this module) with the repository's configs, games and baselines;
+    its examples load ``repo_id``."""
     first = next(iter(summary["configs"]))
+    first_games = sorted(summary["configs"][first]["games"])
     configs = []
     for source, conf in summary["configs"].items():
         ms = metas[source]
@@ -139,25 +189,35 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
             labels = Counter(m["train"]["labels"])
             total = sum(labels.values()) or 1
             dist = ", ".join(f"{a} {c / total:.0%}" for a, c in labels.most_common())
+            emulator = m.get("emulator") or {}
             games.append(
-                f"| `{source}` | {game} | {m['train']['records']} | {m['train']['episodes']} | "
-                f"{m['val']['records']} | {dist} |"
+                f"| `{repo.game_config(source, game)}` | {m['train']['records']} | {m['train']['episodes']} | "
+                f"{m['val']['records']} | {dist} | {emulator.get('ale_py', '—')} | "
+                f"{'`' + emulator['rom_md5'] + '`' if emulator.get('rom_md5') else '—'} |"
             )
+    licenses = [
+        f"- `{source}`: {lic}" for source, ms in metas.items() for lic in sorted({m["license"] for m in ms.values()})
+    ]
     template = Template((Path(__file__).parent / "card_template.md").read_text())
     path.write_text(
         template.substitute(
-            header=yaml.safe_dump(card_yaml(summary, metas), sort_keys=False, allow_unicode=True).rstrip(),
+            header=card_yaml(summary, metas),
             name=name,
+            repo=repo_id or NO_REPO,
             first=first,
-            shards=repo.tar_urls(first, "train", 1),
+            first_game=repo.game_config(first, first_games[0]),
+            games_sizes=json.dumps({g: summary["configs"][first]["games"][g]["train"]["records"] for g in first_games}),
+            tar_dir=f"{repo.WEBDATASET}/{first}",
+            tar_folder=repo.tar_pattern(first, "*"),
             configs="\n".join(configs),
             schema_version=SCHEMA_VERSION,
             schema_table=markdown_table(RECORD),
             schema_files=" and ".join(f"`{repo.schema_file(k)}`" for k in repo.SCHEMA_KINDS),
-            meta_file=repo.meta_file("<config>", "<Game>"),
+            meta_file=repo.meta_file("<source>", "<Game>"),
             protocols=_protocol_table(metas),
             games="\n".join(games),
             baselines=_baselines_section(metas),
+            licenses="\n".join(licenses),
             citations=CITATIONS,
         )
     )
@@ -218,9 +278,8 @@ def _baselines_section(metas: dict[str, dict[str, dict]]) -> str:
 
 def write_replay_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, dict]]) -> None:
     """The card of a replay-packed repository: no frames, so no `datasets` configs."""
-    licenses = sorted({m["license"] for ms in metas.values() for m in ms.values()})
     header = {
-        "license": licenses[0].lower() if len(licenses) == 1 else "other",
+        **hub_licenses(metas),
         "pretty_name": f"{name} (replay)",
         "tags": ["atari", "ale", "replay"],
         "schema_version": SCHEMA_VERSION,

@@ -10,6 +10,8 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout import read_json
@@ -25,6 +27,7 @@ class Doctor:
     folder: Path
     defects: list[AtariDataError] = field(default_factory=list)
     counts: dict = field(default_factory=dict)
+    _meta_cache: dict = field(default_factory=dict)
 
     def defect(self, file, fld: str, msg: str) -> None:
         self.defects.append(AtariDataError(msg, file=str(file), field=fld))
@@ -68,15 +71,29 @@ class Doctor:
         self._limits()
         return self
 
+    def _metas(self, source: str) -> dict[str, dict]:
+        if source not in self._meta_cache:
+            metas = {}
+            for f in sorted((self.folder / repo.meta_dir(source)).glob("*.json")):
+                try:
+                    metas[f.stem] = read_json(f)
+                except AtariDataError as e:
+                    self.defects.append(e)
+            self._meta_cache[source] = metas
+        return self._meta_cache[source]
+
     def _config(self, name: str, conf: dict, info: dict) -> None:
+        """A source config is read whole, every frame decoded; a game config ``<source>-<Game>`` is
+        counted (its files are a subset of its source's, already decoded) and must hold only that game."""
         from datasets import load_dataset
 
-        metas = {}
-        for f in sorted((self.folder / repo.meta_dir(name)).glob("*.json")):
-            try:
-                metas[f.stem] = read_json(f)
-            except AtariDataError as e:
-                self.defects.append(e)
+        source, game = repo.split_config(name)
+        metas = self._metas(source)
+        if game is not None:
+            metas = {game: metas[game]} if game in metas else {}
+            if not metas:
+                self.defect(self.folder / repo.CARD, f"configs.{name}", f"no {repo.meta_file(source, game)} for it")
+                return
         expected_by_split = {
             hub: sum(m.get(split, {}).get("records", 0) for m in metas.values()) for split, hub in HUB_SPLITS.items()
         }
@@ -90,11 +107,17 @@ class Doctor:
                 columns = list(rows.features or {})
                 if set(columns) - set(RECORD.names) or {"id", "image", "label"} - set(columns):
                     self.defect(self.folder / df["path"], "columns", f"{columns} are not the schema's fields")
-                for row in rows:  # decoding every frame on the way
-                    for key in ("image", "prev_image"):
-                        if row.get(key) is not None:
-                            row[key].load()
-                    n += 1
+                if game is not None:
+                    for row in rows.select_columns(["game"]):
+                        if row["game"] != game:
+                            raise ValueError(f"row {n} is of {row['game']}")
+                        n += 1
+                else:
+                    for row in tqdm(rows, desc=f"doctor {name}/{split}", unit=" rows", disable=None, leave=False):
+                        for key in ("image", "prev_image"):  # decoding every frame on the way
+                            if row.get(key) is not None:
+                                row[key].load()
+                        n += 1
             except Exception as e:  # noqa: BLE001 - whatever `datasets` raises, it is a defect of the repo
                 why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 self.defect(self.folder / repo.CARD, f"configs.{name}.{split}", f"does not load after {n} rows ({why})")
@@ -102,7 +125,7 @@ class Doctor:
             self.counts[f"{name}/{split}"] = n
             if n != expected_by_split.get(split):
                 self.defect(
-                    self.folder / repo.meta_dir(name),
+                    self.folder / (repo.meta_dir(source) if game is None else repo.meta_file(source, game)),
                     f"{split}.records",
                     f"meta.json files say {expected_by_split.get(split)}, the data has {n}",
                 )
@@ -112,10 +135,11 @@ class Doctor:
                     f"dataset_info.{name}.{split}",
                     f"says {stated[split]} examples, the data has {n}",
                 )
-            self._tars(name, split, n)
+            if game is None:
+                self._tars(source, split, n)
 
-    def _tars(self, name: str, split: str, n_rows: int) -> None:
-        tars = sorted(self.folder.glob(repo.tar_pattern(name, split)))
+    def _tars(self, source: str, split: str, n_rows: int) -> None:
+        tars = sorted(self.folder.glob(repo.tar_pattern(source, split)))
         if not tars:
             return
         samples = 0
@@ -152,7 +176,9 @@ class Doctor:
             except (tarfile.TarError, OSError) as e:
                 self.defect(t, "(file)", f"is not a readable tar ({e})")
         if samples != n_rows:
-            self.defect(self.folder / repo.tar_dir(name), split, f"{samples} samples, the parquet split has {n_rows}")
+            self.defect(
+                self.folder / repo.WEBDATASET / source, split, f"{samples} samples, the parquet split has {n_rows}"
+            )
 
     def _replay(self, listing: dict) -> None:
         base = self.folder / repo.REPLAY

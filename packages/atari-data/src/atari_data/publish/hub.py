@@ -12,7 +12,7 @@ from pathlib import Path
 
 from atari_data.errors import AtariDataError
 from atari_data.publish import repo as repo_mod
-from atari_data.publish.card import read_card
+from atari_data.publish.card import card_for, read_card
 
 
 def _scrub(text: str) -> str:
@@ -44,7 +44,8 @@ def publish(
 ) -> list[tuple[str, int]]:
     """Check ``folder`` (its card, `doctor`, nothing the contract does not know, no symlinks), then
     upload to the dataset repo ``repo`` what it does not hold yet, in commits of
-    ``commit_files`` files with the card last, and tag the revision ``v<schema version>``.
+    ``commit_files`` files with the card last (its examples loading ``repo``), and tag the
+    revision ``v<schema version>``.
     Rerun after an interruption: it resumes. Returns the files and sizes that were (or, with
     ``dry_run``, would be) uploaded."""
     from atari_data.publish.doctor import Doctor
@@ -52,6 +53,8 @@ def publish(
 
     folder = Path(folder)
     read_card(folder)
+    if not repo_mod.HUB_ID_RE.match(repo):
+        raise AtariDataError(f"{repo!r} is not a Hub dataset id ORG/NAME", field="--repo")
     for path, fld, msg in repo_mod.unexpected(folder)[:1]:
         raise AtariDataError(f"{msg}; refusing to publish", file=str(path), field=fld)
     defects = Doctor(folder).run().defects
@@ -61,7 +64,12 @@ def publish(
             file=str(folder),
             field="doctor",
         )
-    files = sorted((str(p.relative_to(folder)), p.stat().st_size) for p in folder.rglob("*") if p.is_file())
+    card = card_for(folder, repo)  # the card's examples load the repo it is published to
+    files = sorted(
+        (str(p.relative_to(folder)), len(card) if p.name == repo_mod.CARD and p.parent == folder else p.stat().st_size)
+        for p in folder.rglob("*")
+        if p.is_file()
+    )
     if dry_run:
         return files
     from huggingface_hub import CommitOperationAdd, HfApi
@@ -76,13 +84,13 @@ def publish(
             for f in api.list_repo_tree(repo, repo_type="dataset", revision=revision, recursive=True)
             if hasattr(f, "blob_id")
         }
-        todo = [(p, n) for p, n in files if not _same(folder / p, there.get(p))]
+        todo = [(p, n) for p, n in files if not _same(card if p == repo_mod.CARD else folder / p, there.get(p))]
         todo.sort(key=lambda f: f[0] == repo_mod.CARD)  # the card last: configs appear once their files are there
         chunks = [todo[i : i + commit_files] for i in range(0, len(todo), commit_files)]
         for k, chunk in enumerate(chunks, 1):
             api.create_commit(
                 repo,
-                operations=[CommitOperationAdd(p, str(folder / p)) for p, _ in chunk],
+                operations=[CommitOperationAdd(p, card if p == repo_mod.CARD else str(folder / p)) for p, _ in chunk],
                 commit_message=f"atari-data publish ({k}/{len(chunks)})",
                 repo_type="dataset",
                 revision=revision,
@@ -104,11 +112,11 @@ def publish(
     return todo
 
 
-def _same(path: Path, remote) -> bool:
-    """Whether the Hub's file ``remote`` has the bytes of ``path`` (by its LFS sha256 or git blob id)."""
-    if remote is None or remote.size != path.stat().st_size:
+def _same(local: Path | bytes, remote) -> bool:
+    """Whether the Hub's file ``remote`` has the bytes of ``local`` (by its LFS sha256 or git blob id)."""
+    data = local if isinstance(local, bytes) else local.read_bytes()
+    if remote is None or remote.size != len(data):
         return False
-    data = path.read_bytes()
     if remote.lfs is not None:
         return hashlib.sha256(data).hexdigest() == remote.lfs.sha256
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == remote.blob_id

@@ -1,16 +1,19 @@
 """Turn the ready games of a layout into a Hub-ready dataset repository folder, laid out as
 :mod:`atari_data.publish.repo` says.
 
-One config per source, the Hub's split names. Parquet rows are the record fields, flat (frames as
-HF ``Image``, ``question`` and ``provenance`` as JSON text). WebDataset samples carry the same rows
-and also each side image the record's provenance references (e.g. Frostbite's ``mask``; the
-Parquet rows keep only its path). Files are written in a fixed order with fixed metadata, so the
-same layout always packs to the same bytes. The folder is built beside OUT and renamed into place.
+Shards per (source, game, split), with a config per source and one per game over the same files;
+the Hub's split names. Parquet rows are the record fields, flat (frames as HF ``Image``,
+``question`` and ``provenance`` as JSON text), with column statistics on ``game`` and ``episode``.
+WebDataset samples (written by webdataset's ``ShardWriter``) carry the same rows and also each side
+image the record's provenance references (e.g. Frostbite's ``mask``; the Parquet rows keep only its
+path). PNG frames are re-compressed at zlib level 9: the pixels stay the same, the bytes shrink
+about 2.5x (generation writes level 3 for speed). Files are written in a fixed order with fixed
+metadata, so the same layout always packs to the same bytes. The folder is built beside OUT and
+renamed into place.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -24,7 +27,7 @@ from typing import Any
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
-from atari_data.layout.png import is_intact
+from atari_data.layout.png import SIGNATURE, decode_png, encode_png, is_intact
 from atari_data.layout.records import image_name
 from atari_data.limits import read_bytes
 from atari_data.publish import repo
@@ -42,6 +45,9 @@ from laya_protocol.names import HUB_SPLITS
 log = logging.getLogger(__name__)
 
 ROWS_PER_GROUP = 500
+STATISTICS = ["game", "episode"]
+#: zlib level of packed PNGs (generation writes ``atari_data.layout.png.LEVEL`` for speed).
+PACK_LEVEL = 9
 
 
 def parse_size(text: str | int) -> int:
@@ -69,6 +75,7 @@ class PackConfig:
     force: bool = False
     name: str = "atari"
     replay: bool = False  # seeds, moves and frame MD5s instead of frames (atari_data.publish.replay)
+    repo: str | None = None  # the Hub dataset id the card's examples load
     summary: dict = field(default_factory=dict, init=False)
 
 
@@ -82,21 +89,38 @@ def side_paths(rec: dict) -> dict[str, str]:
     return out
 
 
-def layout_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, bytes, bytes | None, dict[str, bytes]]]:
+def layout_rows(
+    games: list[GameDir], split: str, level: int | None = None
+) -> Iterator[tuple[dict, bytes, bytes | None, dict[str, bytes]]]:
     """(record, image bytes, previous image bytes, side images by ``<name>.<ext>``) in a fixed order:
-    games sorted, records as written."""
+    games sorted, records as written. ``level`` re-compresses PNGs at that zlib level (same pixels)."""
     for g in games:
         m = FRAME_FORMAT_RE.match(g.meta()["frame_format"])
         assert m is not None  # validated before packing
         size = (int(m[3]), int(m[2]))
+        last: dict[str, bytes] = {}  # a record's previous frame is, as a rule, the last record's frame
         for rec in g.records(split):
-            image = _intact(g, rec["image"], size)
-            prev = _intact(g, rec["prev_image"], size) if "prev_image" in rec else None
-            side = {repo.frame_ext(path, name): _intact(g, path, None) for name, path in side_paths(rec).items()}
+            prev = None
+            if "prev_image" in rec:
+                prev = last.get(rec["prev_image"]) or _intact(g, rec["prev_image"], size, level)
+            image = _intact(g, rec["image"], size, level)
+            last = {rec["image"]: image}
+            side = {repo.frame_ext(path, name): _intact(g, path, None, level) for name, path in side_paths(rec).items()}
             yield rec, image, prev, side
 
 
-def _intact(g: GameDir, rel: str, size: tuple[int, int] | None) -> bytes:
+def recompress(data: bytes, level: int) -> bytes:
+    """A grey or RGB PNG's pixels encoded again at zlib ``level``; other images (JPEG, palettes,
+    alpha) as they are. Lossless and deterministic."""
+    if data[:8] != SIGNATURE:
+        return data
+    pixels = decode_png(data)
+    if pixels.ndim == 3 and pixels.shape[2] != 3:
+        return data
+    return encode_png(pixels, level)
+
+
+def _intact(g: GameDir, rel: str, size: tuple[int, int] | None, level: int | None = None) -> bytes:
     """A frame's bytes, refused when damaged: every PNG chunk's CRC, its image data inflating to its
     header's size, and that size the game's frame format (one inflate, no pixels built)."""
     path = safe_join(g.path, rel)
@@ -108,7 +132,7 @@ def _intact(g: GameDir, rel: str, size: tuple[int, int] | None) -> bytes:
             file=str(path),
             field="image",
         )
-    return data
+    return data if level is None else recompress(data, level)
 
 
 def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
@@ -127,11 +151,11 @@ def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
 
 
 class _ParquetShards:
-    def __init__(self, root: Path, config: str, split: str, frames: int, shard_size: int):
+    def __init__(self, root: Path, source: str, game: str, split: str, frames: int, shard_size: int):
         import pyarrow as pa
 
-        self.root, self.config, self.split, self.shard_size = root, config, split, shard_size
-        self.folder = (root / repo.parquet_file(config, split, 0, 1)).parent  # where its shards are staged
+        self.root, self.source, self.game, self.split, self.shard_size = root, source, game, split, shard_size
+        self.folder = (root / repo.parquet_file(source, game, split, 0, 1)).parent  # where its shards are staged
         self.folder.mkdir(parents=True, exist_ok=True)
         self.features = hf_features(frames)
         self.schema: pa.Schema = self.features.arrow_schema
@@ -159,7 +183,8 @@ class _ParquetShards:
         if self.writer is None:
             path = self.folder / f".{self.split}-{len(self.shards):05d}.parquet.tmp"
             self.shards.append(path)
-            self.writer = pq.ParquetWriter(path, self.schema, compression="zstd", write_statistics=False)
+            # statistics on game and episode only: readers can skip row groups by them
+            self.writer = pq.ParquetWriter(path, self.schema, compression="zstd", write_statistics=STATISTICS)
         table = pa.Table.from_pylist(self.rows, schema=self.schema)
         self.arrow_bytes += table.nbytes
         self.writer.write_table(table)
@@ -177,51 +202,57 @@ class _ParquetShards:
         n = len(self.shards)
         out = []
         for i, tmp in enumerate(self.shards):
-            final = self.root / repo.parquet_file(self.config, self.split, i, n)
+            final = self.root / repo.parquet_file(self.source, self.game, self.split, i, n)
             os.replace(tmp, final)
             out.append(final)
         return out
 
 
 class _TarShards:
-    def __init__(self, root: Path, config: str, split: str, shard_size: int):
-        self.root, self.config, self.split, self.shard_size = root, config, split, shard_size
-        self.tar: tarfile.TarFile | None = None
-        self.bytes = 0
+    """One game's split as WebDataset shards, through webdataset's ``ShardWriter`` with fixed
+    metadata (mtime 0, no owner), opened at the first sample so an empty split writes no file."""
+
+    def __init__(self, root: Path, source: str, game: str, split: str, shard_size: int):
+        self.pattern = str(root / repo.tar_dir(source, game) / f"{split}-%06d.tar")
+        self.shard_size = shard_size
+        self.writer: Any = None
         self.paths: list[Path] = []
 
-    def _member(self, name: str, data: bytes) -> None:
-        assert self.tar is not None  # add() opens a shard first
-        info = tarfile.TarInfo(name)
-        info.size, info.mtime, info.mode, info.uid, info.gid, info.uname, info.gname = len(data), 0, 0o644, 0, 0, "", ""
-        self.tar.addfile(info, io.BytesIO(data))
-        self.bytes += len(data) + 1024
-
     def add(self, rec: dict, image: bytes, prev: bytes | None, side: dict[str, bytes]) -> None:
-        if self.tar is None:
-            path = self.root / repo.tar_file(self.config, self.split, len(self.paths))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.paths.append(path)
-            self.tar = tarfile.open(path, "w", format=tarfile.USTAR_FORMAT)
+        import webdataset as wds
+
+        if self.writer is None:
+            Path(self.pattern).parent.mkdir(parents=True, exist_ok=True)
+            self.writer = wds.ShardWriter(
+                self.pattern,
+                maxsize=self.shard_size,
+                maxcount=10**9,
+                verbose=0,
+                post=lambda name: self.paths.append(Path(name)),
+                encoder=False,
+                mtime=0,
+                user="",
+                group="",
+                mode=0o644,
+                format=tarfile.USTAR_FORMAT,
+            )
         body = {k: v for k, v in rec.items() if k not in ("image", "prev_image")}
         for name in JSON_TEXT & body.keys():  # mappings as text, as in Parquet: keys never vary
             body[name] = encode_json(body[name])
-        key = rec["id"]
-        self._member(
-            repo.member(key, repo.RECORD_EXT), json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-        )
-        self._member(repo.member(key, repo.frame_ext(rec["image"])), image)
+        sample = {
+            "__key__": rec["id"],
+            repo.RECORD_EXT: json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+            repo.frame_ext(rec["image"]): image,
+            **side,
+        }
         if prev is not None:
-            self._member(repo.member(key, repo.frame_ext(rec["prev_image"], repo.PREV)), prev)
-        for ext in sorted(side):
-            self._member(repo.member(key, ext), side[ext])
-        if self.bytes >= self.shard_size:
-            self.close()
+            sample[repo.frame_ext(rec["prev_image"], repo.PREV)] = prev
+        self.writer.write(sample)
 
     def close(self) -> list[Path]:
-        if self.tar is not None:
-            self.tar.close()
-            self.tar, self.bytes = None, 0
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
         return self.paths
 
 
@@ -235,6 +266,8 @@ def pack(cfg: PackConfig) -> dict:
             f"formats {sorted(cfg.formats)}: parquet is required (load_dataset reads it), webdataset is optional",
             field="--formats",
         )
+    if cfg.repo is not None and not repo.HUB_ID_RE.match(cfg.repo):
+        raise AtariDataError(f"{cfg.repo!r} is not a Hub dataset id ORG/NAME", field="--repo")
     games = list_games(cfg.root, cfg.sources, cfg.games)
     if not games:
         raise AtariDataError("has no ready games to pack", file=str(cfg.root), field="root")
@@ -308,36 +341,45 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
             for g in gs:
                 (tmp / repo.meta_file(source, g.game)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(g.path / "meta.json", tmp / repo.meta_file(source, g.game))
-            conf = {"frames": frames, "splits": {}}
-            for split, hf_split in HUB_SPLITS.items():
-                parquet = _ParquetShards(tmp, source, hf_split, frames, cfg.shard_size)
-                writers: list[_ParquetShards | _TarShards] = [parquet]
-                if "webdataset" in cfg.formats:
-                    writers.append(_TarShards(tmp, source, hf_split, cfg.shard_size))
-                n, side = 0, 0
-                for row in layout_rows(gs, split):
-                    if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after the split
-                        raise AtariDataError(
-                            f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "
-                            "the WebDataset shards carry; pack with webdataset in --formats",
-                            field="--formats",
-                        )
-                    for w in writers:
-                        w.add(*row)
-                    n, side = n + 1, side + len(row[3])
-                shards = [w.close() for w in writers]
-                conf["splits"][hf_split] = {
-                    "records": n,
-                    "bytes": parquet.arrow_bytes,
-                    "side_images": side,
-                    "parquet": [p.name for p in shards[0]],
-                    "webdataset": [p.name for p in shards[1]] if len(shards) > 1 else [],
-                }
+            conf: dict = {
+                "frames": frames,
+                "splits": {
+                    hf: {"records": 0, "bytes": 0, "side_images": 0, "parquet": [], "webdataset": []}
+                    for hf in HUB_SPLITS.values()
+                },
+                "games": {},
+            }
+            for g in gs:
+                per_game = conf["games"][g.game] = {}
+                for split, hf_split in HUB_SPLITS.items():
+                    parquet = _ParquetShards(tmp, source, g.game, hf_split, frames, cfg.shard_size)
+                    writers: list[_ParquetShards | _TarShards] = [parquet]
+                    if "webdataset" in cfg.formats:
+                        writers.append(_TarShards(tmp, source, g.game, hf_split, cfg.shard_size))
+                    n, side = 0, 0
+                    for row in layout_rows([g], split, PACK_LEVEL):
+                        if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after the split
+                            raise AtariDataError(
+                                f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "
+                                "the WebDataset shards carry; pack with webdataset in --formats",
+                                field="--formats",
+                            )
+                        for w in writers:
+                            w.add(*row)
+                        n, side = n + 1, side + len(row[3])
+                    shards = [w.close() for w in writers]
+                    per_game[hf_split] = {"records": n, "bytes": parquet.arrow_bytes}
+                    total = conf["splits"][hf_split]
+                    total["records"] += n
+                    total["bytes"] += parquet.arrow_bytes
+                    total["side_images"] += side
+                    total["parquet"] += [str(p.relative_to(tmp)) for p in shards[0]]
+                    total["webdataset"] += [str(p.relative_to(tmp)) for p in shards[1]] if len(shards) > 1 else []
             summary["configs"][source] = conf
         (tmp / repo.SCHEMA).mkdir()
         for kind in repo.SCHEMA_KINDS:
             (tmp / repo.schema_file(kind)).write_text(json.dumps(json_schema(kind), indent=2) + "\n")
-        write_card(tmp / repo.CARD, cfg.name, summary, metas)
+        write_card(tmp / repo.CARD, cfg.name, summary, metas, cfg.repo)
         return _finish(tmp, out, summary, cfg)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -3,14 +3,16 @@ Hub's limits. ``pack`` writes to it, ``doctor`` checks against it, the card desc
 shard reader and laya-policy's loader read by it.
 
     OUT/
-      README.md                                         the dataset card (YAML configs and features)
-      data/<config>/<split>-NNNNN-of-NNNNN.parquet      what load_dataset reads
-      webdataset/<config>/<split>-NNNNNN.tar            the same rows as WebDataset samples
-      meta/<config>/<Game>.json                         every game's meta.json, verbatim
-      schema/<kind>.schema.json                         the frozen schema (record, meta)
-      replay/<config>/<Game>/...                        replay-packed games instead of frames
+      README.md                                                the dataset card (YAML configs and features)
+      data/<source>/<Game>/<split>-NNNNN-of-NNNNN.parquet      what load_dataset reads
+      webdataset/<source>/<Game>/<split>-NNNNNN.tar            the same rows as WebDataset samples
+      meta/<source>/<Game>.json                                every game's meta.json, verbatim
+      schema/<kind>.schema.json                                the frozen schema (record, meta)
+      replay/<source>/<Game>/...                               replay-packed games instead of frames
 
-``<config>`` is the source, ``<split>`` the Hub's split name (``laya_protocol.names.HUB_SPLITS``).
+Shards are per (source, game, split), so one game is one folder to download. The card declares two
+kinds of config over the same files: ``<source>`` (every game of the source) and ``<source>-<Game>``
+(one game; :func:`game_config`). ``<split>`` is the Hub's split name (``laya_protocol.names.HUB_SPLITS``).
 A WebDataset sample is the members sharing one key, named by webdataset's rule: the key is a
 member's name up to its first dot, the extension everything after it. The key is the record id
 (which has no dot); extensions are ``json`` (the record without its image paths), ``png`` or
@@ -32,6 +34,9 @@ MAX_FILES = 100_000
 MAX_FILES_PER_FOLDER = 10_000
 MAX_FILE_BYTES = 5_000_000_000
 
+#: A Hub repository id, ORG/NAME (what the card's examples may name).
+HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+
 #: A folder name that stays inside the repository.
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
@@ -40,38 +45,49 @@ FRAME_EXTS = ("png", "jpg")
 PREV = "prev"
 
 
-def parquet_file(config: str, split: str, i: int, n: int) -> str:
-    return f"{DATA}/{config}/{split}-{i:05d}-of-{n:05d}.parquet"
+def game_config(source: str, game: str) -> str:
+    """The config of one game of a source (source and game names have no hyphen, so it reads back)."""
+    return f"{source}-{game}"
 
 
-def parquet_pattern(config: str, split: str) -> str:
-    """The card's ``data_files`` glob of one split."""
-    return f"{DATA}/{config}/{split}-*.parquet"
+def split_config(name: str) -> tuple[str, str | None]:
+    """(source, game) of a config name; game is None for a whole source."""
+    source, _, game = name.partition("-")
+    return source, game or None
 
 
-def tar_dir(config: str) -> str:
-    return f"{WEBDATASET}/{config}"
+def parquet_file(source: str, game: str, split: str, i: int, n: int) -> str:
+    return f"{DATA}/{source}/{game}/{split}-{i:05d}-of-{n:05d}.parquet"
 
 
-def tar_file(config: str, split: str, i: int) -> str:
-    return f"{tar_dir(config)}/{split}-{i:06d}.tar"
+def parquet_pattern(source: str, split: str, game: str = "*") -> str:
+    """The card's ``data_files`` glob of one split: of one game, or of every game (``*``)."""
+    return f"{DATA}/{source}/{game}/{split}-*.parquet"
 
 
-def tar_pattern(config: str, split: str) -> str:
-    return f"{tar_dir(config)}/{split}-*.tar"
+def tar_dir(source: str, game: str) -> str:
+    return f"{WEBDATASET}/{source}/{game}"
 
 
-def tar_urls(config: str, split: str, n: int) -> str:
-    """The brace pattern that names a split's ``n`` shards, as webdataset expands it."""
-    return f"{tar_dir(config)}/{split}-{{{0:06d}..{n - 1:06d}}}.tar"
+def tar_file(source: str, game: str, split: str, i: int) -> str:
+    return f"{tar_dir(source, game)}/{split}-{i:06d}.tar"
 
 
-def meta_dir(config: str) -> str:
-    return f"{META}/{config}"
+def tar_pattern(source: str, split: str, game: str = "*") -> str:
+    return f"{tar_dir(source, game)}/{split}-*.tar"
 
 
-def meta_file(config: str, game: str) -> str:
-    return f"{meta_dir(config)}/{game}.json"
+def tar_urls(source: str, game: str, split: str, n: int) -> str:
+    """The brace pattern that names a game's ``n`` shards of a split, as webdataset expands it."""
+    return f"{tar_dir(source, game)}/{split}-{{{0:06d}..{n - 1:06d}}}.tar"
+
+
+def meta_dir(source: str) -> str:
+    return f"{META}/{source}"
+
+
+def meta_file(source: str, game: str) -> str:
+    return f"{meta_dir(source)}/{game}.json"
 
 
 def schema_file(kind: str) -> str:

@@ -112,6 +112,13 @@ PROTOCOL = _object(
     )
 )
 
+EMULATOR = _object(
+    (
+        Field("ale_py", Str(), True, "the ale-py version"),
+        Field("rom_md5", Str(pattern=re.compile(r"[0-9a-f]{32}\Z")), True, "MD5 of the game's ROM file"),
+    )
+)
+
 _BASELINE_FIELDS = []
 for _who in BASELINE_ROLES:
     for _cap in (None, BASELINE_CAP):
@@ -163,6 +170,7 @@ META = _object(
         Field("origin", Str(), True, "dataset id, URL or agent that produced the data"),
         Field("license", Str(), True, "license of the frames and labels"),
         Field("protocol", Nullable(PROTOCOL), False, "how the episodes were played, when known"),
+        Field("emulator", EMULATOR, False, "the emulator the episodes were played in, when played here"),
         Field("baselines", BASELINES, False, "expert and random scores for evaluation"),
         Field("seed", Int(), False, "the seed the generator or importer ran with"),
     )

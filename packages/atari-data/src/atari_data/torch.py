@@ -1,0 +1,129 @@
+"""Game decisions as PyTorch batches, whatever game each row is from.
+
+    from torch.utils.data import DataLoader
+    from atari_data.torch import AtariDataset, collate
+
+    ds = AtariDataset("data/atari", "expert2f")              # a layout root: every game of a source
+    ds = AtariDataset("out/atari", "expert2f-Pong")          # a packed folder or a Hub id: any config
+    loader = DataLoader(ds, batch_size=32, shuffle=True, collate_fn=collate)
+    batch = next(iter(loader))
+    batch["image"]    # uint8 [B, H, W, C] (and "prev_image" for two-frame sources)
+    batch["options"]  # bool [B, 18]: which of the padded option slots are the row's buttons
+    batch["label"]    # long [B]: index of the chosen option
+    batch["target"]   # float [B, 18]: the expert's distribution, or one-hot; 0 off the options
+
+Games have different buttons (Breakout 4, Pong 6, Boxing 18), so a row's ``target`` has as many
+entries as its options; ``collate`` pads every row to the 18 ALE buttons with a mask, which is what
+a shuffled loader over several games needs. Slot ``i`` is option ``i`` of that row's ``actions``
+(kept as lists). Needs torch (``pip install atari-data[torch]``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from atari_data.errors import AtariDataError
+from atari_data.layout import list_games
+from atari_data.publish.repo import split_config
+from atari_data.schema import JSON_TEXT
+from laya_protocol.games import FULL_ACTIONS
+from laya_protocol.names import HUB_SPLITS
+
+#: Option slots per row: the full ALE action set, the most buttons any game has.
+SLOTS = len(FULL_ACTIONS)
+_LAYOUT_SPLIT = {hub: layout for layout, hub in HUB_SPLITS.items()}
+
+
+class AtariDataset(torch.utils.data.Dataset):
+    """Rows of a layout root, a packed folder, a Hub dataset id, or a ``datasets.Dataset`` of records.
+
+    ``config`` is a source (``expert2f``) or one game of it (``expert2f-Pong``); ``split`` is
+    ``train`` or ``validation``. Rows are dicts: frames as uint8 arrays, ``question`` and
+    ``provenance`` as mappings, the other fields as stored."""
+
+    def __init__(self, data: Any, config: str | None = None, split: str = "train"):
+        if split not in _LAYOUT_SPLIT:
+            raise AtariDataError(f"{split!r} is not a split ({', '.join(_LAYOUT_SPLIT)})", field="split")
+        self._layout: list[tuple[Any, dict]] | None = None
+        if isinstance(data, (str, Path)) and _is_layout(Path(data)):
+            if config is None:
+                raise AtariDataError("name a source (or source-Game) of the layout", file=str(data), field="config")
+            source, game = split_config(config)
+            games = list_games(data, [source], [game] if game else None)
+            if not games:
+                raise AtariDataError(f"has no ready games of {config}", file=str(data), field="config")
+            self._layout = [(g, rec) for g in games for rec in g.records(_LAYOUT_SPLIT[split])]
+        elif isinstance(data, (str, Path)):
+            from datasets import load_dataset
+
+            self._rows = load_dataset(str(data), config, split=split)
+        else:
+            self._rows = data
+
+    def __len__(self) -> int:
+        return len(self._layout) if self._layout is not None else len(self._rows)
+
+    def __getitem__(self, i: int) -> dict:
+        if self._layout is not None:
+            g, rec = self._layout[i]
+            row = dict(rec)
+            row["image"] = g.frame(rec)
+            if "prev_image" in rec:
+                row["prev_image"] = g.frame(rec, prev=True)
+            return row
+        row = dict(self._rows[i])
+        for key in ("image", "prev_image"):
+            if row.get(key) is not None:
+                row[key] = np.asarray(row[key])
+            else:
+                row.pop(key, None)
+        for key in JSON_TEXT & row.keys():
+            if isinstance(row[key], str):
+                row[key] = json.loads(row[key])
+        return row
+
+
+def _is_layout(path: Path) -> bool:
+    """A layout root: ``<source>/<Game>/meta.json`` folders, not a packed repository's card."""
+    return path.is_dir() and not (path / "README.md").is_file() and any(path.glob("*/*/meta.json"))
+
+
+def collate(rows: list[dict]) -> dict:
+    """Stack frames, pad options to :data:`SLOTS` with a mask; other fields stay lists."""
+    n = len(rows)
+    options = torch.zeros(n, SLOTS, dtype=torch.bool)
+    target = torch.zeros(n, SLOTS, dtype=torch.float32)
+    for i, row in enumerate(rows):
+        k = len(row["actions"])
+        if k > SLOTS:
+            raise AtariDataError(f"has {k} options, over the {SLOTS} slots", file=str(row.get("id")), field="actions")
+        options[i, :k] = True
+        if row.get("target") is not None:
+            target[i, :k] = torch.tensor(row["target"], dtype=torch.float32)
+        else:
+            target[i, row["label"]] = 1.0
+    batch: dict[str, Any] = {
+        "options": options,
+        "target": target,
+        "label": torch.tensor([row["label"] for row in rows], dtype=torch.long),
+    }
+    for key in ("image", "prev_image"):
+        frames = [row[key] for row in rows if key in row]
+        if not frames:
+            continue
+        if len(frames) != n or len({f.shape for f in frames}) != 1:
+            raise AtariDataError(
+                f"rows mix {sorted({str(f.shape) for f in frames})} frames{'' if len(frames) == n else ' and none'}; "
+                "batch one frame format (one platform, one frame count) at a time",
+                field=key,
+            )
+        batch[key] = torch.from_numpy(np.stack(frames))
+    for key in rows[0]:
+        if key not in batch:
+            batch[key] = [row.get(key) for row in rows]
+    return batch
