@@ -46,6 +46,20 @@ def test_meta_has_protocol_and_baselines(layout_master):
     assert meta["protocol"]["decision_cap"] == 150 and meta["frames"] == 2
 
 
+def test_meta_records_the_emulator_replay_and_evaluation_depend_on(layout_master, packed):
+    """ale-py's version and the MD5 of the very ROM file ale-py loads, in meta.json and the card."""
+    import hashlib
+
+    import ale_py
+    from ale_py import roms
+
+    meta = GameDir(layout_master, "expert2f", "Breakout").meta()
+    rom = hashlib.md5(open(roms.get_rom_path("breakout"), "rb").read()).hexdigest()
+    assert meta["emulator"] == {"ale_py": ale_py.__version__, "rom_md5": rom}
+    card = (packed / "README.md").read_text()
+    assert "| `expert2f-Breakout` |" in card and f"| {ale_py.__version__} | `{rom}` |" in card
+
+
 @pytest.mark.parametrize("game", ["Breakout", "Boxing", "Pong"])
 def test_builtin_expert_beats_random(tmp_path, game):
     cfg = small_config(tmp_path, decision_cap=1500, baseline_episodes=2)

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,6 +122,10 @@ def test_publish_then_load_every_way_then_doctor(hub, packed, layout_master):
     doctor = _run(hub, "-m", "atari_data.cli", "doctor", "laya/atari", cache="doctor")
     assert doctor.returncode == 0, doctor.stdout[-2000:] + doctor.stderr[-2000:]
     assert "healthy: laya/atari" in doctor.stdout
+    assert not list(Path(f"{hub.env['HF_HOME']}-doctor").rglob("*.tar")), "no shards fetched unless --tars"
+    with_tars = _run(hub, "-m", "atari_data.cli", "doctor", "laya/atari", "--tars", "--json", cache="doctor-tars")
+    assert with_tars.returncode == 0, with_tars.stdout[-2000:] + with_tars.stderr[-2000:]
+    assert list(Path(f"{hub.env['HF_HOME']}-doctor-tars").rglob("*.tar")), "--tars fetches the shards"
     assert not [u for u in hub.unknown if "/datasets/" in u], hub.unknown
 
     again = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/atari")

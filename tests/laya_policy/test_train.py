@@ -173,6 +173,19 @@ def test_a_packed_repository_trains_like_its_layout(data, tmp_path):
         assert all((x == y).all() for x, y in zip(a.frames(2), b.frames(2), strict=True))
     summary = train(config(packed, tmp_path / "run", steps=4, evals=1), progress=False)
     assert summary["steps"] == 4 and set(summary["samples_per_group"]) == {"Breakout", "Pong"}
+    assert len(load_examples(str(packed), "val")) == len(from_packed) + len(
+        load_examples(str(data), "val", games=["Breakout"])
+    )
+    # The loader reads the files as they are now: a shard cut to 3 rows, its time kept (`cp -p`), is seen.
+    import os
+
+    import pyarrow.parquet as pq
+
+    shard = next((packed / "data" / "expert2f" / "Pong").glob("validation-*.parquet"))
+    stat = shard.stat()
+    pq.write_table(pq.read_table(shard).slice(0, 3), shard)
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert len(load_examples(str(packed), "val", games=["Pong"])) == 3
 
 
 def test_select_by_play_keeps_the_checkpoint_with_the_best_play_check(data, tmp_path):

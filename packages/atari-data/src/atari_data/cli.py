@@ -216,10 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check that the card's YAML matches the files, every config and split loads "
         "with load_dataset, row counts match meta.json and the card, shards are readable tars "
         "without path traversal or stray members, the schema version is known, sizes are within "
-        "Hub limits and every frame decodes. A Hub repo id is downloaded first.",
+        "Hub limits and every frame decodes. A Hub repo id is downloaded first, without its "
+        "WebDataset shards unless --tars.",
     )
     dr.add_argument("target", help="a packed repository folder, or ORG/NAME on the Hub")
     dr.add_argument("--json", action="store_true", help="print the verdict, row counts and defects as JSON")
+    dr.add_argument("--tars", action="store_true", help="for a Hub id: download and check the WebDataset shards too")
 
     sub.add_parser("games", help="list the ALE v5 games and their minimal action sets")
 
@@ -446,7 +448,7 @@ def cmd_doctor(a) -> int:
     from atari_data.publish.doctor import Doctor
     from atari_data.publish.hub import resolve_repo
 
-    d = Doctor(resolve_repo(a.target)).run()
+    d = Doctor(resolve_repo(a.target, tars=a.tars)).run()
     if a.json:
         print(
             json.dumps(

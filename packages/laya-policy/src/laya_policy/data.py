@@ -4,9 +4,10 @@
     ex.rec["question"], ex.rec["label"], ex.rec.get("target"); ex.frames(2)  # uint8 [2, H, W, 3]
 
 A layout root is read record by record (frames decoded from its PNGs when a batch needs them). A
-packed repository (a folder written by ``atari-data pack``, or its Hub id) is read through
-``datasets.load_dataset(path, source)`` -- the same Parquet path users load -- with the frames kept
-as PNG bytes and decoded per batch, so memory holds compressed frames only.
+packed repository (a folder written by ``atari-data pack``, or its Hub id) is streamed through
+``datasets.load_dataset(path, config)`` -- the same Parquet path users load, the source's config or,
+with games named, those games' own configs -- so rows come from the files as they are, never from a
+cache of an older build; frames stay PNG bytes, decoded per batch, so memory holds compressed frames.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games, read_jsonl
+from atari_data.publish.repo import split_config
 from atari_data.layout.png import decode_png
 from atari_data.layout.records import GameRules
 from atari_data.publish import repo
@@ -113,12 +115,21 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
         configs = get_dataset_config_names(data)
     except Exception as e:  # noqa: BLE001 - datasets raises several kinds (offline, missing repo, bad card)
         raise ValueError(f"{data}: cannot read the dataset's configurations ({type(e).__name__}: {e})") from None
-    for source in configs:
+    # A source's own config, or with games named, only those games' configs (only their files are read).
+    # Streamed: rows come from the files as they are now, never from a cache of an older build.
+    wanted = []
+    for name in configs:
+        source, game = split_config(name)
         if sources and source not in sources:
             continue
-        ds = load_dataset(data, source, split=hf_split)
+        if games and game is not None and game in games:
+            wanted.append(name)
+        elif game is None and (not games or not any(split_config(c) == (source, g) for c in configs for g in games)):
+            wanted.append(name)
+    for source in wanted:
+        ds = load_dataset(data, source, split=hf_split, streaming=True)
         ds = ds.cast_column("image", Image(decode=False))
-        has_prev = "prev_image" in ds.column_names
+        has_prev = "prev_image" in (ds.features or {})
         if has_prev:
             ds = ds.cast_column("prev_image", Image(decode=False))
         if games:

@@ -122,15 +122,20 @@ def _same(local: Path | bytes, remote) -> bool:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == remote.blob_id
 
 
-def resolve_repo(target: str) -> Path:
-    """A local folder, or a Hub dataset repo id downloaded to the local cache."""
+def resolve_repo(target: str, tars: bool = True) -> Path:
+    """A local folder, or a Hub dataset repo id downloaded to the local cache (without its
+    WebDataset shards unless ``tars``: they repeat the Parquet rows and are most of its bytes)."""
     path = Path(target)
     if path.exists():
         return path
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(target, repo_type="dataset"))
+        return Path(
+            snapshot_download(
+                target, repo_type="dataset", ignore_patterns=None if tars else [f"{repo_mod.WEBDATASET}/*"]
+            )
+        )
     except Exception as e:  # noqa: BLE001 - offline, missing repo, auth
         why = _scrub(str(e)).splitlines()[0] if str(e) else ""
         raise AtariDataError(
