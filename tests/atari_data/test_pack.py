@@ -477,3 +477,16 @@ def test_torch_batches_mix_games_from_a_layout_a_packed_folder_and_a_dataset(two
                 seen += 1
         assert seen == len(layout)
     assert {r["game"] for r in (AtariDataset(root, "expert2f-Pong")[i] for i in range(3))} == {"Pong"}
+
+
+def test_card_licenses_are_hub_ids_and_other_comes_with_a_name_and_link():
+    from atari_data.publish.card import hub_licenses, size_category
+
+    def metas(*licenses):
+        return {f"s{i}": {"Pong": {"license": lic}} for i, lic in enumerate(licenses)}
+
+    assert hub_licenses(metas("MIT")) == {"license": "mit"}
+    assert hub_licenses(metas("MIT", "CC-BY-4.0", "Apache-2.0")) == {"license": ["apache-2.0", "cc-by-4.0", "mit"]}
+    mixed = hub_licenses(metas("MIT", "see the dataset card"))
+    assert mixed["license"] == ["mit", "other"] and mixed["license_name"] and mixed["license_link"]
+    assert [size_category(n) for n in (999, 1000, 250_000)] == ["n<1K", "1K<n<10K", "100K<n<1M"]

@@ -21,10 +21,10 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games, read_jsonl
-from atari_data.publish.repo import split_config
 from atari_data.layout.png import decode_png
 from atari_data.layout.records import GameRules
 from atari_data.publish import repo
+from atari_data.publish.repo import split_config
 from laya_protocol.names import HUB_SPLITS
 
 

@@ -107,6 +107,13 @@ def hub_licenses(metas: dict[str, dict[str, dict]]) -> dict:
     return out
 
 
+def _license_lines(metas: dict[str, dict[str, dict]]) -> list[str]:
+    """The card's license section: each source's licenses as its meta.json states them."""
+    return [
+        f"- `{source}`: {lic}" for source, ms in metas.items() for lic in sorted({m["license"] for m in ms.values()})
+    ]
+
+
 def size_category(n: int) -> str:
     """The Hub's size category of ``n`` rows."""
     for upper, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
@@ -195,9 +202,6 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
                 f"{m['val']['records']} | {dist} | {emulator.get('ale_py', '—')} | "
                 f"{'`' + emulator['rom_md5'] + '`' if emulator.get('rom_md5') else '—'} |"
             )
-    licenses = [
-        f"- `{source}`: {lic}" for source, ms in metas.items() for lic in sorted({m["license"] for m in ms.values()})
-    ]
     template = Template((Path(__file__).parent / "card_template.md").read_text())
     path.write_text(
         template.substitute(
@@ -217,7 +221,7 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
             protocols=_protocol_table(metas),
             games="\n".join(games),
             baselines=_baselines_section(metas),
-            licenses="\n".join(licenses),
+            licenses="\n".join(_license_lines(metas)),
             citations=CITATIONS,
         )
     )
@@ -311,5 +315,5 @@ def write_replay_card(path: Path, name: str, summary: dict, metas: dict[str, dic
                 f"| `{source}` | {game} | {n} | {p.get('env_id', '')}, sticky "
                 f"{p.get('repeat_action_probability', '')}, frameskip {p.get('frameskip', '')} |"
             )
-    lines += ["", "## Citation", "", CITATIONS, ""]
+    lines += ["", "## Licenses", "", *_license_lines(metas), "", "## Citation", "", CITATIONS, ""]
     path.write_text("\n".join(lines))

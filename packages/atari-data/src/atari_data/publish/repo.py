@@ -77,11 +77,6 @@ def tar_pattern(source: str, split: str, game: str = "*") -> str:
     return f"{tar_dir(source, game)}/{split}-*.tar"
 
 
-def tar_urls(source: str, game: str, split: str, n: int) -> str:
-    """The brace pattern that names a game's ``n`` shards of a split, as webdataset expands it."""
-    return f"{tar_dir(source, game)}/{split}-{{{0:06d}..{n - 1:06d}}}.tar"
-
-
 def meta_dir(source: str) -> str:
     return f"{META}/{source}"
 
