@@ -167,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pk.add_argument("--name", default=PackConfig.name, help="title of the dataset card (default %(default)s)")
     pk.add_argument(
+        "--png-level",
+        default="9",
+        help="zlib level 1-9 the frames are re-compressed at (same pixels), or keep to copy them as "
+        "generated (default %(default)s: ~2.5x smaller frames, decoding them ~1.5x slower)",
+    )
+    pk.add_argument(
         "--repo",
         help="the Hub dataset id the card's examples load, e.g. laya/atari (publish writes the id it "
         "publishes to into the uploaded card either way)",
@@ -387,6 +393,15 @@ def cmd_generate(a) -> int:
     return 0
 
 
+def _png_level(text: str) -> int | None:
+    if text == "keep":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise AtariDataError(f"{text!r} is not a zlib level 1-9 or keep", field="--png-level") from None
+
+
 def cmd_pack(a) -> int:
     from atari_data.publish.pack import PackConfig, pack, parse_size
 
@@ -401,6 +416,7 @@ def cmd_pack(a) -> int:
         name=a.name,
         replay=a.replay,
         repo=a.repo,
+        png_level=_png_level(a.png_level),
     )
     summary = pack(cfg)
     if a.json:

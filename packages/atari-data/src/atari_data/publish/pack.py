@@ -6,8 +6,8 @@ the Hub's split names. Parquet rows are the record fields, flat (frames as HF ``
 ``question`` and ``provenance`` as JSON text), with column statistics on ``game`` and ``episode``.
 WebDataset samples (written by webdataset's ``ShardWriter``) carry the same rows and also each side
 image the record's provenance references (e.g. Frostbite's ``mask``; the Parquet rows keep only its
-path). PNG frames are re-compressed at zlib level 9: the pixels stay the same, the bytes shrink
-about 2.5x (generation writes level 3 for speed). Files are written in a fixed order with fixed
+path). PNG frames are re-compressed at zlib level 9 (``png_level``): the pixels stay the same, the
+bytes shrink about 2.5x (generation writes level 3 for speed). Files are written in a fixed order with fixed
 metadata, so the same layout always packs to the same bytes. The folder is built beside OUT and
 renamed into place.
 """
@@ -46,8 +46,6 @@ log = logging.getLogger(__name__)
 
 ROWS_PER_GROUP = 500
 STATISTICS = ["game", "episode"]
-#: zlib level of packed PNGs (generation writes ``atari_data.layout.png.LEVEL`` for speed).
-PACK_LEVEL = 9
 
 
 def parse_size(text: str | int) -> int:
@@ -76,6 +74,9 @@ class PackConfig:
     name: str = "atari"
     replay: bool = False  # seeds, moves and frame MD5s instead of frames (atari_data.publish.replay)
     repo: str | None = None  # the Hub dataset id the card's examples load
+    # zlib level of packed PNGs, None to copy them as written (generation writes level 3, for speed):
+    # 9 makes frames ~2.5x smaller and decoding them ~1.5x slower (tools/bench/load.py)
+    png_level: int | None = 9
     summary: dict = field(default_factory=dict, init=False)
 
 
@@ -266,6 +267,8 @@ def pack(cfg: PackConfig) -> dict:
             f"formats {sorted(cfg.formats)}: parquet is required (load_dataset reads it), webdataset is optional",
             field="--formats",
         )
+    if cfg.png_level is not None and not 1 <= cfg.png_level <= 9:
+        raise AtariDataError(f"{cfg.png_level} is not a zlib level 1-9 (or keep)", field="--png-level")
     if cfg.repo is not None and not repo.HUB_ID_RE.match(cfg.repo):
         raise AtariDataError(f"{cfg.repo!r} is not a Hub dataset id ORG/NAME", field="--repo")
     games = list_games(cfg.root, cfg.sources, cfg.games)
@@ -357,7 +360,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
                     if "webdataset" in cfg.formats:
                         writers.append(_TarShards(tmp, source, g.game, hf_split, cfg.shard_size))
                     n, side = 0, 0
-                    for row in layout_rows([g], split, PACK_LEVEL):
+                    for row in layout_rows([g], split, cfg.png_level):
                         if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after the split
                             raise AtariDataError(
                                 f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+from functools import partial
 
 import numpy as np
 from PIL import Image
@@ -22,16 +23,27 @@ from atari_data.publish import repo
 from atari_data.schema import JSON_TEXT
 
 
-def decode_sample(sample: dict) -> dict:
-    """A WebDataset sample (members named as :mod:`atari_data.publish.repo` says) as a record dict."""
+def decode_sample(sample: dict, memo: dict | None = None) -> dict:
+    """A WebDataset sample (members named as :mod:`atari_data.publish.repo` says) as a record dict.
+    ``memo`` (a dict kept between calls) decodes a frame that is the last sample's frame once."""
     rec = json.loads(sample[repo.RECORD_EXT])
     for name in JSON_TEXT & rec.keys():
         rec[name] = json.loads(rec[name])
     for ext in repo.FRAME_EXTS:
-        for key, field in ((ext, "image"), (f"{repo.PREV}.{ext}", "prev_image")):
+        for key, field in ((f"{repo.PREV}.{ext}", "prev_image"), (ext, "image")):  # the previous first
             if key in sample:
-                rec[field] = _decode(sample[key], ext)
+                rec[field] = _decode_once(sample[key], ext, memo)
     return rec
+
+
+def _decode_once(data: bytes, ext: str, memo: dict | None) -> np.ndarray:
+    # A two-frame sample's previous frame is, as a rule, the sample before's frame: the same bytes.
+    if memo is not None and memo.get("bytes") == data:
+        return memo["frame"].copy()  # a copy: a caller may write into either
+    frame = _decode(data, ext)
+    if memo is not None:
+        memo.update(bytes=data, frame=frame)
+    return frame
 
 
 def _decode(data: bytes, ext: str) -> np.ndarray:
@@ -54,4 +66,4 @@ def records(urls, split: bool = True, shuffle: int = 0, seed: int = 0):
     )
     if shuffle:
         ds = ds.shuffle(shuffle, rng=__import__("random").Random(seed))
-    return ds.map(decode_sample)
+    return ds.map(partial(decode_sample, memo={}))
