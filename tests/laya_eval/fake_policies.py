@@ -62,3 +62,27 @@ def slow(seconds=0.05, **_):
         return np.zeros(len(batch), dtype=int)
 
     return policy
+
+
+def brightest_column(**_):
+    """The rule of stdio_policy.c, in-process: FIRE on a screen equal to its previous one (when the
+    game has FIRE), else toward the brightest column of the lower half, else action 0."""
+
+    def policy(batch):
+        names = list(batch.actions)
+        out = []
+        for cur, prev in zip(batch.frames, batch.prev_frames, strict=True):
+            if "FIRE" in names and np.array_equal(cur, prev):
+                out.append(names.index("FIRE"))
+                continue
+            lower = cur[cur.shape[0] // 2 :].astype(np.int64).sum(axis=(0, 2))
+            target = int(np.argmax(lower)) / cur.shape[1]
+            if target < 0.45 and "LEFT" in names:
+                out.append(names.index("LEFT"))
+            elif target > 0.55 and "RIGHT" in names:
+                out.append(names.index("RIGHT"))
+            else:
+                out.append(0)
+        return np.asarray(out)
+
+    return policy

@@ -117,6 +117,121 @@ def test_stdio_policy_and_the_standalone_example(tmp_path):
     assert res["policy"]["identity"] == {"name": "brightest-column", "version": 1}
 
 
+def test_a_c_policy_written_from_the_docs_plays_as_its_python_twin(tmp_path):
+    """tests/laya_eval/stdio_policy.c was written from docs/formats.md alone; it must choose exactly
+    what the same rule chooses in-process, so it reads the frames, their order and the actions right."""
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler on this machine (cc, gcc or clang) to build tests/laya_eval/stdio_policy.c")
+    binary = tmp_path / "stdio_policy"
+    subprocess.run([cc, "-O2", "-o", str(binary), str(HERE / "stdio_policy.c")], check=True, capture_output=True)
+    games = ("Breakout", "Pong")
+    c = run(tmp_path / "c", f"cmd:{binary}", games=games, random_episodes=0)
+    twin = run(tmp_path / "py", "tests.laya_eval.fake_policies:brightest_column", games=games, random_episodes=0)
+    assert c["policy"]["identity"] == {"name": "c-brightest-column", "language": "C"}
+    for game in games:
+        a, b = c["games"][game], twin["games"][game]
+        assert a["error"] is None, a["error"]
+        assert (a["scores"], a["steps"], a["actions"]) == (b["scores"], b["steps"], b["actions"]), game
+        assert len([n for n, k in a["actions"].items() if k]) >= 2, "the rule used more than one button"
+
+
+def test_the_full_action_set_gives_every_policy_all_18_buttons(tmp_path):
+    from laya_protocol.games import FULL_ACTIONS, minimal_actions
+
+    from .fake_policies import Recorder
+
+    rec = Recorder(action=17)  # DOWNLEFTFIRE: not in Pong's minimal set
+    assert FULL_ACTIONS[17] not in minimal_actions("Pong")
+    cfg = RunConfig(
+        policy="random", games=["Pong"], out=str(tmp_path / "r.json"), action_set="full", **{**FAST, "episodes": 1}
+    )
+    from laya_eval.evaluate import play_game
+
+    g = play_game(cfg, "Pong", rec)
+    assert rec.resets == [("Pong", FULL_ACTIONS)]
+    assert g["protocol"]["action_set"] == "full" and g["actions"][FULL_ACTIONS[17]] == g["steps"][0]
+    res = evaluate(cfg, progress=False)
+    assert res["protocol"]["action_set"] == "full" and res["settings"]["action_set"] == "full"
+    with pytest.raises(EvalError, match="was made with other settings \\(action_set\\)"):
+        evaluate(RunConfig(policy="random", games=["Pong"], out=str(tmp_path / "r.json"), **{**FAST, "episodes": 1}))
+    with pytest.raises(EvalError, match="UP is not a button of Pong in the minimal set"):
+        RunConfig(policy="constant:UP", games=["Pong"])
+    assert RunConfig(policy="constant:UP", games=["Pong"], action_set="full").action_set == "full"
+
+
+def test_results_record_the_emulator_and_a_resume_with_another_is_refused(tmp_path):
+    import hashlib
+
+    import ale_py
+    from ale_py import roms
+
+    res = run(tmp_path, "random", games=("Pong",))
+    path = tmp_path / "results.json"
+    assert res["emulator"] == {"ale_py": ale_py.__version__} and res["laya_eval"] and len(res["date"]) == 10
+    assert res["games"]["Pong"]["rom_md5"] == hashlib.md5(open(roms.get_rom_path("pong"), "rb").read()).hexdigest()
+    for where, value in ((("emulator", "ale_py"), "0.7.5"), (("games", "Pong", "rom_md5"), "0" * 32)):
+        doc = json.loads(path.read_text())
+        *parents, key = where
+        node = doc
+        for k in parents:
+            node = node[k]
+        original, node[key] = node[key], value
+        path.write_text(json.dumps(doc))
+        with pytest.raises(EvalError) as e:
+            run(tmp_path, "random", games=("Pong", "Breakout"))
+        assert value in str(e.value) and "--restart" in str(e.value)
+        node[key] = original
+        path.write_text(json.dumps(doc))
+    assert "Breakout" in run(tmp_path, "random", games=("Pong", "Breakout"))["games"]
+
+
+def test_intervals_say_how_they_were_made_and_warn_when_they_collapse(tmp_path):
+    one = run(tmp_path / "one", "random", games=("Pong", "Breakout"), episodes=1)
+    iv = one["summary"]["intervals"]
+    assert iv["bootstrap"] == "episode" and "every game has one episode" in iv["warning"]
+    for key in ("median", "mean", "iqm", "optimality_gap"):
+        lo, hi = one["summary"]["all"][f"{key}_ci95"]
+        assert lo == hi, "one episode a game: nothing to resample"
+    from laya_eval.report import markdown
+
+    assert "Warning: every game has one episode" in markdown(one)
+    task = load_results(tmp_path / "one" / "results.json", bootstrap="task")
+    assert task["summary"]["intervals"]["bootstrap"] == "task"
+    lo, hi = task["summary"]["all"]["mean_ci95"]
+    assert lo < hi, "resampling games gives an interval even with one episode each"
+    assert "task bootstrap over games" in markdown(task)
+
+
+def test_a_run_at_another_cap_says_why_nothing_is_unflagged(tmp_path):
+    res = run(tmp_path, "random", games=("Pong", "Breakout"), cap=50)
+    sm = res["summary"]
+    assert sm["counts"]["unflagged"] == 0 and "another decision cap" in sm["note"] and "--cap 4500" in sm["note"]
+
+
+def test_compare_refuses_other_protocols_and_uses_raw_scores_across_baselines(tmp_path, capsys):
+    a = run(tmp_path / "a", "random", games=("Pong",))
+    path_a = tmp_path / "a" / "results.json"
+    doc = json.loads(path_a.read_text())
+    g = doc["games"]["Pong"]
+    g["baseline"] = {**g["baseline"], "expert": g["baseline"]["expert"] * 10}  # the same play, another baseline
+    g["normalised_scores"] = [s / 10 for s in g["normalised_scores"]]
+    g["normalised"] = g["normalised"] / 10
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["compare", str(path_a), str(tmp_path / "b.json"), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert "P(B > A) = 0.500 [0.500, 0.500]" in out, out  # identical play: no improvement either way
+    assert "different baselines" in out and (tmp_path / "cmp" / "improvement.png").is_file()
+    run(tmp_path / "c", "random", games=("Pong",), cap=60)
+    assert main(["compare", str(path_a), str(tmp_path / "c" / "results.json")]) == 2
+    err = capsys.readouterr().err
+    assert "different protocols (decision_cap: 80 against 60)" in err and err.count("\n") == 1
+    assert a["games"]["Pong"]["error"] is None
+
+
 def test_hung_subprocess_is_killed_at_its_timeout(tmp_path):
     t = time.time()
     res = run(tmp_path, f"cmd:{sys.executable} {HERE / 'hanging_policy.py'}", timeout=1.5)
@@ -233,9 +348,12 @@ def test_report_and_compare(tmp_path, capsys):
     b.mkdir()
     run(a, "random", games=("Pong", "Breakout"))
     run(b, "constant:FIRE", games=("Pong", "Breakout"))
-    assert main(["report", str(a / "results.json"), "--out", str(tmp_path / "rep")]) == 0
-    assert {p.name for p in (tmp_path / "rep").iterdir()} == {"report.md", "normalised.png", "profile.png"}
-    assert (tmp_path / "rep" / "normalised.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["report", str(a / "results.json"), str(b / "results.json"), "--out", str(tmp_path / "rep")]) == 0
+    figures = {"normalised.png", "aggregates.png", "profile.png"}
+    assert {p.name for p in (tmp_path / "rep").iterdir()} == {"report.md", *figures}
+    for name in figures:
+        assert (tmp_path / "rep" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "rep" / "report.md").read_text().count("# Evaluation of") == 2
     capsys.readouterr()
     assert main(["compare", str(a / "results.json"), str(b / "results.json")]) == 0
     out = capsys.readouterr().out

@@ -12,6 +12,7 @@ import sys
 
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig
+from laya_eval.stats import BOOTSTRAPS
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 from laya_protocol.seeds import EVAL_SEED_BASE
@@ -21,8 +22,10 @@ EXAMPLES = """examples:
   laya-eval run --policy constant:FIRE --games Breakout --cap none
   laya-eval run --policy 'cmd:python examples/stdio_policy.py' --games Pong
   laya-eval run --policy mypkg.policies:make_policy --policy-kwargs '{"size": 512}' --games Pong
+  laya-eval run --policy random --games Pong --action-set full --bootstrap task
   laya-eval report results.json --out report/
-  laya-eval compare baseline.json candidate.json
+  laya-eval report baseline.json candidate.json --out report/    # both on every figure
+  laya-eval compare baseline.json candidate.json --out report/   # + improvement.png
 """
 
 
@@ -42,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="play a policy on some games and write results.json",
         description="Play N episodes per game in lockstep (seeds SEED_BASE+i), ALE v5 defaults: "
-        f"sticky actions {STICKY_ACTIONS}, frameskip {FRAMESKIP}, minimal action set, auto-FIRE after "
+        f"sticky actions {STICKY_ACTIONS}, frameskip {FRAMESKIP}, the minimal action set (--action-set full: "
+        "all 18), auto-FIRE after "
         "reset and lost lives "
         "for games with FIRE (not decisions; rewards count). A random baseline is measured in the "
         "same run. The results file is rewritten after each game; the same command again skips "
@@ -59,13 +63,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mode.add_argument("--sample", dest="greedy", action="store_false", help="draw from its probabilities instead")
 
-    rep = sub.add_parser("report", help="markdown table and PNG plots of a results file")
-    rep.add_argument("results")
-    rep.add_argument("--out", help="folder for report.md, normalised.png and profile.png (default: print markdown)")
+    rep = sub.add_parser(
+        "report",
+        help="markdown tables and rliable-style figures of one or more results files",
+        description="The markdown report of each results file; with --out, also normalised.png "
+        "(per-game scores with intervals, flagged games hatched), aggregates.png (median, IQM, mean, "
+        "optimality gap with 95%% intervals, one row per file) and profile.png (performance "
+        "profiles with 95%% bands), every file on each figure.",
+    )
+    rep.add_argument("results", nargs="+", help="results files (several: drawn side by side)")
+    rep.add_argument("--out", help="folder for report.md and the figures (default: print markdown)")
+    rep.add_argument(
+        "--bootstrap", choices=BOOTSTRAPS, help="recompute the intervals this way (default: as the run did)"
+    )
 
-    c = sub.add_parser("compare", help="per-game differences and probability of improvement of B over A")
+    c = sub.add_parser(
+        "compare",
+        help="per-game differences and probability of improvement of B over A",
+        description="Per-game scores of two results files played under the same protocol (refused "
+        "otherwise), and P(B > A): per game, the chance an episode of B outscores one of A (raw "
+        "scores: a per-game comparison needs no normalisation, so different baselines cannot bias it), "
+        "averaged over the games both scored, with a bootstrap interval.",
+    )
     c.add_argument("a", help="results file A (the reference)")
     c.add_argument("b", help="results file B (the candidate)")
+    c.add_argument(
+        "--bootstrap", choices=BOOTSTRAPS, default="episode", help="interval resampling (default %(default)s)"
+    )
+    c.add_argument("--out", help="folder for improvement.png (the probability-of-improvement plot)")
 
     sub.add_parser("policies", help="list the policies registered under laya_eval.policies")
     dm = sub.add_parser(
@@ -108,45 +133,24 @@ def cmd_report(a) -> int:
     from laya_eval.evaluate import load_results
     from laya_eval.report import markdown, write_report
 
-    results = load_results(a.results)
+    runs = [load_results(path, bootstrap=a.bootstrap) for path in a.results]
     if a.out:
-        for path in write_report(results, a.out):
+        for path in write_report(runs, a.out):
             print(path)
     else:
-        print(markdown(results))
+        print("\n".join(markdown(r) for r in runs))
     return 0
 
 
 def cmd_compare(a) -> int:
-    import numpy as np
+    from laya_eval.compare import compare, markdown
 
-    from laya_eval.evaluate import load_results
-    from laya_eval.stats import probability_of_improvement, stratified_bootstrap_ci
+    result = compare(a.a, a.b, bootstrap=a.bootstrap)
+    print(markdown(result))
+    if a.out:
+        from laya_eval.report import write_improvement
 
-    ra, rb = load_results(a.a), load_results(a.b)
-    if ra.get("protocol") != rb.get("protocol"):
-        print("warning: the two files were played under different protocols", file=sys.stderr)
-    print("| game | A mean | B mean | B − A | A normalised | B normalised |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    xs, ys = [], []
-    for game in [g for g in ra["games"] if g in rb["games"]]:
-        ga, gb = ra["games"][game], rb["games"][game]
-        if ga.get("error") or gb.get("error"):
-            print(f"| {game} | failed in {'A' if ga.get('error') else 'B'} | | | | |")
-            continue
-        na, nb = ga.get("normalised"), gb.get("normalised")
-        fa, fb = ("—" if v is None else f"{v:.3f}" for v in (na, nb))
-        print(f"| {game} | {ga['mean']:.1f} | {gb['mean']:.1f} | {gb['mean'] - ga['mean']:+.1f} | {fa} | {fb} |")
-        if ga.get("normalised_scores") and gb.get("normalised_scores"):
-            xs.append(np.asarray(gb["normalised_scores"]))
-            ys.append(np.asarray(ga["normalised_scores"]))
-    if xs:
-        p = probability_of_improvement(xs, ys)
-        lo, hi = stratified_bootstrap_ci(probability_of_improvement, xs, ys)
-        print(
-            f"\nP(B > A) = {p:.3f} [{lo:.3f}, {hi:.3f}] over {len(xs)} games "
-            "(95% CI, stratified bootstrap over episodes)"
-        )
+        print(write_improvement(result, a.out))
     return 0
 
 

@@ -31,9 +31,10 @@ from laya_eval.games import resolve_game
 from laya_eval.jsonfile import is_number, numbers, read_json
 from laya_eval.policies import RandomPolicy, load_policy
 from laya_eval.runner import Episodes, play
-from laya_eval.stats import iqm, median_of_means, optimality_gap, stratified_bootstrap_ci
+from laya_eval.stats import BOOTSTRAPS, bootstrap_ci, iqm, mean_of_means, median_of_means, optimality_gap
 from laya_protocol.config import option
-from laya_protocol.games import minimal_actions
+from laya_protocol.errors import UnknownName
+from laya_protocol.games import ACTION_SETS, action_set, emulator
 from laya_protocol.locks import FileLock
 from laya_protocol.protocol import EVAL_DECISION_CAP, FRAME_CAP, Protocol
 from laya_protocol.seeds import EVAL_SEED_BASE
@@ -63,6 +64,11 @@ class RunConfig:
     policy_kwargs: dict = option(
         help="JSON object of keyword arguments for the policy factory", factory=dict, parse=json.loads, shown="{}"
     )
+    action_set: str = option(
+        "minimal",
+        "the buttons a policy chooses among: each game's minimal set, or all 18 (Machado et al., 2018)",
+        choices=ACTION_SETS,
+    )
     random_episodes: int = option(10, "episodes of the random baseline measured in this run, 0 for none")
     baselines: str | None = option(
         None,
@@ -75,6 +81,11 @@ class RunConfig:
         "local", "ray plays games as Ray tasks (RAY_ADDRESS, else a local instance)", choices=("local", "ray")
     )
     restart: bool = option(False, "overwrite a results file made with other settings")
+    bootstrap: str = option(
+        "episode",
+        "confidence intervals: resample episodes within each game, or games too (rliable's task bootstrap)",
+        choices=BOOTSTRAPS,
+    )
 
     def __post_init__(self):
         """Every flag checked before anything is played: one line naming the flag."""
@@ -98,11 +109,11 @@ class RunConfig:
                 raise EvalError(f"{value} (expected 0 or more)", field=flag)
         name, _, arg = self.policy.partition(":")
         if name == "constant" and arg:
-            lacking = [g for g in self.games if arg.upper() not in minimal_actions(g)]
+            lacking = [g for g in self.games if arg.upper() not in action_set(g, self.action_set)]
             if lacking:
                 raise EvalError(
-                    f"{arg.upper()} is not a button of {', '.join(lacking)} "
-                    f"(its actions: {', '.join(minimal_actions(lacking[0]))})",
+                    f"{arg.upper()} is not a button of {', '.join(lacking)} in the {self.action_set} set "
+                    f"(its actions: {', '.join(action_set(lacking[0], self.action_set))})",
                     field="--policy",
                 )
 
@@ -117,11 +128,12 @@ class RunConfig:
             "greedy": self.greedy,
             "random_episodes": self.random_episodes,
             "baselines": self.baselines,
+            "action_set": self.action_set,
         }
 
 
-def protocol_for(game: str, cap: int | None) -> Protocol:
-    return Protocol.ale_v5(game, decision_cap=cap)
+def protocol_for(game: str, cap: int | None, action_set: str = "minimal") -> Protocol:
+    return Protocol.ale_v5(game, decision_cap=cap, action_set=action_set)
 
 
 def score_game(
@@ -131,6 +143,7 @@ def score_game(
     baseline: Baseline | None,
     cap: int | None,
     human: tuple[float, float] | None,
+    action_set: str = "minimal",
 ) -> dict:
     """One game's entry of the results file."""
     scores = np.asarray(ep.scores, float)
@@ -144,7 +157,8 @@ def score_game(
         "capped": int(sum(ep.capped)),
         "actions": ep.actions,
         "seconds": ep.seconds,
-        "protocol": protocol_for(game, cap).to_dict(),
+        "protocol": protocol_for(game, cap, action_set).to_dict(),
+        "rom_md5": emulator(game)["rom_md5"],
     }
     if rnd is not None:
         result["random"] = {"scores": rnd.scores, "mean": float(np.mean(rnd.scores)), "seconds": rnd.seconds}
@@ -160,7 +174,7 @@ def score_game(
     return result
 
 
-def summarise(games: dict[str, dict], seed: int = 0) -> dict:
+def summarise(games: dict[str, dict], seed: int = 0, bootstrap: str = "episode") -> dict:
     """Aggregates over scored games: excluded games and failed games are left out and counted."""
     ok = [g for g in games.values() if not g.get("error") and not g["excluded"]]
     valued = [g for g in ok if g["normalised"] is not None]
@@ -176,20 +190,48 @@ def summarise(games: dict[str, dict], seed: int = 0) -> dict:
         "failed": sorted(g["game"] for g in games.values() if g.get("error")),
         "excluded": sorted(g["game"] for g in games.values() if g["excluded"]),
         "flagged": sorted(g["game"] for g in valued if g["flags"]),
+        "intervals": _intervals(valued, bootstrap),
+    }
+    capped = [g for g in valued if any(f.startswith("baselines measured with a cap") for f in g["flags"])]
+    if valued and not unflagged and capped:
+        out["note"] = (
+            f"no game is unflagged: the baselines of {len(capped)} of {len(valued)} games were measured with "
+            "another decision cap than this run's (the reference baselines use 4500); run with --cap 4500, or "
+            "give --baselines measured at this cap"
+        )
+    stats = {
+        "median": median_of_means,
+        "mean": mean_of_means,
+        "iqm": iqm,
+        "optimality_gap": optimality_gap,
     }
     for name, subset in (("all", valued), ("unflagged", unflagged)):
         per_game = [np.asarray(g["normalised_scores"], float) for g in subset]
         if not per_game:
             out[name] = None
             continue
-        out[name] = {
-            "median": median_of_means(per_game),
-            "mean": float(np.mean([s.mean() for s in per_game])),
-            "iqm": iqm(per_game),
-            "iqm_ci95": stratified_bootstrap_ci(iqm, per_game, seed=seed),
-            "optimality_gap": optimality_gap(per_game),
-            "optimality_gap_ci95": stratified_bootstrap_ci(optimality_gap, per_game, seed=seed),
-        }
+        out[name] = {}
+        for key, stat in stats.items():
+            out[name][key] = stat(per_game)
+            out[name][f"{key}_ci95"] = bootstrap_ci(stat, per_game, kind=bootstrap, seed=seed)
+    return out
+
+
+def _intervals(valued: list[dict], bootstrap: str) -> dict:
+    """How the intervals were made, and when they mean less than they seem to."""
+    if bootstrap not in BOOTSTRAPS:
+        raise EvalError(f"{bootstrap!r} (expected {' or '.join(BOOTSTRAPS)})", field="--bootstrap")
+    out: dict[str, Any] = {"bootstrap": bootstrap, "confidence": 0.95, "reps": 2000}
+    single = [g["game"] for g in valued if len(g["normalised_scores"] or []) < 2]
+    if single and bootstrap == "episode":
+        out["warning"] = (
+            ("every game has" if len(single) == len(valued) else f"{len(single)} games ({', '.join(single)}) have")
+            + " one episode: the episode bootstrap has nothing to resample there, so the intervals "
+            + ("are points, not uncertainty" if len(single) == len(valued) else "understate the uncertainty")
+            + "; play --episodes 2 or more, or use --bootstrap task"
+        )
+    if bootstrap == "task" and len(valued) < 5:
+        out["warning"] = f"{len(valued)} games: too few to resample games meaningfully"
     return out
 
 
@@ -206,7 +248,7 @@ def write_results(path: Path, results: dict) -> None:
 RESULT_KEYS = ("settings", "protocol", "policy", "games", "summary")
 
 
-def load_results(path: str | Path) -> dict:
+def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
     results = read_json(path, what="a laya-eval results file")
     missing = [k for k in RESULT_KEYS if not isinstance(results, dict) or k not in results]
     if missing:
@@ -226,7 +268,8 @@ def load_results(path: str | Path) -> dict:
         problem = _game_problem(name, g)
         if problem:
             raise EvalError(problem, file=str(path), field=f"games.{name}")
-    results["summary"] = summarise(results["games"])  # recomputed: the games are the record
+    kind = ((results.get("summary") or {}).get("intervals") or {}).get("bootstrap", "episode")
+    results["summary"] = summarise(results["games"], bootstrap=bootstrap or kind)  # recomputed: games are the record
     return results
 
 
@@ -269,7 +312,7 @@ def play_game(
     if own:
         policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout)
     try:
-        proto = protocol_for(game, cfg.cap)
+        proto = protocol_for(game, cfg.cap, cfg.action_set)
         ep = play(policy, game, proto, cfg.episodes, cfg.seed_base, cfg.greedy, threads=cfg.threads, progress=progress)
         rnd = None
         if cfg.random_episodes > 0 and ep.error is None:
@@ -281,7 +324,9 @@ def play_game(
             policy.close()
     if extra is None and cfg.baselines:
         extra = read_meta_baselines(cfg.baselines)
-    return score_game(game, ep, rnd, choose_baseline(game, cfg.cap, extra), cfg.cap, atari57().get(game))
+    return score_game(
+        game, ep, rnd, choose_baseline(game, cfg.cap, extra), cfg.cap, atari57().get(game), cfg.action_set
+    )
 
 
 def writable(out: Path) -> None:
@@ -298,6 +343,32 @@ def writable(out: Path) -> None:
         raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(out), field="--out") from None
 
 
+def _same_emulator(old: dict, out: Path) -> None:
+    """A results file is resumed only with the ale-py and the ROMs its games were scored with."""
+    import ale_py
+
+    then = (old.get("emulator") or {}).get("ale_py")
+    if then != ale_py.__version__:
+        raise EvalError(
+            f"was scored with ale-py {then or '(not recorded)'}, this is {ale_py.__version__}; scores of two "
+            "emulator versions are not one run: use --restart to overwrite it or --out for a new file",
+            file=str(out),
+            field="emulator",
+        )
+    for name, g in old["games"].items():
+        try:
+            now = emulator(name)["rom_md5"]
+        except UnknownName:
+            raise EvalError("is not an ALE game", file=str(out), field=f"games.{name}") from None
+        if not g.get("error") and g.get("rom_md5") != now:
+            raise EvalError(
+                f"was scored with a ROM of MD5 {g.get('rom_md5') or '(not recorded)'}, this ale-py's is "
+                f"{now}; use --restart or --out for a new file",
+                file=str(out),
+                field=f"games.{name}.rom_md5",
+            )
+
+
 def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
     """Run every game not yet in ``cfg.out``; returns the results, as written. One run writes a
     results file at a time: a second is refused on one line instead of overwriting the first's games."""
@@ -308,12 +379,18 @@ def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
 
 
 def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
+    import datetime
+
+    import ale_py
     from tqdm import tqdm
 
     results: dict[str, Any] = {
         "laya_eval": __version__,
+        # what a score depends on besides the protocol; each game's entry has its ROM's MD5
+        "emulator": {"ale_py": ale_py.__version__},
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "settings": cfg.settings(),
-        "protocol": {k: v for k, v in protocol_for("Game", cfg.cap).to_dict().items() if k != "env_id"},
+        "protocol": {k: v for k, v in protocol_for("Game", cfg.cap, cfg.action_set).to_dict().items() if k != "env_id"},
         "policy": {"spec": cfg.policy, "kwargs": cfg.policy_kwargs},
         "games": {},
         "summary": {},
@@ -327,13 +404,14 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
                 "overwrite it or --out for a new file",
                 file=str(out),
             )
+        _same_emulator(old, out)
         results = old
     extra = read_meta_baselines(cfg.baselines) if cfg.baselines else None  # fail now, not after the first game
     todo = [g for g in cfg.games if g not in results["games"] or results["games"][g].get("error")]
 
     def record(result: dict) -> None:
         results["games"][result["game"]] = result
-        results["summary"] = summarise(results["games"])
+        results["summary"] = summarise(results["games"], bootstrap=cfg.bootstrap)
         write_results(out, results)
 
     if cfg.executor == "ray":

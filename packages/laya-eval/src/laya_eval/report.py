@@ -1,4 +1,13 @@
-"""A results file as a markdown report with plots."""
+"""Results files as a markdown report and rliable-style figures.
+
+    laya-eval report results.json                       # markdown to stdout
+    laya-eval report a.json b.json --out report/        # report.md and the figures, every file on each
+
+Figures: ``normalised.png`` (each game's normalised score with its 95% interval; hatched bars are
+flagged games), ``aggregates.png`` (median, IQM, mean and optimality gap with intervals, one row per
+file, as rliable draws them), ``profile.png`` (the performance profile as a step function with a
+95% band). ``laya-eval compare A B --out DIR`` adds ``improvement.png``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from laya_eval.stats import performance_profile, stratified_bootstrap_ci
+from laya_eval.stats import bootstrap_ci, performance_profile
+
+AGGREGATES = (
+    ("median", "median normalised"),
+    ("iqm", "IQM"),
+    ("mean", "mean normalised"),
+    ("optimality_gap", "optimality gap"),
+)
 
 
 def _fmt(x, digits=3) -> str:
@@ -15,12 +31,16 @@ def _fmt(x, digits=3) -> str:
 
 def markdown(results: dict) -> str:
     s = results["settings"]
+    emu = results.get("emulator") or {}
     lines = [
         f"# Evaluation of `{s['policy']}`",
         "",
         f"{s['episodes']} episodes per game, seeds from {s['seed_base']}, decision cap {s['cap'] or 'none'}, "
         f"{'greedy' if s['greedy'] else 'sampled'} actions; protocol: "
         + ", ".join(f"{k} {v}" for k, v in results["protocol"].items())
+        + (f"; ale-py {emu['ale_py']}" if emu.get("ale_py") else "")
+        + (f", laya-eval {results['laya_eval']}" if results.get("laya_eval") else "")
+        + (f", {results['date']}" if results.get("date") else "")
         + ".",
         "",
         "| game | score (mean ± std) | random (this run) | expert / random baseline | normalised | "
@@ -40,12 +60,7 @@ def markdown(results: dict) -> str:
         )
     sm = results["summary"]
     lines += ["", "| summary | all games with a baseline | unflagged games |", "| --- | ---: | ---: |"]
-    for key, label in (
-        ("median", "median normalised"),
-        ("mean", "mean normalised"),
-        ("iqm", "IQM"),
-        ("optimality_gap", "optimality gap"),
-    ):
+    for key, label in AGGREGATES:
         row = []
         for part in ("all", "unflagged"):
             v = sm.get(part)
@@ -58,6 +73,11 @@ def markdown(results: dict) -> str:
                 row.append(f"{v[key]:.3f}")
         lines.append(f"| {label} | {row[0]} | {row[1]} |")
     n = sm["counts"]
+    iv = sm.get("intervals") or {"bootstrap": "episode"}
+    how = {
+        "episode": "stratified bootstrap over episodes within each game (the games are fixed)",
+        "task": "task bootstrap over games and the episodes within them (rliable's; it includes the choice of games)",
+    }[iv["bootstrap"]]
     lines += [
         "",
         f"Beats random in {n['beats_random']} of {n['scored']} games. Games: {n['games']}, "
@@ -65,13 +85,126 @@ def markdown(results: dict) -> str:
         + (f", failed: {', '.join(sm['failed'])}" if sm["failed"] else "")
         + (f", excluded: {', '.join(sm['excluded'])}" if sm["excluded"] else "")
         + ".",
-        "Confidence intervals: 95%, stratified bootstrap over episodes within each game.",
+        f"Confidence intervals: 95%, {how}.",
     ]
+    if iv.get("warning"):
+        lines.append(f"Warning: {iv['warning']}.")
+    if sm.get("note"):
+        lines.append(f"Note: {sm['note']}.")
     return "\n".join(lines) + "\n"
 
 
-def write_report(results: dict, out_dir: str | Path) -> list[Path]:
-    """report.md, normalised.png and profile.png in ``out_dir``."""
+def _scored(results: dict) -> list[dict]:
+    return [g for g in results["games"].values() if g.get("normalised") is not None and not g.get("error")]
+
+
+def _label(results: dict) -> str:
+    return str(results["settings"]["policy"])
+
+
+def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
+    """report.md and the figures for one results file or several, in ``out_dir``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [runs] if isinstance(runs, dict) else runs
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "report.md"]
+    written[0].write_text("\n".join(markdown(r) for r in runs))
+    runs = [r for r in runs if _scored(r)]
+    if not runs:
+        return written
+    for name, draw in (("normalised.png", _per_game), ("aggregates.png", _aggregates), ("profile.png", _profile)):
+        fig = draw(plt, runs)
+        fig.savefig(out / name, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        written.append(out / name)
+    return written
+
+
+def _per_game(plt, runs: list[dict]):
+    from matplotlib.patches import Patch
+
+    games = sorted({g["game"] for r in runs for g in _scored(r)})
+    width = 0.8 / len(runs)
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(games) * len(runs) + 2), 3.8))
+    colours = plt.get_cmap("tab10").colors
+    for k, r in enumerate(runs):
+        by = {g["game"]: g for g in _scored(r)}
+        xs = [i + (k - (len(runs) - 1) / 2) * width for i, game in enumerate(games) if game in by]
+        gs = [by[game] for game in games if game in by]
+        means = np.array([g["normalised"] for g in gs])
+        cis = np.array([bootstrap_ci(lambda s: float(np.mean(s[0])), [g["normalised_scores"]]) for g in gs]).reshape(
+            -1, 2
+        )
+        err = np.abs(cis.T - means)
+        bars = ax.bar(xs, means, width, color=colours[k % 10], edgecolor=colours[k % 10], yerr=err, capsize=3)
+        for bar, g in zip(bars, gs, strict=True):
+            if g["flags"]:  # the run's colour stays readable; the hatch says "not skill"
+                bar.set_facecolor((*colours[k % 10], 0.25))
+                bar.set_hatch("//")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.axhline(1, color="tab:green", lw=0.8, ls="--")
+    ax.set_xticks(range(len(games)), games, rotation=30, ha="right")
+    ax.set_ylabel("normalised score (0 random, 1 expert)")
+    ax.set_title("Per-game normalised score, 95% CI")
+    handles = [Patch(facecolor=colours[k % 10], label=_label(r)) for k, r in enumerate(runs)]
+    handles += [
+        Patch(facecolor="white", edgecolor="grey", hatch="//", label="flagged: not read as skill (see the report)"),
+        plt.Line2D([], [], color="tab:green", ls="--", label="expert"),
+    ]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return fig
+
+
+def _aggregates(plt, runs: list[dict]):
+    fig, axes = plt.subplots(1, len(AGGREGATES), figsize=(3.0 * len(AGGREGATES), 0.6 * len(runs) + 1.6))
+    colours = plt.get_cmap("tab10").colors
+    for ax, (key, label) in zip(axes, AGGREGATES, strict=True):
+        for k, r in enumerate(runs):
+            v = r["summary"].get("all")
+            if not v:
+                continue
+            lo, hi = v[f"{key}_ci95"]
+            ax.barh(k, hi - lo, left=lo, height=0.6, color=colours[k % 10], alpha=0.75)
+            ax.plot([v[key], v[key]], [k - 0.3, k + 0.3], color="k", lw=1.5)
+        ax.set_yticks(range(len(runs)), [_label(r) for r in runs] if ax is axes[0] else [""] * len(runs))
+        ax.set_title(label)
+        ax.grid(axis="x", alpha=0.3)
+    kind = runs[0]["summary"].get("intervals", {}).get("bootstrap", "episode")
+    fig.supxlabel(f"normalised score; bars: 95% CI ({kind} bootstrap), black line: point estimate")
+    fig.tight_layout()
+    return fig
+
+
+def _profile(plt, runs: list[dict]):
+    taus = np.linspace(-0.5, 1.5, 201)
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    colours = plt.get_cmap("tab10").colors
+    for k, r in enumerate(runs):
+        scores = [np.asarray(g["normalised_scores"], float) for g in _scored(r)]
+        curve = performance_profile(scores, taus)
+        rng = np.random.default_rng(0)
+        draws = np.array(
+            [performance_profile([s[rng.integers(len(s), size=len(s))] for s in scores], taus) for _ in range(500)]
+        )
+        lo, hi = np.quantile(draws, [0.025, 0.975], axis=0)
+        ax.step(taus, curve, where="post", color=colours[k % 10], label=_label(r))
+        ax.fill_between(taus, lo, hi, step="post", color=colours[k % 10], alpha=0.2)
+    ax.set_xlabel("normalised score τ")
+    ax.set_ylabel("fraction of episodes with score > τ")
+    ax.set_title("Performance profile (95% band, episode bootstrap)")
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def write_improvement(result: dict, out_dir: str | Path) -> Path:
+    """improvement.png: P(B > A) per game and over all games, with the overall interval."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -79,33 +212,31 @@ def write_report(results: dict, out_dir: str | Path) -> list[Path]:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = [out / "report.md"]
-    written[0].write_text(markdown(results))
-    games = [g for g in results["games"].values() if g.get("normalised") is not None and not g.get("error")]
-    if not games:
-        return written
-    names = [g["game"] for g in games]
-    means = [g["normalised"] for g in games]
-    cis = [stratified_bootstrap_ci(lambda s: float(np.mean(s[0])), [g["normalised_scores"]]) for g in games]
-    fig, ax = plt.subplots(figsize=(max(4, 0.8 * len(names) + 2), 3.5))
-    colors = ["tab:gray" if g["flags"] else "tab:blue" for g in games]
-    ax.bar(names, means, color=colors, yerr=np.abs(np.array(cis).T - np.array(means)), capsize=3)
-    ax.axhline(0, color="k", lw=0.8)
-    ax.axhline(1, color="tab:green", lw=0.8, ls="--", label="expert")
-    ax.set_ylabel("normalised score")
-    ax.set_title(f"{results['settings']['policy']} (grey: flagged; 95% CI)")
-    ax.legend(loc="best")
-    plt.xticks(rotation=30, ha="right")
+    rows = [r for r in result["rows"] if not r["failed"]]
+    fig, ax = plt.subplots(figsize=(5.5, 0.45 * (len(rows) + 1) + 1.4))
+    ys = list(range(len(rows)))
+    ax.scatter([r["p"] for r in rows], ys, color="tab:blue", zorder=3, label="per game")
+    if result["p"] is not None:
+        lo, hi = result["p_ci95"]
+        ax.barh(len(rows), hi - lo, left=lo, height=0.6, color="tab:orange", alpha=0.75, label="all games, 95% CI")
+        ax.plot([result["p"]] * 2, [len(rows) - 0.3, len(rows) + 0.3], color="k", lw=1.5)
+    ax.axvline(0.5, color="k", lw=0.8, ls="--")
+    ax.set_yticks([*ys, len(rows)], [r["game"] for r in rows] + ["all games"])
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("P(B > A): chance an episode of B outscores one of A")
+    ax.set_title("Probability of improvement", loc="left")
+    ax.text(
+        0,
+        -0.25,
+        f"A: {result['a']}\nB: {result['b']}",
+        transform=ax.transAxes,
+        va="top",
+        fontsize=7,
+        wrap=True,
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "normalised.png", dpi=120)
+    path = out / "improvement.png"
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
-    taus = np.linspace(-0.5, 1.5, 81)
-    fig, ax = plt.subplots(figsize=(4.5, 3.5))
-    ax.plot(taus, performance_profile([np.asarray(g["normalised_scores"]) for g in games], taus))
-    ax.set_xlabel("normalised score τ")
-    ax.set_ylabel("fraction of episodes > τ")
-    ax.set_title("performance profile")
-    fig.tight_layout()
-    fig.savefig(out / "profile.png", dpi=120)
-    plt.close(fig)
-    return written + [out / "normalised.png", out / "profile.png"]
+    return path

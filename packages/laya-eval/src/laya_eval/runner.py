@@ -5,7 +5,7 @@ stepped by C++ threads), so the policy is called once per step with a batch of e
 needs a decision. Episode i is seeded ``seed_base + i``.
 
 The protocol, per episode: ALE v5 (sticky actions, ``frameskip`` frames per step with rewards
-summed unclipped, minimal action set, frame cap); for games whose minimal set has FIRE, FIRE is
+summed unclipped, the minimal action set unless the protocol says full, frame cap); for games with FIRE, FIRE is
 pressed automatically after reset and after each lost life: not a decision, no policy call,
 but its reward counts. An episode ends at game over, the frame cap, or the decision cap.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from laya_eval.batch import Batch, PolicyError, choose
-from laya_protocol.games import minimal_actions, rom_id
+from laya_protocol.games import action_set, rom_id
 from laya_protocol.protocol import Protocol
 
 
@@ -49,7 +49,7 @@ def play(
     """Play ``episodes`` episodes of ``game``; a misbehaving policy ends the game with ``error`` set."""
     from ale_py.vector_env import AtariVectorEnv
 
-    names = minimal_actions(game)
+    names = action_set(game, protocol.action_set)  # what the policy chooses among, in ALE's order
     fire = names.index("FIRE") if "FIRE" in names and protocol.auto_fire != "none" else None
     env = AtariVectorEnv(
         rom_id(game),

@@ -66,3 +66,38 @@ def stratified_bootstrap_ci(
         values[r] = stat(*resampled)
     lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
+
+
+def mean_of_means(scores: Scores) -> float:
+    """Mean over games of each game's mean score (every game weighs the same)."""
+    return float(np.mean([np.mean(s) for s in scores]))
+
+
+#: How intervals resample: ``episode`` within each game (stratified; the games are fixed), or
+#: ``task``, which also resamples the games with replacement (rliable's task bootstrap), so the
+#: interval includes which games were chosen.
+BOOTSTRAPS = ("episode", "task")
+
+
+def task_bootstrap_ci(
+    stat: Callable[..., float], *groups: Scores, reps: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile interval of ``stat(*groups)`` with games resampled with replacement (the same draw
+    for every group, so paired comparisons stay paired), then episodes within each drawn game."""
+    rng = np.random.default_rng(seed)
+    arrays = [[np.asarray(s, float) for s in g] for g in groups]
+    n = len(arrays[0])
+    values = np.empty(reps)
+    for r in range(reps):
+        games = rng.integers(n, size=n)
+        resampled = [[g[i][rng.integers(len(g[i]), size=len(g[i]))] for i in games] for g in arrays]
+        values[r] = stat(*resampled)
+    lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def bootstrap_ci(stat: Callable[..., float], *groups: Scores, kind: str = "episode", seed: int = 0):
+    """The interval of ``stat`` by the bootstrap ``kind`` (:data:`BOOTSTRAPS`)."""
+    if kind == "task":
+        return task_bootstrap_ci(stat, *groups, seed=seed)
+    return stratified_bootstrap_ci(stat, *groups, seed=seed)

@@ -1,0 +1,85 @@
+"""Two results files side by side: per-game scores and the probability that B improves on A.
+
+P(B > A) is computed per game on raw episode scores (the chance an episode of B outscores one of
+A, ties half) and averaged over games, as rliable's probability of improvement. Per game it is
+invariant to any increasing rescaling, so it needs no normalisation, and two files normalised with
+different baselines compare fairly. Files played under different protocols (cap, action set,
+sticky actions, frameskip) are not one experiment and are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from laya_eval.errors import EvalError
+from laya_eval.evaluate import load_results
+from laya_eval.stats import bootstrap_ci, probability_of_improvement
+
+
+def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
+    ra, rb = load_results(path_a), load_results(path_b)
+    pa, pb = ra["protocol"], rb["protocol"]  # mappings: load_results checked them
+    if pa != pb:
+        diff = sorted(k for k in set(pa) | set(pb) if pa.get(k) != pb.get(k))
+        raise EvalError(
+            "A and B were played under different protocols ("
+            + ", ".join(f"{k}: {pa.get(k)} against {pb.get(k)}" for k in diff)
+            + "); compare runs of one protocol",
+            file=path_b,
+            field="protocol",
+        )
+    rows: list[dict[str, Any]] = []
+    xs, ys = [], []
+    for game in [g for g in ra["games"] if g in rb["games"]]:
+        ga, gb = ra["games"][game], rb["games"][game]
+        row: dict[str, Any] = {"game": game, "failed": "A" if ga.get("error") else "B" if gb.get("error") else None}
+        if row["failed"] is None:
+            same = ga.get("baseline") == gb.get("baseline")
+            row.update(
+                a=ga["mean"],
+                b=gb["mean"],
+                same_baseline=same,
+                a_normalised=ga.get("normalised") if same else None,
+                b_normalised=gb.get("normalised") if same else None,
+                p=probability_of_improvement([gb["scores"]], [ga["scores"]]),
+            )
+            xs.append(np.asarray(gb["scores"], float))
+            ys.append(np.asarray(ga["scores"], float))
+        rows.append(row)
+    out: dict[str, Any] = {"a": path_a, "b": path_b, "rows": rows, "bootstrap": bootstrap, "p": None}
+    if xs:
+        out["p"] = probability_of_improvement(xs, ys)
+        out["p_ci95"] = bootstrap_ci(probability_of_improvement, xs, ys, kind=bootstrap)
+        out["games"] = len(xs)
+    return out
+
+
+def markdown(result: dict) -> str:
+    lines = ["| game | A mean | B mean | B − A | P(B > A) | A normalised | B normalised |"]
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    differ = []
+    for r in result["rows"]:
+        if r["failed"]:
+            lines.append(f"| {r['game']} | failed in {r['failed']} | | | | | |")
+            continue
+        fa, fb = ("—" if v is None else f"{v:.3f}" for v in (r["a_normalised"], r["b_normalised"]))
+        if not r["same_baseline"]:
+            differ.append(r["game"])
+        lines.append(
+            f"| {r['game']} | {r['a']:.1f} | {r['b']:.1f} | {r['b'] - r['a']:+.1f} | {r['p']:.3f} | {fa} | {fb} |"
+        )
+    if differ:
+        lines.append(
+            f"\nNormalised scores are not shown for {', '.join(differ)}: A and B were normalised with "
+            "different baselines there. P(B > A) compares raw scores, so it is unaffected."
+        )
+    if result["p"] is not None:
+        lo, hi = result["p_ci95"]
+        how = "over episodes within each game" if result["bootstrap"] == "episode" else "over games and episodes"
+        lines.append(
+            f"\nP(B > A) = {result['p']:.3f} [{lo:.3f}, {hi:.3f}] over {result['games']} games "
+            f"(raw per-game scores; 95% CI, {result['bootstrap']} bootstrap {how})"
+        )
+    return "\n".join(lines) + "\n"
