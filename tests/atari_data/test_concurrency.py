@@ -175,30 +175,58 @@ def test_a_second_pack_into_the_same_folder_is_refused(layout, tmp_path):
 
 SLOW_TASK_S = 4
 
+RAY_CANCEL = r"""
+import json, sys, time
+from pathlib import Path
 
-def _ray_task(x):
-    """A task for the Ray test: fail at once, or work for a while and then write a file."""
+from atari_data.errors import AtariDataError
+from atari_data.produce.executors import fan_out
+from laya_protocol.ray import connect
+
+SLOW, late = float(sys.argv[1]), Path(sys.argv[2])
+
+
+def task(x):  # defined in __main__, so Ray ships it by value: workers need not import the tests
     kind, path = x
     if kind == "fail":
-        from atari_data.errors import AtariDataError
-
         raise AtariDataError("bad input", field="test")
-    time.sleep(SLOW_TASK_S)
+    time.sleep(SLOW)
     Path(path).write_text("still writing after the run failed")
 
 
+def warm(x):
+    return x
+
+
+connect()  # Ray and two warm workers before the clock: their start-up is not what is measured
+fan_out(warm, [("work", ""), ("fail", "")], executor="ray")
+started = time.monotonic()
+try:
+    fan_out(task, [("work", str(late)), ("fail", "")], executor="ray")
+    raised = None
+except AtariDataError as e:
+    raised = str(e)
+elapsed = time.monotonic() - started
+time.sleep(SLOW + 2)
+print(json.dumps({"raised": raised, "elapsed": elapsed, "late": late.exists()}))
+"""
+
+
 @pytest.mark.slow
-def test_a_failed_ray_task_cancels_the_others_at_once(tmp_path, ray_local):
-    from ray import cloudpickle
-
-    from atari_data.errors import AtariDataError
-    from atari_data.produce.executors import fan_out
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import the tests
+def test_a_failed_ray_task_cancels_the_others_at_once(tmp_path):
+    """In its own interpreter: a Ray driver that dies (raylet lost on a busy machine) takes down
+    only this test, with its error shown, never the test session."""
+    pytest.importorskip("ray", reason="Ray is an optional extra ([ray])")
     late = tmp_path / "late.txt"
-    started = time.monotonic()
-    with pytest.raises(AtariDataError, match="bad input"):
-        fan_out(_ray_task, [("work", str(late)), ("fail", "")], executor="ray")
-    assert time.monotonic() - started < SLOW_TASK_S, "the failure was reported before the slow task could finish"
-    time.sleep(SLOW_TASK_S + 2)
-    assert not late.exists(), "a cancelled task went on to write"
+    done = subprocess.run(
+        [sys.executable, "-c", RAY_CANCEL, str(SLOW_TASK_S), str(late)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},  # a local Ray of its own
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["raised"] and "bad input" in got["raised"]
+    assert got["elapsed"] < SLOW_TASK_S, "the failure was reported before the slow task could finish"
+    assert not got["late"], "a cancelled task went on to write"

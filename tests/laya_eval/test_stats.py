@@ -57,3 +57,40 @@ def test_stratified_bootstrap_resamples_episodes_within_games_only():
     assert stratified_bootstrap_ci(iqm, noisy, seed=1) == (lo, hi)
     wide = stratified_bootstrap_ci(iqm, [g[:5] for g in noisy], seed=1)
     assert wide[1] - wide[0] > hi - lo, "fewer episodes, wider interval"
+
+
+def test_every_aggregate_matches_rliables_definitions_to_1e12():
+    """rliable's metrics (google-research/rliable, rliable/metrics.py) on a runs x tasks matrix:
+    mean and median of per-task means, optimality gap gamma - mean(min(x, gamma)), IQM as scipy's
+    25%-trimmed mean of every score, probability of improvement as Mann-Whitney U / (n_x n_y) per
+    task (0.5 for identical columns), averaged. Written here from those definitions."""
+    from scipy.stats import mannwhitneyu, trim_mean
+
+    from laya_eval.stats import mean_of_means
+
+    rng = np.random.default_rng(7)
+    for runs, tasks in ((5, 3), (10, 8), (3, 26)):
+        x = rng.normal(0.5, 0.6, size=(runs, tasks))
+        y = rng.normal(0.4, 0.6, size=(runs + 2, tasks))
+        y[:2, 0] = x[:2, 0]  # ties across X and Y count half
+        per_game_x, per_game_y = list(x.T), list(y.T)
+        assert abs(mean_of_means(per_game_x) - np.mean(np.mean(x, axis=0))) < 1e-12
+        assert abs(median_of_means(per_game_x) - np.median(np.mean(x, axis=0))) < 1e-12
+        assert abs(optimality_gap(per_game_x) - (1 - np.mean(np.minimum(x, 1)))) < 1e-12
+        assert abs(iqm(per_game_x) - trim_mean(x, proportiontocut=0.25, axis=None)) < 1e-12
+        reference = np.mean(
+            [mannwhitneyu(x[:, t], y[:, t], alternative="greater")[0] / (runs * (runs + 2)) for t in range(tasks)]
+        )
+        assert abs(probability_of_improvement(per_game_x, per_game_y) - reference) < 1e-12
+    same = rng.normal(size=(4, 2))
+    assert probability_of_improvement(list(same.T), list(same.T)) == 0.5
+
+
+def test_the_task_bootstrap_resamples_games_as_well():
+    from laya_eval.stats import mean_of_means, task_bootstrap_ci
+
+    games = [np.full(6, 0.0), np.full(6, 1.0)]  # no episode noise at all: only the choice of games varies
+    assert stratified_bootstrap_ci(mean_of_means, games) == (0.5, 0.5)
+    lo, hi = task_bootstrap_ci(mean_of_means, games)
+    assert lo == 0.0 and hi == 1.0, "drawing the same game twice gives 0 or 1"
+    assert task_bootstrap_ci(mean_of_means, games, seed=3) == task_bootstrap_ci(mean_of_means, games, seed=3)
