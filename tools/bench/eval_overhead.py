@@ -59,13 +59,20 @@ def ours(envs: int, threads: int, steps: int) -> float:
     return sum(ep.steps) / ep.seconds
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--envs", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--decisions", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="2 environments, 100 decisions, one repeat: checks the bench runs (the tests run it)",
+    )
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.envs, args.decisions, args.repeats = 2, 100, 1
     r = max(raw(args.envs, args.threads, args.decisions) for _ in range(args.repeats))
     o = max(ours(args.envs, args.threads, args.decisions) for _ in range(args.repeats))
     print(

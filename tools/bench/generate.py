@@ -41,13 +41,18 @@ def raw_decisions(args) -> int:
     return n
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=8000, help="train records per game")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--episode-decisions", type=int, default=500)
     ap.add_argument("--dir", default=".", help="where to write the temporary layout (default: here)")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--smoke", action="store_true", help="100 records a game, one worker: checks the bench runs (the tests run it)"
+    )
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.records, args.workers, args.episode_decisions = 100, 1, 100
     games = GAMES[: args.workers]
 
     with mp.get_context("spawn").Pool(args.workers) as pool:

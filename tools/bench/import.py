@@ -142,11 +142,14 @@ def file_cost(folder: Path, n: int = 500) -> float:
     return (time.perf_counter() - t) / n * 1e6
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=4000)
     ap.add_argument("--memory", type=Path, default=Path("/dev/shm"), help="a tmpfs folder (default /dev/shm)")
-    args = ap.parse_args()
+    ap.add_argument("--smoke", action="store_true", help="200 frames: checks the bench runs (the tests run it)")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.frames = 200
     if not args.memory.is_dir():
         raise SystemExit(f"{args.memory}: no such folder; pass --memory with a tmpfs folder")
     rgb = screens(args.frames)

@@ -28,12 +28,19 @@ from laya_policy.play import LayaPolicy
 from laya_protocol.protocol import Protocol
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--decisions", type=int, default=120)
     ap.add_argument("--episodes", type=int, default=8)
     ap.add_argument("--size", type=int, default=256)
-    args = ap.parse_args()
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="8 decisions of 2 episodes at 64 px: checks the bench runs (the tests run it)",
+    )
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.decisions, args.episodes, args.size = 8, 2, 64
     torch.manual_seed(0)
     tok = tiny_tokenizer()
     size = TinySize(

@@ -13,6 +13,8 @@ It prints decisions/s, the ratio to row 1, the reference's L4 figures (17.3 / 49
 decisions/s for rows 1-3) and whether the graph gives the same probabilities as eager play.
 
     uv run python tools/bench/play_gpu.py [--decisions 150] [--episodes 8]
+    uv run python tools/bench/play_gpu.py --smoke    # on the CPU, the tiny preset at 64 px, no CUDA graph:
+                                                     # checks the script runs (the tests run it)
 """
 
 from __future__ import annotations
@@ -34,21 +36,26 @@ from laya_protocol.protocol import Protocol
 REFERENCE_L4 = {"processor": 17.3, "device-side": 49.1, "device-side + cache": 53.1}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--decisions", type=int, default=150)
     ap.add_argument("--episodes", type=int, default=8)
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
+    ap.add_argument("--smoke", action="store_true", help="CPU, tiny preset, 64 px, 4 decisions, no CUDA graph")
+    args = ap.parse_args(argv)
+    model, size, device = "random-smolvlm", 512, "cuda"
+    if args.smoke:
+        model, size, device, args.decisions, args.episodes = "tiny", 64, "cpu", 4, 2
+    elif not torch.cuda.is_available():
         raise SystemExit("play_gpu.py needs a CUDA GPU (none found); the CPU figures come from tools/bench/play.py")
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     proto = Protocol.ale_v5("Breakout", decision_cap=args.decisions)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for preprocess in ("processor", "gpu"):
-            backbone, tok = build_backbone("random-smolvlm", image_size=512, seed=0)
+            backbone, tok = build_backbone(model, image_size=size, seed=0)
             save_checkpoint(
                 ChoicePolicy(backbone, tok),
-                AgentConfig(image_size=512, preprocess=preprocess, frames=2, backbone="random-smolvlm"),
+                AgentConfig(image_size=size, preprocess=preprocess, frames=2, backbone=model),
                 f"{tmp}/{preprocess}",
             )
         runs = [
@@ -57,20 +64,18 @@ def main() -> None:
             ("device-side + cache", "gpu", True, False),
             ("device-side + cache + CUDA graph", "gpu", True, True),
         ]
-        for name, path, cache, graph in runs:
-            policy = LayaPolicy(f"{tmp}/{path}", device="cuda", cache=cache, cuda_graph=graph)
-            play(policy, "Breakout", Protocol.ale_v5("Breakout", decision_cap=10), 2, 0)  # warm-up
-            torch.cuda.synchronize()
+        for name, path, cache, graph in runs[: 3 if args.smoke else 4]:  # CUDA graphs need CUDA
+            policy = LayaPolicy(f"{tmp}/{path}", device=device, cache=cache, cuda_graph=graph)
+            play(policy, "Breakout", Protocol.ale_v5("Breakout", decision_cap=2 if args.smoke else 10), 2, 0)  # warm-up
+            sync()
             t = time.perf_counter()
             ep = play(policy, "Breakout", proto, args.episodes, 100_000, greedy=False)
-            torch.cuda.synchronize()
+            sync()
             rows.append((name, sum(ep.steps) / (time.perf_counter() - t)))
-        same = graph_matches_eager(f"{tmp}/gpu")
+        same = "not run (smoke, on the CPU)" if args.smoke else graph_matches_eager(f"{tmp}/gpu")
     base = rows[0][1]
-    print(
-        f"{torch.cuda.get_device_name()}, Breakout, {args.episodes} episodes x {args.decisions} decisions, two "
-        "frames, 512, random-smolvlm"
-    )
+    name = torch.cuda.get_device_name() if device == "cuda" else "CPU (smoke)"
+    print(f"{name}, Breakout, {args.episodes} episodes x {args.decisions} decisions, two frames, {size}, {model}")
     print("| path | decisions/s | vs processor | reference L4 decisions/s |\n| --- | ---: | ---: | ---: |")
     for name, rate in rows:
         print(f"| {name} | {rate:.1f} | {rate / base:.2f}x | {REFERENCE_L4.get(name, '')} |")

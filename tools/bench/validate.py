@@ -5,6 +5,7 @@ Schema checks (no --images) are compared with plain `json.loads` of the same lin
 run, best of --repeats, so the ratios hold on a noisy shared machine.
 
     uv run python tools/bench/validate.py [--root DIR] [--records 4000] [--repeats 3]
+    uv run python tools/bench/validate.py --smoke     # 200 records, once: checks the bench runs
 
 Goals: schema validation >= 0.5x raw JSON parsing (`json.loads`); image checks >= 0.8x raw PNG
 decode. validate parses with orjson, so a row against orjson.loads shows the checks' own cost.
@@ -30,13 +31,12 @@ def build(root: Path, records: int) -> None:
     for game in ("Pong", "Breakout"):
         cfg = GenerateConfig(
             root=str(root),
-            source="random2f",
-            frames=2,
-            train_episodes=4,
-            val_episodes=1,
+            source="expert2f",
             train_frames=records // 2,
-            val_frames=records // 20,
+            val_frames=max(1, records // 20),
+            min_train_episodes=1,
             decision_cap=2000,
+            baseline_episodes=0,
         )
         generate_game(cfg, game)
 
@@ -50,12 +50,15 @@ def best(fn, repeats: int) -> float:
     return min(times)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", help="an existing layout to measure (default: generate one)")
     ap.add_argument("--records", type=int, default=4000, help="records to generate when no --root")
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    ap.add_argument("--smoke", action="store_true", help="200 records, one repeat")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.records, args.repeats = 200, 1
 
     tmp = None
     root = Path(args.root) if args.root else None
