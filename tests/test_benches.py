@@ -34,9 +34,10 @@ def test_the_load_bench_reports_rates_and_bytes_against_the_layout(capsys):
 
 SMOKED = {  # script: a line its table must print
     "validate.py": "| validate --images |",
-    "eval_overhead.py": "| laya-eval, random policy |",
+    "eval_overhead.py": "| gymnasium make_vec, async (raw stepping) |",
     "generate.py": "| generate expert2f records |",
     "import.py": "| atari_head |",
+    "png.py": "| OpenCV imdecode |",
     "play.py": "| cache | decisions/s |",
     "preprocess.py": "| device-side | 32 |",
     "play_gpu.py": "| device-side + cache |",

@@ -8,7 +8,12 @@ moves, so with 2,000-decision episodes none ends early in either measurement.
 
     uv run python tools/bench/eval_overhead.py [--envs 10] [--threads 2] [--decisions 2000]
 
-Goal: laya-eval at least 0.8x raw.
+Beside them, the tool a user would pick instead: gymnasium's own vector environments,
+``gym.make_vec("ALE/Freeway-v5", vectorization_mode=...)`` with the same sticky actions and
+frameskip, synchronous (one process) and asynchronous (a process per environment), stepped raw with
+random moves (no policy, no bookkeeping).
+
+Goal: laya-eval at least 0.8x raw, and ahead of gymnasium's vector environments.
 """
 
 from __future__ import annotations
@@ -51,6 +56,30 @@ def raw(envs: int, threads: int, steps: int) -> float:
     return envs * steps / dt
 
 
+def gymnasium_vec(envs: int, steps: int, mode: str) -> float:
+    """Raw stepping of gymnasium's vector env, as its documentation makes one."""
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    env = gym.make_vec(
+        "ALE/Freeway-v5",
+        num_envs=envs,
+        vectorization_mode=mode,
+        repeat_action_probability=0.25,
+        frameskip=4,
+        full_action_space=False,
+    )
+    rng = np.random.default_rng(0)
+    t = time.perf_counter()
+    env.reset(seed=100_000)
+    for _ in range(steps):
+        env.step(rng.integers(3, size=envs))
+    dt = time.perf_counter() - t
+    env.close()
+    return envs * steps / dt
+
+
 def ours(envs: int, threads: int, steps: int) -> float:
     ep = play(
         RandomPolicy(seed=0), "Freeway", Protocol.ale_v5("Freeway", decision_cap=steps), envs, 100_000, threads=threads
@@ -75,6 +104,10 @@ def main(argv: list[str] | None = None) -> None:
         args.envs, args.decisions, args.repeats = 2, 100, 1
     r = max(raw(args.envs, args.threads, args.decisions) for _ in range(args.repeats))
     o = max(ours(args.envs, args.threads, args.decisions) for _ in range(args.repeats))
+    peers = {
+        mode: max(gymnasium_vec(args.envs, args.decisions, mode) for _ in range(args.repeats))
+        for mode in ("sync", "async")
+    }
     print(
         f"Freeway, {args.envs} episodes in lockstep, {args.threads} threads, {args.decisions} decisions each, "
         f"best of {args.repeats}"
@@ -82,6 +115,11 @@ def main(argv: list[str] | None = None) -> None:
     print("| what | decisions/s | ratio | goal |\n| --- | ---: | ---: | ---: |")
     print(f"| raw AtariVectorEnv stepping | {r:,.0f} | 1.00x | |")
     print(f"| laya-eval, random policy | {o:,.0f} | {o / r:.2f}x | >= 0.8x |")
+    for mode, rate in peers.items():
+        print(
+            f"| gymnasium make_vec, {mode} (raw stepping) | {rate:,.0f} | {rate / r:.2f}x | "
+            f"laya-eval {o / rate:.2f}x of it |"
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,117 @@
+"""Our PNG decoder and encoder against the libraries a user would pick instead, on the same frames.
+
+Real screens of Pong, Breakout, Boxing and Freeway, three ways:
+
+- decode our unfiltered frames (what generate writes, zlib level 3, and pack, level 9);
+- decode Pillow-written frames (adaptive row filters, as JAT and most datasets store them);
+- encode at the level pack uses (9), bytes per frame beside the time.
+
+Peers: Pillow (``Image.open`` + ``np.asarray``), OpenCV (``cv2.imdecode`` / ``cv2.imencode``, BGR
+order left as it is: converting would only add to its time) and pyspng when it is installed. Each
+is timed in the same run, best of --repeats. atari-data keeps its own code only where it is ahead.
+
+    uv run python tools/bench/png.py [--frames 200] [--repeats 3]
+    uv run python tools/bench/png.py --smoke        # 16 frames, once (the tests run it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import time
+
+import numpy as np
+from PIL import Image
+
+from atari_data.layout.png import decode_png, encode_png
+from atari_data.play.ale import AtariGame, play_episode
+
+GAMES = ("Pong", "Breakout", "Boxing", "Freeway")
+
+
+def screens(n: int) -> list[np.ndarray]:
+    out = []
+    for game in GAMES:
+        g = AtariGame(game)
+        moves = np.random.default_rng(0).integers(len(g.actions), size=n)
+        steps = play_episode(g, 1, lambda d, moves=moves: int(moves[d.step]), n // len(GAMES))
+        out += [d.frame.copy() for d, _ in steps]
+    return out
+
+
+def pillow_png(frame: np.ndarray, level: int = 6) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(frame).save(buf, format="PNG", compress_level=level)
+    return buf.getvalue()
+
+
+def timed(fn, items, repeats: int) -> float:
+    """Best microseconds per item."""
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for x in items:
+            fn(x)
+        best = min(best, time.perf_counter() - t)
+    return best / len(items) * 1e6
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--frames", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="16 frames, one repeat")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.frames, args.repeats = 16, 1
+    import cv2
+
+    cv2.setNumThreads(1)  # one core each, as ours
+    try:
+        import pyspng
+    except ImportError:
+        pyspng = None
+    frames = screens(args.frames)
+    ours3 = [encode_png(f, 3) for f in frames]
+    ours9 = [encode_png(f, 9) for f in frames]
+    filtered = [pillow_png(f) for f in frames]
+    for data, f in zip(ours9 + filtered, frames + frames, strict=True):  # every decoder reads them right
+        assert np.array_equal(decode_png(data), f)
+
+    decoders = {
+        "atari-data decode_png": decode_png,
+        "Pillow": lambda d: np.asarray(Image.open(io.BytesIO(d))),
+        "OpenCV imdecode": lambda d: cv2.imdecode(np.frombuffer(d, np.uint8), cv2.IMREAD_UNCHANGED),
+    }
+    if pyspng is not None:
+        decoders["pyspng"] = pyspng.load
+    encoders = {
+        "atari-data encode_png": lambda f: encode_png(f, 9),
+        "Pillow": lambda f: pillow_png(f, 9),
+        "OpenCV imencode": lambda f: cv2.imencode(".png", f, [cv2.IMWRITE_PNG_COMPRESSION, 9])[1].tobytes(),
+    }
+    print(
+        f"{len(frames)} screens of {', '.join(GAMES)}, best of {args.repeats}; pyspng: "
+        f"{'installed' if pyspng else 'not installed'}"
+    )
+    print("| decode | our level 3 (µs) | our level 9 (µs) | Pillow-filtered (µs) |\n| --- | ---: | ---: | ---: |")
+    rows = {}
+    for name, fn in decoders.items():
+        rows[name] = [timed(fn, batch, args.repeats) for batch in (ours3, ours9, filtered)]
+        print(f"| {name} | " + " | ".join(f"{t:,.0f}" for t in rows[name]) + " |")
+    ours = rows.pop("atari-data decode_png")
+    best_peer = [min(v[i] for v in rows.values()) for i in range(3)]
+    print(
+        "ours against the fastest peer (above 1: ours is faster): "
+        + ", ".join(
+            f"{kind} {best_peer[i] / ours[i]:.2f}x" for i, kind in enumerate(("level 3", "level 9", "filtered"))
+        )
+    )
+    print("\n| encode at level 9 | µs per frame | bytes per frame |\n| --- | ---: | ---: |")
+    for name, fn in encoders.items():
+        size = np.mean([len(fn(f)) for f in frames[:8]])
+        print(f"| {name} | {timed(fn, frames, args.repeats):,.0f} | {size:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
