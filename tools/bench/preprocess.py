@@ -1,11 +1,13 @@
 """Device-side preprocessing against SmolVLM's PIL processor, on this machine's CPU.
 
 ms per frame of `ImagePrep(mode="gpu")` (the two-hop LANCZOS resize composed into two matmuls)
-at batch 32 and 512, against `ImagePrep(mode="processor")` (Idefics3ImageProcessorPil, which loops
+at batch 1 and 8 (play) and 32 and 512 (training), with torch's threads set as training sets them
+(`laya_policy.distributed.set_threads`: one per CPU process; `--threads` to change), against
+`ImagePrep(mode="processor")` (Idefics3ImageProcessorPil, which loops
 over frames, so its per-frame cost does not depend on the batch; measured on --processor-frames),
 in one run; and the fidelity of the device-side path against the processor per game.
 
-    uv run python tools/bench/preprocess.py [--size 512] [--processor-frames 16]
+    uv run python tools/bench/preprocess.py [--size 512] [--processor-frames 16] [--threads 1]
 
 Goal: the device-side path at least 25x faster than the processor.
 """
@@ -19,6 +21,7 @@ import numpy as np
 import torch
 
 from atari_data.play.ale import AtariGame, play_episode
+from laya_policy.distributed import set_threads
 from laya_policy.imageprep import ImagePrep
 
 GAMES = ["Pong", "Breakout", "MsPacman", "Boxing", "Freeway", "SpaceInvaders"]
@@ -44,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--processor-frames", type=int, default=16)
+    ap.add_argument("--threads", type=int, help="torch intra-op threads (default: as training sets them, 1)")
     ap.add_argument(
         "--smoke", action="store_true", help="128 px, 2 processor frames: checks the bench runs (the tests run it)"
     )
@@ -51,17 +55,21 @@ def main(argv: list[str] | None = None) -> None:
     per_game = 86  # 516 real screens
     if args.smoke:
         args.size, args.processor_frames, per_game = 128, 2, 8
+    set_threads(args.threads, "cpu")
     pool = np.concatenate([frames_of(g, per_game) for g in GAMES])
     gpu, proc = ImagePrep(args.size, "gpu"), ImagePrep(args.size, "processor")
     exact = ImagePrep(args.size, "gpu", "lanczos2-exact")
     with torch.inference_mode():
         gpu(pool[:2])
+        t1, t8 = ms_per_frame(gpu, pool[:1], repeats=5), ms_per_frame(gpu, pool[:8], repeats=3)
         t32, t512 = ms_per_frame(gpu, pool[:32]), ms_per_frame(gpu, pool[:512], repeats=1 if args.smoke else 2)
         tp = ms_per_frame(proc, pool[: args.processor_frames], repeats=1)
         te = ms_per_frame(exact, pool[: 2 if args.smoke else 8], repeats=1)
     print(f"size {args.size}, CPU threads {torch.get_num_threads()}")
     print("| path | batch | ms/frame | speed-up vs processor | goal |\n| --- | ---: | ---: | ---: | ---: |")
     print(f"| processor (PIL) | any | {tp:.2f} | 1.0x | |")
+    print(f"| device-side | 1 | {t1:.2f} | {tp / t1:.1f}x | (play) |")
+    print(f"| device-side | 8 | {t8:.2f} | {tp / t8:.1f}x | (play) |")
     print(f"| device-side | 32 | {t32:.2f} | {tp / t32:.1f}x | >= 25x |")
     print(f"| device-side | {len(pool[:512])} | {t512:.2f} | {tp / t512:.1f}x | >= 25x |")
     print(f"| device-side, lanczos2-exact | 8 | {te:.2f} | {tp / te:.1f}x | (exact; for GPUs) |")
