@@ -492,3 +492,43 @@ def test_card_licenses_are_hub_ids_and_other_comes_with_a_name_and_link():
     mixed = hub_licenses(metas("MIT", "see the dataset card"))
     assert mixed["license"] == ["mit", "other"] and mixed["license_name"] and mixed["license_link"]
     assert [size_category(n) for n in (999, 1000, 250_000)] == ["n<1K", "1K<n<10K", "100K<n<1M"]
+
+
+def test_only_plain_grey_and_rgb_pngs_are_recompressed():
+    """A palette (with transparency), a 16-bit or a 1-bit image is copied as it is: re-encoding it
+    as grey would change its pixels or fail."""
+    import io as _io
+
+    from PIL import Image
+
+    from atari_data.layout.png import decode_png, encode_png
+    from atari_data.publish.pack import recompress
+
+    def png(im, **kw):
+        buf = _io.BytesIO()
+        im.save(buf, format="PNG", **kw)
+        return buf.getvalue()
+
+    rgb = np.random.default_rng(0).integers(0, 4, (12, 10, 3), dtype=np.uint8) * 60
+    palette = Image.fromarray(rgb).convert("P", palette=Image.Palette.ADAPTIVE, colors=8)
+    hostile = [
+        png(palette, transparency=0),
+        png(Image.fromarray(rgb[..., 0].astype(np.uint16) * 200)),
+        png(Image.fromarray(rgb[..., 0] > 60)),
+    ]
+    for data in hostile:
+        assert recompress(data, 9) == data
+    plain = encode_png(rgb, 3)
+    again = recompress(plain, 9)
+    assert again != plain and np.array_equal(decode_png(again), rgb)
+
+
+def test_the_helper_hands_every_sample_its_own_frames(packed, layout_master):
+    from atari_data.publish.shards import records
+
+    urls = sorted(str(p) for p in (packed / "webdataset" / "expert2f" / "Breakout").glob("train-*.tar"))
+    g = next(g for g in list_games(layout_master) if g.source == "expert2f")
+    layout = {r["id"]: r for r in g.records("train")}
+    for rec in records(urls, split=False):
+        assert np.array_equal(rec["prev_image"], g.frame(layout[rec["id"]], prev=True)), rec["id"]
+        rec["image"][:] = 0  # a caller normalising in place must not reach the next sample's frames

@@ -225,6 +225,14 @@ def test_compare_refuses_other_protocols_and_uses_raw_scores_across_baselines(tm
     out = capsys.readouterr().out
     assert "P(B > A) = 0.500 [0.500, 0.500]" in out, out  # identical play: no improvement either way
     assert "different baselines" in out and (tmp_path / "cmp" / "improvement.png").is_file()
+    doc["emulator"] = {"ale_py": "0.7.5"}
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    assert main(["compare", str(path_a), str(tmp_path / "old.json")]) == 2
+    assert "B with 0.7.5; compare runs of one emulator" in capsys.readouterr().err
+    doc["emulator"] = "0.7.5"  # not what laya-eval writes: one line, never a traceback
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    assert main(["report", str(tmp_path / "bad.json")]) == 2
+    assert "emulator: is not a mapping" in capsys.readouterr().err
     run(tmp_path / "c", "random", games=("Pong",), cap=60)
     assert main(["compare", str(path_a), str(tmp_path / "c" / "results.json")]) == 2
     err = capsys.readouterr().err
@@ -250,11 +258,36 @@ def test_a_policy_that_stops_reading_its_input_is_killed_at_the_timeout(tmp_path
     assert time.time() - t < 30 and (tmp_path / "results.json").exists()
 
 
-@pytest.mark.parametrize("mode,message", [("crash", "exited"), ("stray", "not a JSON line")])
+@pytest.mark.parametrize(
+    "mode,message", [("crash", "exited"), ("stray", "not a JSON line"), ("odd", "expected 'actions' or 'probs'")]
+)
 def test_one_failure_is_charged_to_its_own_game_and_the_next_starts_clean(tmp_path, mode, message):
     res = run(tmp_path, unruly(tmp_path, mode), games=("Pong", "Breakout"), episodes=1, random_episodes=0)
     assert message in res["games"]["Pong"]["error"], res["games"]["Pong"]["error"]
     assert res["games"]["Breakout"]["error"] is None, "a fresh process and hello for the next game"
+    assert (tmp_path / "hellos").read_text().count("hello") == 2, "the next game got a process of its own"
+
+
+def test_a_cmd_policy_that_cannot_be_split_or_is_empty_is_one_line(tmp_path, capsys):
+    for spec, message in (('cmd:python3 "x', "cannot be split into words"), ("cmd:  ", "names no command")):
+        assert main(["run", "--policy", spec, "--games", "Pong", "--out", str(tmp_path / "r.json")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_the_full_action_set_adds_no_auto_fire_to_a_game_without_fire(tmp_path):
+    from .fake_policies import Recorder
+
+    first = {}
+    for kind in ("minimal", "full"):
+        rec = Recorder()
+        cfg = RunConfig(policy="random", games=["Freeway"], out=str(tmp_path / f"{kind}.json"), action_set=kind, **FAST)
+        from laya_eval.evaluate import play_game
+
+        play_game(cfg, "Freeway", rec)
+        first[kind] = rec.batches[0][0]
+    assert np.array_equal(first["minimal"], first["full"]), "the same screen at the first decision: no FIRE pressed"
 
 
 def test_a_killed_policy_takes_its_children_with_it(tmp_path):

@@ -4,6 +4,8 @@ deaf      answers hello and reset, then never reads its input again (the frames 
 crash     exits with code 3 at its first act, the first time it runs; behaves when started again
 stray     prints a stray line before its first answer to act, the first time it runs
 forks     starts a child that would live an hour, writes its pid, then never answers act
+odd       answers its first act with an object that has neither actions nor probs, the first time it runs
+Every mode appends a line to <scratch>/hellos each time it is greeted, so a test can count processes.
 """
 
 import json
@@ -28,12 +30,20 @@ for line in sys.stdin.buffer:
         if mode == "stray" and first_life:
             print("loading weights...", flush=True)
             first_life = False
+        if mode == "odd" and first_life:
+            sys.stdout.write(json.dumps({"foo": 1}) + "\n")
+            sys.stdout.flush()
+            first_life = False
+            continue
         if mode == "forks":
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
             (scratch / "child.pid").write_text(str(child.pid))
             time.sleep(3600)
         reply = {"actions": [0] * msg["n"]}
     else:
+        if msg["type"] == "hello":
+            with open(scratch / "hellos", "a") as f:
+                f.write("hello\n")
         reply = {"name": mode} if msg["type"] == "hello" else {"ok": True}
     sys.stdout.write(json.dumps(reply) + "\n")
     sys.stdout.flush()

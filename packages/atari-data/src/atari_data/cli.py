@@ -168,9 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--name", default=PackConfig.name, help="title of the dataset card (default %(default)s)")
     pk.add_argument(
         "--png-level",
-        default="9",
-        help="zlib level 1-9 the frames are re-compressed at (same pixels), or keep to copy them as "
-        "generated (default %(default)s: ~2.5x smaller frames, decoding them ~1.5x slower)",
+        default=str(PackConfig.png_level),
+        help="zlib level 1-9 the 8-bit grey/RGB PNG frames are re-compressed at (same pixels), or keep "
+        "to copy them as generated (default %(default)s: Parquet about a quarter the size, frames "
+        "about twice as slow to inflate; tools/bench/load.py)",
     )
     pk.add_argument(
         "--repo",

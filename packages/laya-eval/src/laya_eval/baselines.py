@@ -132,6 +132,10 @@ def normalise(score: float, b: Baseline | None) -> float | None:
     return (score - b.random) / (b.expert - b.random)
 
 
+#: How a flag for baselines measured under another decision cap begins.
+CAP_FLAG = "baselines measured with a cap of"
+
+
 def flags_for(game: str, normalised: float | None, b: Baseline | None, cap: int | None) -> list[str]:
     """Every reason this game's normalised score should not be read as skill."""
     out = []
@@ -145,7 +149,7 @@ def flags_for(game: str, normalised: float | None, b: Baseline | None, cap: int 
         if b.expert is not None and b.random is not None and b.expert <= b.random:
             out.append(f"the expert ({b.expert:g}) is not above random ({b.random:g})")
         if b.cap != cap:
-            out.append(f"baselines measured with a cap of {b.cap or 'none'}, this run {cap or 'none'}")
+            out.append(f"{CAP_FLAG} {b.cap or 'none'}, this run {cap or 'none'}")
     lo, hi = NORMALISED_RANGE
     if normalised is not None and not lo <= normalised <= hi:
         out.append(f"normalised score {normalised:.2f} outside [{lo}, {hi}]")

@@ -4,7 +4,7 @@ P(B > A) is computed per game on raw episode scores (the chance an episode of B 
 A, ties half) and averaged over games, as rliable's probability of improvement. Per game it is
 invariant to any increasing rescaling, so it needs no normalisation, and two files normalised with
 different baselines compare fairly. Files played under different protocols (cap, action set,
-sticky actions, frameskip) are not one experiment and are refused.
+sticky actions, frameskip), another ale-py or other ROMs are not one experiment and are refused.
 """
 
 from __future__ import annotations
@@ -30,10 +30,25 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
             file=path_b,
             field="protocol",
         )
+    ea, eb = ra.get("emulator", {}).get("ale_py"), rb.get("emulator", {}).get("ale_py")
+    if ea != eb:
+        raise EvalError(
+            f"A was scored with ale-py {ea or '(not recorded)'}, B with {eb or '(not recorded)'}; "
+            "compare runs of one emulator",
+            file=path_b,
+            field="emulator",
+        )
     rows: list[dict[str, Any]] = []
     xs, ys = [], []
     for game in [g for g in ra["games"] if g in rb["games"]]:
         ga, gb = ra["games"][game], rb["games"][game]
+        if not ga.get("error") and not gb.get("error") and ga.get("rom_md5") != gb.get("rom_md5"):
+            raise EvalError(
+                f"{game} was played on ROMs of different MD5 in A and B ({ga.get('rom_md5')} against "
+                f"{gb.get('rom_md5')}); compare runs of one ROM",
+                file=path_b,
+                field=f"games.{game}.rom_md5",
+            )
         row: dict[str, Any] = {"game": game, "failed": "A" if ga.get("error") else "B" if gb.get("error") else None}
         if row["failed"] is None:
             same = ga.get("baseline") == gb.get("baseline")

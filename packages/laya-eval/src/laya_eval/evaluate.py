@@ -18,6 +18,7 @@ import numpy as np
 
 from laya_eval import __version__
 from laya_eval.baselines import (
+    CAP_FLAG,
     EXCLUDED,
     Baseline,
     atari57,
@@ -31,12 +32,21 @@ from laya_eval.games import resolve_game
 from laya_eval.jsonfile import is_number, numbers, read_json
 from laya_eval.policies import RandomPolicy, load_policy
 from laya_eval.runner import Episodes, play
-from laya_eval.stats import BOOTSTRAPS, bootstrap_ci, iqm, mean_of_means, median_of_means, optimality_gap
+from laya_eval.stats import (
+    ALPHA,
+    BOOTSTRAPS,
+    REPS,
+    bootstrap_ci,
+    iqm,
+    mean_of_means,
+    median_of_means,
+    optimality_gap,
+)
 from laya_protocol.config import option
 from laya_protocol.errors import UnknownName
 from laya_protocol.games import ACTION_SETS, action_set, emulator
 from laya_protocol.locks import FileLock
-from laya_protocol.protocol import EVAL_DECISION_CAP, FRAME_CAP, Protocol
+from laya_protocol.protocol import BASELINE_CAP, EVAL_DECISION_CAP, FRAME_CAP, Protocol
 from laya_protocol.seeds import EVAL_SEED_BASE
 
 
@@ -192,11 +202,12 @@ def summarise(games: dict[str, dict], seed: int = 0, bootstrap: str = "episode")
         "flagged": sorted(g["game"] for g in valued if g["flags"]),
         "intervals": _intervals(valued, bootstrap),
     }
-    capped = [g for g in valued if any(f.startswith("baselines measured with a cap") for f in g["flags"])]
+    capped = [g for g in valued if any(f.startswith(CAP_FLAG) for f in g["flags"])]
     if valued and not unflagged and capped:
         out["note"] = (
             f"no game is unflagged: the baselines of {len(capped)} of {len(valued)} games were measured with "
-            "another decision cap than this run's (the reference baselines use 4500); run with --cap 4500, or "
+            f"another decision cap than this run's (the reference baselines use {BASELINE_CAP}); run with --cap "
+            f"{BASELINE_CAP}, or "
             "give --baselines measured at this cap"
         )
     stats = {
@@ -221,7 +232,7 @@ def _intervals(valued: list[dict], bootstrap: str) -> dict:
     """How the intervals were made, and when they mean less than they seem to."""
     if bootstrap not in BOOTSTRAPS:
         raise EvalError(f"{bootstrap!r} (expected {' or '.join(BOOTSTRAPS)})", field="--bootstrap")
-    out: dict[str, Any] = {"bootstrap": bootstrap, "confidence": 0.95, "reps": 2000}
+    out: dict[str, Any] = {"bootstrap": bootstrap, "confidence": 1 - ALPHA, "reps": REPS}
     single = [g["game"] for g in valued if len(g["normalised_scores"] or []) < 2]
     if single and bootstrap == "episode":
         out["warning"] = (
@@ -264,11 +275,22 @@ def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
         )
     if not isinstance(protocol, dict):
         raise EvalError("is not a mapping", file=str(path), field="protocol")
+    emu = results.get("emulator", {})
+    if not isinstance(emu, dict) or not all(isinstance(v, str) for v in emu.values()):
+        raise EvalError("is not a mapping of names to versions", file=str(path), field="emulator")
+    summary = results["summary"]
+    intervals = summary.get("intervals", {}) if isinstance(summary, dict) else None
+    if not isinstance(intervals, dict) or intervals.get("bootstrap", "episode") not in BOOTSTRAPS:
+        raise EvalError(
+            f"is not a summary laya-eval writes (intervals.bootstrap: {' or '.join(BOOTSTRAPS)})",
+            file=str(path),
+            field="summary",
+        )
     for name, g in results["games"].items():
         problem = _game_problem(name, g)
         if problem:
             raise EvalError(problem, file=str(path), field=f"games.{name}")
-    kind = ((results.get("summary") or {}).get("intervals") or {}).get("bootstrap", "episode")
+    kind = intervals.get("bootstrap", "episode")
     results["summary"] = summarise(results["games"], bootstrap=bootstrap or kind)  # recomputed: games are the record
     return results
 
@@ -396,7 +418,7 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
         "summary": {},
     }
     if out.exists() and not cfg.restart:
-        old = load_results(out)
+        old = load_results(out, bootstrap=cfg.bootstrap)  # the summary as this run asks for it
         if old.get("settings") != cfg.settings():
             diff = sorted(k for k in cfg.settings() if (old.get("settings") or {}).get(k) != cfg.settings()[k])
             raise EvalError(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from laya_eval.batch import Batch, PolicyError, choose
-from laya_protocol.games import action_set, rom_id
+from laya_protocol.games import action_set, minimal_actions, rom_id
 from laya_protocol.protocol import Protocol
 
 
@@ -50,7 +50,10 @@ def play(
     from ale_py.vector_env import AtariVectorEnv
 
     names = action_set(game, protocol.action_set)  # what the policy chooses among, in ALE's order
-    fire = names.index("FIRE") if "FIRE" in names and protocol.auto_fire != "none" else None
+    # Auto-FIRE is the game's rule (its minimal set has FIRE), not the action set's: the full set
+    # always lists FIRE, and Freeway or MsPacman must not get presses they never had.
+    auto = "FIRE" in minimal_actions(game) and protocol.auto_fire != "none"
+    fire = names.index("FIRE") if auto else None
     env = AtariVectorEnv(
         rom_id(game),
         episodes,

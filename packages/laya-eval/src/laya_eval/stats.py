@@ -2,9 +2,9 @@
 
 Scores come as one array per game (its episodes' normalised scores; games may have different
 episode counts). Point estimates pool every (episode, game) score the way rliable pools
-(run, task) scores. Confidence intervals use a stratified bootstrap: episodes are resampled
-with replacement *within each game*, games are never resampled, so the interval reflects
-episode-to-episode noise of this set of games, not the choice of games.
+(run, task) scores. Confidence intervals use a stratified bootstrap by default: episodes are
+resampled with replacement *within each game* and the games are kept, so the interval reflects
+episode-to-episode noise of this set of games. The task bootstrap also resamples the games.
 """
 
 from __future__ import annotations
@@ -54,8 +54,12 @@ def probability_of_improvement(x: Scores, y: Scores) -> float:
     return float(np.mean(per_game))
 
 
+#: Bootstrap resamples and the interval's tail (95% intervals).
+REPS, ALPHA = 2000, 0.05
+
+
 def stratified_bootstrap_ci(
-    stat: Callable[..., float], *groups: Scores, reps: int = 2000, alpha: float = 0.05, seed: int = 0
+    stat: Callable[..., float], *groups: Scores, reps: int = REPS, alpha: float = ALPHA, seed: int = 0
 ) -> tuple[float, float]:
     """Percentile interval of ``stat(*groups)`` with episodes resampled within each game."""
     rng = np.random.default_rng(seed)
@@ -80,7 +84,7 @@ BOOTSTRAPS = ("episode", "task")
 
 
 def task_bootstrap_ci(
-    stat: Callable[..., float], *groups: Scores, reps: int = 2000, alpha: float = 0.05, seed: int = 0
+    stat: Callable[..., float], *groups: Scores, reps: int = REPS, alpha: float = ALPHA, seed: int = 0
 ) -> tuple[float, float]:
     """Percentile interval of ``stat(*groups)`` with games resampled with replacement (the same draw
     for every group, so paired comparisons stay paired), then episodes within each drawn game."""

@@ -51,6 +51,14 @@ class _ErrorAnswer(PolicyError):
 
 class StdioPolicy:
     def __init__(self, command: str, timeout: float = 60.0):
+        from laya_eval.errors import EvalError
+
+        try:  # split as a shell line is, never run by a shell; refused here, before any game
+            self.argv = shlex.split(command)
+        except ValueError as e:
+            raise EvalError(f"cmd:{command}: cannot be split into words ({e})", field="--policy") from None
+        if not self.argv:
+            raise EvalError("cmd: names no command (expected cmd:PROGRAM [ARGS...])", field="--policy")
         self.command, self.timeout = command, timeout
         self.proc: subprocess.Popen | None = None
         self.identity: dict = {}
@@ -59,7 +67,7 @@ class StdioPolicy:
     def _start(self) -> None:
         try:  # its own process group, so whatever it starts is ended with it
             self.proc = subprocess.Popen(
-                shlex.split(self.command),
+                self.argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 bufsize=0,
@@ -166,6 +174,7 @@ class StdioPolicy:
             return np.asarray(reply["actions"], dtype=np.int64) if _all_int(reply["actions"]) else reply["actions"]
         if "probs" in reply:
             return np.asarray(reply["probs"], dtype=np.float64)
+        self._broken = True  # out of step with the protocol: the next game starts afresh
         raise PolicyError(f"answered {sorted(reply)}; expected 'actions' or 'probs'")
 
     def close(self, kill: bool = False) -> None:

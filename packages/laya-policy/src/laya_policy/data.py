@@ -4,10 +4,11 @@
     ex.rec["question"], ex.rec["label"], ex.rec.get("target"); ex.frames(2)  # uint8 [2, H, W, 3]
 
 A layout root is read record by record (frames decoded from its PNGs when a batch needs them). A
-packed repository (a folder written by ``atari-data pack``, or its Hub id) is streamed through
+packed repository (a folder written by ``atari-data pack``, or its Hub id) is read through
 ``datasets.load_dataset(path, config)`` -- the same Parquet path users load, the source's config or,
-with games named, those games' own configs -- so rows come from the files as they are, never from a
-cache of an older build; frames stay PNG bytes, decoded per batch, so memory holds compressed frames.
+with games named, those games' own configs. A folder is streamed, so rows come from its files as
+they are, never from a cache of an older build; a Hub id goes through the cache of its revision.
+Frames stay PNG bytes, decoded per batch, so memory holds compressed frames.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def _packed_frame(current: bytes, previous: bytes | None, where: str, prev: bool
 
 
 def _packed_examples(data, split, sources, games) -> list[Example]:
-    from datasets import Image, get_dataset_config_names, load_dataset
+    from datasets import Image, get_dataset_config_names, get_dataset_split_names, load_dataset
 
     hf_split = HUB_SPLITS[split]
     out = []
@@ -126,8 +127,16 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
             wanted.append(name)
         elif game is None and (not games or not any(split_config(c) == (source, g) for c in configs for g in games)):
             wanted.append(name)
+    local = Path(data).is_dir()
     for source in wanted:
-        ds = load_dataset(data, source, split=hf_split, streaming=True)
+        try:
+            if hf_split not in get_dataset_split_names(data, source):  # e.g. a game without validation rows
+                continue
+        except Exception:  # noqa: BLE001, S110 - unknown here (e.g. offline): load_dataset says what is wrong
+            pass
+        # A local folder is streamed (its files as they are now); a Hub id goes through the cache of
+        # its immutable revision, which also works offline.
+        ds = load_dataset(data, source, split=hf_split, streaming=local)
         ds = ds.cast_column("image", Image(decode=False))
         has_prev = "prev_image" in (ds.features or {})
         if has_prev:

@@ -96,6 +96,13 @@ def _unfiltered(idat: bytes, h: int, stride: int) -> bytes | None:
     return b"".join(out)
 
 
+def plain_rgb_or_grey(data: bytes) -> bool:
+    """Whether a PNG is 8-bit grey or RGB, non-interlaced, without palette or transparency: the
+    images :func:`encode_png` writes, so re-encoding one keeps every pixel and nothing else."""
+    plain = _plain_idat(data)
+    return plain is not None and plain[2] in (0, 2)
+
+
 def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
     """(width, height, colour type, IDAT stream) of an 8-bit, non-interlaced grey/RGB/RGBA PNG
     without palette or transparency chunks, else None."""

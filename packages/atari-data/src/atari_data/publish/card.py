@@ -90,7 +90,12 @@ NO_REPO = "ORG/NAME"
 
 def card_for(folder: Path, repo_id: str) -> bytes:
     """The card of ``folder`` with its examples loading ``repo_id``: what is published there."""
-    text = limits.read_bytes(folder / repo.CARD).decode("utf-8")
+    try:
+        text = limits.read_bytes(folder / repo.CARD).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AtariDataError(
+            f"is not UTF-8 text ({e.reason})", file=str(folder / repo.CARD), field="README.md"
+        ) from None
     m = re.search(r'load_dataset\("([^"]+)"', text)
     return (text.replace(f'"{m[1]}"', f'"{repo_id}"') if m else text).encode("utf-8")
 
@@ -116,10 +121,12 @@ def _license_lines(metas: dict[str, dict[str, dict]]) -> list[str]:
 
 def size_category(n: int) -> str:
     """The Hub's size category of ``n`` rows."""
-    for upper, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
-        if n < upper:
+    names = ["n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "10M<n<100M", "100M<n<1B"]
+    names += ["1B<n<10B", "10B<n<100B", "100B<n<1T"]
+    for i, name in enumerate(names):
+        if n < 10 ** (3 + i):
             return name
-    return "1M<n<10M" if n < 10_000_000 else "10M<n<100M"
+    return "n>1T"
 
 
 def _config(name: str, source: str, game: str, splits: dict, frames: int, default: bool) -> tuple[dict, dict]:
@@ -211,7 +218,8 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
             first=first,
             first_game=repo.game_config(first, first_games[0]),
             games_sizes=json.dumps({g: summary["configs"][first]["games"][g]["train"]["records"] for g in first_games}),
-            tar_dir=f"{repo.WEBDATASET}/{first}",
+            game_config=repo.game_config(first, "{g}"),  # filled in by the example's own f-string
+            game_tars=repo.tar_pattern(first, "train", "{g}"),
             tar_folder=repo.tar_pattern(first, "*"),
             configs="\n".join(configs),
             schema_version=SCHEMA_VERSION,

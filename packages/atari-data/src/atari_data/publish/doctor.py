@@ -55,8 +55,10 @@ class Doctor:
             self._replay(card["replay"])
         claimed = set()
         infos = {i.get("config_name"): i for i in card.get("dataset_info") or []}
+        files: dict[str, set] = {}  # per config, the files it reads
         for conf in card.get("configs") or []:
             name = conf.get("config_name")
+            files[name] = set()
             for df in conf.get("data_files", []):
                 matched = sorted(self.folder.glob(df["path"]))
                 if not matched:
@@ -64,7 +66,17 @@ class Doctor:
                         self.folder / repo.CARD, f"configs.{name}.{df['split']}", f"{df['path']} matches no file"
                     )
                 claimed.update(matched)
+                files[name].update(matched)
             self._config(name, conf, infos.get(name, {}))
+        for name, held in files.items():  # a game config is only counted: its frames are its source's
+            source, game = repo.split_config(name)
+            outside = sorted(held - files.get(source, set())) if game is not None else []
+            if outside:
+                self.defect(
+                    outside[0],
+                    f"configs.{name}",
+                    f"is not among the files of config {source!r} (a game config reads a subset of its source's)",
+                )
         for p in sorted((self.folder / repo.DATA).rglob("*")) if (self.folder / repo.DATA).exists() else []:
             if p.is_file() and p not in claimed:
                 self.defect(p, "(file)", "belongs to no config in the card")

@@ -6,10 +6,10 @@ the Hub's split names. Parquet rows are the record fields, flat (frames as HF ``
 ``question`` and ``provenance`` as JSON text), with column statistics on ``game`` and ``episode``.
 WebDataset samples (written by webdataset's ``ShardWriter``) carry the same rows and also each side
 image the record's provenance references (e.g. Frostbite's ``mask``; the Parquet rows keep only its
-path). PNG frames are re-compressed at zlib level 9 (``png_level``): the pixels stay the same, the
-bytes shrink about 2.5x (generation writes level 3 for speed). Files are written in a fixed order with fixed
-metadata, so the same layout always packs to the same bytes. The folder is built beside OUT and
-renamed into place.
+path). 8-bit grey and RGB PNG frames are re-compressed at zlib level 9 (``png_level``; other images
+are copied): the pixels stay the same, Parquet shrinks to about a quarter (tools/bench/load.py).
+Files are written in a fixed order with fixed metadata, so the same layout always packs to the same
+bytes with the same zlib. The folder is built beside OUT and renamed into place.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import logging
 import os
 import re
 import shutil
-import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
-from atari_data.layout.png import SIGNATURE, decode_png, encode_png, is_intact
+from atari_data.layout.png import decode_png, encode_png, is_intact, plain_rgb_or_grey
 from atari_data.layout.records import image_name
 from atari_data.limits import read_bytes
 from atari_data.publish import repo
@@ -74,8 +73,8 @@ class PackConfig:
     name: str = "atari"
     replay: bool = False  # seeds, moves and frame MD5s instead of frames (atari_data.publish.replay)
     repo: str | None = None  # the Hub dataset id the card's examples load
-    # zlib level of packed PNGs, None to copy them as written (generation writes level 3, for speed):
-    # 9 makes frames ~2.5x smaller and decoding them ~1.5x slower (tools/bench/load.py)
+    # zlib level of packed PNGs, None to copy them as written (generation writes level 3, for speed);
+    # 9: Parquet about a quarter the size, frames about twice as slow to inflate (tools/bench/load.py)
     png_level: int | None = 9
     summary: dict = field(default_factory=dict, init=False)
 
@@ -99,33 +98,33 @@ def layout_rows(
         m = FRAME_FORMAT_RE.match(g.meta()["frame_format"])
         assert m is not None  # validated before packing
         size = (int(m[3]), int(m[2]))
-        last: dict[str, bytes] = {}  # a record's previous frame is, as a rule, the last record's frame
+        last: dict[bytes, bytes] = {}  # a previous frame is, as a rule, the last record's frame: once
         for rec in g.records(split):
-            prev = None
-            if "prev_image" in rec:
-                prev = last.get(rec["prev_image"]) or _intact(g, rec["prev_image"], size, level)
-            image = _intact(g, rec["image"], size, level)
-            last = {rec["image"]: image}
+            prev = _intact(g, rec["prev_image"], size, level, last) if "prev_image" in rec else None
+            image = _intact(g, rec["image"], size, level, last)
             side = {repo.frame_ext(path, name): _intact(g, path, None, level) for name, path in side_paths(rec).items()}
             yield rec, image, prev, side
 
 
 def recompress(data: bytes, level: int) -> bytes:
-    """A grey or RGB PNG's pixels encoded again at zlib ``level``; other images (JPEG, palettes,
-    alpha) as they are. Lossless and deterministic."""
-    if data[:8] != SIGNATURE:
+    """An 8-bit grey or RGB PNG's pixels encoded again at zlib ``level``; any other image (JPEG,
+    palettes, transparency, 16-bit, 1-bit, interlaced) as it is. Lossless and deterministic."""
+    if not plain_rgb_or_grey(data):
         return data
-    pixels = decode_png(data)
-    if pixels.ndim == 3 and pixels.shape[2] != 3:
-        return data
-    return encode_png(pixels, level)
+    return encode_png(decode_png(data), level)
 
 
-def _intact(g: GameDir, rel: str, size: tuple[int, int] | None, level: int | None = None) -> bytes:
+def _intact(
+    g: GameDir, rel: str, size: tuple[int, int] | None, level: int | None = None, last: dict | None = None
+) -> bytes:
     """A frame's bytes, refused when damaged: every PNG chunk's CRC, its image data inflating to its
-    header's size, and that size the game's frame format (one inflate, no pixels built)."""
+    header's size, and that size the game's frame format (one inflate, no pixels built). With
+    ``level``, re-compressed; ``last`` keeps the latest file's result, keyed by its bytes, so the
+    same frame stored twice (a record's frame, the next one's previous frame) is done once."""
     path = safe_join(g.path, rel)
     data = read_bytes(path, "frame", "image")
+    if last is not None and data in last:
+        return last[data]
     if not is_intact(data, size):
         raise AtariDataError(
             f"is not an intact {'frame' if size is None else f'{size[1]}x{size[0]} frame'} "
@@ -133,7 +132,11 @@ def _intact(g: GameDir, rel: str, size: tuple[int, int] | None, level: int | Non
             file=str(path),
             field="image",
         )
-    return data if level is None else recompress(data, level)
+    out = data if level is None else recompress(data, level)
+    if last is not None:
+        last.clear()
+        last[data] = out
+    return out
 
 
 def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
@@ -211,7 +214,9 @@ class _ParquetShards:
 
 class _TarShards:
     """One game's split as WebDataset shards, through webdataset's ``ShardWriter`` with fixed
-    metadata (mtime 0, no owner), opened at the first sample so an empty split writes no file."""
+    metadata (mtime 0, no owner), opened at the first sample so an empty split writes no file.
+    (webdataset 1.0 writes tarfile's default PAX format; our member names are short ASCII, so the
+    headers are plain ustar ones.)"""
 
     def __init__(self, root: Path, source: str, game: str, split: str, shard_size: int):
         self.pattern = str(root / repo.tar_dir(source, game) / f"{split}-%06d.tar")
@@ -235,7 +240,6 @@ class _TarShards:
                 user="",
                 group="",
                 mode=0o644,
-                format=tarfile.USTAR_FORMAT,
             )
         body = {k: v for k, v in rec.items() if k not in ("image", "prev_image")}
         for name in JSON_TEXT & body.keys():  # mappings as text, as in Parquet: keys never vary

@@ -42,7 +42,7 @@ def _decode_once(data: bytes, ext: str, memo: dict | None) -> np.ndarray:
         return memo["frame"].copy()  # a copy: a caller may write into either
     frame = _decode(data, ext)
     if memo is not None:
-        memo.update(bytes=data, frame=frame)
+        memo.update(bytes=data, frame=frame.copy())  # kept apart from what the caller gets
     return frame
 
 
