@@ -386,7 +386,8 @@ def test_report_and_compare(tmp_path, capsys):
     assert {p.name for p in (tmp_path / "rep").iterdir()} == {"report.md", *figures}
     for name in figures:
         assert (tmp_path / "rep" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (tmp_path / "rep" / "report.md").read_text().count("# Evaluation of") == 2
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert report.count("# Evaluation of") == 2 and f"({b / 'results.json'})" in report, "each section names its file"
     capsys.readouterr()
     assert main(["compare", str(a / "results.json"), str(b / "results.json")]) == 0
     out = capsys.readouterr().out

@@ -29,6 +29,18 @@ from laya_eval.runner import play
 from laya_protocol.protocol import Protocol
 
 
+def _step_randomly(env, envs: int, steps: int) -> float:
+    """Decisions/s of ``steps`` random steps from the seeded reset; closes ``env``."""
+    rng = np.random.default_rng(0)
+    t = time.perf_counter()
+    env.reset(seed=100_000)
+    for _ in range(steps):
+        env.step(rng.integers(3, size=envs))
+    dt = time.perf_counter() - t
+    env.close()
+    return envs * steps / dt
+
+
 def raw(envs: int, threads: int, steps: int) -> float:
     env = AtariVectorEnv(
         "freeway",
@@ -46,14 +58,7 @@ def raw(envs: int, threads: int, steps: int) -> float:
         repeat_action_probability=0.25,
         max_num_frames_per_episode=108_000,
     )
-    rng = np.random.default_rng(0)
-    t = time.perf_counter()
-    env.reset(seed=100_000)
-    for _ in range(steps):
-        env.step(rng.integers(3, size=envs))
-    dt = time.perf_counter() - t
-    env.close()
-    return envs * steps / dt
+    return _step_randomly(env, envs, steps)
 
 
 def gymnasium_vec(envs: int, steps: int, mode: str) -> float:
@@ -70,14 +75,7 @@ def gymnasium_vec(envs: int, steps: int, mode: str) -> float:
         frameskip=4,
         full_action_space=False,
     )
-    rng = np.random.default_rng(0)
-    t = time.perf_counter()
-    env.reset(seed=100_000)
-    for _ in range(steps):
-        env.step(rng.integers(3, size=envs))
-    dt = time.perf_counter() - t
-    env.close()
-    return envs * steps / dt
+    return _step_randomly(env, envs, steps)
 
 
 def ours(envs: int, threads: int, steps: int) -> float:

@@ -134,6 +134,9 @@ def cmd_report(a) -> int:
     from laya_eval.report import markdown, write_report
 
     runs = [load_results(path, bootstrap=a.bootstrap) for path in a.results]
+    if len(runs) > 1:  # figures name each file, so two runs of one policy can be told apart
+        for run, path in zip(runs, a.results, strict=True):
+            run["_file"] = path
     if a.out:
         for path in write_report(runs, a.out):
             print(path)

@@ -33,7 +33,7 @@ def markdown(results: dict) -> str:
     s = results["settings"]
     emu = results.get("emulator") or {}
     lines = [
-        f"# Evaluation of `{s['policy']}`",
+        f"# Evaluation of `{s['policy']}`" + (f" ({results['_file']})" if results.get("_file") else ""),
         "",
         f"{s['episodes']} episodes per game, seeds from {s['seed_base']}, decision cap {s['cap'] or 'none'}, "
         f"{'greedy' if s['greedy'] else 'sampled'} actions; protocol: "
@@ -99,7 +99,9 @@ def _scored(results: dict) -> list[dict]:
 
 
 def _label(results: dict) -> str:
-    return str(results["settings"]["policy"])
+    """The policy spec, and the results file's name when given (two files of one policy differ)."""
+    name = results.get("_file")
+    return f"{results['settings']['policy']} ({name})" if name else str(results["settings"]["policy"])
 
 
 def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
@@ -174,8 +176,8 @@ def _aggregates(plt, runs: list[dict]):
         ax.set_yticks(range(len(runs)), [_label(r) for r in runs] if ax is axes[0] else [""] * len(runs))
         ax.set_title(label)
         ax.grid(axis="x", alpha=0.3)
-    kind = runs[0]["summary"].get("intervals", {}).get("bootstrap", "episode")
-    fig.supxlabel(f"normalised score; bars: 95% CI ({kind} bootstrap), black line: point estimate")
+    kinds = sorted({r["summary"].get("intervals", {}).get("bootstrap", "episode") for r in runs})
+    fig.supxlabel(f"normalised score; bars: 95% CI ({' / '.join(kinds)} bootstrap), black line: point estimate")
     fig.tight_layout()
     return fig
 
@@ -188,15 +190,20 @@ def _profile(plt, runs: list[dict]):
         scores = [np.asarray(g["normalised_scores"], float) for g in _scored(r)]
         curve = performance_profile(scores, taus)
         rng = np.random.default_rng(0)
-        draws = np.array(
-            [performance_profile([s[rng.integers(len(s), size=len(s))] for s in scores], taus) for _ in range(500)]
-        )
+        task = r["summary"].get("intervals", {}).get("bootstrap") == "task"  # resample games too
+
+        def resample(scores=scores, task=task, rng=rng):
+            games = rng.integers(len(scores), size=len(scores)) if task else range(len(scores))
+            return [scores[i][rng.integers(len(scores[i]), size=len(scores[i]))] for i in games]
+
+        draws = np.array([performance_profile(resample(), taus) for _ in range(500)])
         lo, hi = np.quantile(draws, [0.025, 0.975], axis=0)
         ax.step(taus, curve, where="post", color=colours[k % 10], label=_label(r))
         ax.fill_between(taus, lo, hi, step="post", color=colours[k % 10], alpha=0.2)
     ax.set_xlabel("normalised score τ")
     ax.set_ylabel("fraction of episodes with score > τ")
-    ax.set_title("Performance profile (95% band, episode bootstrap)")
+    kinds = sorted({r["summary"].get("intervals", {}).get("bootstrap", "episode") for r in runs})
+    ax.set_title(f"Performance profile (95% band, {' / '.join(kinds)} bootstrap)")
     ax.set_ylim(0, 1.02)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
     fig.tight_layout()
