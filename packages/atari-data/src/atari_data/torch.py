@@ -29,7 +29,7 @@ import torch
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
-from atari_data.publish.repo import split_config
+from atari_data.publish.repo import is_packed, split_config
 from atari_data.schema import JSON_TEXT
 from laya_protocol.games import FULL_ACTIONS
 from laya_protocol.names import HUB_SPLITS
@@ -89,8 +89,8 @@ class AtariDataset(torch.utils.data.Dataset):
 
 
 def _is_layout(path: Path) -> bool:
-    """A layout root: ``<source>/<Game>/meta.json`` folders, not a packed repository's card."""
-    return path.is_dir() and not (path / "README.md").is_file() and any(path.glob("*/*/meta.json"))
+    """A layout root: ``<source>/<Game>/meta.json`` folders, not a packed repository."""
+    return path.is_dir() and not is_packed(path) and any(path.glob("*/*/meta.json"))
 
 
 def collate(rows: list[dict]) -> dict:

@@ -85,16 +85,16 @@ class StdioPolicy:
             lines.put(line)
         lines.put(None)
 
-    def _ask(self, message: dict, payload: bytes = b"") -> dict:
+    def _ask(self, message: dict, payload: bytes = b"", expect: tuple[str, ...] = ()) -> dict:
         try:
-            return self._exchange(message, payload)
+            return self._exchange(message, payload, expect)
         except _ErrorAnswer:  # an answer, so the protocol is still in step
             raise
         except PolicyError:
             self._broken = True
             raise
 
-    def _exchange(self, message: dict, payload: bytes) -> dict:
+    def _exchange(self, message: dict, payload: bytes, expect: tuple[str, ...]) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
                 raise PolicyError(f"{self.command!r} exited with code {self.proc.returncode}")
@@ -119,6 +119,8 @@ class StdioPolicy:
             raise PolicyError(f"answered {reply!r}, not a JSON object")
         if "error" in reply:
             raise _ErrorAnswer(f"reported an error: {reply['error']}")
+        if expect and not any(k in reply for k in expect):
+            raise PolicyError(f"answered {sorted(reply)}; expected {' or '.join(repr(k) for k in expect)}")
         return reply
 
     def _write(self, proc: subprocess.Popen, data: bytes, kind: str) -> None:
@@ -169,13 +171,11 @@ class StdioPolicy:
                 "nbytes": frames.nbytes,
             },
             frames.tobytes(),
+            expect=("actions", "probs"),
         )
         if "actions" in reply:
             return np.asarray(reply["actions"], dtype=np.int64) if _all_int(reply["actions"]) else reply["actions"]
-        if "probs" in reply:
-            return np.asarray(reply["probs"], dtype=np.float64)
-        self._broken = True  # out of step with the protocol: the next game starts afresh
-        raise PolicyError(f"answered {sorted(reply)}; expected 'actions' or 'probs'")
+        return np.asarray(reply["probs"], dtype=np.float64)
 
     def close(self, kill: bool = False) -> None:
         if self.proc is None:

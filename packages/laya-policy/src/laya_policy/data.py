@@ -118,25 +118,24 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
         raise ValueError(f"{data}: cannot read the dataset's configurations ({type(e).__name__}: {e})") from None
     # A source's own config, or with games named, only those games' configs (only their files are read).
     # Streamed: rows come from the files as they are now, never from a cache of an older build.
+    pairs = {split_config(c): c for c in configs}  # (source, game or None) -> config name
     wanted = []
-    for name in configs:
-        source, game = split_config(name)
+    for (source, game), name in pairs.items():
         if sources and source not in sources:
             continue
-        if games and game is not None and game in games:
-            wanted.append(name)
-        elif game is None and (not games or not any(split_config(c) == (source, g) for c in configs for g in games)):
+        named = [g for g in games or () if (source, g) in pairs]
+        if (game is None and not named) or (game is not None and game in named):
             wanted.append(name)
     local = Path(data).is_dir()
-    for source in wanted:
+    for name in wanted:
         try:
-            if hf_split not in get_dataset_split_names(data, source):  # e.g. a game without validation rows
+            if hf_split not in get_dataset_split_names(data, name):  # e.g. a game without validation rows
                 continue
         except Exception:  # noqa: BLE001, S110 - unknown here (e.g. offline): load_dataset says what is wrong
             pass
         # A local folder is streamed (its files as they are now); a Hub id goes through the cache of
         # its immutable revision, which also works offline.
-        ds = load_dataset(data, source, split=hf_split, streaming=local)
+        ds = load_dataset(data, name, split=hf_split, streaming=local)
         ds = ds.cast_column("image", Image(decode=False))
         has_prev = "prev_image" in (ds.features or {})
         if has_prev:
@@ -144,7 +143,7 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
         if games:
             ds = ds.filter(lambda g: g in games, input_columns="game")
         for i, row in enumerate(ds):
-            where = f"{data}: {source}/{hf_split} row {i}"
+            where = f"{data}: {name}/{hf_split} row {i}"
             image, prev = row.pop("image"), row.pop("prev_image", None) if has_prev else None
             for name, value in (("image", image), ("prev_image", prev)):
                 if (value is not None or name == "image") and not (

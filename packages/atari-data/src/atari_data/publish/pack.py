@@ -225,9 +225,9 @@ class _TarShards:
         self.paths: list[Path] = []
 
     def add(self, rec: dict, image: bytes, prev: bytes | None, side: dict[str, bytes]) -> None:
-        import webdataset as wds
-
         if self.writer is None:
+            import webdataset as wds
+
             Path(self.pattern).parent.mkdir(parents=True, exist_ok=True)
             self.writer = wds.ShardWriter(
                 self.pattern,
