@@ -42,6 +42,7 @@ SMOKED = {  # script: a line its table must print
     "preprocess.py": "| device-side | 32 |",
     "play_gpu.py": "| device-side + cache |",
     "train_gpu.py": "| reference A100 |",
+    "planner.py": "| Pong |",
 }
 SPAWNS = {"generate.py"}
 

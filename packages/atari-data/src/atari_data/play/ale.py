@@ -52,6 +52,7 @@ class AtariGame:
             self.actions.index("FIRE") if "FIRE" in self.actions and self.protocol.auto_fire == AUTO_FIRE_RULE else None
         )
         self.score = 0.0
+        self.seed = 0
         self.done = True
         self.keep = keep
         self.last_two: tuple[np.ndarray, np.ndarray] | None = None
@@ -61,6 +62,7 @@ class AtariGame:
     def reset(self, seed: int) -> bool:
         """Start an episode; returns whether FIRE was auto-pressed."""
         self.env.reset(seed=seed)
+        self.seed = seed  # a planning expert seeds its rollouts from it
         self.score, self.done = 0.0, False
         # Every move sent to the emulator (auto-FIREs included) and which of them were decisions:
         # with the seed, all that is needed to replay the episode frame for frame.

@@ -20,11 +20,14 @@ from atari_data.errors import AtariDataError
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
-from atari_data.play.experts import load_expert
+from atari_data.play.experts import expert_id, load_expert
+from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
+from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
     behaviour_rng,
     fill_splits,
     labelled_steps,
+    one_by_one,
     sample,
 )
 from laya_protocol.config import option
@@ -44,7 +47,8 @@ class DaggerConfig:
     root: str = option(help="atari-data layout root to write into")
     round: int = option(help="round number N (source dagger<N>)")
     games: list[str] = option(help="comma-separated games")
-    expert: str = option("builtin", "builtin, sb3:PATH, cleanrl:PATH or hub:REPO")
+    expert: str = option("builtin", "builtin, sb3:PATH, cleanrl:PATH, hub:REPO or planner[:BASE]")
+    planner_frames: int = option(PLANNER_FRAMES, "a planner's emulator frames per decision, all rollouts together")
     train_frames: int = option(3_000, "train records per game at most")
     val_frames: int = option(150, "val records per game at most")
     min_train_episodes: int = option(2, "play at least this many train episodes")
@@ -52,6 +56,9 @@ class DaggerConfig:
     greedy: bool = option(False, "play the top action instead of sampling")
     seed: int = option(0)
     force: bool = option(False, "rewrite games already written")
+
+    def __post_init__(self):
+        check_budget(self.planner_frames)
 
 
 def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):
@@ -87,7 +94,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
             name,
             frame_format="rgb_210x160",
             frames=2,
-            origin=f"atari-data DAgger round {cfg.round}, expert {cfg.expert}",
+            origin=f"atari-data DAgger round {cfg.round}, expert {expert_id(cfg.expert, cfg.planner_frames)}",
             license="MIT",
             caps={"train": cfg.train_frames, "val": cfg.val_frames},
             protocol=protocol,
@@ -97,7 +104,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
             if writer.complete:
                 out[name] = None
                 continue
-            expert = load_expert(cfg.expert, name)
+            expert = load_expert(cfg.expert, name, cfg.planner_frames)
             game = AtariGame(name, protocol, keep=getattr(expert, "frames", None))
             behave = policy_behaviour(policy, game, cfg.greedy)
 
@@ -118,7 +125,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
 
             fill_splits(
                 writer,
-                steps_for,
+                one_by_one(steps_for),
                 [
                     ("val", VAL_EPISODES_FROM, cfg.val_frames, 1),
                     ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes),

@@ -1,4 +1,4 @@
-"""Fan independent work (one game each) out over processes or Ray, with the same results as a local loop.
+"""Fan independent work (one game, or one episode) out over processes or Ray, with the same results as a local loop.
 
 Ray connects to ``RAY_ADDRESS`` when it is set (a cluster) and otherwise starts a local instance.
 Each task writes its own game folder whole, so the layout is the same whichever worker ran it.
@@ -10,7 +10,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from atari_data.errors import AtariDataError
 from laya_protocol.ray import connect
@@ -54,6 +56,64 @@ def fan_out(
             out.append(result)
             bar.update(1)
     return out
+
+
+@contextmanager
+def ahead(fn: Callable, items: Iterator, *, executor: str = "local", workers: int = 2) -> Iterator[Iterator]:
+    """``(fn(x) for x in items)``, in order, computed ``workers`` items ahead of the consumer on
+    spawned processes or Ray tasks, for a sequence whose end the consumer decides (episodes until a
+    split is full). Leaving the block stops the work still in flight."""
+    if executor not in EXECUTORS:
+        raise AtariDataError(f"unknown executor {executor!r} (expected {' or '.join(EXECUTORS)})", field="--executor")
+    workers = max(1, workers)
+    if executor == "ray":
+        try:
+            ray = connect()
+        except ImportError:
+            raise AtariDataError("--executor ray needs Ray: install atari-data[ray]", field="--executor") from None
+        task = ray.remote(fn)
+        refs: deque = deque()
+
+        def ray_results() -> Iterator:
+            for x in items:
+                refs.append(task.remote(x))
+                if len(refs) >= workers:
+                    yield _ray_get(ray, refs.popleft())
+            while refs:
+                yield _ray_get(ray, refs.popleft())
+
+        try:
+            yield ray_results()
+        finally:
+            _cancel(ray, list(refs))
+        return
+    import multiprocessing as mp
+
+    pool = mp.get_context("spawn").Pool(workers, initializer=die_with_parent, initargs=(os.getpid(),))
+    pending: deque = deque()
+
+    def local_results() -> Iterator:
+        for x in items:
+            pending.append(pool.apply_async(fn, (x,)))
+            if len(pending) >= workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+    try:
+        yield local_results()
+    finally:
+        pool.terminate()  # episodes played ahead that nobody needs
+        pool.join()
+
+
+def _ray_get(ray, ref):
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as e:
+        if isinstance(e.cause, AtariDataError):  # bad input stays a one-line error, wherever it was found
+            raise e.cause from None
+        raise
 
 
 def die_with_parent(parent: int) -> None:

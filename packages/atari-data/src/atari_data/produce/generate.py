@@ -11,8 +11,9 @@ number), so roles never share an episode and a rerun replays the same games byte
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,8 +24,10 @@ from atari_data.layout import GameDir
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
 from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, Decision, episode_seed, play_episode
-from atari_data.play.experts import Expert, load_expert
-from atari_data.produce.executors import EXECUTORS
+from atari_data.play.experts import Expert, expert_id, load_expert
+from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
+from atari_data.play.experts.planner import check_budget
+from atari_data.produce.executors import EXECUTORS, ahead
 from laya_protocol.config import option
 from laya_protocol.names import score_key, scores_key
 from laya_protocol.protocol import BASELINE_CAP, DATA_DECISION_CAP, Protocol
@@ -44,7 +47,12 @@ class GenerateConfig:
         help="ALE v5 game names, comma-separated", factory=lambda: ["Pong", "Breakout", "Freeway", "Boxing"]
     )
     source: str = option("expert2f", "expert2f also records the previous frame as prev_image", choices=tuple(SOURCES))
-    expert: str = option("builtin", "builtin (RAM-reading scripted experts), sb3:PATH, cleanrl:PATH or hub:REPO")
+    expert: str = option(
+        "builtin",
+        "builtin (RAM-reading scripted experts), sb3:PATH, cleanrl:PATH, hub:REPO, or planner[:BASE] "
+        "(rollouts in the emulator, BASE playing them: uniform random when omitted)",
+    )
+    planner_frames: int = option(PLANNER_FRAMES, "a planner's emulator frames per decision, all rollouts together")
     train_frames: int = option(
         DEFAULT_CAPS["train"],
         "train records per game at most; episodes are played until there are this many decisions and subsampled evenly",
@@ -58,7 +66,9 @@ class GenerateConfig:
     )
     baseline_episodes: int = option(5, "episodes each for the expert and random baselines; 0 skips them")
     seed: int = option(0, "every ALE seed and random stream derives from it")
-    workers: int = option(1, "games generated in parallel processes")
+    workers: int = option(
+        1, "games generated in parallel processes; with a planner, episodes of each game instead (same bytes)"
+    )
     executor: str = option(
         "local",
         "ray fans games out over a Ray cluster (RAY_ADDRESS, else a local one); needs atari-data[ray]",
@@ -71,6 +81,7 @@ class GenerateConfig:
             raise AtariDataError(f"unknown source {self.source!r} (expected {' or '.join(SOURCES)})", field="--source")
         if not 0 <= self.epsilon <= 1:
             raise AtariDataError(f"{self.epsilon} is not a probability", field="--epsilon")
+        check_budget(self.planner_frames)
         self.games = [resolve_game(g) for g in self.games]
 
 
@@ -140,47 +151,143 @@ def labelled_steps(
         replay.update(seed=ale_seed, moves=list(game.moves), decisions=list(game.decisions))
 
 
-def fill_splits(
-    writer: GameWriter,
-    steps_for: Callable[[int, dict], Iterable[Step]],
-    plan: list[tuple[str, int, int, int]],
-    progress=None,
-) -> None:
+#: ``episodes(first)``: (episode number, its steps, its replay) for first, first + 1, ... as the
+#: writer asks for them; each replay is filled by the time its steps run out.
+Episodes = Callable[[int], Generator[tuple[int, Iterable[Step], dict], None, None]]
+
+
+def one_by_one(steps_for: Callable[[int, dict], Iterable[Step]]) -> Episodes:
+    """Episodes played here, each when the writer asks for it."""
+
+    def episodes(first: int) -> Generator[tuple[int, Iterable[Step], dict], None, None]:
+        for n in itertools.count(first):
+            replay: dict = {}
+            yield n, steps_for(n, replay), replay
+
+    return episodes
+
+
+def fill_splits(writer: GameWriter, episodes: Episodes, plan: list[tuple[str, int, int, int]], progress=None) -> None:
     """Play episodes into ``writer``: for each (split, first episode number, frames, min episodes),
-    until the split has at least that many decisions to fill its cap, and that many episodes.
-    ``steps_for(episode, replay)`` fills ``replay`` with the episode's seed and moves."""
+    until the split has at least that many decisions to fill its cap, and that many episodes."""
     for split, first, frames, min_episodes in plan:
         played, i = 0, 0
-        while played < frames or i < min_episodes:
-            replay: dict = {}
-            played += writer.add_episode(first + i, split, steps_for(first + i, replay), replay=replay)
-            i += 1
-            if progress is not None:
-                progress.set_postfix_str(f"{split} episode {i}, {played} decisions")
+        stream = episodes(first)
+        try:
+            while played < frames or i < min_episodes:
+                n, steps, replay = next(stream)
+                played += writer.add_episode(n, split, steps, replay=replay)
+                i += 1
+                if progress is not None:
+                    progress.set_postfix_str(f"{split} episode {i}, {played} decisions")
+        finally:
+            stream.close()  # stops episodes played ahead that the split does not need
         if progress is not None:
             progress.update(1)
 
 
-def measure_baselines(game: AtariGame, expert: Expert, cfg: GenerateConfig) -> dict:
+# -- episodes fanned out: a planner's decisions cost a quarter second each --------------------------
+
+_PLAYERS: dict = {}  # per process: (game, expert, budget) -> (AtariGame, expert), built once
+
+
+def _player(cfg: GenerateConfig, game_name: str) -> tuple[AtariGame, Expert]:
+    key = (game_name, cfg.expert, cfg.planner_frames, cfg.decision_cap)
+    if key not in _PLAYERS:
+        expert = load_expert(cfg.expert, game_name, cfg.planner_frames)
+        protocol = Protocol.ale_v5(game_name, decision_cap=cfg.decision_cap)
+        _PLAYERS[key] = (AtariGame(game_name, protocol, keep=getattr(expert, "frames", None)), expert)
+    return _PLAYERS[key]
+
+
+def _labelled_episode(args: tuple[GenerateConfig, str, int]) -> tuple[list[tuple], dict]:
+    """One labelled episode without its frames (the writer's process replays them): a task."""
+    cfg, game_name, episode = args
+    game, expert = _player(cfg, game_name)
+    replay: dict = {}
+    steps = labelled_steps(
+        game,
+        expert,
+        episode_seed(cfg.seed, game_name, episode),
+        behaviour_rng(cfg.seed, game_name, episode),
+        epsilon_expert(cfg.epsilon),
+        cfg.decision_cap,
+        replay=replay,
+    )
+    rows = [(s.label, s.target, s.provenance, s.after_fire) for s in steps]
+    return rows, replay
+
+
+def _expert_baseline_episode(args: tuple[GenerateConfig, str, int]) -> tuple[float, float]:
+    cfg, game_name, i = args
+    game, expert = _player(cfg, game_name)
+    expert.reset()
+    return _scores(game, episode_seed(cfg.seed, game_name, EXPERT_BASELINE_FROM + i), _greedy(game, expert), cfg)
+
+
+def played_ahead(cfg: GenerateConfig, game: AtariGame) -> Episodes:
+    """Episodes played ``cfg.workers`` at a time on processes or Ray; here, each is replayed from its
+    moves for its frames, so the writer gets the same steps, in the same order, as one by one."""
+
+    def episodes(first: int) -> Generator[tuple[int, Iterable[Step], dict], None, None]:
+        tasks = ((cfg, game.game, n) for n in itertools.count(first))
+        with ahead(_labelled_episode, tasks, executor=cfg.executor, workers=cfg.workers) as results:
+            for n, (rows, replay) in zip(itertools.count(first), results):
+                frames = game.replay(replay["seed"], replay["moves"], replay["decisions"])
+                steps = (
+                    Step(frame, label=label, target=target, provenance=prov, after_fire=after_fire)
+                    for (label, target, prov, after_fire), frame in zip(rows, frames, strict=True)
+                )
+                yield n, steps, replay
+
+    return episodes
+
+
+def by_episode(cfg: GenerateConfig) -> bool:
+    """Whether ``--workers``/``--executor ray`` fan out episodes (a planner) rather than games."""
+    return cfg.expert.partition(":")[0] == "planner" and (cfg.workers > 1 or cfg.executor == "ray")
+
+
+def _greedy(game: AtariGame, expert: Expert) -> Callable[[Decision], int]:
+    return lambda _d: int(np.argmax(expert.probs(game)))
+
+
+def _scores(game: AtariGame, seed: int, choose: Callable[[Decision], int], cfg: GenerateConfig) -> tuple[float, float]:
+    """An episode's final score (up to the decision cap) and its score after BASELINE_CAP decisions."""
+    at_cap = None
+    for d, _ in play_episode(game, seed, choose, cfg.decision_cap):
+        if d.step == BASELINE_CAP:
+            at_cap = game.score
+    return game.score, game.score if at_cap is None else at_cap
+
+
+def measure_baselines(game: AtariGame, expert: Expert, cfg: GenerateConfig, fanned: bool = False) -> dict:
     """Greedy-expert and uniform-random scores over ``baseline_episodes`` each: the final score
-    (up to the decision cap) and the score after the first 4,500 decisions, per episode."""
+    (up to the decision cap) and the score after the first 4,500 decisions, per episode. With
+    ``fanned``, the expert's episodes are played on cfg's workers or Ray (same scores)."""
     rng = behaviour_rng(cfg.seed, game.game, RANDOM_BASELINE_FROM)
     n = len(game.actions)
-    policies = {
-        "expert": (EXPERT_BASELINE_FROM, lambda _d: int(np.argmax(expert.probs(game)))),
-        "random": (RANDOM_BASELINE_FROM, lambda _d: int(rng.integers(n))),
-    }
-    out: dict = {"expert": cfg.expert}
-    for who, (first, choose) in policies.items():
-        full, capped = [], []
-        for i in range(cfg.baseline_episodes):
+    out: dict = {"expert": expert_id(cfg.expert, cfg.planner_frames)}
+    episodes = range(cfg.baseline_episodes)
+    if fanned:
+        from atari_data.produce.executors import fan_out
+
+        tasks = [(cfg, game.game, i) for i in episodes]
+        expert_runs = fan_out(
+            _expert_baseline_episode, tasks, executor=cfg.executor, workers=cfg.workers, unit="episode"
+        )
+    else:
+        expert_runs = []
+        for i in episodes:
             expert.reset()
-            at_cap = None
-            for d, _ in play_episode(game, episode_seed(cfg.seed, game.game, first + i), choose, cfg.decision_cap):
-                if d.step == BASELINE_CAP:
-                    at_cap = game.score
-            full.append(game.score)
-            capped.append(game.score if at_cap is None else at_cap)
+            seed = episode_seed(cfg.seed, game.game, EXPERT_BASELINE_FROM + i)
+            expert_runs.append(_scores(game, seed, _greedy(game, expert), cfg))
+    random_runs = [
+        _scores(game, episode_seed(cfg.seed, game.game, RANDOM_BASELINE_FROM + i), lambda _d: int(rng.integers(n)), cfg)
+        for i in episodes
+    ]
+    for who, runs in (("expert", expert_runs), ("random", random_runs)):
+        full, capped = [r[0] for r in runs], [r[1] for r in runs]
         out[score_key(who)] = round(float(np.mean(full)), 4)
         out[scores_key(who)] = full
         if cfg.decision_cap is None or cfg.decision_cap >= BASELINE_CAP:  # else they would not be capped scores
@@ -199,7 +306,7 @@ def _reusable_baselines(cfg: GenerateConfig, game: str) -> dict | None:
         meta = g.meta()
         b = meta.get("baselines") or {}
         if (
-            b.get("expert") == cfg.expert
+            b.get("expert") == expert_id(cfg.expert, cfg.planner_frames)
             and meta.get("seed") == cfg.seed
             and len(b.get(scores_key("expert"), [])) == cfg.baseline_episodes
             and b.get("protocol", {}).get("decision_cap") == cfg.decision_cap
@@ -216,7 +323,7 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
         cfg.source,
         game_name,
         frame_format="rgb_210x160",
-        origin=f"atari-data generate, expert {cfg.expert}, epsilon {cfg.epsilon}",
+        origin=f"atari-data generate, expert {expert_id(cfg.expert, cfg.planner_frames)}, epsilon {cfg.epsilon}",
         license="MIT",
         frames=SOURCES[cfg.source],
         caps={"train": cfg.train_frames, "val": cfg.val_frames},
@@ -227,9 +334,10 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
         if writer.complete:
             log.info("%s/%s is complete; skipping (use --force to redo)", cfg.source, game_name)
             return None
-        expert = load_expert(cfg.expert, game_name)
+        expert = load_expert(cfg.expert, game_name, cfg.planner_frames)
         game = AtariGame(game_name, protocol, keep=getattr(expert, "frames", None))
         behave = epsilon_expert(cfg.epsilon)
+        fanned = by_episode(cfg)
 
         def steps_for(episode: int, replay: dict) -> Iterator[Step]:
             return labelled_steps(
@@ -244,7 +352,7 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
 
         fill_splits(
             writer,
-            steps_for,
+            played_ahead(cfg, game) if fanned else one_by_one(steps_for),
             [
                 ("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
                 ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes),
@@ -253,7 +361,7 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
         )
         baselines = None
         if cfg.baseline_episodes > 0:
-            baselines = _reusable_baselines(cfg, game_name) or measure_baselines(game, expert, cfg)
+            baselines = _reusable_baselines(cfg, game_name) or measure_baselines(game, expert, cfg, fanned)
         if progress is not None:
             progress.update(1)
         return writer.finish(baselines=baselines)
@@ -279,6 +387,8 @@ def generate(cfg: GenerateConfig, progress: bool = True) -> dict[str, dict | Non
             return g, generate_game(c, g, bar)
 
     games = list(dict.fromkeys(cfg.games))  # Pong,Pong is one game, not two writers of one folder
+    if by_episode(cfg):  # each game's episodes fan out instead, from this process
+        return dict(here((cfg, g)) for g in games)
     return dict(
         fan_out(
             _one,

@@ -22,9 +22,33 @@ class Expert(Protocol):
         """Action probabilities (float64, sums to 1) for the game's current state."""
 
 
-def load_expert(spec: str, game: str) -> Expert:
-    """``builtin``, ``sb3:PATH``, ``cleanrl:PATH`` or ``hub:REPO`` for ``game``."""
+def expert_id(spec: str, planner_frames: int | None) -> str:
+    """How data and baselines name an expert: its spec, and a planner's budget (``planner@3000``)."""
+    if spec.partition(":")[0] != "planner":
+        return spec
+    from atari_data.play.experts.planner import DEFAULT_FRAMES
+
+    return f"{spec}@{DEFAULT_FRAMES if planner_frames is None else planner_frames}"
+
+
+def load_expert(spec: str, game: str, planner_frames: int | None = None) -> Expert:
+    """``builtin``, ``sb3:PATH``, ``cleanrl:PATH``, ``hub:REPO`` or ``planner[:BASE]`` for ``game``;
+    ``planner_frames`` is a planner's emulator frames per decision (default
+    :data:`atari_data.play.experts.planner.DEFAULT_FRAMES`)."""
     kind, _, arg = spec.partition(":")
+    if kind == "planner":
+        from atari_data.play.experts.planner import DEFAULT_FRAMES, Base, Planner
+
+        base: Base | None = None
+        if arg:  # the base that plays the rollouts
+            if arg.partition(":")[0] == "planner":
+                raise AtariDataError("a planner cannot be another planner's base", field="--expert")
+            loaded = load_expert(arg, game)
+            if not isinstance(loaded, Base):
+                raise AtariDataError(f"{arg} cannot play a planner's rollouts (it cannot fork)", field="--expert")
+            base = loaded
+        name = f"planner:{base.name}" if base is not None else "planner"
+        return Planner(game, base, DEFAULT_FRAMES if planner_frames is None else planner_frames, name=name)
     if kind == "builtin":
         from atari_data.play.experts.builtin import builtin_expert
 
@@ -36,5 +60,6 @@ def load_expert(spec: str, game: str) -> Expert:
 
         return checkpoint_expert(kind, arg, game)
     raise AtariDataError(
-        f"unknown expert {spec!r} (expected builtin, sb3:PATH, cleanrl:PATH or hub:REPO)", field="--expert"
+        f"unknown expert {spec!r} (expected builtin, sb3:PATH, cleanrl:PATH, hub:REPO or planner[:BASE])",
+        field="--expert",
     )

@@ -9,6 +9,7 @@ RAM addresses follow the AtariARI annotations and were checked against the scree
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -65,6 +66,12 @@ class RamExpert:
 
     def reset(self) -> None:
         self.state = {}
+
+    def fork(self) -> RamExpert:
+        """A copy with its own per-episode state, for a planner's rollout."""
+        twin = copy.copy(self)
+        twin.state = dict(self.state)
+        return twin
 
     def probs(self, game: AtariGame) -> np.ndarray:
         return joystick_probs(self.actions, *self.want(game.ram()))

@@ -12,6 +12,7 @@ greys the RGB max with OpenCV; envpool (CleanRL) takes ALE's own grey screens. N
 
 from __future__ import annotations
 
+import copy
 import io
 import zipfile
 from collections import deque
@@ -313,6 +314,12 @@ class CheckpointExpert:
 
     def reset(self) -> None:
         self.stack.clear()
+
+    def fork(self) -> CheckpointExpert:
+        """A copy sharing the network, with its own frame stack, for a planner's rollout."""
+        twin = copy.copy(self)
+        twin.stack = deque(self.stack, maxlen=4)
+        return twin
 
     def probs(self, game: AtariGame) -> np.ndarray:
         torch = _torch()

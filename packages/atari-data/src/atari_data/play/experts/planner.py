@@ -1,0 +1,180 @@
+"""The planning expert: the emulator is a perfect model of its game, so look ahead in it.
+
+At each decision, for every button of the game's minimal set, the planner restores the current
+state into an emulator of its own, presses the button for one decision and then lets a base
+policy play on to a horizon, a few times over (rollouts). A button's value is the mean of its
+rollouts' returns: rewards summed per decision as the protocol sums them, discounted by
+:data:`GAMMA` per decision, and a rollout that loses a life stops there with a penalty. The soft
+target is a softmax over the values at a temperature proportional to their spread, so the expert
+gives graded probabilities, as a trained agent does, and its label is the best button.
+
+Rollouts never touch the game's own emulator or its random stream: they run with sticky actions
+off and draw the stickiness themselves, at the protocol's repeat probability, from a stream seeded
+by (the episode's ALE seed, decision number). They model the 0.25 chance of a repeated move
+without seeing which way the real one falls, and the same command gives the same bytes.
+
+Where every button's return ties (no reward within reach, as in most of Freeway with a random
+base), the values fall back on novelty, in the manner of IW(1) (Lipovetzky et al. 2015): a small
+bonus, below any reward, for each RAM (byte, value) pair a rollout reaches that no decision of
+this episode has shown yet. That points the planner at new ground instead of at button 0.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from atari_data.errors import AtariDataError
+from atari_data.play.ale import AtariGame
+from laya_protocol.games import minimal_actions, rom_id
+
+#: Emulator frames per decision, all rollouts together: about a quarter second of one core here
+#: (tools/bench/planner.py measures it).
+DEFAULT_FRAMES = 3_000
+#: Rollouts per button when the budget allows; each rollout is at least MIN_HORIZON decisions.
+#: Measured on Pong and Breakout at 3,000 frames: 4 short rollouts beat 1 long one (the sticky
+#: moves make one rollout a noisy estimate), 8 made them too short to see a point lost.
+ROLLOUTS = 4
+MIN_HORIZON = 8
+#: Per-decision discount: of two equal returns, the sooner one is worth more.
+GAMMA = 0.99
+#: A lost life costs this many times the largest reward of one decision seen in the rollouts (at least 1).
+LIFE_PENALTY = 2.0
+#: The softmax temperature as a fraction of the values' spread: the worst button gets e^-4 of the best's weight.
+TEMPERATURE = 0.25
+#: Novelty's total weight, below the smallest discounted reward difference that matters.
+NOVELTY_WEIGHT = 1e-3
+
+
+def check_budget(frames: int) -> None:
+    if frames < 1:
+        raise AtariDataError(f"{frames} frames per decision (expected 1 or more)", field="--planner-frames")
+
+
+@runtime_checkable
+class Base(Protocol):
+    """An expert that can play a planner's rollouts: it forks its per-episode state per rollout."""
+
+    name: str
+
+    def reset(self) -> None: ...
+
+    def probs(self, game) -> np.ndarray: ...
+
+    def fork(self) -> Base: ...
+
+
+class SimGame:
+    """What an expert reads of a game (RAM, recent frames, its actions), from the planner's emulator."""
+
+    def __init__(self, ale, game: str, actions: tuple[str, ...], keep: str | None):
+        self.ale, self.game, self.actions, self.keep = ale, game, actions, keep
+        self.last_two: tuple[np.ndarray, np.ndarray] | None = None
+
+    def ram(self) -> np.ndarray:
+        return self.ale.getRAM()
+
+    def grab(self) -> np.ndarray:
+        return self.ale.getScreenRGB() if self.keep == "rgb" else self.ale.getScreenGrayscale()
+
+
+class Planner:
+    """Rollout planning in a private emulator; ``base`` plays the rollouts (None: uniform random)."""
+
+    def __init__(self, game: str, base: Base | None = None, budget: int = DEFAULT_FRAMES, name: str = "planner"):
+        check_budget(budget)
+        self.game, self.base, self.budget, self.name = game, base, budget, name
+        self.actions = minimal_actions(game)
+        self.frames = getattr(base, "frames", None)  # what AtariGame keeps of each decision for a checkpoint base
+        self.frames_used = 0  # emulator frames the rollouts played, for the bench
+        self._sim: SimGame | None = None
+        self._seen = np.zeros((128, 256), bool)  # RAM (byte, value) pairs this episode's decisions showed
+
+    def reset(self) -> None:
+        self._seen[:] = False
+        if self.base is not None:
+            self.base.reset()
+
+    def split(self, frameskip: int) -> tuple[int, int]:
+        """(rollouts per button, horizon in decisions) for the budget: as many rollouts as allowed
+        up to :data:`ROLLOUTS` while each keeps :data:`MIN_HORIZON` decisions, the rest to depth."""
+        per_button = self.budget // (len(self.actions) * frameskip)
+        rollouts = max(1, min(ROLLOUTS, per_button // MIN_HORIZON))
+        return rollouts, max(1, per_button // rollouts)
+
+    def _emulator(self, game: AtariGame) -> SimGame:
+        if self._sim is None:
+            from ale_py import ALEInterface, LoggerMode, roms
+
+            ALEInterface.setLoggerMode(LoggerMode.Error)
+            ale = ALEInterface()
+            ale.setFloat("repeat_action_probability", 0.0)  # the rollouts draw stickiness themselves
+            ale.setInt("max_num_frames_per_episode", game.protocol.max_frames_per_episode or 0)
+            path = roms.get_rom_path(rom_id(self.game))
+            assert path is not None  # every game name resolves to a ROM ale-py ships
+            ale.loadROM(path)
+            self._sim = SimGame(ale, self.game, self.actions, self.frames)
+        return self._sim
+
+    def probs(self, game: AtariGame) -> np.ndarray:
+        values = self.values(game)
+        spread = float(values.max() - values.min())
+        if spread <= 0:
+            return np.full(len(values), 1.0 / len(values))
+        z = np.exp((values - values.max()) / (TEMPERATURE * spread))
+        return z / z.sum()
+
+    def values(self, game: AtariGame) -> np.ndarray:
+        """Each button's mean rollout value at the game's current state."""
+        sim = self._emulator(game)
+        ale, skip, sticky = sim.ale, game.protocol.frameskip, game.protocol.repeat_action_probability
+        buttons = game.env._action_set
+        rng = np.random.default_rng(np.random.SeedSequence([game.seed, len(game.decisions), 7]))
+        if self.base is not None:
+            self.base.probs(game)  # the base follows the real episode, so its forks start from here
+        root, root_lives = game.ale.cloneState(), game.ale.lives()
+        rows = np.arange(128)
+        self._seen[rows, game.ram()] = True
+        last = buttons[game.moves[-1]] if game.moves else buttons[0]
+        rollouts, horizon = self.split(skip)
+
+        returns = np.zeros((len(buttons), rollouts))
+        lost = np.zeros((len(buttons), rollouts))  # the discount at which a life was lost, 0 if none
+        novelty = np.zeros((len(buttons), rollouts))
+        biggest = 1.0
+        for a in range(len(buttons)):
+            for r in range(rollouts):
+                ale.restoreState(root)
+                sim.last_two = game.last_two
+                repeat = rng.random(horizon * skip) < sticky
+                moves = rng.integers(len(buttons), size=horizon)
+                base = self.base.fork() if self.base is not None else None
+                reached = np.zeros((128, 256), bool)
+                applied, f = last, 0
+                for d in range(horizon):
+                    move = a if d == 0 else int(np.argmax(base.probs(sim))) if base is not None else int(moves[d])
+                    reward = 0.0
+                    for i in range(skip):
+                        if not repeat[f + i]:
+                            applied = buttons[move]
+                        reward += ale.act(applied)
+                        if sim.keep and i >= skip - 2:
+                            frame = sim.grab()
+                            sim.last_two = (frame, frame) if sim.last_two is None else (sim.last_two[1], frame)
+                        if ale.game_over():
+                            break
+                    f += skip
+                    self.frames_used += i + 1
+                    biggest = max(biggest, abs(reward))
+                    returns[a, r] += GAMMA**d * reward
+                    reached[rows, ale.getRAM()] = True
+                    if ale.lives() < root_lives or (ale.game_over() and not ale.game_truncated()):
+                        lost[a, r] = GAMMA**d
+                        break
+                    if ale.game_over():
+                        break
+                novelty[a, r] = (reached & ~self._seen).sum()
+        # The penalty is in the game's own reward units, known once the rollouts have shown them.
+        values = returns.mean(1) - LIFE_PENALTY * biggest * lost.mean(1)
+        return values + NOVELTY_WEIGHT * novelty.mean(1) / (128 * horizon)

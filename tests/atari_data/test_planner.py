@@ -1,0 +1,150 @@
+"""The planning expert: real ALE rollouts, the real game left untouched, the same bytes every run."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from atari_data.errors import AtariDataError
+from atari_data.layout import GameDir
+from atari_data.play.ale import AtariGame, episode_seed, play_episode
+from atari_data.play.experts import expert_id, load_expert
+from atari_data.play.experts.planner import Planner
+from atari_data.produce.dagger import DaggerConfig, write_dagger_round
+from atari_data.produce.generate import generate_game
+
+from .conftest import small_config, tree_bytes
+
+BUDGET = 300  # frames per decision: small, so a test plays in seconds
+
+
+def _screens(game: AtariGame, moves: list[int], planner: Planner | None) -> list[bytes]:
+    screens = []
+    fired = game.reset(seed=5)
+    assert fired is not None
+    for m in moves:
+        if planner is not None:
+            planner.probs(game)
+        game.act(m)
+        screens.append(game.screen().tobytes())
+    return screens
+
+
+def test_planning_leaves_the_real_game_and_its_sticky_action_stream_alone():
+    """Rollouts run in the planner's own emulator: the real episode, sticky repeats included,
+    is the same frame for frame whether or not a planner looked ahead at every decision."""
+    moves = [int(m) for m in np.random.default_rng(0).integers(4, size=40)]
+    plain = _screens(AtariGame("Breakout"), moves, None)
+    planned = _screens(AtariGame("Breakout"), moves, Planner("Breakout", budget=BUDGET))
+    assert planned == plain
+
+
+def test_targets_are_a_distribution_whose_argmax_is_the_best_value_and_repeat_exactly():
+    game = AtariGame("Pong")
+    a, b = Planner("Pong", budget=BUDGET), Planner("Pong", budget=BUDGET)
+    game.reset(seed=3)
+    for _ in range(12):
+        game.act(2)
+    values = a.values(game)
+    p = a.probs(game)
+    assert p.shape == (6,) and abs(p.sum() - 1) < 1e-9 and (p >= 0).all()
+    assert np.argmax(p) == np.argmax(values)
+    np.testing.assert_array_equal(b.probs(game), p)  # seeded by (episode seed, decision), not by history
+
+
+def test_the_planner_outplays_random_on_the_same_boxing_episodes():
+    def play(episode: int, choose_for) -> float:
+        game = AtariGame("Boxing")
+        choose = choose_for(game)
+        for _ in play_episode(game, episode_seed(0, "Boxing", episode), choose, 60):
+            pass
+        return game.score
+
+    rng = np.random.default_rng(0)
+    planner = Planner("Boxing", budget=400)
+    random_score = sum(play(e, lambda g: lambda _d: int(rng.integers(len(g.actions)))) for e in (0, 1))
+    planner_score = sum(play(e, lambda g: lambda _d: int(np.argmax(planner.probs(g)))) for e in (0, 1))
+    assert planner_score >= random_score + 10, (planner_score, random_score)
+
+
+def test_a_builtin_base_is_forked_per_rollout_and_keeps_following_the_real_episode():
+    base = load_expert("builtin", "Pong")
+    planner = load_expert("planner:builtin", "Pong", BUDGET)
+    assert planner.name == "planner:builtin" and planner.base is not None
+    game = AtariGame("Pong")
+    game.reset(seed=1)
+    planner.reset()
+    for _ in range(5):
+        planner.probs(game)
+        game.act(0)
+    twin = planner.base.fork()
+    twin.state["ball"] = (-1, -1)
+    assert planner.base.state["ball"] != (-1, -1), "a rollout's fork must not write into the real base"
+    assert base.state == {}
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [("planner:planner", "cannot be another planner's base"), ("planner:magic", "unknown expert 'magic'")],
+)
+def test_bad_planner_specs_are_refused(spec, message):
+    with pytest.raises(AtariDataError, match=message):
+        load_expert(spec, "Pong")
+
+
+def test_a_zero_budget_is_one_line_and_exit_2(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "atari_data.cli", "generate", "--root", str(tmp_path), "--games", "Pong"]
+        + ["--expert", "planner", "--planner-frames", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "--planner-frames" in out.stderr
+
+
+def test_generate_with_a_planner_gives_the_same_bytes_on_one_process_and_on_two(tmp_path):
+    """Two workers play episodes ahead; the writer replays their moves for the frames."""
+    kw = dict(
+        expert="planner",
+        planner_frames=100,
+        train_frames=30,
+        val_frames=8,
+        min_train_episodes=2,
+        decision_cap=15,
+        baseline_episodes=2,
+    )
+    one, two = tmp_path / "one", tmp_path / "two"
+    generate_game(small_config(one, **kw), "Breakout")
+    generate_game(small_config(two, workers=2, **kw), "Breakout")
+    assert tree_bytes(one) == tree_bytes(two)
+    meta = GameDir(one, "expert2f", "Breakout").meta()
+    assert meta["baselines"]["expert"] == expert_id("planner", 100) == "planner@100"
+    assert "expert planner@100" in meta["origin"]
+
+
+def test_dagger_labels_the_states_the_learner_reached_with_the_planner(tmp_path):
+    def learner(frames, game, actions):  # always presses the first button
+        return np.eye(len(actions))[0]
+
+    cfg = DaggerConfig(
+        root=str(tmp_path),
+        round=1,
+        games=["Breakout"],
+        expert="planner",
+        planner_frames=100,
+        train_frames=12,
+        val_frames=4,
+        min_train_episodes=1,
+        decision_cap=12,
+        greedy=True,
+    )
+    write_dagger_round(cfg, learner)
+    g = GameDir(tmp_path, "dagger1", "Breakout")
+    records = list(g.records("train"))
+    assert records and all(r["provenance"]["played"] == 0 for r in records)
+    assert any(r["label"] != 0 for r in records), "the planner labels, not the learner"
+    assert "expert planner@100" in json.loads((g.path / "meta.json").read_text())["origin"]

@@ -1,0 +1,79 @@
+"""How much of the emulator's speed does the planning expert keep, and how many decisions a second is that?
+
+Per game, in one run on one core: raw ALE stepping (``ALEInterface.act`` in a Python loop with
+random moves, no screen reads, the emulator's own ceiling from Python) against the planner's
+rollouts (restore the state, draw sticky moves, step, read RAM for novelty, score), counted in
+emulator frames per second of the planner's wall time. The planner plays the game greedily from
+reset for --decisions decisions.
+
+    uv run python tools/bench/planner.py [--games Pong,Breakout,Boxing,MsPacman] [--decisions 40]
+        [--planner-frames 3000]
+
+Goal: the planner's emulator frames/s >= 0.7x raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from atari_data.play.ale import AtariGame, episode_seed, play_episode
+from atari_data.play.experts.planner import DEFAULT_FRAMES, Planner
+from laya_protocol.config import csv
+from laya_protocol.games import rom_id
+
+
+def raw_fps(game: str, frames: int) -> float:
+    from ale_py import ALEInterface, LoggerMode, roms
+
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+    ale = ALEInterface()
+    ale.setFloat("repeat_action_probability", 0.0)
+    ale.loadROM(roms.get_rom_path(rom_id(game)))
+    actions = ale.getMinimalActionSet()
+    moves = np.random.default_rng(0).integers(len(actions), size=frames)
+    start = time.perf_counter()
+    for m in moves:
+        ale.act(actions[m])
+        if ale.game_over():
+            ale.reset_game()
+    return frames / (time.perf_counter() - start)
+
+
+def planner_rates(game: str, decisions: int, budget: int) -> tuple[float, float]:
+    """(emulator frames/s inside the planner, decisions/s) over ``decisions`` greedy decisions."""
+    g = AtariGame(game)
+    planner = Planner(game, budget=budget)
+    start = time.perf_counter()
+    n = 0
+    for _ in play_episode(g, episode_seed(0, game, 0), lambda _d: int(np.argmax(planner.probs(g))), decisions):
+        n += 1
+    wall = time.perf_counter() - start
+    return planner.frames_used / wall, n / wall
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--games", type=csv, default=["Pong", "Breakout", "Boxing", "MsPacman"])
+    ap.add_argument("--decisions", type=int, default=40)
+    ap.add_argument("--planner-frames", type=int, default=DEFAULT_FRAMES)
+    ap.add_argument("--smoke", action="store_true", help="one game, 3 decisions of 200 frames (the tests run it)")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.games, args.decisions, args.planner_frames = ["Pong"], 3, 200
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+    print(f"planner budget {args.planner_frames:,} emulator frames per decision, {args.decisions} decisions, one core")
+    print("| game | raw ALE frames/s | planner frames/s | ratio | planner decisions/s | goal |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for game in args.games:
+        raw = raw_fps(game, max(2_000, args.planner_frames * args.decisions // 2))
+        fps, dps = planner_rates(game, args.decisions, args.planner_frames)
+        print(f"| {game} | {raw:,.0f} | {fps:,.0f} | {fps / raw:.2f}x | {dps:.2f} | >= 0.7x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
