@@ -68,6 +68,24 @@ def test_builtin_expert_beats_random(tmp_path, game):
     assert b["expert_score"] > b["random_score"] + 5, b
 
 
+def test_the_freeway_expert_waits_for_cars_and_beats_always_up():
+    """Lane-aware: it stops (or steps back) for cars, so it crosses more often than holding UP."""
+    from atari_data.play.ale import episode_seed, play_episode
+
+    def play(choose_for) -> tuple[float, set]:
+        game, moves = AtariGame("Freeway"), set()
+        choose = choose_for(game)
+        for _, move in play_episode(game, episode_seed(0, "Freeway", 1), choose, 800):
+            moves.add(move)
+        return game.score, moves
+
+    expert = load_expert("builtin", "Freeway")
+    up, _ = play(lambda g: lambda _d: g.actions.index("UP"))
+    smart, moves = play(lambda g: lambda _d: int(np.argmax(expert.probs(g))))
+    assert smart >= up + 2, (smart, up)
+    assert moves != {1}, "it waits sometimes"
+
+
 def test_expert2f_reuses_the_expert_baselines(tmp_path, monkeypatch):
     gen.generate_game(small_config(tmp_path, source="expert"), "Pong")
     first = GameDir(tmp_path, "expert", "Pong").meta()["baselines"]
