@@ -166,3 +166,12 @@ def test_ray_executor_gives_the_local_bytes(tmp_path, ray_local):
     metas = gen.generate(small_config(remote, games=["Pong", "Breakout"], executor="ray"), progress=False)
     assert list(metas) == ["Pong", "Breakout"]
     assert tree_bytes(local) == tree_bytes(remote)
+
+
+@pytest.mark.slow
+def test_a_planners_episodes_fan_out_over_ray_with_the_local_bytes(tmp_path, ray_local):
+    kw = dict(expert="planner", planner_frames=60, train_frames=16, val_frames=4, decision_cap=8, baseline_episodes=1)
+    local, remote = tmp_path / "local", tmp_path / "ray"
+    gen.generate(small_config(local, games=["Pong"], **kw), progress=False)
+    gen.generate(small_config(remote, games=["Pong"], executor="ray", workers=2, **kw), progress=False)
+    assert tree_bytes(local) == tree_bytes(remote)

@@ -144,19 +144,19 @@ def ray_map(fn: Callable, items: Iterable) -> list:
         raise AtariDataError("--executor ray needs Ray: install atari-data[ray]", field="--executor") from None
     task = ray.remote(fn)
     refs = [task.remote(x) for x in items]
+    pending = list(refs)
     try:
-        pending = list(refs)
         while pending:  # fail fast: the first failed task stops the rest, not the last to finish
             ready, pending = ray.wait(pending, num_returns=1)
             ray.get(ready)
         return ray.get(refs)
     except ray.exceptions.RayTaskError as e:
-        _cancel(ray, refs)
+        _cancel(ray, pending)  # only the unfinished: cancelling a finished task can crash Ray's task manager
         if isinstance(e.cause, AtariDataError):  # bad input stays a one-line error, wherever it was found
             raise e.cause from None
         raise
     except BaseException:  # Ctrl-C or a dying driver: no task may go on writing after we stop
-        _cancel(ray, refs)
+        _cancel(ray, pending)
         raise
 
 

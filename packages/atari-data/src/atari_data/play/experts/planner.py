@@ -13,10 +13,11 @@ off and draw the stickiness themselves, at the protocol's repeat probability, fr
 by (the episode's ALE seed, decision number). They model the 0.25 chance of a repeated move
 without seeing which way the real one falls, and the same command gives the same bytes.
 
-Where every button's return ties (no reward within reach, as in most of Freeway with a random
-base), the values fall back on novelty, in the manner of IW(1) (Lipovetzky et al. 2015): a small
-bonus, below any reward, for each RAM (byte, value) pair a rollout reaches that no decision of
-this episode has shown yet. That points the planner at new ground instead of at button 0.
+Where buttons' returns tie (no reward within reach, as in most of Freeway), a bonus below any
+reward breaks the tie: with a base, the base's own probability for the button (so the planner
+follows its base where it sees nothing better); with the random base, novelty in the manner of
+IW(1) (Lipovetzky et al. 2015), for each RAM (byte, value) pair a rollout reaches that no decision
+of this episode has shown yet. That points the planner at new ground instead of at button 0.
 """
 
 from __future__ import annotations
@@ -131,9 +132,10 @@ class Planner:
         sim = self._emulator(game)
         ale, skip, sticky = sim.ale, game.protocol.frameskip, game.protocol.repeat_action_probability
         buttons = game.env._action_set
+        prior: np.ndarray | None = None
         rng = np.random.default_rng(np.random.SeedSequence([game.seed, len(game.decisions), 7]))
         if self.base is not None:
-            self.base.probs(game)  # the base follows the real episode, so its forks start from here
+            prior = self.base.probs(game)  # the base follows the real episode, so its forks start from here
         root, root_lives = game.ale.cloneState(), game.ale.lives()
         rows = np.arange(128)
         self._seen[rows, game.ram()] = True
@@ -178,4 +180,6 @@ class Planner:
                 novelty[a, r] = (reached & ~self._seen).sum()
         # The penalty is in the game's own reward units, known once the rollouts have shown them.
         values = returns.mean(1) - LIFE_PENALTY * biggest * lost.mean(1)
+        if prior is not None:  # ties go to the base's own choice: never worse than following it
+            return values + NOVELTY_WEIGHT * prior
         return values + NOVELTY_WEIGHT * novelty.mean(1) / (128 * horizon)
