@@ -112,7 +112,13 @@ def test_every_verdict_and_table_has_json(layout, tmp_path, capsys):
 def test_every_console_script_says_its_version():
     from importlib.metadata import version
 
-    for script in ("atari-data", "laya-eval", "laya-policy"):
-        module = script.replace("-", "_") + ".cli"
-        out = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, check=True)
-        assert out.stdout.strip() == f"{script} {version(script)}"
+    scripts = ("atari-data", "laya-eval", "laya-policy")
+    running = {  # all at once: each start-up is import time on its own core
+        script: subprocess.Popen(
+            [sys.executable, "-m", script.replace("-", "_") + ".cli", "--version"], stdout=subprocess.PIPE, text=True
+        )
+        for script in scripts
+    }
+    for script, proc in running.items():
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and out.strip() == f"{script} {version(script)}"

@@ -67,13 +67,34 @@ def hub(tmp_path):
         yield server
 
 
-def _run(hub, *args, cache: str = "a") -> subprocess.CompletedProcess:
-    env = {
+def _env(hub, cache: str) -> dict:
+    return {
         **hub.env,
         "HF_HOME": f"{hub.env['HF_HOME']}-{cache}",
         "HF_DATASETS_CACHE": f"{hub.env['HF_DATASETS_CACHE']}-{cache}",
     }
-    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def _run(hub, *args, cache: str = "a") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], env=_env(hub, cache), capture_output=True, text=True, timeout=300)
+
+
+def _run_together(hub, *runs: tuple[tuple[str, ...], str]) -> list[subprocess.CompletedProcess]:
+    """Independent clients at once, each with its own cache (as several users would): (args, cache) each."""
+    procs = [
+        (
+            args,
+            subprocess.Popen(
+                [sys.executable, *args], env=_env(hub, cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            ),
+        )
+        for args, cache in runs
+    ]
+    done = []
+    for args, proc in procs:
+        out, err = proc.communicate(timeout=300)
+        done.append(subprocess.CompletedProcess([sys.executable, *args], proc.returncode, out, err))
+    return done
 
 
 def _layout_rows(root, source: str) -> dict:
@@ -107,7 +128,15 @@ def test_publish_then_load_every_way_then_doctor(hub, packed, layout_master):
     card = hub.store.blob(hub.store.files("datasets/laya/atari", head)["README.md"][0]).read_text()
     assert 'load_dataset("laya/atari", "expert"' in card and "ORG/NAME" not in card, "examples load this repo"
 
-    got = _run(hub, "-c", READ_BACK, "laya/atari", "expert2f,expert,expert-Pong", cache="read")
+    # Readers, the doctor, a tar-less download and a second publish talk to the Hub at once.
+    fetch = "from atari_data.publish.hub import resolve_repo; print(resolve_repo('laya/atari', tars=False))"
+    got, doctor, plain, again = _run_together(
+        hub,
+        (("-c", READ_BACK, "laya/atari", "expert2f,expert,expert-Pong"), "read"),
+        (("-m", "atari_data.cli", "doctor", "laya/atari", "--tars"), "doctor"),
+        (("-c", fetch), "doctor-plain"),
+        (("-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/atari"), "a"),
+    )
     assert got.returncode == 0, got.stderr[-3000:]
     read = json.loads(got.stdout.strip().splitlines()[-1])
     examples = read.pop("card")
@@ -119,18 +148,14 @@ def test_publish_then_load_every_way_then_doctor(hub, packed, layout_master):
         for streaming in (False, True):
             assert read[f"{config} streaming={streaming}"] == expected, (config, streaming)
 
-    doctor = _run(hub, "-m", "atari_data.cli", "doctor", "laya/atari", "--tars", cache="doctor")
     assert doctor.returncode == 0, doctor.stdout[-2000:] + doctor.stderr[-2000:]
     assert "healthy: laya/atari" in doctor.stdout
     assert list(Path(f"{hub.env['HF_HOME']}-doctor").rglob("*.tar")), "--tars fetches and checks the shards"
     # Without --tars, what doctor downloads leaves the shards out (the check itself is the same).
-    fetch = "from atari_data.publish.hub import resolve_repo; print(resolve_repo('laya/atari', tars=False))"
-    plain = _run(hub, "-c", fetch, cache="doctor-plain")
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert not list(Path(plain.stdout.strip()).rglob("*.tar")) and list(Path(plain.stdout.strip()).rglob("*.parquet"))
     assert not [u for u in hub.unknown if "/datasets/" in u], hub.unknown
 
-    again = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/atari")
     assert again.returncode == 0, again.stderr[-2000:]
     assert hub.store.repos["datasets/laya/atari"]["branches"]["main"] == head, "nothing new to upload: no new commit"
 

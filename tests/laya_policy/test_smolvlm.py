@@ -133,15 +133,13 @@ def test_train_save_reload_in_a_fresh_process_play_and_judge(data, smolvlm, tmp_
         "import json, sys; from tests.laya_policy.smolvlm_layout import checkpoint_logits as f; "
         "print(json.dumps(f(sys.argv[1])))"
     )
-    done = subprocess.run(
+    fresh = subprocess.Popen(  # on the other core while the judge plays below
         [sys.executable, "-c", code, str(ckpt)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
         cwd=Path(__file__).resolve().parents[2],
     )
-    assert done.returncode == 0, done.stderr[-800:]
-    assert json.loads(done.stdout.splitlines()[-1]) == here, "a fresh process gives identical logits"
 
     results = tmp_path / "r.json"
     from laya_eval.cli import main as judge
@@ -174,3 +172,6 @@ def test_train_save_reload_in_a_fresh_process_play_and_judge(data, smolvlm, tmp_
         == 0
     )
     assert (tmp_path / "p.gif").read_bytes()[:3] == b"GIF"
+    out, err = fresh.communicate(timeout=300)
+    assert fresh.returncode == 0, err[-800:]
+    assert json.loads(out.splitlines()[-1]) == here, "a fresh process gives identical logits"

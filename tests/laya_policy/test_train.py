@@ -544,19 +544,25 @@ def _push_for_real_and_play_back(ckpt, results, card, tmp_path):
             "HF_HOME": str(tmp_path / "hf-pusher"),
         }
 
-        def run(*args: str, home: str = "hf-pusher") -> subprocess.CompletedProcess:
-            done = subprocess.run(
+        def start(*args: str, home: str = "hf-pusher") -> subprocess.Popen:
+            return subprocess.Popen(
                 [sys.executable, "-m", *args],
                 env={**env, "HF_HOME": str(tmp_path / home)},
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
-                timeout=300,
             )
-            assert done.returncode == 0, done.stderr[-3000:]
-            return done
+
+        def wait(proc: subprocess.Popen) -> str:
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err[-3000:]
+            return out
+
+        def run(*args: str, home: str = "hf-pusher") -> str:
+            return wait(start(*args, home=home))
 
         pushed = run("laya_policy.cli", "push", str(ckpt), "--repo", "me/laya-tiny-pong", "--results", str(results))
-        assert f"{hub.url}/me/laya-tiny-pong/commit/" in pushed.stdout, pushed.stdout
+        assert f"{hub.url}/me/laya-tiny-pong/commit/" in pushed, pushed
         assert hub.unknown == [], hub.unknown
         key = "models/me/laya-tiny-pong"
         head = hub.store.repos[key]["branches"]["main"]
@@ -568,17 +574,17 @@ def _push_for_real_and_play_back(ckpt, results, card, tmp_path):
             assert hub.store.blob(stored[path][0]).read_bytes() == data_, path
         assert any(lfs for _, _, lfs in stored.values()), "weights go through git-lfs, as on the Hub"
 
-        puts = hub.lfs_puts
-        run("laya_policy.cli", "push", str(ckpt), "--repo", "me/laya-tiny-pong", "--results", str(results))
-        assert hub.lfs_puts == puts, "the second push sends no weights again"
-
-        results = tmp_path / "r.json"
-        run(
+        puts = hub.lfs_puts  # the same checkpoint pushed again while someone else plays it back
+        again = start("laya_policy.cli", "push", str(ckpt), "--repo", "me/laya-tiny-pong", "--results", str(results))
+        player = start(
             "laya_eval.cli",
             *("run", "--policy", "laya:me/laya-tiny-pong", "--games", "Pong", "--episodes", "1"),
             *("--cap", "5", "--random-episodes", "0", "--out", str(tmp_path / "played.json")),
             home="hf-player",
         )
+        wait(again)
+        assert hub.lfs_puts == puts, "the second push sends no weights again"
+        wait(player)
         assert json.loads((tmp_path / "played.json").read_text())["games"]["Pong"]["error"] is None
         fetched = list((tmp_path / "hf-player" / "hub").glob("models--me--laya-tiny-pong/snapshots/*"))
         assert len(fetched) == 1 and (fetched[0] / "README.md").is_file(), fetched
