@@ -29,7 +29,7 @@ def test_tiny_learns_where_the_monster_is(tmp_path):
                 "--root",
                 str(data),
                 "--train-frames",
-                "800",
+                "600",
                 "--val-frames",
                 "128",
                 "--baseline-episodes",
@@ -39,7 +39,7 @@ def test_tiny_learns_where_the_monster_is(tmp_path):
         == 0
     )
     out = tmp_path / "run"
-    train(TrainConfig(data=str(data), out=str(out), steps=200, evals=1, eval_records=128), progress=False)
+    train(TrainConfig(data=str(data), out=str(out), steps=150, evals=1, eval_records=128), progress=False)
     last = json.loads((out / "log.jsonl").read_text().splitlines()[-1])
     scores = last["games"]["DoomBasic"]
     assert scores["nll"] < 0.7 * math.log(3), scores
