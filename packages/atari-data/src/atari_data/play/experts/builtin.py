@@ -124,6 +124,7 @@ class Breakout(RamExpert):
     LEFT, RIGHT, PADDLE_Y = 57, 199, 181
     CENTRE_OFFSET = 11  # ball x minus paddle x when the ball is over the paddle's centre
     DEAD = 6  # px off target the paddle tolerates before it moves
+    # Measured on ten seeds: offset 9 with DEAD 4 scored 80 a game, 11 with 6 scored 132.
 
     def want(self, ram):
         px, bx, by = int(ram[self.PLAYER_X]), int(ram[self.BALL_X]), int(ram[self.BALL_Y])
@@ -181,7 +182,10 @@ class Freeway(RamExpert):
 
 
 class Boxing(RamExpert):
-    """Line up slightly above the opponent at punching distance, and punch."""
+    """Line up HEAD_OFFSET px below the opponent's RAM y at punching distance, and punch.
+
+    The offset was measured: 12 scored 66 a game over six episodes, 8 scored 27, 4 and 0 about 0.
+    """
 
     PLAYER_X, ENEMY_X, PLAYER_Y, ENEMY_Y = 32, 33, 34, 35
     REACH, HEAD_OFFSET = 12, 12
