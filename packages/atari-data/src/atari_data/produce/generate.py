@@ -24,7 +24,7 @@ from atari_data.layout import GameDir
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
 from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, Decision, episode_seed, play_episode
-from atari_data.play.experts import Expert, expert_id, load_expert
+from atari_data.play.experts import Expert, expert_id, is_planner, load_expert
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.executors import EXECUTORS, ahead
@@ -151,6 +151,20 @@ def labelled_steps(
         replay.update(seed=ale_seed, moves=list(game.moves), decisions=list(game.decisions))
 
 
+def episode_steps(cfg: GenerateConfig, game: AtariGame, expert: Expert, episode: int, replay: dict) -> Iterator[Step]:
+    """Episode ``episode`` of a generate run, played by the epsilon-expert and labelled by the expert,
+    here or on a worker: its seeds come from (cfg.seed, game, episode) alone."""
+    return labelled_steps(
+        game,
+        expert,
+        episode_seed(cfg.seed, game.game, episode),
+        behaviour_rng(cfg.seed, game.game, episode),
+        epsilon_expert(cfg.epsilon),
+        cfg.decision_cap,
+        replay=replay,
+    )
+
+
 #: ``episodes(first)``: (episode number, its steps, its replay) for first, first + 1, ... as the
 #: writer asks for them; each replay is filled by the time its steps run out.
 Episodes = Callable[[int], Generator[tuple[int, Iterable[Step], dict], None, None]]
@@ -205,16 +219,7 @@ def _labelled_episode(args: tuple[GenerateConfig, str, int]) -> tuple[list[tuple
     cfg, game_name, episode = args
     game, expert = _player(cfg, game_name)
     replay: dict = {}
-    steps = labelled_steps(
-        game,
-        expert,
-        episode_seed(cfg.seed, game_name, episode),
-        behaviour_rng(cfg.seed, game_name, episode),
-        epsilon_expert(cfg.epsilon),
-        cfg.decision_cap,
-        replay=replay,
-    )
-    rows = [(s.label, s.target, s.provenance, s.after_fire) for s in steps]
+    rows = [(s.label, s.target, s.provenance, s.after_fire) for s in episode_steps(cfg, game, expert, episode, replay)]
     return rows, replay
 
 
@@ -245,7 +250,7 @@ def played_ahead(cfg: GenerateConfig, game: AtariGame) -> Episodes:
 
 def by_episode(cfg: GenerateConfig) -> bool:
     """Whether ``--workers``/``--executor ray`` fan out episodes (a planner) rather than games."""
-    return cfg.expert.partition(":")[0] == "planner" and (cfg.workers > 1 or cfg.executor == "ray")
+    return is_planner(cfg.expert) and (cfg.workers > 1 or cfg.executor == "ray")
 
 
 def _greedy(game: AtariGame, expert: Expert) -> Callable[[Decision], int]:
@@ -336,19 +341,10 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
             return None
         expert = load_expert(cfg.expert, game_name, cfg.planner_frames)
         game = AtariGame(game_name, protocol, keep=getattr(expert, "frames", None))
-        behave = epsilon_expert(cfg.epsilon)
         fanned = by_episode(cfg)
 
         def steps_for(episode: int, replay: dict) -> Iterator[Step]:
-            return labelled_steps(
-                game,
-                expert,
-                episode_seed(cfg.seed, game_name, episode),
-                behaviour_rng(cfg.seed, game_name, episode),
-                behave,
-                cfg.decision_cap,
-                replay=replay,
-            )
+            return episode_steps(cfg, game, expert, episode, replay)
 
         fill_splits(
             writer,

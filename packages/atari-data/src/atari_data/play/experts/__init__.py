@@ -4,6 +4,6 @@ An expert sees a :class:`atari_data.play.ale.AtariGame` (its RAM, and for checkp
 recent raw screens) and returns probabilities in the game's minimal-set order.
 """
 
-from atari_data.play.experts.base import Expert, expert_id, load_expert
+from atari_data.play.experts.base import Expert, expert_id, is_planner, load_expert
 
-__all__ = ["Expert", "expert_id", "load_expert"]
+__all__ = ["Expert", "expert_id", "is_planner", "load_expert"]

@@ -22,9 +22,13 @@ class Expert(Protocol):
         """Action probabilities (float64, sums to 1) for the game's current state."""
 
 
+def is_planner(spec: str) -> bool:
+    return spec.partition(":")[0] == "planner"
+
+
 def expert_id(spec: str, planner_frames: int | None) -> str:
     """How data and baselines name an expert: its spec, and a planner's budget (``planner@3000``)."""
-    if spec.partition(":")[0] != "planner":
+    if not is_planner(spec):
         return spec
     from atari_data.play.experts.planner import DEFAULT_FRAMES
 
@@ -41,7 +45,7 @@ def load_expert(spec: str, game: str, planner_frames: int | None = None) -> Expe
 
         base: Base | None = None
         if arg:  # the base that plays the rollouts
-            if arg.partition(":")[0] == "planner":
+            if is_planner(arg):
                 raise AtariDataError("a planner cannot be another planner's base", field="--expert")
             loaded = load_expert(arg, game)
             if not isinstance(loaded, Base):
