@@ -43,6 +43,9 @@ SMOKED = {  # script: a line its table must print
     "play_gpu.py": "| device-side + cache |",
     "train_gpu.py": "| reference A100 |",
     "planner.py": "| Pong |",
+    "record.py": "| Minari arrow, raw arrays (sample_episodes) |",
+    "stats.py": "| 5 x 4 |",
+    "fan_out.py": "| ray |",
 }
 SPAWNS = {"generate.py"}
 

@@ -265,3 +265,62 @@ def test_missing_root_is_a_one_line_error(tmp_path, capsys):
     rc = main(["validate", str(tmp_path / "nope")])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1
+
+
+def _rechunk(png: bytes, kind: bytes, body: bytes) -> bytes:
+    """``png`` with the body of its ``kind`` chunk replaced, its CRC recomputed: broken on purpose,
+    yet intact at the chunk level, as a careful attacker would write it."""
+    import struct
+    import zlib
+
+    pos = 8
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        if png[pos + 4 : pos + 8] == kind:
+            chunk = struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+            return png[:pos] + chunk + png[pos + 12 + length :]
+        pos += 12 + length
+    raise AssertionError(kind)
+
+
+def test_images_checks_each_frame_whole_without_decoding_pixels(layout, capsys):
+    """--images reads our plain frames with one inflate (no pixels built). Every way such a frame
+    can be broken is still one line naming it: a flipped bit (CRC), a cut file, image data that
+    inflates short or long, a row naming a filter PNG does not define (each with its chunk's CRC
+    recomputed). Frames with Pillow's row filters pass."""
+    import io
+    import zlib
+
+    from atari_data.layout.png import encode_png, frame_mode_size
+
+    frame = np.random.default_rng(0).integers(0, 255, (210, 160, 3), np.uint8)
+    good = encode_png(frame)
+    assert frame_mode_size(good) == ("RGB", (160, 210))
+    raw = np.zeros((210, 1 + 160 * 3), np.uint8)
+    raw[:, 1:] = frame.reshape(210, -1)
+    bad_filter = raw.copy()
+    bad_filter[7, 0] = 5
+    flipped = bytearray(good)
+    flipped[60] ^= 1
+    broken = {
+        "flipped": bytes(flipped),
+        "cut": good[: len(good) // 2],
+        "short": _rechunk(good, b"IDAT", zlib.compress(raw[:-1].tobytes())),
+        "long": _rechunk(good, b"IDAT", zlib.compress(raw.tobytes() + bytes(481))),
+        "filter": _rechunk(good, b"IDAT", zlib.compress(bad_filter.tobytes())),
+    }
+    for data in broken.values():
+        with pytest.raises(ValueError):
+            frame_mode_size(data)
+    filtered = io.BytesIO()
+    Image.fromarray(frame).save(filtered, format="PNG", optimize=True)
+    assert frame_mode_size(filtered.getvalue()) == ("RGB", (160, 210)), "filtered rows are plain frames too"
+
+    recs = lines(layout / B2 / "train.jsonl")
+    for i, data in enumerate(broken.values()):
+        (layout / B2 / recs[i]["image"]).write_bytes(data)
+    (layout / B2 / recs[8]["image"]).write_bytes(filtered.getvalue())
+    for i in range(len(broken)):
+        expect(layout, capsys, rf"train\.jsonl:{i + 1}: image: .* does not decode", "--images")
+    _, out, _ = run_cli(layout, "--images", capsys=capsys)
+    assert "train.jsonl:9:" not in out, out

@@ -86,6 +86,28 @@ def test_every_aggregate_matches_rliables_definitions_to_1e12():
     assert probability_of_improvement(list(same.T), list(same.T)) == 0.5
 
 
+def test_every_aggregate_equals_rliables_own_to_1e12():
+    """The same, against rliable itself (the bench group installs it): its metrics module's
+    functions on the runs x tasks matrix, ours on the per-game columns."""
+    metrics = pytest.importorskip("rliable.metrics", reason="rliable is in the bench dependency group")
+    from laya_eval.stats import mean_of_means
+
+    rng = np.random.default_rng(11)
+    for runs, tasks in ((5, 3), (10, 26), (4, 57)):
+        x = rng.normal(0.5, 0.6, size=(runs, tasks))
+        y = rng.normal(0.4, 0.6, size=(runs + 1, tasks))
+        y[:3, 1] = x[:3, 1]
+        gx, gy = list(x.T), list(y.T)
+        for ours, theirs in (
+            (mean_of_means(gx), metrics.aggregate_mean(x)),
+            (median_of_means(gx), metrics.aggregate_median(x)),
+            (optimality_gap(gx), metrics.aggregate_optimality_gap(x)),
+            (iqm(gx), metrics.aggregate_iqm(x)),
+            (probability_of_improvement(gx, gy), metrics.probability_of_improvement(x, y)),
+        ):
+            assert abs(ours - float(theirs)) < 1e-12, (ours, theirs)
+
+
 def test_the_task_bootstrap_resamples_games_as_well():
     from laya_eval.stats import mean_of_means, task_bootstrap_ci
 

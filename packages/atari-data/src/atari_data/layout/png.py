@@ -178,6 +178,34 @@ def png_size(data: bytes) -> tuple[int, int] | None:
     return (w, h) if n == expected and inflate.eof else None
 
 
+def frame_mode_size(data: bytes) -> tuple[str, tuple[int, int]] | None:
+    """(Pillow's mode, (width, height)) of a PNG frame that any decoder reads, checked without
+    building pixels, for the plain kind :func:`decode_png` reads with zlib (8-bit grey, RGB or RGBA,
+    not interlaced, no palette): every chunk's CRC matches, IEND ends the chunks, the image data
+    inflates to exactly the rows the header promises, and each row names a filter PNG defines.
+    Raises ValueError saying what is broken; None for any other kind of image (ask Pillow)."""
+    whole = _chunks(data, strict=True)
+    parsed = whole or _chunks(data, strict=False)  # a broken file: is it the plain kind at all?
+    if parsed is None:
+        return None
+    (w, h, depth, colour, _, _, interlace), idat, kinds = parsed
+    if depth != 8 or colour not in MODES or interlace or kinds & {b"PLTE", b"tRNS"}:
+        return None
+    if whole is None:
+        raise ValueError("a chunk's CRC does not match, or the chunks end before IEND")
+    stride = 1 + w * SAMPLES[colour]
+    inflate = zlib.decompressobj()
+    try:
+        rows = inflate.decompress(b"".join(idat), h * stride + 1)
+    except zlib.error as e:
+        raise ValueError(f"the image data does not inflate ({e})") from None
+    if len(rows) != h * stride or not inflate.eof:
+        raise ValueError(f"the image data inflates to {len(rows):,} bytes, not the {h * stride:,} its header says")
+    if h and max(rows[::stride]) > 4:
+        raise ValueError("a row names a filter type PNG does not define")
+    return MODES[colour], (w, h)
+
+
 def is_intact(data: bytes, size: tuple[int, int] | None = None) -> bool:
     """Whether ``data`` is a whole JPEG, or an intact PNG (every chunk's CRC, its image data inflating
     to its header's size) of ``size`` (width, height) when given; one inflate, no pixels built."""

@@ -17,6 +17,7 @@ from PIL import Image
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import META, READY, GameDir, list_games, swap_into_place, write_atomic
+from atari_data.layout.png import frame_mode_size
 from atari_data.layout.records import GameRules
 from atari_data.limits import read_bytes
 from atari_data.schema import FRAME_FORMAT_RE, check_structure
@@ -202,9 +203,13 @@ class _GameCheck:
     def _decode(self, file: Path, path: Path, n: int, fld: str, size) -> None:
         mode, wh = size
         try:
-            with Image.open(io.BytesIO(read_bytes(file, "frame", fld))) as im:
-                im.load()
-                got_mode, got_size = im.mode, im.size
+            data = read_bytes(file, "frame", fld)
+            got = frame_mode_size(data)  # our own frames: checked whole in one inflate, no pixels built
+            if got is None:  # any other image: Pillow decodes it
+                with Image.open(io.BytesIO(data)) as im:
+                    im.load()
+                    got = im.mode, im.size
+            got_mode, got_size = got
         except Exception as e:  # noqa: BLE001 - any decoder failure is a defect of this file
             self.defect(path, fld, f"{file.name} does not decode ({type(e).__name__}: {e})", n)
             return

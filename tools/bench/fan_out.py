@@ -1,0 +1,84 @@
+"""How well does `atari-data generate` fan out, on local processes and on Ray?
+
+The same generate run (expert2f, the built-in experts, four games) on 1 and on 2 workers: spawned
+processes (`--workers`) and Ray (`--executor ray` on a local Ray instance of 1 and then 2 CPUs,
+which is what a cluster's size decides). Fan-out efficiency is the 2-worker rate over twice the
+1-worker rate (1.00 is perfect); the last column divides by twice the local single process instead, what
+one core does without any executor. Ray starts, and its workers import everything, before the clock
+starts: a warm-up run at toy size goes first on each instance.
+
+    uv run python tools/bench/fan_out.py [--records 1500]
+    uv run python tools/bench/fan_out.py --smoke   # 30 records a game (the tests run it)
+
+The planner fans out by episode rather than by game; its projection in docs/benchmarks.md uses
+this measured efficiency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+from atari_data.produce.generate import GenerateConfig, generate
+
+GAMES = ["Pong", "Breakout", "Freeway", "Boxing"]  # four, so that two workers share them evenly
+
+
+def rate(records: int, cap: int, executor: str, workers: int) -> float:
+    """Records/s of one generate run."""
+    with tempfile.TemporaryDirectory(dir=".", prefix=".bench-fan-out-") as root:
+        cfg = GenerateConfig(
+            root=root,
+            games=GAMES,
+            source="expert2f",
+            train_frames=records,
+            val_frames=min(cap, records),
+            min_train_episodes=1,
+            baseline_episodes=0,
+            decision_cap=cap,
+            executor=executor,
+            workers=workers,
+        )
+        t = time.perf_counter()
+        metas = generate(cfg, progress=False)
+        seconds = time.perf_counter() - t
+    return sum(m["train"]["records"] + m["val"]["records"] for m in metas.values()) / seconds
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1500, help="train records per game (default 1500)")
+    ap.add_argument("--cap", type=int, default=500, help="decisions per episode at most (default 500)")
+    ap.add_argument("--repeats", type=int, default=2, help="best of this many runs (default 2)")
+    ap.add_argument("--smoke", action="store_true", help="30 records a game, one run: checks the bench runs")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.records, args.cap, args.repeats = 30, 30, 1
+    import ray
+
+    rows = []
+    for executor in ("local", "ray"):
+        rates = {}
+        for workers in (1, 2):
+            if executor == "ray":
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            if not args.smoke and (executor == "ray" or workers == 1):
+                rate(10, 10, executor, workers)  # imports (and Ray's worker start-up) out of the timing
+            rates[workers] = max(rate(args.records, args.cap, executor, workers) for _ in range(args.repeats))
+            if executor == "ray":
+                ray.shutdown()
+        rows.append((executor, rates[1], rates[2], rates[2] / (2 * rates[1])))
+    print(f"expert2f, {', '.join(GAMES)}, {args.records} train records a game, episodes of at most {args.cap}\n")
+    serial = rows[0][1]
+    print(
+        "| executor | 1 worker (records/s) | 2 workers (records/s) | fan-out efficiency "
+        "| 2 workers / (2 x local 1 worker) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for executor, one, two, eff in rows:
+        print(f"| {executor} | {one:,.0f} | {two:,.0f} | {eff:.2f} | {two / (2 * serial):.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""Recording and reading two-frame episodes: atari-data against Minari, on the same episodes.
+
+Minari (Farama's offline-RL dataset library, which ships 57 Atari datasets) is what a user would
+pick instead of `atari-data generate`. One run, one machine, the same work for both:
+
+- **Write.** The same policy (Pong's built-in expert, epsilon 0.1, as `generate --source expert2f`
+  plays it) plays the same number of decisions, in episodes capped at the same length, under the
+  same protocol (4 frames a decision, sticky actions 0.25, the minimal action set):
+  (a) `atari-data generate` (layout: PNG frames + JSONL, validated), then `atari-data pack`;
+  (b) Minari's `DataCollector` around gymnasium's `ALE/Pong-v5`, then `create_dataset`, in each
+  of its storage formats (hdf5, its default, and arrow), with its default JPEG images (lossy) and
+  with `jpeg_encoding=False` (lossless, like our PNGs).
+- **Read.** Every two-frame sample (frame, previous frame) as uint8 arrays, as a training loader
+  draws them: ours through the WebDataset helper and `load_dataset(..., streaming=True)` on the
+  pack; Minari's by `iterate_episodes` and by `sample_episodes` (its random access), each
+  episode's observations sliced into (obs[t], obs[t-1]).
+- **Bytes on disk** per record: every file each one wrote.
+
+    uv run python tools/bench/record.py [--decisions 4000] [--cap 500]
+    uv run python tools/bench/record.py --smoke   # 100 decisions (the tests run it)
+
+Goal: ahead of Minari on all three (records/s written, samples/s read, bytes per record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+GAME = "Pong"
+EPSILON = 0.1
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def ours_write(root: Path, decisions: int, cap: int) -> tuple[float, float, int]:
+    """Seconds for generate, seconds for pack, records written."""
+    from atari_data.produce.generate import GenerateConfig, generate
+    from atari_data.publish.pack import PackConfig, pack
+
+    val = min(cap, max(decisions // 10, 1))
+    cfg = GenerateConfig(
+        root=str(root / "layout"),
+        games=[GAME],
+        source="expert2f",
+        train_frames=decisions - val,
+        val_frames=val,
+        min_train_episodes=1,
+        baseline_episodes=0,
+        decision_cap=cap,
+        epsilon=EPSILON,
+        workers=1,
+    )
+    t = time.perf_counter()
+    meta = generate(cfg, progress=False)[GAME]
+    t_gen = time.perf_counter() - t
+    t = time.perf_counter()
+    pack(PackConfig(root=cfg.root, out=str(root / "repo"), sources=["expert2f"], shard_size=64_000_000))
+    t_pack = time.perf_counter() - t
+    return t_gen, t_pack, meta["train"]["records"] + meta["val"]["records"]
+
+
+def minari_write(dataset_id: str, decisions: int, cap: int, data_format: str, jpeg: bool) -> float:
+    """Seconds to play ``decisions`` decisions through Minari's DataCollector and write the dataset."""
+    import ale_py
+    import gymnasium as gym
+    import minari
+
+    from atari_data.play.experts.builtin import builtin_expert
+    from atari_data.produce.generate import epsilon_expert
+    from laya_protocol.games import minimal_actions
+
+    gym.register_envs(ale_py)
+    expert, behave = builtin_expert(GAME), epsilon_expert(EPSILON)
+    rng = np.random.default_rng(0)
+    t = time.perf_counter()
+    env = minari.DataCollector(
+        gym.make(f"ALE/{GAME}-v5", repeat_action_probability=0.25, frameskip=4),
+        data_format=data_format,
+        jpeg_encoding=jpeg,
+    )
+    names = env.unwrapped.get_action_meanings()
+    to_env = [names.index(a) for a in minimal_actions(GAME)]  # the expert's order to the env's
+    ale = env.unwrapped.ale
+    view = SimpleNamespace(ram=ale.getRAM)  # all a built-in expert reads of a game
+    env.reset(seed=0)
+    expert.reset()
+    played = 0
+    for n in range(decisions):
+        move = behave(None, expert.probs(view), rng)  # type: ignore[arg-type]
+        _obs, _r, terminated, truncated, _info = env.step(to_env[move])
+        played += 1
+        if (terminated or truncated or played == cap) and n + 1 < decisions:
+            env.reset(seed=n)
+            expert.reset()
+            played = 0
+    with warnings.catch_warnings():  # "eval_env is None": the collecting env is the evaluation env, as meant
+        warnings.simplefilter("ignore")
+        env.create_dataset(dataset_id=dataset_id, algorithm_name=f"builtin expert, epsilon {EPSILON}")
+    env.close()
+    return time.perf_counter() - t
+
+
+def minari_read(dataset_id: str, sample: bool) -> int:
+    """Two-frame samples read: every episode in order, or the episodes drawn by sample_episodes."""
+    import minari
+
+    ds = minari.load_dataset(dataset_id)
+    episodes = ds.sample_episodes(ds.total_episodes) if sample else ds.iterate_episodes()
+    n = 0
+    for ep in episodes:
+        obs = ep.observations  # uint8, (steps + 1, 210, 160, 3): reset screen, then one per step
+        for t in range(1, len(obs)):
+            frame, prev = obs[t], obs[t - 1]
+            n += frame.shape[0] > 0 and prev.shape[0] > 0
+    return n
+
+
+def ours_read(repo: Path, streaming: bool) -> int:
+    n = 0
+    if streaming:
+        from datasets import load_dataset
+
+        for split in ("train", "validation"):
+            for r in load_dataset(str(repo), "expert2f", split=split, streaming=True):
+                n += np.asarray(r["image"]).shape[0] > 0 and np.asarray(r["prev_image"]).shape[0] > 0
+        return n
+    from atari_data.publish.shards import records
+
+    for r in records(sorted(str(p) for p in (repo / "webdataset").rglob("*.tar")), split=False):
+        n += r["image"].shape[0] > 0 and r["prev_image"].shape[0] > 0
+    return n
+
+
+def best(fn, repeats: int):
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--decisions", type=int, default=4000, help="decisions each recorder plays (default 4000)")
+    ap.add_argument("--cap", type=int, default=500, help="decisions per episode at most (default 500)")
+    ap.add_argument("--repeats", type=int, default=2, help="reads are timed best of this many (default 2)")
+    ap.add_argument("--smoke", action="store_true", help="100 decisions, one repeat: checks the bench runs")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.decisions, args.cap, args.repeats = 100, 50, 1
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    with tempfile.TemporaryDirectory(dir=".", prefix=".bench-record-") as tmp:
+        tmp_path = Path(tmp).resolve()  # Minari joins a relative MINARI_DATASETS_PATH twice
+        os.environ["MINARI_DATASETS_PATH"] = str(tmp_path / "minari")
+        os.environ["HF_DATASETS_CACHE"] = str(tmp_path / "hf-cache")
+        if not args.smoke:  # imports and first-use costs out of the comparison: each writer once at toy size
+            ours_write(tmp_path / "warm-up", 20, 20)
+            for data_format in ("hdf5", "arrow"):
+                minari_write(f"bench/warm-up/{data_format}-v0", 20, 20, data_format, True)
+        t_gen, t_pack, n = ours_write(tmp_path, args.decisions, args.cap)
+        repo = tmp_path / "repo"
+        rows = [  # what, seconds to write, samples read, seconds to read, bytes on disk
+            ("atari-data generate (layout)", t_gen, None, None, folder_bytes(tmp_path / "layout")),
+        ]
+        for streaming, what in ((False, "WebDataset helper"), (True, "load_dataset streaming")):
+            t_read, got = best(lambda s=streaming: ours_read(repo, s), args.repeats)
+            assert got == n, f"{what} read {got} samples of {n}"
+            sub = "parquet" if streaming else "webdataset"
+            size = folder_bytes(repo / ("data" if streaming else "webdataset"))
+            rows.append((f"atari-data generate + pack, {sub} ({what})", t_gen + t_pack, got, t_read, size))
+        for data_format in ("hdf5", "arrow"):
+            for jpeg in (True, False):
+                dataset_id = f"bench/{GAME.lower()}/{data_format}-{'jpeg' if jpeg else 'raw'}-v0"
+                t_write = minari_write(dataset_id, n, args.cap, data_format, jpeg)
+                path = tmp_path / "minari" / dataset_id.replace("/", os.sep)
+                for sample in (False, True):
+                    t_read, got = best(lambda d=dataset_id, s=sample: minari_read(d, s), args.repeats)
+                    assert got == n, f"Minari read {got} samples of {n}"
+                    how = "sample_episodes" if sample else "iterate_episodes"
+                    images = "JPEG, its default" if jpeg else "raw arrays"
+                    rows.append((f"Minari {data_format}, {images} ({how})", t_write, got, t_read, folder_bytes(path)))
+
+    import minari
+
+    print(f"{n} two-frame records of {GAME} (built-in expert, epsilon {EPSILON}, episodes of at most {args.cap})")
+    print(f"minari {minari.__version__}; reads best of {args.repeats}\n")
+    print("| what | records/s written | samples/s read | bytes per record |\n| --- | ---: | ---: | ---: |")
+    for what, t_write, got, t_read, size in rows:
+        read = f"{got / t_read:,.0f}" if got else "(pack it to read)"
+        print(f"| {what} | {n / t_write:,.0f} | {read} | {size / n:,.0f} |")
+    ours, peer = rows[:3], rows[3:]
+    print("\n| ours against Minari's best | ours | Minari | ratio | goal |\n| --- | ---: | ---: | ---: | ---: |")
+    for what, mine, theirs, higher in (
+        ("records/s written (generate)", n / ours[0][1], max(n / r[1] for r in peer), True),
+        ("records/s written (generate + pack)", n / ours[1][1], max(n / r[1] for r in peer), True),
+        ("samples/s read", max(r[2] / r[3] for r in ours[1:]), max(r[2] / r[3] for r in peer), True),
+        ("bytes per record", min(r[4] for r in ours) / n, min(r[4] for r in peer) / n, False),
+    ):
+        ratio = mine / theirs if higher else theirs / mine
+        print(f"| {what} | {mine:,.0f} | {theirs:,.0f} | {ratio:.2f}x | > 1x |")
+
+
+if __name__ == "__main__":
+    main()
