@@ -14,6 +14,7 @@ bytes with the same zlib. The folder is built beside OUT and renamed into place.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -201,6 +202,12 @@ class _ParquetShards:
             self.writer = None
         self.bytes = 0
 
+    def abort(self) -> None:
+        """Close the open shard of a pack that failed (its folder is removed next)."""
+        self.rows = []
+        with contextlib.suppress(Exception):
+            self._close_shard()
+
     def close(self) -> list[Path]:
         self._close_shard()
         n = len(self.shards)
@@ -259,6 +266,11 @@ class _TarShards:
             self.writer.close()
             self.writer = None
         return self.paths
+
+    def abort(self) -> None:
+        """Close the open shard of a pack that failed (its folder is removed next)."""
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 def pack(cfg: PackConfig) -> dict:
@@ -364,16 +376,21 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
                     if "webdataset" in cfg.formats:
                         writers.append(_TarShards(tmp, source, g.game, hf_split, cfg.shard_size))
                     n, side = 0, 0
-                    for row in layout_rows([g], split, cfg.png_level):
-                        if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after the split
-                            raise AtariDataError(
-                                f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "
-                                "the WebDataset shards carry; pack with webdataset in --formats",
-                                field="--formats",
-                            )
-                        for w in writers:
-                            w.add(*row)
-                        n, side = n + 1, side + len(row[3])
+                    try:
+                        for row in layout_rows([g], split, cfg.png_level):
+                            if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after
+                                raise AtariDataError(
+                                    f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "
+                                    "the WebDataset shards carry; pack with webdataset in --formats",
+                                    field="--formats",
+                                )
+                            for w in writers:
+                                w.add(*row)
+                            n, side = n + 1, side + len(row[3])
+                    except BaseException:
+                        for w in writers:  # their open files, before the staging folder goes
+                            w.abort()
+                        raise
                     shards = [w.close() for w in writers]
                     per_game[hf_split] = {"records": n, "bytes": parquet.arrow_bytes}
                     total = conf["splits"][hf_split]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import io
+import logging
 import zipfile
 from collections import deque
 from pathlib import Path
@@ -370,6 +371,10 @@ def _download(repo: str) -> Path:
     from huggingface_hub.errors import HFValidationError, OfflineModeIsEnabled
 
     hint = "download it elsewhere and pass --expert cleanrl:PATH or sb3:PATH"
+    # huggingface_hub logs a warning line for each retry; the failure is said once, below.
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(logging.ERROR)
     try:
         files = HfApi().list_repo_files(repo)
         name = next((f for f in files if f.endswith((".cleanrl_model", ".zip"))), None)
@@ -378,3 +383,5 @@ def _download(repo: str) -> Path:
         return Path(hf_hub_download(repo, name))
     except (OfflineModeIsEnabled, HFValidationError, OSError, httpx2.HTTPError) as e:  # unreachable, refused, 404
         raise AtariDataError(f"cannot fetch hub repo {repo} ({type(e).__name__}); {hint}", field="--expert") from None
+    finally:
+        hub_log.setLevel(level)
