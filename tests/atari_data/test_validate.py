@@ -283,14 +283,19 @@ def _rechunk(png: bytes, kind: bytes, body: bytes) -> bytes:
     raise AssertionError(kind)
 
 
-def test_images_checks_each_frame_whole_without_decoding_pixels(layout, capsys):
-    """--images reads our plain frames with one inflate (no pixels built). Every way such a frame
-    can be broken is still one line naming it: a flipped bit (CRC), a cut file, image data that
-    inflates short or long, a row naming a filter PNG does not define (each with its chunk's CRC
-    recomputed). Frames with Pillow's row filters pass."""
+def test_images_checks_each_frame_whole_without_decoding_pixels(layout, capsys, monkeypatch):
+    """--images reads our plain frames with one inflate, never through Pillow. Every way such a
+    frame can be broken is still one line naming it: a flipped bit in a CRC or in the image data, a
+    cut file, image data that inflates a row short or long, a row naming a filter PNG does not
+    define, a header naming another filter method, a header declaring more pixels than the frame
+    limit (refused before inflating). Each edited chunk has its CRC recomputed, as a careful
+    attacker would. Frames with Pillow's row filters pass; other PNGs (a palette) go to Pillow
+    after a whole-file check."""
     import io
+    import struct
     import zlib
 
+    from atari_data.layout import validate as validate_module
     from atari_data.layout.png import encode_png, frame_mode_size
 
     frame = np.random.default_rng(0).integers(0, 255, (210, 160, 3), np.uint8)
@@ -300,27 +305,49 @@ def test_images_checks_each_frame_whole_without_decoding_pixels(layout, capsys):
     raw[:, 1:] = frame.reshape(210, -1)
     bad_filter = raw.copy()
     bad_filter[7, 0] = 5
-    flipped = bytearray(good)
-    flipped[60] ^= 1
+    crc_bit, data_bit = bytearray(good), bytearray(good)
+    crc_bit[30] ^= 1  # inside IHDR's CRC: only the CRC check can see it
+    data_bit[60] ^= 1
+    header = struct.pack(">IIBBBBB", 160, 210, 8, 2, 0, 0, 0)
     broken = {
-        "flipped": bytes(flipped),
+        "crc bit": bytes(crc_bit),
+        "data bit": bytes(data_bit),
         "cut": good[: len(good) // 2],
         "short": _rechunk(good, b"IDAT", zlib.compress(raw[:-1].tobytes())),
         "long": _rechunk(good, b"IDAT", zlib.compress(raw.tobytes() + bytes(481))),
         "filter": _rechunk(good, b"IDAT", zlib.compress(bad_filter.tobytes())),
+        "method": _rechunk(good, b"IHDR", header[:-2] + b"\x01\x00"),
+        "huge": _rechunk(good, b"IHDR", struct.pack(">IIBBBBB", 65535, 65535, 8, 2, 0, 0, 0)),
     }
-    for data in broken.values():
+    for why, data in broken.items():
         with pytest.raises(ValueError):
             frame_mode_size(data)
+        assert why
     filtered = io.BytesIO()
     Image.fromarray(frame).save(filtered, format="PNG", optimize=True)
     assert frame_mode_size(filtered.getvalue()) == ("RGB", (160, 210)), "filtered rows are plain frames too"
+    palette = io.BytesIO()
+    Image.fromarray(frame).quantize(16).save(palette, format="PNG")
+    assert frame_mode_size(palette.getvalue()) is None, "a palette PNG is Pillow's to read"
+    palette_crc = bytearray(palette.getvalue())
+    palette_crc[30] ^= 1
 
     recs = lines(layout / B2 / "train.jsonl")
     for i, data in enumerate(broken.values()):
         (layout / B2 / recs[i]["image"]).write_bytes(data)
     (layout / B2 / recs[8]["image"]).write_bytes(filtered.getvalue())
+    (layout / B2 / recs[9]["image"]).write_bytes(palette.getvalue())
+    (layout / B2 / recs[10]["image"]).write_bytes(bytes(palette_crc))
     for i in range(len(broken)):
         expect(layout, capsys, rf"train\.jsonl:{i + 1}: image: .* does not decode", "--images")
+    expect(layout, capsys, r"train\.jsonl:10: image: .* is P 210x160, expected RGB 210x160", "--images")
+    expect(layout, capsys, r"train\.jsonl:11: image: .* does not decode", "--images")
+    real_open = validate_module.Image.open
+    opened = []
+    monkeypatch.setattr(validate_module.Image, "open", lambda f, *a: opened.append(f) or real_open(f, *a))
     _, out, _ = run_cli(layout, "--images", capsys=capsys)
     assert "train.jsonl:9:" not in out, out
+    frames = 2 * sum(len(lines(layout / B2 / f"{split}.jsonl")) for split in ("train", "val"))
+    assert frames > 100 and len(opened) <= 6, (
+        f"Pillow opened {len(opened)} of {frames} frames: the palette ones, and the step-0 comparisons"
+    )

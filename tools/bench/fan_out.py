@@ -5,20 +5,22 @@ processes (`--workers`) and Ray (`--executor ray` on a local Ray instance of 1 a
 which is what a cluster's size decides). Fan-out efficiency is the 2-worker rate over twice the
 1-worker rate (1.00 is perfect); the last column divides by twice the local single process instead, what
 one core does without any executor. Ray starts, and its workers import everything, before the clock
-starts: a warm-up run at toy size goes first on each instance.
+starts (a standing cluster's case): a warm-up run at toy size goes first on each instance. The local
+2-worker runs include spawning their pool, as every `generate --workers 2` does.
 
     uv run python tools/bench/fan_out.py [--records 1500]
     uv run python tools/bench/fan_out.py --smoke   # 30 records a game (the tests run it)
 
-The planner fans out by episode rather than by game; its projection in docs/benchmarks.md uses
-this measured efficiency.
+The planner fans out by episode rather than by game; this measures the game fan-out only.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
+from pathlib import Path
 
 from atari_data.produce.generate import GenerateConfig, generate
 
@@ -29,7 +31,7 @@ def rate(records: int, cap: int, executor: str, workers: int) -> float:
     """Records/s of one generate run."""
     with tempfile.TemporaryDirectory(dir=".", prefix=".bench-fan-out-") as root:
         cfg = GenerateConfig(
-            root=root,
+            root=str(Path(root).resolve()),  # Ray's workers may run in another directory
             games=GAMES,
             source="expert2f",
             train_frames=records,
@@ -55,6 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.smoke:
         args.records, args.cap, args.repeats = 30, 30, 1
+    # As laya_protocol.ray.connect does: Ray's workers use this interpreter (Ray reads it at import).
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     import ray
 
     rows = []

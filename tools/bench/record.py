@@ -4,7 +4,8 @@ Minari (Farama's offline-RL dataset library, which ships 57 Atari datasets) is w
 pick instead of `atari-data generate`. One run, one machine, the same work for both:
 
 - **Write.** The same policy (Pong's built-in expert, epsilon 0.1, as `generate --source expert2f`
-  plays it) plays the same number of decisions, in episodes capped at the same length, under the
+  plays it) plays the same number of decisions, in whole episodes capped at the same length (so
+  every decision played is a record), under the
   same protocol (4 frames a decision, sticky actions 0.25, the minimal action set):
   (a) `atari-data generate` (layout: PNG frames + JSONL, validated), then `atari-data pack`;
   (b) Minari's `DataCollector` around gymnasium's `ALE/Pong-v5`, then `create_dataset`, in each
@@ -14,7 +15,8 @@ pick instead of `atari-data generate`. One run, one machine, the same work for b
   draws them: ours through the WebDataset helper and `load_dataset(..., streaming=True)` on the
   pack; Minari's by `iterate_episodes` and by `sample_episodes` (its random access), each
   episode's observations sliced into (obs[t], obs[t-1]).
-- **Bytes on disk** per record: every file each one wrote.
+- **Bytes on disk** per record: every file each one wrote (a pack's row: the whole repository but
+  the other format's shards).
 
     uv run python tools/bench/record.py [--decisions 4000] [--cap 500]
     uv run python tools/bench/record.py --smoke   # 100 decisions (the tests run it)
@@ -47,7 +49,7 @@ def ours_write(root: Path, decisions: int, cap: int) -> tuple[float, float, int]
     from atari_data.produce.generate import GenerateConfig, generate
     from atari_data.publish.pack import PackConfig, pack
 
-    val = min(cap, max(decisions // 10, 1))
+    val = cap  # whole capped episodes in both splits, so every decision played is a record
     cfg = GenerateConfig(
         root=str(root / "layout"),
         games=[GAME],
@@ -168,6 +170,7 @@ def main(argv: list[str] | None = None) -> None:
             ours_write(tmp_path / "warm-up", 20, 20)
             for data_format in ("hdf5", "arrow"):
                 minari_write(f"bench/warm-up/{data_format}-v0", 20, 20, data_format, True)
+        args.decisions = max(2, args.decisions // args.cap) * args.cap  # whole episodes (see ours_write)
         t_gen, t_pack, n = ours_write(tmp_path, args.decisions, args.cap)
         repo = tmp_path / "repo"
         rows = [  # what, seconds to write, samples read, seconds to read, bytes on disk
@@ -177,7 +180,8 @@ def main(argv: list[str] | None = None) -> None:
             t_read, got = best(lambda s=streaming: ours_read(repo, s), args.repeats)
             assert got == n, f"{what} read {got} samples of {n}"
             sub = "parquet" if streaming else "webdataset"
-            size = folder_bytes(repo / ("data" if streaming else "webdataset"))
+            # the whole repository (card, meta, schema) but the other format's shards
+            size = folder_bytes(repo) - folder_bytes(repo / ("webdataset" if streaming else "data"))
             rows.append((f"atari-data generate + pack, {sub} ({what})", t_gen + t_pack, got, t_read, size))
         for data_format in ("hdf5", "arrow"):
             for jpeg in (True, False):
@@ -197,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"minari {minari.__version__}; reads best of {args.repeats}\n")
     print("| what | records/s written | samples/s read | bytes per record |\n| --- | ---: | ---: | ---: |")
     for what, t_write, got, t_read, size in rows:
-        read = f"{got / t_read:,.0f}" if got else "(pack it to read)"
+        read = f"{got / t_read:,.0f}" if got else "(not timed)"
         print(f"| {what} | {n / t_write:,.0f} | {read} | {size / n:,.0f} |")
     ours, peer = rows[:3], rows[3:]
     print("\n| ours against Minari's best | ours | Minari | ratio | goal |\n| --- | ---: | ---: | ---: | ---: |")

@@ -22,6 +22,8 @@ import time
 import warnings
 
 import numpy as np
+from rliable import library as rly  # imported here, so that neither side's timing includes imports
+from rliable import metrics
 
 from laya_eval import stats
 
@@ -38,9 +40,6 @@ def ours(x: np.ndarray, y: np.ndarray, reps: int) -> tuple[list[float], list[tup
 
 
 def theirs(x: np.ndarray, y: np.ndarray, reps: int) -> tuple[list[float], list[tuple[float, float]]]:
-    from rliable import library as rly
-    from rliable import metrics
-
     def aggregates(s):
         return np.array(
             [

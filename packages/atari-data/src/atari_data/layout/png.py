@@ -179,20 +179,26 @@ def png_size(data: bytes) -> tuple[int, int] | None:
 
 
 def frame_mode_size(data: bytes) -> tuple[str, tuple[int, int]] | None:
-    """(Pillow's mode, (width, height)) of a PNG frame that any decoder reads, checked without
-    building pixels, for the plain kind :func:`decode_png` reads with zlib (8-bit grey, RGB or RGBA,
-    not interlaced, no palette): every chunk's CRC matches, IEND ends the chunks, the image data
-    inflates to exactly the rows the header promises, and each row names a filter PNG defines.
-    Raises ValueError saying what is broken; None for any other kind of image (ask Pillow)."""
+    """(Pillow's mode, (width, height)) of a PNG frame that any decoder reads, checked whole in one
+    inflate (rows are not unfiltered, no image is built), for the plain kind :func:`decode_png`
+    reads with zlib (8-bit grey, RGB or RGBA, not interlaced, no palette, its IDAT chunks in one
+    run): the declared size is within the frame limit (checked before inflating anything), every
+    chunk's CRC matches, IEND ends the chunks, the header names PNG's compression and filter
+    methods, the image data inflates to exactly the rows the header promises, and each row names a
+    filter type PNG defines. Raises ValueError saying what is broken; None for any other kind of
+    image (ask Pillow)."""
+    _check_declared_size(data)
     whole = _chunks(data, strict=True)
     parsed = whole or _chunks(data, strict=False)  # a broken file: is it the plain kind at all?
     if parsed is None:
         return None
-    (w, h, depth, colour, _, _, interlace), idat, kinds = parsed
-    if depth != 8 or colour not in MODES or interlace or kinds & {b"PLTE", b"tRNS"}:
+    (w, h, depth, colour, method, filtering, interlace), idat, kinds = parsed
+    if depth != 8 or colour not in MODES or interlace or kinds & {b"PLTE", b"tRNS"} or not _idat_in_one_run(data):
         return None
     if whole is None:
         raise ValueError("a chunk's CRC does not match, or the chunks end before IEND")
+    if method or filtering:
+        raise ValueError(f"the header names compression method {method} and filter method {filtering} (PNG has 0)")
     stride = 1 + w * SAMPLES[colour]
     inflate = zlib.decompressobj()
     try:
@@ -204,6 +210,22 @@ def frame_mode_size(data: bytes) -> tuple[str, tuple[int, int]] | None:
     if h and max(rows[::stride]) > 4:
         raise ValueError("a row names a filter type PNG does not define")
     return MODES[colour], (w, h)
+
+
+def _idat_in_one_run(data: bytes) -> bool:
+    """Whether the IDAT chunks follow one another, as PNG requires (decoders stop at the first
+    other chunk after them)."""
+    pos, state = 8, 0  # before the IDAT chunks, among them, after them
+    while pos + 8 <= len(data):
+        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
+        if kind == b"IDAT":
+            if state == 2:
+                return False
+            state = 1
+        elif state == 1:
+            state = 2
+        pos += 12 + length
+    return True
 
 
 def is_intact(data: bytes, size: tuple[int, int] | None = None) -> bool:
