@@ -23,6 +23,7 @@ from atari_data.produce.generate import GenerateConfig
 from atari_data.produce.importing import SOURCES
 from atari_data.publish.hub import COMMIT_FILES
 from atari_data.publish.pack import PackConfig
+from atari_data.publish.teardown import release_arrow_threads
 from laya_protocol import seeds
 from laya_protocol.config import add_options, add_version, csv, from_args
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
@@ -611,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    finally:
+        release_arrow_threads()
 
 
 if __name__ == "__main__":

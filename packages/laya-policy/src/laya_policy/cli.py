@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from atari_data.errors import AtariDataError
+from atari_data.publish.teardown import release_arrow_threads
 from laya_eval.errors import EvalError
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.seeds import EVAL_SEED_BASE
@@ -183,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, AtariDataError, EvalError) as e:
         print(f"error: {e.render() if isinstance(e, (AtariDataError, EvalError)) else e}", file=sys.stderr)
         return 2
+    finally:
+        release_arrow_threads()
 
 
 if __name__ == "__main__":
