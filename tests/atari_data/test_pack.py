@@ -268,6 +268,23 @@ def test_pack_refuses_bad_input(layout, packed, tmp_path):
     assert parse_size("1.5GB") == 1_500_000_000 and parse_size("300KB") == 300_000
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_a_pack_refused_part_way_closes_the_shards_it_had_open(layout, tmp_path):
+    """A frame found damaged half-way through a split (validate without --images lets it by) stops
+    the pack with one error. The Parquet and tar shards it was writing are closed before their
+    staging folder is removed: a tar stream left open would flush into a closed file when
+    collected (an unraisable error, made a failure here)."""
+    import gc
+
+    recs = [json.loads(x) for x in (layout / "expert2f/Breakout/train.jsonl").read_text().splitlines()]
+    frame = layout / "expert2f/Breakout" / recs[len(recs) // 2]["image"]
+    frame.write_bytes(frame.read_bytes()[:-20])
+    with pytest.raises(AtariDataError, match="is not an intact"):
+        pack(PackConfig(root=str(layout), out=str(tmp_path / "x")))
+    gc.collect()
+    assert not (tmp_path / "x").exists()
+
+
 def test_hub_file_limits_are_enforced(layout_master, tmp_path, monkeypatch):
     monkeypatch.setattr(repo, "MAX_FILES_PER_FOLDER", 2)
     with pytest.raises(AtariDataError, match="over the Hub's 2; use a larger --shard-size"):

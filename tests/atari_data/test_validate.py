@@ -288,21 +288,22 @@ def test_images_checks_each_frame_whole_without_decoding_pixels(layout, capsys, 
     frame can be broken is still one line naming it: a flipped bit in a CRC or in the image data, a
     cut file, image data that inflates a row short or long, a row naming a filter PNG does not
     define, a header naming another filter method, a header declaring more pixels than the frame
-    limit (refused before inflating). Each edited chunk has its CRC recomputed, as a careful
-    attacker would. Frames with Pillow's row filters pass; other PNGs (a palette) go to Pillow
-    after a whole-file check."""
+    limit (refused before inflating), image data split by another chunk. Each edited chunk has its
+    CRC recomputed, as a careful attacker would. Frames with Pillow's row filters pass; other PNGs
+    (a palette) go to Pillow after a whole-file check."""
     import io
     import struct
     import zlib
 
     from atari_data.layout import validate as validate_module
-    from atari_data.layout.png import encode_png, frame_mode_size
+    from atari_data.layout.png import _chunk, encode_png, frame_mode_size
 
     frame = np.random.default_rng(0).integers(0, 255, (210, 160, 3), np.uint8)
     good = encode_png(frame)
     assert frame_mode_size(good) == ("RGB", (160, 210))
     raw = np.zeros((210, 1 + 160 * 3), np.uint8)
     raw[:, 1:] = frame.reshape(210, -1)
+    stream = zlib.compress(raw.tobytes())
     bad_filter = raw.copy()
     bad_filter[7, 0] = 5
     crc_bit, data_bit = bytearray(good), bytearray(good)
@@ -318,11 +319,15 @@ def test_images_checks_each_frame_whole_without_decoding_pixels(layout, capsys, 
         "filter": _rechunk(good, b"IDAT", zlib.compress(bad_filter.tobytes())),
         "method": _rechunk(good, b"IHDR", header[:-2] + b"\x01\x00"),
         "huge": _rechunk(good, b"IHDR", struct.pack(">IIBBBBB", 65535, 65535, 8, 2, 0, 0, 0)),
+        "split": good[:33]
+        + _chunk(b"IDAT", stream[:500])
+        + _chunk(b"tEXt", b"a\0b")
+        + _chunk(b"IDAT", stream[500:])
+        + _chunk(b"IEND", b""),
     }
-    for why, data in broken.items():
+    for data in broken.values():
         with pytest.raises(ValueError):
             frame_mode_size(data)
-        assert why
     filtered = io.BytesIO()
     Image.fromarray(frame).save(filtered, format="PNG", optimize=True)
     assert frame_mode_size(filtered.getvalue()) == ("RGB", (160, 210)), "filtered rows are plain frames too"
@@ -335,19 +340,47 @@ def test_images_checks_each_frame_whole_without_decoding_pixels(layout, capsys, 
     recs = lines(layout / B2 / "train.jsonl")
     for i, data in enumerate(broken.values()):
         (layout / B2 / recs[i]["image"]).write_bytes(data)
-    (layout / B2 / recs[8]["image"]).write_bytes(filtered.getvalue())
-    (layout / B2 / recs[9]["image"]).write_bytes(palette.getvalue())
-    (layout / B2 / recs[10]["image"]).write_bytes(bytes(palette_crc))
-    for i in range(len(broken)):
+    n = len(broken)  # records 0..n-1 hold the broken frames, then the filtered and the two palette ones
+    (layout / B2 / recs[n]["image"]).write_bytes(filtered.getvalue())
+    (layout / B2 / recs[n + 1]["image"]).write_bytes(palette.getvalue())
+    (layout / B2 / recs[n + 2]["image"]).write_bytes(bytes(palette_crc))
+    for i in range(n):
         expect(layout, capsys, rf"train\.jsonl:{i + 1}: image: .* does not decode", "--images")
-    expect(layout, capsys, r"train\.jsonl:10: image: .* is P 210x160, expected RGB 210x160", "--images")
-    expect(layout, capsys, r"train\.jsonl:11: image: .* does not decode", "--images")
+    expect(layout, capsys, rf"train\.jsonl:{n + 2}: image: .* is P 210x160, expected RGB 210x160", "--images")
+    expect(layout, capsys, rf"train\.jsonl:{n + 3}: image: .* does not decode", "--images")
     real_open = validate_module.Image.open
     opened = []
     monkeypatch.setattr(validate_module.Image, "open", lambda f, *a: opened.append(f) or real_open(f, *a))
     _, out, _ = run_cli(layout, "--images", capsys=capsys)
-    assert "train.jsonl:9:" not in out, out
+    assert f"train.jsonl:{n + 1}:" not in out, out
     frames = 2 * sum(len(lines(layout / B2 / f"{split}.jsonl")) for split in ("train", "val"))
     assert frames > 100 and len(opened) <= 6, (
         f"Pillow opened {len(opened)} of {frames} frames: the palette ones, and the step-0 comparisons"
     )
+
+
+@pytest.mark.parametrize("check", ["png_size", "is_intact", "frame_mode_size", "decode_png"])
+def test_a_png_declaring_a_huge_image_is_refused_before_inflating(check):
+    """A hostile PNG: a header declaring 65535 x 65535 pixels over 160 MB of zeros compressed to a
+    few hundred KB, every CRC right. Whatever reads it (validate, an importer's copy check, doctor's
+    side images, a loader) refuses it without inflating the data: memory stays far below it."""
+    import tracemalloc
+    import zlib
+
+    from atari_data.layout import png
+
+    header = _rechunk(
+        png.encode_png(np.zeros((2, 2, 3), np.uint8)), b"IHDR", bytes.fromhex("0000ffff0000ffff0802000000")
+    )
+    bomb = _rechunk(header, b"IDAT", zlib.compress(bytes(160 << 20), 9))
+    tracemalloc.start()
+    try:
+        try:
+            got = getattr(png, check)(bomb)
+        except ValueError:
+            got = "refused"
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got in ("refused", None, False), got
+    assert peak < 16 << 20, f"{check} allocated {peak >> 20} MB for a {len(bomb) >> 10} KB file"

@@ -118,12 +118,14 @@ def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
 def _chunks(data: bytes, strict: bool) -> tuple[tuple, list[bytes], set[bytes]] | None:
     """(IHDR fields, IDAT bodies, the other chunks' kinds) of a PNG, or None when it is not one.
 
-    ``strict``: every chunk's CRC must match and IEND must end the chunks. Otherwise whatever
+    ``strict``: every chunk's CRC must match, the IDAT chunks must follow one another (decoders
+    stop at the first other chunk after them) and IEND must end the chunks. Otherwise whatever
     chunks are there are read, and a decoder finds out whether the image data is all there.
     """
     if data[:8] != SIGNATURE or data[12:16] != b"IHDR":
         return None
-    header, idat, pos = None, [], 8
+    header, pos, after_idat = None, 8, False
+    idat: list[bytes] = []
     kinds: set[bytes] = set()
     while pos + 12 <= len(data):
         (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
@@ -136,11 +138,14 @@ def _chunks(data: bytes, strict: bool) -> tuple[tuple, list[bytes], set[bytes]] 
                 return None
             header = struct.unpack(">IIBBBBB", body)
         elif kind == b"IDAT":
+            if strict and idat and after_idat:  # another chunk came between two IDAT chunks
+                return None
             idat.append(body)
         elif kind == b"IEND":
             return header, idat, kinds
         else:
             kinds.add(kind)
+            after_idat = bool(idat)
         pos = end
     return None if strict or header is None else (header, idat, kinds)
 
@@ -148,21 +153,26 @@ def _chunks(data: bytes, strict: bool) -> tuple[tuple, list[bytes], set[bytes]] 
 ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
 
 
-def png_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) of a complete, intact PNG, else None.
+def _whole(data: bytes) -> tuple[tuple, bytes, set[bytes]]:
+    """(IHDR fields, inflated image data, the other chunks' kinds) of a complete, intact PNG; raises
+    ValueError saying what is broken.
 
-    For sources that copy frames byte for byte: every chunk's CRC must match, IHDR come first and
-    IEND end the chunks, and the image data inflate to exactly the bytes the header promises. That
-    catches truncated files, flipped bits and broken streams at the cost of one inflate, without
-    unfiltering or building pixels.
+    The declared size is within the frame limit (checked before inflating anything), every chunk's
+    CRC matches, IHDR comes first, the IDAT chunks follow one another and IEND ends the chunks, the
+    header names PNG's compression and filter methods, the image data inflates to exactly the bytes
+    the header promises, and each row of a non-interlaced image names a filter type PNG defines.
+    One inflate; rows are not unfiltered and no image is built.
     """
+    _check_declared_size(data)
     parsed = _chunks(data, strict=True)
     if parsed is None:
-        return None
-    header, idat, _ = parsed
-    w, h, depth, colour, _, _, interlace = header
+        raise ValueError("a chunk's CRC does not match, its IDAT chunks are split, or the chunks end before IEND")
+    header, idat, kinds = parsed
+    w, h, depth, colour, method, filtering, interlace = header
     if not (w and h and colour in SAMPLES):
-        return None
+        raise ValueError(f"the header names a {w}x{h} image of colour type {colour}")
+    if method or filtering:
+        raise ValueError(f"the header names compression method {method} and filter method {filtering} (PNG has 0)")
     bits = SAMPLES[colour] * depth
     passes = ADAM7 if interlace else ((0, 0, 1, 1),)
     expected = 0
@@ -172,60 +182,41 @@ def png_size(data: bytes) -> tuple[int, int] | None:
             expected += ph * (1 + -(-pw * bits // 8))
     inflate = zlib.decompressobj()
     try:
-        n = len(inflate.decompress(b"".join(idat), expected + 1))
-    except zlib.error:
+        rows = inflate.decompress(b"".join(idat), expected + 1)
+    except zlib.error as e:
+        raise ValueError(f"the image data does not inflate ({e})") from None
+    if len(rows) != expected or not inflate.eof:
+        raise ValueError(f"the image data inflates to {len(rows):,} bytes, not the {expected:,} its header says")
+    if not interlace and max(rows[:: expected // h]) > 4:
+        raise ValueError("a row names a filter type PNG does not define")
+    return header, rows, kinds
+
+
+def png_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) of a complete, intact PNG (every check of :func:`_whole`), else None.
+
+    For sources that copy frames byte for byte: that catches truncated files, flipped bits and
+    broken streams at the cost of one inflate, without unfiltering or building pixels.
+    """
+    try:
+        header, _, _ = _whole(data)
+    except ValueError:
         return None
-    return (w, h) if n == expected and inflate.eof else None
+    return header[0], header[1]
 
 
 def frame_mode_size(data: bytes) -> tuple[str, tuple[int, int]] | None:
-    """(Pillow's mode, (width, height)) of a PNG frame that any decoder reads, checked whole in one
-    inflate (rows are not unfiltered, no image is built), for the plain kind :func:`decode_png`
-    reads with zlib (8-bit grey, RGB or RGBA, not interlaced, no palette, its IDAT chunks in one
-    run): the declared size is within the frame limit (checked before inflating anything), every
-    chunk's CRC matches, IEND ends the chunks, the header names PNG's compression and filter
-    methods, the image data inflates to exactly the rows the header promises, and each row names a
-    filter type PNG defines. Raises ValueError saying what is broken; None for any other kind of
-    image (ask Pillow)."""
-    _check_declared_size(data)
-    whole = _chunks(data, strict=True)
-    parsed = whole or _chunks(data, strict=False)  # a broken file: is it the plain kind at all?
-    if parsed is None:
+    """(Pillow's mode, (width, height)) of a PNG frame of the plain kind :func:`decode_png` reads
+    with zlib (8-bit grey, RGB or RGBA, not interlaced, no palette or transparency chunk), checked
+    whole in one inflate (:func:`_whole`) without building an image. A PNG that is not whole
+    raises ValueError saying what is broken, whatever its kind; a whole PNG of another kind, or an
+    image that is not a PNG, gives None (ask Pillow)."""
+    if data[:8] != SIGNATURE:
         return None
-    (w, h, depth, colour, method, filtering, interlace), idat, kinds = parsed
-    if depth != 8 or colour not in MODES or interlace or kinds & {b"PLTE", b"tRNS"} or not _idat_in_one_run(data):
+    (w, h, depth, colour, _, _, interlace), _, kinds = _whole(data)
+    if depth != 8 or colour not in MODES or interlace or kinds & {b"PLTE", b"tRNS"}:
         return None
-    if whole is None:
-        raise ValueError("a chunk's CRC does not match, or the chunks end before IEND")
-    if method or filtering:
-        raise ValueError(f"the header names compression method {method} and filter method {filtering} (PNG has 0)")
-    stride = 1 + w * SAMPLES[colour]
-    inflate = zlib.decompressobj()
-    try:
-        rows = inflate.decompress(b"".join(idat), h * stride + 1)
-    except zlib.error as e:
-        raise ValueError(f"the image data does not inflate ({e})") from None
-    if len(rows) != h * stride or not inflate.eof:
-        raise ValueError(f"the image data inflates to {len(rows):,} bytes, not the {h * stride:,} its header says")
-    if h and max(rows[::stride]) > 4:
-        raise ValueError("a row names a filter type PNG does not define")
     return MODES[colour], (w, h)
-
-
-def _idat_in_one_run(data: bytes) -> bool:
-    """Whether the IDAT chunks follow one another, as PNG requires (decoders stop at the first
-    other chunk after them)."""
-    pos, state = 8, 0  # before the IDAT chunks, among them, after them
-    while pos + 8 <= len(data):
-        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
-        if kind == b"IDAT":
-            if state == 2:
-                return False
-            state = 1
-        elif state == 1:
-            state = 2
-        pos += 12 + length
-    return True
 
 
 def is_intact(data: bytes, size: tuple[int, int] | None = None) -> bool:

@@ -17,8 +17,7 @@ from PIL import Image
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import META, READY, GameDir, list_games, swap_into_place, write_atomic
-from atari_data.layout.png import SIGNATURE as PNG_SIGNATURE
-from atari_data.layout.png import frame_mode_size, png_size
+from atari_data.layout.png import frame_mode_size
 from atari_data.layout.records import GameRules
 from atari_data.limits import read_bytes
 from atari_data.schema import FRAME_FORMAT_RE, check_structure
@@ -205,10 +204,8 @@ class _GameCheck:
         mode, wh = size
         try:
             data = read_bytes(file, "frame", fld)
-            got = frame_mode_size(data)  # our own frames: checked whole in one inflate, no image built
-            if got is None:  # any other image: Pillow decodes it, after a whole-file check if it is a PNG
-                if data[:8] == PNG_SIGNATURE and png_size(data) is None:
-                    raise ValueError("a chunk's CRC, the chunks' end or the image data's length is wrong")
+            got = frame_mode_size(data)  # any PNG checked whole in one inflate; our plain frames need no more
+            if got is None:  # not a PNG, or a whole PNG of another kind: Pillow decodes it
                 with Image.open(io.BytesIO(data)) as im:
                     im.load()
                     got = im.mode, im.size

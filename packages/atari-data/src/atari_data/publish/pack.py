@@ -202,12 +202,6 @@ class _ParquetShards:
             self.writer = None
         self.bytes = 0
 
-    def abort(self) -> None:
-        """Close the open shard of a pack that failed (its folder is removed next)."""
-        self.rows = []
-        with contextlib.suppress(Exception):
-            self._close_shard()
-
     def close(self) -> list[Path]:
         self._close_shard()
         n = len(self.shards)
@@ -266,11 +260,6 @@ class _TarShards:
             self.writer.close()
             self.writer = None
         return self.paths
-
-    def abort(self) -> None:
-        """Close the open shard of a pack that failed (its folder is removed next)."""
-        with contextlib.suppress(Exception):
-            self.close()
 
 
 def pack(cfg: PackConfig) -> dict:
@@ -388,8 +377,9 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
                                 w.add(*row)
                             n, side = n + 1, side + len(row[3])
                     except BaseException:
-                        for w in writers:  # their open files, before the staging folder goes
-                            w.abort()
+                        for w in writers:  # close their open files before the staging folder goes
+                            with contextlib.suppress(Exception):
+                                w.close()
                         raise
                     shards = [w.close() for w in writers]
                     per_game[hf_split] = {"records": n, "bytes": parquet.arrow_bytes}
