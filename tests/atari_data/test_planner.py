@@ -11,7 +11,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout import GameDir
 from atari_data.play.ale import AtariGame, episode_seed, play_episode
 from atari_data.play.experts import expert_id, load_expert
-from atari_data.play.experts.planner import Planner
+from atari_data.play.experts.planner import Planner, on_evidence
 from atari_data.produce.dagger import DaggerConfig, write_dagger_round
 from atari_data.produce.generate import generate_game
 
@@ -52,6 +52,38 @@ def test_targets_are_a_distribution_whose_argmax_is_the_best_value_and_repeat_ex
     assert p.shape == (6,) and abs(p.sum() - 1) < 1e-9 and (p >= 0).all()
     assert np.argmax(p) == np.argmax(values)
     np.testing.assert_array_equal(b.probs(game), p)  # seeded by (episode seed, decision), not by history
+
+
+def test_over_a_base_buttons_with_the_same_effect_meet_the_same_dice():
+    """Common random numbers: over a base, rollout r of every button meets the same sticky repeats,
+    so two buttons that do the same thing (Breakout's FIRE is NOOP in a rally) get the same returns
+    rollout by rollout, and a difference between buttons is the button's, not the dice's."""
+    game = AtariGame("Breakout")
+    game.reset(seed=3)
+    base = load_expert("builtin", "Breakout")
+    base.reset()
+    for _ in range(80):
+        game.act(int(np.argmax(base.probs(game))))
+    returns, *_ = load_expert("planner:builtin", "Breakout", 3_000).rollouts(game)
+    noop, fire, right = (returns[game.actions.index(a)].tolist() for a in ("NOOP", "FIRE", "RIGHT"))
+    assert len(set(noop)) > 1, noop  # the dice matter here: rollouts of one button differ
+    assert fire == noop and right != noop, (noop, fire, right)
+
+
+def test_over_a_base_a_button_wins_on_evidence_not_on_a_few_lucky_rollouts():
+    own = [1.0, 1.0, 1.0, 1.0]
+    lucky = [4.0, -1.0, 4.0, -1.0]  # a higher mean (1.5), from two of four rollouts
+    steady = [1.2, 1.2, 1.2, 1.2]  # a little better in every rollout
+    values = on_evidence(np.array([own, lucky]), own=0)
+    assert values[1] < values[0], values  # plain means would have left the base for luck
+    values = on_evidence(np.array([own, lucky, steady]), own=0)
+    assert np.argmax(values) == 2 and values[2] == pytest.approx(1.2), values
+    np.testing.assert_array_equal(on_evidence(np.array([[1.0], [2.0]]), own=0), [1.0, 2.0])  # one rollout: means
+    # Paired: the base's own rollouts vary with the dice; a button 0.5 better under every die is better
+    # on evidence, though unpaired spreads (0 to 5.5) would have buried it.
+    own, better = [0.0, 5.0, 0.0, 5.0], [0.5, 5.5, 0.5, 5.5]
+    values = on_evidence(np.array([own, better]), own=0)
+    assert values[0] == pytest.approx(2.5) and values[1] == pytest.approx(3.0), values
 
 
 def test_the_planner_outplays_random_on_the_same_boxing_episodes():
