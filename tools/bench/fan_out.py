@@ -17,12 +17,12 @@ The planner fans out by episode rather than by game; this measures the game fan-
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
 
 from atari_data.produce.generate import GenerateConfig, generate
+from laya_protocol.ray import connect
 
 GAMES = ["Pong", "Breakout", "Freeway", "Boxing"]  # four, so that two workers share them evenly
 
@@ -57,16 +57,12 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.smoke:
         args.records, args.cap, args.repeats = 30, 30, 1
-    # As laya_protocol.ray.connect does: Ray's workers use this interpreter (Ray reads it at import).
-    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    import ray
-
     rows = []
     for executor in ("local", "ray"):
         rates = {}
         for workers in (1, 2):
-            if executor == "ray":
-                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            if executor == "ray":  # as `--executor ray` starts it, on a local instance of `workers` CPUs
+                ray = connect(num_cpus=workers)
             if not args.smoke and (executor == "ray" or workers == 1):
                 rate(10, 10, executor, workers)  # imports (and Ray's worker start-up) out of the timing
             rates[workers] = max(rate(args.records, args.cap, executor, workers) for _ in range(args.repeats))

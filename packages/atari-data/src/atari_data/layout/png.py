@@ -138,7 +138,7 @@ def _chunks(data: bytes, strict: bool) -> tuple[tuple, list[bytes], set[bytes]] 
                 return None
             header = struct.unpack(">IIBBBBB", body)
         elif kind == b"IDAT":
-            if strict and idat and after_idat:  # another chunk came between two IDAT chunks
+            if strict and after_idat:  # another chunk came between two IDAT chunks
                 return None
             idat.append(body)
         elif kind == b"IEND":

@@ -186,11 +186,10 @@ class Planner:
             for r in range(rollouts):
                 ale.restoreState(root)
                 sim.last_two = game.last_two
-                if self.base is None:
+                if shared is None:
                     repeat = rng.random(horizon * skip) < sticky
                     moves = rng.integers(len(buttons), size=horizon)
                 else:
-                    assert shared is not None
                     repeat = shared[r]
                 base = self.base.fork() if self.base is not None else None
                 reached = np.zeros((128, 256), bool)
