@@ -11,7 +11,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout import GameDir
 from atari_data.play.ale import AtariGame, episode_seed, play_episode
 from atari_data.play.experts import expert_id, load_expert
-from atari_data.play.experts.planner import Planner, on_evidence
+from atari_data.play.experts.planner import LIFE_PENALTY, NOVELTY_WEIGHT, Planner, on_evidence
 from atari_data.produce.dagger import DaggerConfig, write_dagger_round
 from atari_data.produce.generate import generate_game
 
@@ -84,6 +84,21 @@ def test_over_a_base_a_button_wins_on_evidence_not_on_a_few_lucky_rollouts():
     own, better = [0.0, 5.0, 0.0, 5.0], [0.5, 5.5, 0.5, 5.5]
     values = on_evidence(np.array([own, better]), own=0)
     assert values[0] == pytest.approx(2.5) and values[1] == pytest.approx(3.0), values
+
+
+def test_over_a_base_the_planner_keeps_the_bases_button_where_plain_means_would_leave_it():
+    """The evidence rule in the real form: a Pong state (the built-in expert's own game, decision
+    112) where the rollouts' plain means favour another button, but not rollout by rollout."""
+    game = AtariGame("Pong")
+    game.reset(seed=3)
+    base = load_expert("builtin", "Pong")
+    base.reset()
+    for _ in range(112):
+        game.act(int(np.argmax(base.probs(game))))
+    returns, lost, _, biggest, prior = load_expert("planner:builtin", "Pong", 1_200).rollouts(game)
+    own, means = int(np.argmax(prior)), (returns - LIFE_PENALTY * biggest * lost).mean(1)
+    assert int(np.argmax(means + NOVELTY_WEIGHT * prior)) != own  # plain means would leave the base here
+    assert int(np.argmax(load_expert("planner:builtin", "Pong", 1_200).values(game))) == own
 
 
 def test_the_planner_outplays_random_on_the_same_boxing_episodes():
