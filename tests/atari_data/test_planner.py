@@ -54,16 +54,22 @@ def test_targets_are_a_distribution_whose_argmax_is_the_best_value_and_repeat_ex
     np.testing.assert_array_equal(b.probs(game), p)  # seeded by (episode seed, decision), not by history
 
 
+def _played_by_builtin(name: str, decisions: int) -> AtariGame:
+    """A game from reset (ALE seed 3) after its built-in expert's first ``decisions`` moves."""
+    game = AtariGame(name)
+    game.reset(seed=3)
+    base = load_expert("builtin", name)
+    base.reset()
+    for _ in range(decisions):
+        game.act(int(np.argmax(base.probs(game))))
+    return game
+
+
 def test_over_a_base_buttons_with_the_same_effect_meet_the_same_dice():
     """Common random numbers: over a base, rollout r of every button meets the same sticky repeats,
     so two buttons that do the same thing (Breakout's FIRE is NOOP in a rally) get the same returns
     rollout by rollout, and a difference between buttons is the button's, not the dice's."""
-    game = AtariGame("Breakout")
-    game.reset(seed=3)
-    base = load_expert("builtin", "Breakout")
-    base.reset()
-    for _ in range(80):
-        game.act(int(np.argmax(base.probs(game))))
+    game = _played_by_builtin("Breakout", 80)
     returns, *_ = load_expert("planner:builtin", "Breakout", 3_000).rollouts(game)
     noop, fire, right = (returns[game.actions.index(a)].tolist() for a in ("NOOP", "FIRE", "RIGHT"))
     assert len(set(noop)) > 1, noop  # the dice matter here: rollouts of one button differ
@@ -89,12 +95,7 @@ def test_over_a_base_a_button_wins_on_evidence_not_on_a_few_lucky_rollouts():
 def test_over_a_base_the_planner_keeps_the_bases_button_where_plain_means_would_leave_it():
     """The evidence rule in the real form: a Pong state (the built-in expert's own game, decision
     112) where the rollouts' plain means favour another button, but not rollout by rollout."""
-    game = AtariGame("Pong")
-    game.reset(seed=3)
-    base = load_expert("builtin", "Pong")
-    base.reset()
-    for _ in range(112):
-        game.act(int(np.argmax(base.probs(game))))
+    game = _played_by_builtin("Pong", 112)
     returns, lost, _, biggest, prior = load_expert("planner:builtin", "Pong", 1_200).rollouts(game)
     own, means = int(np.argmax(prior)), (returns - LIFE_PENALTY * biggest * lost).mean(1)
     assert int(np.argmax(means + NOVELTY_WEIGHT * prior)) != own  # plain means would leave the base here
