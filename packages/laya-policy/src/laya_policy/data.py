@@ -26,6 +26,7 @@ from atari_data.layout.png import decode_png
 from atari_data.layout.records import GameRules
 from atari_data.publish import repo
 from atari_data.publish.repo import split_config
+from atari_data.publish.teardown import streaming
 from laya_protocol.names import HUB_SPLITS
 
 
@@ -135,6 +136,8 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
             pass
         # A local folder is streamed (its files as they are now); a Hub id goes through the cache of
         # its immutable revision, which also works offline.
+        if local:
+            streaming()  # the command's end frees the readers (atari_data.publish.teardown)
         ds = load_dataset(data, name, split=hf_split, streaming=local)
         ds = ds.cast_column("image", Image(decode=False))
         has_prev = "prev_image" in (ds.features or {})

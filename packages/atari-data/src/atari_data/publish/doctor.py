@@ -18,6 +18,7 @@ from atari_data.layout import read_json
 from atari_data.layout.png import is_intact
 from atari_data.publish import repo
 from atari_data.publish.card import read_card
+from atari_data.publish.teardown import streaming
 from atari_data.schema import GAME_RE, ID_RE, KNOWN_VERSIONS, RECORD, SOURCE_RE
 from laya_protocol.names import HUB_SPLITS
 
@@ -115,6 +116,7 @@ class Doctor:
             # Streamed: the split's own files as they are on disk now, never a cache of an older build.
             n = 0
             try:
+                streaming()  # the command's end frees the readers (publish.teardown)
                 rows = load_dataset(str(self.folder), name, split=split, streaming=True)
                 columns = list(rows.features or {})
                 if set(columns) - set(RECORD.names) or {"id", "image", "label"} - set(columns):
