@@ -21,6 +21,10 @@ import torch
 from laya_policy.data import Example
 from laya_policy.imageprep import ImagePrep
 
+#: Kept screens are allocated this many bytes at a time: above glibc's largest mmap threshold
+#: (32 MiB), so each block is mapped on its own and freed memory is never trapped between them.
+BLOCK_BYTES = 64 * 2**20
+
 
 def draw(groups: dict[str, list[Example]], batch: int, seed: int, step: int, rank: int = 0) -> list[Example]:
     """The batch of ``step``: a group uniformly, then a record of it, ``batch`` times; drawn from
@@ -35,13 +39,20 @@ class ScreenCache:
     each screen resized once on the device (on a GPU, kept in GPU memory) until ``budget_mb`` is
     full; after that the rest are resized whenever they are needed, and nothing is evicted. Which
     screens are kept can vary with timing (training's prefetch thread and evaluation share it),
-    never what is returned. The processor path (SmolVLM's own, a reference) is not cached."""
+    never what is returned. The processor path (SmolVLM's own, a reference) is not cached.
+
+    Kept screens are copied into blocks of :data:`BLOCK_BYTES`, allocated as needed and never more
+    than the budget. One small allocation per screen, made on the prefetch thread between the
+    resize's large temporaries, left glibc holding the temporaries' freed memory: the quickstart's
+    training grew past 24 GB of RSS on a 2 GB budget."""
 
     def __init__(self, prep: ImagePrep, frames: int, budget_mb: float = 2048.0):
         self.prep, self.frames = prep, frames
         self.budget = int(budget_mb * 2**20) if prep.mode == "gpu" else 0
         self.used = 0
-        self._kept: dict[Hashable, torch.Tensor] = {}
+        self._kept: dict[Hashable, torch.Tensor] = {}  # views into the blocks
+        self._blocks: list[torch.Tensor] = []
+        self._filled = 0  # screens in the last block
         self.hits = self.misses = 0
         self._lock = threading.Lock()  # the prefetch thread and evaluation share it
 
@@ -66,13 +77,31 @@ class ScreenCache:
             resized = self.prep.resize(np.stack([raw[k] for k in needed]))
             for key, pixels in zip(needed, resized, strict=True):
                 fresh[key] = pixels
-                if self.used + pixels.nbytes <= self.budget:
-                    self._kept[key] = pixels.clone()  # its own storage, not a view of the whole batch
+                slot = self._slot(pixels) if self.used + pixels.nbytes <= self.budget else None
+                if slot is not None:
+                    self._kept[key] = slot.copy_(pixels)
                     self.used += pixels.nbytes
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)
         pixels = torch.stack([self._kept[k] if k in self._kept else fresh[k] for k in keys])
         return self.prep.normalise(pixels)
+
+    @property
+    def reserved(self) -> int:
+        """Bytes of the blocks allocated so far (at most the budget)."""
+        return sum(b.nbytes for b in self._blocks)
+
+    def _slot(self, pixels: torch.Tensor) -> torch.Tensor | None:
+        """The next free slot for a screen like ``pixels`` (a new block when the last is full), or
+        None when the budget has no room for another block."""
+        if not self._blocks or self._filled == len(self._blocks[-1]) or self._blocks[-1].shape[1:] != pixels.shape:
+            slots = min(max(1, BLOCK_BYTES // pixels.nbytes), (self.budget - self.reserved) // pixels.nbytes)
+            if slots < 1:
+                return None
+            self._blocks.append(torch.empty((slots, *pixels.shape), dtype=pixels.dtype, device=pixels.device))
+            self._filled = 0
+        self._filled += 1
+        return self._blocks[-1][self._filled - 1]
 
 
 def _raw(examples: list[Example], frames: int) -> np.ndarray:
