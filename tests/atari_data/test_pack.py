@@ -560,6 +560,9 @@ def test_only_a_command_that_streamed_collects_garbage_before_returning(layout, 
 
     import pyarrow  # noqa: F401  loaded, as it is in any process that packed before
 
+    from atari_data.publish import teardown
+
+    monkeypatch.setattr(teardown, "_streamed", False)  # whatever streamed earlier in this process
     calls = []
     real = gc.collect
     monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or real(*a))
@@ -568,3 +571,5 @@ def test_only_a_command_that_streamed_collects_garbage_before_returning(layout, 
     assert calls == [], "nothing streamed, nothing to collect"
     assert main(["doctor", str(packed)]) == 0
     assert len(calls) == 1, "the doctor streamed every split: collected once, at its end"
+    assert main(["stats", str(layout)]) == 0
+    assert len(calls) == 1, "and that was the end of it"

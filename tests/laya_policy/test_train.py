@@ -708,7 +708,7 @@ def test_training_through_smolvlms_own_processor_reads_the_same_screens_uncached
     assert summary["steps"] == 2 and summary["screen_cache"]["mb"] == 0
 
 
-def test_kept_screens_fill_a_few_large_blocks_within_the_budget(data, tmp_path):
+def test_kept_screens_fill_a_few_large_blocks_within_the_budget(data, tmp_path, monkeypatch):
     """Each kept screen was its own small allocation, made on the prefetch thread between the
     resize's large temporaries; glibc then held on to the freed temporaries' memory, and the
     quickstart's training grew past 24 GB of RSS on its 2 GB cache budget (7.7 GB after 400 steps,
@@ -717,23 +717,32 @@ def test_kept_screens_fill_a_few_large_blocks_within_the_budget(data, tmp_path):
     import numpy as np
     import torch
 
+    from laya_policy import inputs
     from laya_policy.inputs import ScreenCache
     from laya_policy.train import build, resolve
 
     s = build(resolve(config(data, tmp_path / "c")))
     prep = s.screens.prep
     screen = 3 * 64 * 64  # bytes of one resized screen at 64 px
-    for budget_screens in (10_000, 7):
+
+    def fill(budget_screens: int) -> ScreenCache:
         cache = ScreenCache(prep, 2, budget_mb=budget_screens * screen / 2**20)
-        for step in range(6):
+        for step in [*range(6), *range(6)]:  # the second pass hits what the first kept
             batch = draw_batch(s, step)
             raw = np.stack([f for ex in batch for f in ex.frames(2)])
             assert torch.equal(cache(batch), prep.normalise(prep.resize(raw)))
-        kept = list(cache._kept.values())
-        assert 0 < len(kept) <= budget_screens and cache.used == len(kept) * screen
-        blocks = {t.untyped_storage().data_ptr() for t in kept}
-        assert len(blocks) <= 2, f"{len(kept)} kept screens in {len(blocks)} allocations"
-        assert cache.reserved <= budget_screens * screen
+        assert cache.hits > 0 and cache.reserved <= budget_screens * screen
+        return cache
+
+    def blocks(cache: ScreenCache) -> int:
+        return len({t.untyped_storage().data_ptr() for t in cache._kept.values()})
+
+    roomy = fill(10_000)
+    assert 0 < len(roomy._kept) < 10_000 and roomy.used == len(roomy._kept) * screen
+    assert blocks(roomy) == 1, f"{len(roomy._kept)} kept screens in {blocks(roomy)} allocations"
+    monkeypatch.setattr(inputs, "BLOCK_BYTES", 3 * screen)  # blocks of 3 screens: 3, 3, then the 1 left
+    tight = fill(7)
+    assert len(tight._kept) == 7 and tight.used == tight.reserved == 7 * screen and blocks(tight) == 3
 
 
 def draw_batch(s, step: int = 0):
