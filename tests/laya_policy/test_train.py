@@ -620,6 +620,7 @@ def test_the_same_config_gives_the_same_weights_and_one_thread_by_default(data, 
     c = load_file(tmp_path / "c" / "final" / "head.safetensors")
     assert a.keys() == c.keys() and all(torch.equal(a[k], c[k]) for k in a), "same seed and threads: the same bytes"
     assert third["screen_cache"]["hits"] > 0 and third["screen_cache"]["mb"] > 0
+    assert third["screen_cache"]["reserved_mb"] >= third["screen_cache"]["mb"], "blocks hold what is kept"
 
 
 def test_weight_decay_spares_norms_biases_and_embeddings(data, tmp_path):

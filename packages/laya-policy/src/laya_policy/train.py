@@ -676,7 +676,12 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
         "samples_per_s": round((done["step"] - first) * cfg.batch * s.dist.world / max(busy, 1e-9), 2),
         "data_wait_share": round(feed.wait / max(busy, 1e-9), 4),
         "threads": s.threads,
-        "screen_cache": {"mb": round(s.screens.used / 2**20, 1), "hits": s.screens.hits, "misses": s.screens.misses},
+        "screen_cache": {
+            "mb": round(s.screens.used / 2**20, 1),
+            "reserved_mb": round(s.screens.reserved / 2**20, 1),
+            "hits": s.screens.hits,
+            "misses": s.screens.misses,
+        },
         "replicas": {"world": s.dist.world, "weights_agree": agree},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
