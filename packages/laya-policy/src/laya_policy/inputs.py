@@ -77,7 +77,7 @@ class ScreenCache:
             resized = self.prep.resize(np.stack([raw[k] for k in needed]))
             for key, pixels in zip(needed, resized, strict=True):
                 fresh[key] = pixels
-                slot = self._slot(pixels) if self.used + pixels.nbytes <= self.budget else None
+                slot = self._slot(pixels)
                 if slot is not None:
                     self._kept[key] = slot.copy_(pixels)
                     self.used += pixels.nbytes
@@ -93,8 +93,9 @@ class ScreenCache:
 
     def _slot(self, pixels: torch.Tensor) -> torch.Tensor | None:
         """The next free slot for a screen like ``pixels`` (a new block when the last is full), or
-        None when the budget has no room for another block."""
-        if not self._blocks or self._filled == len(self._blocks[-1]) or self._blocks[-1].shape[1:] != pixels.shape:
+        None when the budget has no room for another block. Every screen has the same shape: the
+        prep's."""
+        if not self._blocks or self._filled == len(self._blocks[-1]):
             slots = min(max(1, BLOCK_BYTES // pixels.nbytes), (self.budget - self.reserved) // pixels.nbytes)
             if slots < 1:
                 return None
