@@ -205,13 +205,21 @@ def test_png_encoder_round_trips_through_pillow(shape):
     from atari_data.layout.png import encode_png
 
     a = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
-    data = encode_png(a)
-    with Image.open(io.BytesIO(data)) as im:
-        assert im.mode == ("RGB" if len(shape) == 3 else "L")
-        assert np.array_equal(np.asarray(im), a)
-    assert encode_png(a) == data
+    a[: len(a) // 2] = 7  # half flat, as screens are: the levels differ in how well they pack it
+    sizes = {}
+    for level in (None, 1, 9, 12):  # generation's ISA-L default, and pack's libdeflate levels
+        data = encode_png(a, level)
+        with Image.open(io.BytesIO(data)) as im:
+            assert im.mode == ("RGB" if len(shape) == 3 else "L")
+            assert np.array_equal(np.asarray(im), a)
+        assert encode_png(a, level) == data
+        sizes[level] = len(data)
+    if a.size >= 84 * 84:  # a few pixels pack to a few bytes whatever the level
+        assert sizes[9] <= sizes[None] and sizes[12] <= sizes[1]
     with pytest.raises(ValueError):
         encode_png(a.astype(np.float32))
+    with pytest.raises(ValueError, match="libdeflate level 1-12"):
+        encode_png(a, 13)
 
 
 @pytest.mark.parametrize("shape", [(210, 160, 3), (84, 84), (3, 2, 3), (84, 84, 4)])

@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument(
         "--png-level",
         default=str(PackConfig.png_level),
-        help="zlib level 1-9 the 8-bit grey/RGB PNG frames are re-compressed at (same pixels), or keep "
+        help="libdeflate level 1-12 the 8-bit grey/RGB PNG frames are re-compressed at (same pixels), or keep "
         "to copy them as generated (default %(default)s: Parquet about a quarter the size, frames "
         "about twice as slow to inflate; tools/bench/load.py)",
     )
@@ -401,7 +401,7 @@ def _png_level(text: str) -> int | None:
     try:
         return int(text)
     except ValueError:
-        raise AtariDataError(f"{text!r} is not a zlib level 1-9 or keep", field="--png-level") from None
+        raise AtariDataError(f"{text!r} is not a libdeflate level 1-12 or keep", field="--png-level") from None
 
 
 def cmd_pack(a) -> int:

@@ -295,8 +295,15 @@ class GameWriter:
             _write_file(tmp / EPISODES, "".join(line + "\n" for line in lines))
         # One thread: creating a file is CPU work in the kernel (ext4's inode allocator), and threads
         # contend (4,000 files: 0.11-0.16 s on one thread, 0.16-0.28 s on 2, 0.26-0.39 s on 8).
-        for path, data in files:
-            path.write_bytes(data)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+        for path, data in files:  # os.open: no buffered file object for one write (a third faster)
+            fd = os.open(path, flags, 0o644)
+            try:
+                view = memoryview(data)
+                while view:  # a regular file takes it in one write; a full disk raises
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
         meta = {
             "schema_version": SCHEMA_VERSION,
             "source": self.source,

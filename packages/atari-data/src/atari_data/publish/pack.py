@@ -4,12 +4,12 @@
 Shards per (source, game, split), with a config per source and one per game over the same files;
 the Hub's split names. Parquet rows are the record fields, flat (frames as HF ``Image``,
 ``question`` and ``provenance`` as JSON text), with column statistics on ``game`` and ``episode``.
-WebDataset samples (written by webdataset's ``ShardWriter``) carry the same rows and also each side
+WebDataset samples (plain ustar members, :mod:`atari_data.publish.tar`) carry the same rows and also each side
 image the record's provenance references (e.g. Frostbite's ``mask``; the Parquet rows keep only its
-path). 8-bit grey and RGB PNG frames are re-compressed at zlib level 9 (``png_level``; other images
-are copied): the pixels stay the same, Parquet shrinks to about a quarter (tools/bench/load.py).
+path). 8-bit grey and RGB PNG frames are re-compressed at libdeflate level 9 (``png_level``; other
+images are copied): the pixels stay the same, Parquet shrinks to about a quarter (tools/bench/load.py).
 Files are written in a fixed order with fixed metadata, so the same layout always packs to the same
-bytes with the same zlib. The folder is built beside OUT and renamed into place.
+bytes with the same libdeflate. The folder is built beside OUT and renamed into place.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from typing import Any
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
-from atari_data.layout.png import decode_png, encode_png, is_intact, plain_rgb_or_grey
+from atari_data.layout.png import LEVELS, decode_png, encode_png, is_intact, plain_rgb_or_grey
 from atari_data.layout.records import image_name
 from atari_data.limits import read_bytes
 from atari_data.publish import repo
+from atari_data.publish.tar import TarWriter
 from atari_data.schema import (
     FRAME_FORMAT_RE,
     IMAGE_SUFFIXES,
@@ -74,7 +75,7 @@ class PackConfig:
     name: str = "atari"
     replay: bool = False  # seeds, moves and frame MD5s instead of frames (atari_data.publish.replay)
     repo: str | None = None  # the Hub dataset id the card's examples load
-    # zlib level of packed PNGs, None to copy them as written (generation writes level 3, for speed);
+    # libdeflate level of packed PNGs (1-12), None to copy them as written (generation writes fast);
     # 9: Parquet about a quarter the size, frames about twice as slow to inflate (tools/bench/load.py)
     png_level: int | None = 9
     summary: dict = field(default_factory=dict, init=False)
@@ -94,7 +95,7 @@ def layout_rows(
     games: list[GameDir], split: str, level: int | None = None
 ) -> Iterator[tuple[dict, bytes, bytes | None, dict[str, bytes]]]:
     """(record, image bytes, previous image bytes, side images by ``<name>.<ext>``) in a fixed order:
-    games sorted, records as written. ``level`` re-compresses PNGs at that zlib level (same pixels)."""
+    games sorted, records as written. ``level`` re-compresses PNGs at that libdeflate level (same pixels)."""
     for g in games:
         m = FRAME_FORMAT_RE.match(g.meta()["frame_format"])
         assert m is not None  # validated before packing
@@ -108,7 +109,7 @@ def layout_rows(
 
 
 def recompress(data: bytes, level: int) -> bytes:
-    """An 8-bit grey or RGB PNG's pixels encoded again at zlib ``level``; any other image (JPEG,
+    """An 8-bit grey or RGB PNG's pixels encoded again at libdeflate ``level``; any other image (JPEG,
     palettes, transparency, 16-bit, 1-bit, interlaced) as it is. Lossless and deterministic."""
     if not plain_rgb_or_grey(data):
         return data
@@ -214,46 +215,36 @@ class _ParquetShards:
 
 
 class _TarShards:
-    """One game's split as WebDataset shards, through webdataset's ``ShardWriter`` with fixed
-    metadata (mtime 0, no owner), opened at the first sample so an empty split writes no file.
-    (webdataset 1.0 writes tarfile's default PAX format; our member names are short ASCII, so the
-    headers are plain ustar ones.)"""
+    """One game's split as WebDataset shards (:mod:`atari_data.publish.tar`: plain ustar members with
+    fixed metadata), a new shard once one reaches ``shard_size`` bytes, opened at the first sample
+    so an empty split writes no file."""
 
     def __init__(self, root: Path, source: str, game: str, split: str, shard_size: int):
         self.pattern = str(root / repo.tar_dir(source, game) / f"{split}-%06d.tar")
         self.shard_size = shard_size
-        self.writer: Any = None
+        self.writer: TarWriter | None = None
         self.paths: list[Path] = []
 
     def add(self, rec: dict, image: bytes, prev: bytes | None, side: dict[str, bytes]) -> None:
+        if self.writer is not None and self.writer.size >= self.shard_size:
+            self.writer.close()
+            self.writer = None
         if self.writer is None:
-            import webdataset as wds
-
-            Path(self.pattern).parent.mkdir(parents=True, exist_ok=True)
-            self.writer = wds.ShardWriter(
-                self.pattern,
-                maxsize=self.shard_size,
-                maxcount=10**9,
-                verbose=0,
-                post=lambda name: self.paths.append(Path(name)),
-                encoder=False,
-                mtime=0,
-                user="",
-                group="",
-                mode=0o644,
-            )
+            self.paths.append(Path(self.pattern % len(self.paths)))
+            self.paths[-1].parent.mkdir(parents=True, exist_ok=True)
+            self.writer = TarWriter(self.paths[-1])
         body = {k: v for k, v in rec.items() if k not in ("image", "prev_image")}
         for name in JSON_TEXT & body.keys():  # mappings as text, as in Parquet: keys never vary
             body[name] = encode_json(body[name])
-        sample = {
-            "__key__": rec["id"],
+        members = {
             repo.RECORD_EXT: json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
             repo.frame_ext(rec["image"]): image,
             **side,
         }
         if prev is not None:
-            sample[repo.frame_ext(rec["prev_image"], repo.PREV)] = prev
-        self.writer.write(sample)
+            members[repo.frame_ext(rec["prev_image"], repo.PREV)] = prev
+        for ext in sorted(members):  # in name order, as webdataset's own writer puts them
+            self.writer.add(f"{rec['id']}.{ext}", members[ext])
 
     def close(self) -> list[Path]:
         if self.writer is not None:
@@ -272,8 +263,8 @@ def pack(cfg: PackConfig) -> dict:
             f"formats {sorted(cfg.formats)}: parquet is required (load_dataset reads it), webdataset is optional",
             field="--formats",
         )
-    if cfg.png_level is not None and not 1 <= cfg.png_level <= 9:
-        raise AtariDataError(f"{cfg.png_level} is not a zlib level 1-9 (or keep)", field="--png-level")
+    if cfg.png_level is not None and cfg.png_level not in LEVELS:
+        raise AtariDataError(f"{cfg.png_level} is not a libdeflate level 1-12 (or keep)", field="--png-level")
     if cfg.repo is not None and not repo.HUB_ID_RE.match(cfg.repo):
         raise AtariDataError(f"{cfg.repo!r} is not a Hub dataset id ORG/NAME", field="--repo")
     games = list_games(cfg.root, cfg.sources, cfg.games)
