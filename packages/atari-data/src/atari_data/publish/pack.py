@@ -7,7 +7,7 @@ the Hub's split names. Parquet rows are the record fields, flat (frames as HF ``
 WebDataset samples (plain ustar members, :mod:`atari_data.publish.tar`) carry the same rows and also each side
 image the record's provenance references (e.g. Frostbite's ``mask``; the Parquet rows keep only its
 path). 8-bit grey and RGB PNG frames are re-compressed at libdeflate level 9 (``png_level``; other
-images are copied): the pixels stay the same, Parquet shrinks to about a quarter (tools/bench/load.py).
+images are copied): the pixels stay the same, Parquet shrinks to about a third (tools/bench/load.py).
 Files are written in a fixed order with fixed metadata, so the same layout always packs to the same
 bytes with the same libdeflate. The folder is built beside OUT and renamed into place.
 """
@@ -76,7 +76,7 @@ class PackConfig:
     replay: bool = False  # seeds, moves and frame MD5s instead of frames (atari_data.publish.replay)
     repo: str | None = None  # the Hub dataset id the card's examples load
     # libdeflate level of packed PNGs (1-12), None to copy them as written (generation writes fast);
-    # 9: Parquet about a quarter the size, frames about twice as slow to inflate (tools/bench/load.py)
+    # 9: Parquet about a third the size, as fast to inflate, 0.5 ms a record to pack (tools/bench/load.py)
     png_level: int | None = 9
     summary: dict = field(default_factory=dict, init=False)
 
