@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 from atari_data.errors import AtariDataError
-from atari_data.publish.tar import BLOCK, TarWriter, header, members
+from atari_data.publish.tar import BLOCK, TarWriter, _pax_record, header, members
 
 
 def _tarfile_bytes(entries, fmt=tarfile.PAX_FORMAT) -> bytes:
@@ -115,3 +115,102 @@ def test_the_helper_reports_a_truncated_shard_and_reads_a_foreign_one(tmp_path):
     (tmp_path / "cut.tar").write_bytes(foreign[: 5 * BLOCK + 10])  # inside the PNG (tarfile pads the rest)
     with pytest.raises(AtariDataError, match="cut.tar: .*ends inside member"):
         list(records([str(tmp_path / "cut.tar")], split=False))
+
+
+def _fix_sum(h: bytes) -> bytes:
+    h = h[:148] + b" " * 8 + h[156:]
+    return h[:148] + b"%06o\0 " % sum(h[:BLOCK]) + h[156:]
+
+
+@pytest.mark.parametrize(
+    "field,message",
+    [
+        (b"-0000001000\0", "no octal size"),  # int(..., 8) would take the sign: -512 passes any limit
+        (b"+0000001000\0", "no octal size"),
+        (b"\xff" * 12, "no octal size"),  # base-256, negative
+    ],
+)
+def test_a_size_that_is_not_octal_digits_is_refused_before_anything_is_read(field, message):
+    bad = _fix_sum(header("a.png", 0)[:124] + field + header("a.png", 0)[136:])
+    rest = _one("b.json", b"{}")
+    with pytest.raises(AtariDataError, match=message):
+        _read(bad + rest)
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda h: h[:148] + b"garbage!" + h[156:],  # no number at all
+        lambda h: h[:148] + b"%06o\0 " % (int(h[148:154], 8) + 65521) + h[156:],  # right modulo 65521 only
+    ],
+)
+def test_a_checksum_is_checked_exactly(mangle):
+    good = _one("r.json", b"{}")
+    with pytest.raises(AtariDataError, match="fails its checksum"):
+        _read(mangle(good[:BLOCK]) + good[BLOCK:])
+
+
+def test_a_shard_must_end_with_its_end_block_and_nothing_after_it():
+    whole = _one("a.json", b"{}")[: -2 * BLOCK] + _one("b.json", b"[]")
+    assert _read(whole) == [("a.json", b"{}"), ("b.json", b"[]")]
+    with pytest.raises(AtariDataError, match="ends without its end-of-archive block at byte 0"):
+        _read(b"")  # an empty file, as webdataset's tarfile refuses it
+    with pytest.raises(AtariDataError, match="ends without its end-of-archive block at byte 1,024"):
+        _read(whole[: 2 * BLOCK])  # cut at a member's edge: one sample fewer, said out loud
+    zeroed = whole[: BLOCK * 2] + bytes(BLOCK) + whole[BLOCK * 3 :]  # b.json's header wiped
+    with pytest.raises(AtariDataError, match="data after a zero block at byte 1,024"):
+        _read(zeroed)
+
+
+def test_pax_size_and_path_names_and_odd_bytes_read_as_tarfile_reads_them():
+    pax = _pax_record(b"size", b"1024") + _pax_record(b"path", b"big\nx.png")  # LEN counts a newline too
+    assert pax == b"13 size=1024\n18 path=big\nx.png\n"
+    data = header(".pax", len(pax), b"x") + pax + bytes(-len(pax) % BLOCK)
+    data += header("big.png", 0) + bytes(1024) + _one("b.json", b"{}")
+    assert _read(data) == [("big\nx.png", bytes(1024)), ("b.json", b"{}")]
+    broken = header(".pax", 9, b"x") + b"99 path=a" + bytes(BLOCK - 9) + _one()
+    with pytest.raises(AtariDataError, match="pax header .* malformed"):
+        _read(broken)
+    # Names that are not UTF-8 stay apart; a sparse member is refused, not skipped.
+    two = _tarfile_bytes([("\udcffa.json", b"1"), ("\udcfea.json", b"2")], tarfile.GNU_FORMAT)
+    assert [n for n, _ in _read(two)] == ["\udcffa.json", "\udcfea.json"]
+    sparse = _fix_sum(header("s.png", 0)[:156] + b"S" + header("s.png", 0)[157:]) + bytes(2 * BLOCK)
+    with pytest.raises(AtariDataError, match="type b'S'"):
+        _read(sparse)
+
+
+def test_a_gzipped_shard_reads_through_gzip():
+    import gzip
+
+    plain = _one("a.json", b"{}")
+    assert _read(gzip.compress(plain)) == _read(plain) == [("a.json", b"{}")]
+
+
+def test_the_writer_carries_long_names_in_pax_and_refuses_what_ustar_cannot_hold(tmp_path):
+    long = "expert2f-Pong-e000001-s000002." + "a_very_long_side_image_name_from_provenance" * 3 + ".png"
+    w = TarWriter(tmp_path / "s.tar")
+    w.add(long, b"x" * 700)
+    w.close()
+    with tarfile.open(tmp_path / "s.tar") as tf:
+        assert [(m.name, tf.extractfile(m).read()) for m in tf] == [(long, b"x" * 700)]
+    assert _read((tmp_path / "s.tar").read_bytes()) == [(long, b"x" * 700)]
+    with pytest.raises(ValueError, match="NUL"):
+        TarWriter(tmp_path / "t.tar").add("a\0b.png", b"")
+    with pytest.raises(ValueError, match="over ustar's 8 GB"):
+        header("big.png", 8 << 30)
+
+
+def test_the_helper_groups_like_webdataset_and_keeps_big_integers_exact(tmp_path):
+    from webdataset.tariterators import base_plus_ext
+
+    from atari_data.publish.shards import records
+
+    rec = b'{"id":"expert-Pong-e000000-s000000","label":0,"provenance":"{\\"n\\": 18446744073709551616}"}'
+    names = ["._a.json", "a.json", "._a.png", ".png", "dir.x/.json"]
+    assert [base_plus_ext(n)[0] for n in names] == [None, "a", None, None, None]
+    (tmp_path / "s.tar").write_bytes(_tarfile_bytes([(n, rec if n == "a.json" else b"junk") for n in names]))
+    (got,) = list(records([str(tmp_path / "s.tar")], split=False))
+    assert got["__key__"] == "a" and got["provenance"]["n"] == 2**64  # an int, not 1.8e19
+    (tmp_path / "n.tar").write_bytes(_tarfile_bytes([("b.png", b"x")]))
+    with pytest.raises(AtariDataError, match="n.tar: sample 'b' has no .json member"):
+        list(records([str(tmp_path / "n.tar")], split=False))

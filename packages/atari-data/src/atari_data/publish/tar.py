@@ -2,20 +2,25 @@
 
 tarfile builds a ``TarInfo`` object per member and parses every header field: reading a shard
 through webdataset cost 80-90 µs a two-frame sample (three members), more than inflating its
-frame; the walk here costs about 10 (``tools/bench/record.py``). What it does instead:
+frame; the walk here costs about 15 (``tools/bench/record.py``). What it does instead:
 
-- **Writing**: one plain ustar header per member, with fixed metadata (mtime 0, mode 0644, no
-  owner), so the same samples always give the same bytes; names over 100 bytes are refused
-  (record ids are far shorter); two zero blocks end the archive. Any tar reader reads the result.
-- **Reading**: every header's checksum is checked and every member's declared size is checked
-  against the ``member`` limit before it is read, so a corrupt or hostile shard costs one line,
-  never unbounded memory. Regular files are yielded; pax and GNU long-name headers rename the
-  member after them; directories, links and devices are skipped, as webdataset skips them.
+- **Writing**: one ustar header per member with fixed metadata (mtime 0, mode 0644, no owner), so
+  the same samples always give the same bytes; a name over 100 bytes goes in a pax ``path``
+  record before it, as tarfile writes it; two zero blocks end the archive. Any tar reader reads
+  the result.
+- **Reading**: every header's checksum is checked exactly and every member's declared size (octal
+  digits only, or a pax ``size``) against the ``member`` limit before it is read, so a corrupt or
+  hostile shard costs one line, never unbounded memory. The archive must end with its end-of-archive
+  block, and only zeros may follow it: a shard cut short at a member's edge is an error, not fewer
+  samples. Regular files are yielded; pax and GNU long-name headers rename (and pax headers resize)
+  the member after them; directories, links and devices are skipped, as webdataset skips them;
+  sparse members, which would need reassembling, are refused. A gzip-compressed shard is read
+  through gzip.
 """
 
 from __future__ import annotations
 
-import zlib
+import gzip
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,13 +31,19 @@ BLOCK = 512
 _END = bytes(2 * BLOCK)
 _ZERO = bytes(BLOCK)
 _REGULAR = (b"0", b"\0", b"7")  # a file (7: contiguous, read as one)
+_SKIPPED = (b"1", b"2", b"3", b"4", b"5", b"6", b"g", b"V", b"M")  # links, devices, dirs, fifos, labels
+_PAX_PATH = "././@PaxHeader"
+_MAX_SIZE = 8**11 - 1  # what 11 octal digits hold
 
 
-def header(name: str, size: int) -> bytes:
-    """The ustar header of a regular file ``name`` of ``size`` bytes, with fixed metadata."""
+def header(name: str, size: int, kind: bytes = b"0") -> bytes:
+    """The ustar header of a member ``name`` of ``size`` bytes, with fixed metadata (no pax record:
+    see :func:`member`)."""
     raw = name.encode()
-    if len(raw) > 100 or not raw:
-        raise ValueError(f"tar member name {name!r} is empty or over 100 bytes")
+    if not raw or len(raw) > 100 or b"\0" in raw:
+        raise ValueError(f"tar member name {name!r} is empty, holds a NUL or is over 100 bytes")
+    if not 0 <= size <= _MAX_SIZE:
+        raise ValueError(f"tar member {name!r} of {size:,} bytes is over ustar's 8 GB")
     h = bytearray(BLOCK)
     h[0 : len(raw)] = raw
     h[100:108] = b"0000644\0"  # mode
@@ -41,10 +52,36 @@ def header(name: str, size: int) -> bytes:
     h[124:136] = b"%011o\0" % size
     h[136:148] = b"00000000000\0"  # mtime
     h[148:156] = b" " * 8  # the checksum counts its own field as spaces
-    h[156:157] = b"0"
+    h[156:157] = kind
     h[257:265] = b"ustar\x0000"
     h[148:156] = b"%06o\0 " % sum(h)
     return bytes(h)
+
+
+def member(name: str, data: bytes) -> bytes:
+    """A whole member, padded to blocks; a name over 100 bytes travels in a pax record before it."""
+    raw = name.encode()
+    if b"\0" in raw:
+        raise ValueError(f"tar member name {name!r} holds a NUL")
+    out = b""
+    if len(raw) > 100:
+        body = _pax_record(b"path", raw)
+        out = header(_PAX_PATH, len(body), b"x") + _padded(body)
+        name = raw[:100].decode("utf-8", "ignore") or "_"  # what a reader without pax shows
+    return out + header(name, len(data)) + _padded(data)
+
+
+def _padded(data: bytes) -> bytes:
+    return data + _ZERO[: -len(data) % BLOCK]
+
+
+def _pax_record(key: bytes, value: bytes) -> bytes:
+    """``"LEN key=value\\n"``, LEN counting the whole record, its own digits included."""
+    rest = b" " + key + b"=" + value + b"\n"
+    n = len(rest) + 1
+    while len(str(n)) + len(rest) != n:
+        n = len(str(n)) + len(rest)
+    return str(n).encode() + rest
 
 
 class TarWriter:
@@ -56,9 +93,9 @@ class TarWriter:
         self.size = 0
 
     def add(self, name: str, data: bytes) -> None:
-        pad = -len(data) % BLOCK
-        self.file.write(header(name, len(data)) + data + _ZERO[:pad])
-        self.size += BLOCK + len(data) + pad
+        block = member(name, data)
+        self.file.write(block)
+        self.size += len(block)
 
     def close(self) -> None:
         self.file.write(_END)
@@ -67,20 +104,23 @@ class TarWriter:
 
 def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each regular file in a tar stream, in order; AtariDataError naming the
-    shard and member when a header is corrupt, a size is over the limit or the stream ends early."""
-    read = stream.read
-    rename: str | None = None  # from a pax or GNU long-name header, for the member after it
+    shard (and member) when a header is corrupt, a size is over the limit or the stream ends early."""
+    read = _uncompressed(stream).read
+    pax: dict[bytes, bytes] = {}  # from a pax header, for the member after it
+    longname: str | None = None  # from a GNU long-name header, for the member after it
     cap = limit("member")
     at = 0  # the offset of the header being read, for messages
     while True:
         h = read(BLOCK)
-        if not h or h == _ZERO:
+        if h == _ZERO:
+            _check_end(read, url, at)
             return
         if len(h) < BLOCK:
-            raise AtariDataError(f"the tar file ends inside a header at byte {at:,}", file=url)
+            where = "ends without its end-of-archive block" if not h else "ends inside a header"
+            raise AtariDataError(f"the tar file {where} at byte {at:,} (cut short?)", file=url)
         _check_sum(h, url, at)
-        name = rename or _name(h)
-        size = _size(h, url, at)
+        name = _text(pax[b"path"]) if b"path" in pax else longname or _name(h)
+        size = _pax_size(pax, url, at) if b"size" in pax else _size(h, url, at)
         if size > cap:
             check("member", size, file=url, field=name)  # raises, saying which limit to raise
         data = read(size)
@@ -88,57 +128,108 @@ def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
         if len(data) < size or (pad and len(read(pad)) < pad):
             raise AtariDataError(f"the tar file ends inside member {name!r} at byte {at:,}", file=url)
         at += BLOCK + size + pad
-        kind, rename = h[156:157], None
+        kind, pax, longname = h[156:157], {}, None
         if kind == b"x":
-            rename = _pax_path(data)
+            pax = _pax(data, url, at)
         elif kind == b"L":
-            rename = data.split(b"\0", 1)[0].decode("utf-8", "replace")
+            longname = _text(data.split(b"\0", 1)[0])
         elif kind in _REGULAR:
             yield name, data
+        elif kind not in _SKIPPED:
+            raise AtariDataError(f"member {name!r} has tar type {kind!r}, which is not read (a sparse file?)", file=url)
+
+
+def _uncompressed(stream):
+    """The stream, or its gzip inflation when it starts with gzip's magic (webdataset reads both)."""
+    first = stream.read(2)
+    rest = _Prefixed(first, stream)
+    return gzip.GzipFile(fileobj=rest, mode="rb") if first == b"\x1f\x8b" else rest  # type: ignore[call-overload]
+
+
+class _Prefixed:
+    """A read-only stream: ``first``, then the rest of ``stream`` (any object with ``read(n)``)."""
+
+    def __init__(self, first: bytes, stream):
+        self.first, self.stream = first, stream
+
+    def read(self, n: int = -1) -> bytes:
+        if not self.first:
+            return self.stream.read(n)
+        if 0 <= n < len(self.first):
+            head, self.first = self.first[:n], self.first[n:]
+            return head
+        head, self.first = self.first, b""
+        return head + self.stream.read(-1 if n < 0 else n - len(head))
+
+
+def _check_end(read, url: str, at: int) -> None:
+    """After the first zero block only zeros may follow (tarfile pads to 10 KB): a zeroed header
+    amid members would otherwise end the shard early without a word."""
+    while chunk := read(1 << 16):
+        if chunk.strip(b"\0"):
+            raise AtariDataError(f"the tar file has data after a zero block at byte {at:,} (corrupt?)", file=url)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")  # two different byte names stay two names
 
 
 def _name(h: bytes) -> str:
     name = h[:100].split(b"\0", 1)[0]
     if h[257:262] == b"ustar" and h[345] != 0:  # ustar keeps a long path's directories apart
         name = h[345:500].split(b"\0", 1)[0] + b"/" + name
-    return name.decode("utf-8", "replace")
+    return _text(name)
+
+
+def _octal(field: bytes) -> int | None:
+    digits = field.split(b"\0", 1)[0].strip(b" ")
+    if not digits.isdigit():  # no sign, space or underscore, which int() would take
+        return None
+    try:
+        return int(digits, 8)
+    except ValueError:  # an 8 or a 9
+        return None
 
 
 def _size(h: bytes, url: str, at: int) -> int:
     field = h[124:136]
-    if field[0] & 0x80:  # GNU base-256, for sizes over 8 GB: always over the member limit
+    if field[0] == 0x80:  # GNU base-256, positive, for sizes over 8 GB: always over the member limit
         return int.from_bytes(field[1:], "big")
-    try:
-        return int(field.split(b"\0", 1)[0].strip() or b"0", 8)
-    except ValueError:
-        raise AtariDataError(f"the tar header at byte {at:,} has no octal size ({field!r})", file=url) from None
+    size = _octal(field)
+    if size is None:
+        raise AtariDataError(f"the tar header at byte {at:,} has no octal size ({field!r})", file=url)
+    return size
+
+
+def _pax_size(pax: dict[bytes, bytes], url: str, at: int) -> int:
+    if not pax[b"size"].isdigit():
+        raise AtariDataError(f"the pax header before byte {at:,} gives size {pax[b'size']!r}", file=url)
+    return int(pax[b"size"])
 
 
 def _check_sum(h: bytes, url: str, at: int) -> None:
-    try:
-        declared = int(h[148:156].split(b"\0", 1)[0].strip(), 8)
-    except ValueError:
-        declared = -1
-    # First modulo 65521, by zlib's adler32 (its low half is 1 + the bytes' sum mod 65521), which
-    # sums in C at a tenth of sum()'s cost; only a declared sum off by a multiple of 65521 passes
-    # it wrongly, and a forger gains nothing by that a correct checksum would not give.
-    field = sum(h[148:156])
-    if (declared - (zlib.adler32(h) & 0xFFFF) + 1 + field - 8 * 32) % 65521 == 0:
-        return
-    if declared != sum(h) - field + 8 * 32 and declared != _signed_sum(h):
+    declared = _octal(h[148:156])
+    # Unsigned, as ustar says; some old tars summed signed bytes, and tarfile accepts either.
+    if declared is None or (declared != sum(h) - sum(h[148:156]) + 8 * 32 and declared != _signed_sum(h)):
         raise AtariDataError(f"the tar header at byte {at:,} fails its checksum (corrupt file?)", file=url)
 
 
 def _signed_sum(h: bytes) -> int:
-    # Some old tars summed the header as signed bytes; tarfile accepts either, and so does this.
     return sum(b - 256 if b >= 128 else b for b in h[:148] + b" " * 8 + h[156:])
 
 
-def _pax_path(data: bytes) -> str | None:
-    """The ``path`` a pax extended header gives the next member, if any ("LEN key=value\\n" records)."""
-    for record in data.split(b"\n"):
-        _, _, kv = record.partition(b" ")
-        key, eq, value = kv.partition(b"=")
-        if eq and key == b"path":
-            return value.decode("utf-8", "replace")
-    return None
+def _pax(data: bytes, url: str = "", at: int = 0) -> dict[bytes, bytes]:
+    """The records of a pax extended header: "LEN key=value\n" each, LEN counting the whole
+    record (so a value may hold a newline)."""
+    out, pos = {}, 0
+    data = data.rstrip(b"\0")
+    while pos < len(data):
+        digits, space, _ = data[pos : pos + 21].partition(b" ")
+        n = int(digits) if space and digits.isdigit() else 0
+        record = data[pos : pos + n]
+        key, eq, value = record[len(digits) + 1 : -1].partition(b"=")
+        if n <= len(digits) + 1 or len(record) < n or not record.endswith(b"\n") or not eq:
+            raise AtariDataError(f"the pax header before byte {at:,} is malformed", file=url)
+        out[key] = value
+        pos += n
+    return out
