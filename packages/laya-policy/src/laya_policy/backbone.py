@@ -66,14 +66,18 @@ def tiny_tokenizer(vocab_size: int = 1024):
     """A byte-level BPE tokenizer with Idefics3's special tokens, trained here on the question corpus.
 
     Any text still encodes (the 256 byte symbols are in the vocabulary), but the questions take a
-    few tokens per word instead of one per byte: a Boxing question with 18 options is ~170 tokens
-    instead of ~700, and the language model's cost falls with it. Training is deterministic.
+    few tokens per phrase instead of one per byte: merges may cross spaces (``use_regex=False``), so
+    a Boxing question with 18 options is 48 tokens, against ~700 bytes and 176 tokens when merges
+    stopped at word ends. The language model's cost falls with the length: the quickstart's
+    training ran at 130 samples/s against 59 with word-bounded merges (400 steps, one thread).
+    Option lines are tokenised apart from each other and from the instructions (the model places
+    their newlines itself), so a merge never joins two options. Training is deterministic.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
