@@ -65,7 +65,7 @@ def _decode_once(data: bytes, ext: str, memo: dict | None) -> np.ndarray:
     # The memo keeps its own copy of the last frame decoded and gives that copy away once, so
     # every array a caller gets is its own (a caller may write into either).
     if memo is not None and memo.get("bytes") == data:
-        memo["bytes"] = None
+        del memo["bytes"]
         return memo.pop("frame")
     frame = _decode(data, ext)
     if memo is not None:
@@ -101,20 +101,19 @@ def records(urls, split: bool = True, shuffle: int = 0, seed: int = 0):
 
 def _samples(shards):
     """Samples of the shards (dicts with ``url``), grouped as webdataset's ``tarfile_to_samples``
-    groups them: members named KEY.EXT (KEY up to the first dot after the last slash, at least one
-    character, EXT in lower case) that follow one another, ``__key__`` and ``__url__`` added, webdataset's ``__name__``
+    groups them: members split into KEY.EXT by webdataset's own ``base_plus_ext`` (EXT in lower
+    case) that follow one another, ``__key__`` and ``__url__`` added, webdataset's ``__name__``
     metadata members skipped, a repeated member an error, a sample never spanning two shards."""
-    from webdataset.tariterators import url_opener
+    from webdataset.tariterators import base_plus_ext, url_opener
 
     for source in url_opener(shards):
         url, stream, sample = source["url"], source["stream"], None
         try:
             for name, data in members(stream, url):
-                base = name.rfind("/") + 1
-                dot = name.find(".", base)
-                if dot <= base or _META.match(name):  # no dot, or a dot first (macOS's ._ files)
+                key, ext = base_plus_ext(name)
+                if key is None or _META.match(name):  # no KEY.EXT (macOS's ._ files), or metadata
                     continue
-                key, ext = name[:dot], name[dot + 1 :].lower()
+                ext = ext.lower()
                 if sample is None or key != sample["__key__"]:
                     if sample is not None:
                         yield sample

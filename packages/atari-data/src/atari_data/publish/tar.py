@@ -34,6 +34,7 @@ _REGULAR = (b"0", b"\0", b"7")  # a file (7: contiguous, read as one)
 _SKIPPED = (b"1", b"2", b"3", b"4", b"5", b"6", b"g", b"V", b"M")  # links, devices, dirs, fifos, labels
 _PAX_PATH = "././@PaxHeader"
 _MAX_SIZE = 8**11 - 1  # what 11 octal digits hold
+_GZIP = b"\x1f\x8b"
 
 
 def header(name: str, size: int, kind: bytes = b"0") -> bytes:
@@ -105,13 +106,16 @@ class TarWriter:
 def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each regular file in a tar stream, in order; AtariDataError naming the
     shard (and member) when a header is corrupt, a size is over the limit or the stream ends early."""
-    read = _uncompressed(stream).read
+    h = stream.read(BLOCK)
+    if h[:2] == _GZIP:  # webdataset reads gzip-compressed shards too; only they pay for the wrapper
+        stream = gzip.GzipFile(fileobj=_Prefixed(h, stream), mode="rb")  # type: ignore[call-overload]
+        h = stream.read(BLOCK)
+    read = stream.read
     pax: dict[bytes, bytes] = {}  # from a pax header, for the member after it
     longname: str | None = None  # from a GNU long-name header, for the member after it
     cap = limit("member")
     at = 0  # the offset of the header being read, for messages
     while True:
-        h = read(BLOCK)
         if h == _ZERO:
             _check_end(read, url, at)
             return
@@ -137,13 +141,7 @@ def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
             yield name, data
         elif kind not in _SKIPPED:
             raise AtariDataError(f"member {name!r} has tar type {kind!r}, which is not read (a sparse file?)", file=url)
-
-
-def _uncompressed(stream):
-    """The stream, or its gzip inflation when it starts with gzip's magic (webdataset reads both)."""
-    first = stream.read(2)
-    rest = _Prefixed(first, stream)
-    return gzip.GzipFile(fileobj=rest, mode="rb") if first == b"\x1f\x8b" else rest  # type: ignore[call-overload]
+        h = read(BLOCK)
 
 
 class _Prefixed:
@@ -218,7 +216,7 @@ def _signed_sum(h: bytes) -> int:
     return sum(b - 256 if b >= 128 else b for b in h[:148] + b" " * 8 + h[156:])
 
 
-def _pax(data: bytes, url: str = "", at: int = 0) -> dict[bytes, bytes]:
+def _pax(data: bytes, url: str, at: int) -> dict[bytes, bytes]:
     """The records of a pax extended header: "LEN key=value\n" each, LEN counting the whole
     record (so a value may hold a newline)."""
     out, pos = {}, 0
