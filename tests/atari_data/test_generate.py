@@ -86,6 +86,36 @@ def test_the_freeway_expert_waits_for_cars_and_beats_always_up():
     assert moves != {1}, "it waits sometimes"
 
 
+def test_the_freeway_experts_lanes_explain_every_collision():
+    """The expert's lane bands (and the chicken's height) held against the emulator, frame by
+    frame: whenever a car pushes the chicken back in random upward play, a lane the expert names
+    for the chicken's y has its car within 8 px of the chicken."""
+    from ale_py import ALEInterface, LoggerMode, roms
+
+    expert = load_expert("builtin", "Freeway")
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+    ale = ALEInterface()
+    ale.setInt("random_seed", 1)
+    ale.setFloat("repeat_action_probability", 0.0)
+    ale.loadROM(roms.get_rom_path("freeway"))
+    noop, up = ale.getMinimalActionSet()[:2]
+    rng = np.random.default_rng(0)
+    hits, unexplained, pushed = 0, [], False
+    while not ale.game_over():
+        ram = ale.getRAM().copy()
+        ale.act(up if rng.random() < 0.8 else noop)
+        y, after = int(ram[expert.PLAYER_Y]), int(ale.getRAM()[expert.PLAYER_Y])
+        now = 0 < y - after < 50  # pushed down, not wrapped to the bottom after a crossing
+        if now and not pushed:
+            hits += 1
+            cars = ram[expert.CARS : expert.CARS + 10].astype(float)
+            if not any(abs((cars[k] - expert.CHICKEN_X + 80) % 160 - 80) <= 8 for k in expert.lanes(y)):
+                unexplained.append((y, sorted(expert.lanes(y)), ((cars - expert.CHICKEN_X + 80) % 160 - 80).tolist()))
+        pushed = now
+    assert hits >= 20, hits
+    assert not unexplained, unexplained
+
+
 def test_expert2f_reuses_the_expert_baselines(tmp_path, monkeypatch):
     gen.generate_game(small_config(tmp_path, source="expert"), "Pong")
     first = GameDir(tmp_path, "expert", "Pong").meta()["baselines"]
