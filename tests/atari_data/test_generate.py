@@ -87,9 +87,10 @@ def test_the_freeway_expert_waits_for_cars_and_beats_always_up():
 
 
 def test_the_freeway_experts_lanes_explain_every_collision():
-    """The expert's lane bands (and the chicken's height) held against the emulator, frame by
-    frame: whenever a car pushes the chicken back in random upward play, a lane the expert names
-    for the chicken's y has its car within 8 px of the chicken."""
+    """The expert's lane bands (and the chicken's reach into the lane below) held against the
+    emulator, frame by frame: whenever a car pushes the chicken back in random upward play, a lane
+    the expert names for the chicken's y has its car within REACH px of the chicken. And the map
+    names no more than that: one lane in a band's middle, two at most anywhere."""
     from ale_py import ALEInterface, LoggerMode, roms
 
     expert = load_expert("builtin", "Freeway")
@@ -99,6 +100,7 @@ def test_the_freeway_experts_lanes_explain_every_collision():
     ale.setFloat("repeat_action_probability", 0.0)
     ale.loadROM(roms.get_rom_path("freeway"))
     noop, up = ale.getMinimalActionSet()[:2]
+    assert "NOOP" in str(noop) and "UP" in str(up), (noop, up)
     rng = np.random.default_rng(0)
     hits, unexplained, pushed = 0, [], False
     while not ale.game_over():
@@ -109,11 +111,13 @@ def test_the_freeway_experts_lanes_explain_every_collision():
         if now and not pushed:
             hits += 1
             cars = ram[expert.CARS : expert.CARS + 10].astype(float)
-            if not any(abs((cars[k] - expert.CHICKEN_X + 80) % 160 - 80) <= 8 for k in expert.lanes(y)):
+            if not any(abs((cars[k] - expert.CHICKEN_X + 80) % 160 - 80) <= expert.REACH for k in expert.lanes(y)):
                 unexplained.append((y, sorted(expert.lanes(y)), ((cars - expert.CHICKEN_X + 80) % 160 - 80).tolist()))
         pushed = now
     assert hits >= 20, hits
     assert not unexplained, unexplained
+    assert [sorted(expert.lanes(expert.LANE0 + expert.LANE_H * k + 8)) for k in range(10)] == [[k] for k in range(10)]
+    assert max(len(expert.lanes(y)) for y in range(256)) == 2
 
 
 def test_expert2f_reuses_the_expert_baselines(tmp_path, monkeypatch):
