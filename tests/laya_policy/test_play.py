@@ -37,6 +37,18 @@ def test_checkpoint_round_trip_restores_the_same_logits(ckpt):
     assert torch.allclose(a, b, atol=1e-5)
 
 
+def test_loading_a_checkpoint_draws_no_library_progress_bar(ckpt, capsys):
+    """transformers' "Loading weights" bar went into every log that loaded a policy (laya-eval's
+    included); loading keeps it off, and leaves the library's own setting as it found it."""
+    from transformers.utils import logging
+
+    logging.enable_progress_bar()  # as a fresh process has it (a CLI test may have turned it off)
+    capsys.readouterr()
+    load_checkpoint(ckpt[0])
+    assert "Loading weights" not in capsys.readouterr().err
+    assert logging.is_progress_bar_enabled()
+
+
 def test_old_configs_mean_512_through_the_processor(ckpt, tmp_path):
     import shutil
 

@@ -19,6 +19,8 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -48,6 +50,21 @@ class AgentConfig:
 TRAINING = "training.json"  # how the checkpoint was trained (data, steps, settings): for its model card
 
 
+@contextmanager
+def _no_library_bars() -> Iterator[None]:
+    """transformers' "Writing model shards" / "Loading weights" bars, at every evaluation's save and
+    every load (laya-eval's included), are noise in a run's log; the library's setting is restored."""
+    from transformers.utils import logging
+
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            logging.enable_progress_bar()
+
+
 def save_checkpoint(
     policy: ChoicePolicy | NatureCNN, cfg: AgentConfig, path: str | Path, training: dict | None = None
 ) -> Path:
@@ -62,15 +79,8 @@ def save_checkpoint(
             {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}, tmp / f"{CNN}.safetensors"
         )
     else:
-        from transformers.utils import logging
-
-        shown = logging.is_progress_bar_enabled()
-        logging.disable_progress_bar()  # "Writing model shards" at every evaluation is noise in a run's log
-        try:
+        with _no_library_bars():
             policy.backbone.save_pretrained(tmp / "backbone")
-        finally:
-            if shown:
-                logging.enable_progress_bar()
         processor(policy, cfg).save_pretrained(tmp / "backbone")  # tokenizer, chat template, image processor
         head = {
             k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items() if not k.startswith("backbone.")
@@ -171,7 +181,8 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
     if cfg.backbone == CNN:
         return _load_cnn(path, cfg).to(device).eval(), cfg
     try:  # safetensors and JSON only, so nothing in the folder runs; any defect is one line
-        backbone = Idefics3Model.from_pretrained(path / "backbone", dtype=torch.float32)
+        with _no_library_bars():
+            backbone = Idefics3Model.from_pretrained(path / "backbone", dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(path / "backbone")
         policy = ChoicePolicy(backbone, tokenizer, question_types=cfg.question_types, head_layers=cfg.head_layers)
         missing, unexpected = policy.load_state_dict(load_file(path / "head.safetensors"), strict=False)
