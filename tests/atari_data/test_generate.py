@@ -110,9 +110,9 @@ def test_the_freeway_experts_lanes_explain_every_collision():
         now = 0 < y - after < 50  # pushed down, not wrapped to the bottom after a crossing
         if now and not pushed:
             hits += 1
-            cars = ram[expert.CARS : expert.CARS + 10].astype(float)
-            if not any(abs((cars[k] - expert.CHICKEN_X + 80) % 160 - 80) <= expert.REACH for k in expert.lanes(y)):
-                unexplained.append((y, sorted(expert.lanes(y)), ((cars - expert.CHICKEN_X + 80) % 160 - 80).tolist()))
+            dx = expert.wrap(ram[expert.CARS : expert.CARS + 10].astype(float) - expert.CHICKEN_X)
+            if not any(abs(dx[k]) <= expert.REACH for k in expert.lanes(y)):
+                unexplained.append((y, list(expert.lanes(y)), dx.tolist()))
         pushed = now
     assert hits >= 20, hits
     assert not unexplained, unexplained

@@ -166,23 +166,24 @@ class Freeway(RamExpert):
     CHICKEN_X, REACH = 46, 8
     CLIMB, LOOKAHEAD = 5, 4
 
-    def lanes(self, y: float) -> set[int]:
-        """The lanes whose cars can hit a chicken at y (none on the pavements)."""
-        return {
-            k
-            for k in (int((y - self.REACH_DOWN - self.LANE0) // self.LANE_H), int((y - self.LANE0) // self.LANE_H))
-            if 0 <= k < 10
-        }
+    @staticmethod
+    def wrap(dx):
+        """A difference of x positions on the screen cars wrap around (160 px), in -80 .. 79."""
+        return (dx + 80) % 160 - 80
+
+    def lanes(self, y: float) -> range:
+        """The lanes whose cars can hit a chicken at y: one, two at a band's bottom, none on the pavements."""
+        low = int((y - self.REACH_DOWN - self.LANE0) // self.LANE_H)
+        return range(max(low, 0), min(int((y - self.LANE0) // self.LANE_H), 9) + 1)
 
     def hit(self, cars: np.ndarray, speed: np.ndarray, y: float, t: int) -> bool:
-        # cars wrap around the screen
-        return any(abs((cars[k] + speed[k] * t - self.CHICKEN_X + 80) % 160 - 80) < self.REACH for k in self.lanes(y))
+        return any(abs(self.wrap(cars[k] + speed[k] * t - self.CHICKEN_X)) < self.REACH for k in self.lanes(y))
 
     def want(self, ram):
         y, cars = float(ram[self.PLAYER_Y]), ram[self.CARS : self.CARS + 10].astype(float)
         prev = self.state.get("cars", cars)
         self.state["cars"] = cars
-        speed = (cars - prev + 80) % 160 - 80  # px per decision, wrap-around undone
+        speed = self.wrap(cars - prev)  # px per decision, wrap-around undone
         ahead = range(1, self.LOOKAHEAD + 1)
         if not any(self.hit(cars, speed, y + self.CLIMB * t, t) for t in ahead):
             return None, 1, None
