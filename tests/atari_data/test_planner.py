@@ -1,8 +1,10 @@
 """The planning expert: real ALE rollouts, the real game left untouched, the same bytes every run."""
 
+import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +16,11 @@ from atari_data.play.experts import expert_id, load_expert
 from atari_data.play.experts.planner import LIFE_PENALTY, NOVELTY_WEIGHT, Planner, on_evidence
 from atari_data.produce.dagger import DaggerConfig, write_dagger_round
 from atari_data.produce.generate import generate_game
+from laya_protocol.protocol import Protocol
 
 from .conftest import small_config, tree_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
 
 BUDGET = 300  # frames per decision: small, so a test plays in seconds
 
@@ -135,11 +140,126 @@ def test_a_builtin_base_is_forked_per_rollout_and_keeps_following_the_real_episo
 
 @pytest.mark.parametrize(
     "spec, message",
-    [("planner:planner", "cannot be another planner's base"), ("planner:magic", "unknown expert 'magic'")],
+    [
+        ("planner:planner", "cannot be another planner's base"),
+        ("planner:magic", "unknown expert 'magic'"),
+        ("planner/3:builtin", "longest hold must be 2, 4, 8"),
+        ("planner/:builtin", "longest hold must be 2, 4, 8"),
+        ("planner/64", "longest hold must be 2, 4, 8"),
+    ],
 )
 def test_bad_planner_specs_are_refused(spec, message):
     with pytest.raises(AtariDataError, match=message):
         load_expert(spec, "Pong")
+
+
+class _NoopWatcher:
+    """A base written for the test (any forkable policy can be one): always NOOP, and counts the
+    decisions it was shown, over every fork."""
+
+    name = "noop"
+
+    def __init__(self, seen: list[int] | None = None):
+        self.seen = seen if seen is not None else [0]
+
+    def reset(self) -> None:
+        pass
+
+    def probs(self, game) -> np.ndarray:
+        self.seen[0] += 1
+        return np.eye(len(game.actions))[0]
+
+    def fork(self) -> "_NoopWatcher":
+        return _NoopWatcher(self.seen)
+
+
+def test_held_buttons_keep_the_budget_and_the_base_watches_every_held_decision():
+    """planner/8 holds a button 1, 2, 4 or 8 decisions (one of its 4 rollouts each) before the base
+    plays on: the same emulator frames as without holds, and the base is shown every decision of a
+    rollout, held or not, so a base that remembers (Freeway's car speeds) is not left behind."""
+    spec = load_expert("planner/8:builtin", "Freeway", 3_000)
+    assert spec.name == "planner/8:builtin" and spec.holds == (1, 2, 4, 8)
+    assert expert_id("planner/8:builtin", 3_000) == "planner/8:builtin@3000"
+    used = {}
+    for holds in ((1,), (1, 2, 4, 8)):
+        game = AtariGame("Freeway")
+        game.reset(seed=2)
+        base = _NoopWatcher()
+        planner = Planner("Freeway", base, budget=3_000, holds=holds)
+        assert planner.split(4) == (4, 62)
+        planner.values(game)
+        used[holds] = (planner.frames_used, base.seen[0])
+    # 3 buttons x 4 rollouts x 62 decisions, 4 frames each (no life is lost on Freeway); the base
+    # sees one call at the root and every decision of every rollout but the first.
+    assert used[(1,)] == used[(1, 2, 4, 8)] == (3 * 4 * 62 * 4, 1 + 3 * 4 * 61), used
+    assert Planner("Freeway", holds=(1, 2, 4, 8)).hold_of(2) == [1, 2]  # fewer rollouts: the shortest holds
+
+
+def _freeway_without_sticky_moves() -> AtariGame:
+    game = AtariGame("Freeway", Protocol.ale_v5("Freeway", repeat_action_probability=0.0))
+    game.reset(seed=0)
+    return game
+
+
+def _first_crossing(moves: list[int], then: list[int]) -> int:
+    """The decision of the first crossing after ``moves``, playing ``then`` and then the built-in expert."""
+    game, expert = _freeway_without_sticky_moves(), load_expert("builtin", "Freeway")
+    expert.reset()
+    plan = moves + then
+    for d in range(400):
+        own = int(np.argmax(expert.probs(game)))
+        reward, _ = game.act(plan[d] if d < len(plan) else own)
+        if reward and d >= len(moves):
+            return d
+    raise AssertionError("no crossing in 400 decisions")
+
+
+def test_holding_a_button_finds_a_two_decision_plan_that_one_step_improvement_cannot():
+    """Freeway without sticky moves, decision 128 of the built-in expert's own game: the expert
+    waits for a car, and pressing UP once and then following it changes nothing, so the one-step
+    planner waits too. Holding UP for 2 decisions slips in ahead of the car and crosses a decision
+    earlier (159 against 160): planner/8 finds that and presses UP."""
+    game, expert = _freeway_without_sticky_moves(), load_expert("builtin", "Freeway")
+    one, held = load_expert("planner:builtin", "Freeway", 3_000), load_expert("planner/8:builtin", "Freeway", 3_000)
+    for p in (expert, one, held):
+        p.reset()
+    moves = []
+    for _ in range(128):
+        for p in (one.base, held.base):
+            p.probs(game)  # the planners' own bases follow the game, as they do when planning every decision
+        moves.append(int(np.argmax(expert.probs(game))))
+        game.act(moves[-1])
+    noop, up = game.actions.index("NOOP"), game.actions.index("UP")
+    assert int(np.argmax(expert.probs(game))) == noop
+    assert int(np.argmax(one.values(game))) == noop
+    assert int(np.argmax(held.values(game))) == up
+    base_crosses = _first_crossing(moves, [])
+    assert _first_crossing(moves, [up]) == base_crosses  # what one step of improvement sees
+    assert _first_crossing(moves, [up, up]) < base_crosses, base_crosses
+
+
+def _tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_exhaustive_search_bounds_what_the_builtin_expert_scores_without_sticky_moves():
+    """tools/exact_optimum.py: over Freeway's first 60 decisions (sticky actions off) the built-in
+    expert, played on the same deterministic game, scores no more than the search's best, and the
+    best is one crossing, which no path makes in fewer than 42 decisions."""
+    best, first, peak = _tool("exact_optimum").best_score("Freeway", 60)
+    game = AtariGame("Freeway", Protocol.ale_v5("Freeway", repeat_action_probability=0.0))
+    game.reset(seed=0)
+    expert = load_expert("builtin", "Freeway")
+    expert.reset()
+    for _ in range(60):
+        game.act(int(np.argmax(expert.probs(game))))
+    assert 1 <= game.score <= best <= 60 // 42, (game.score, best)
+    assert sorted(first) == list(range(1, int(best) + 1)) and min(first.values()) >= 42, first
+    assert peak > 1
 
 
 def test_a_zero_budget_is_one_line_and_exit_2(tmp_path):

@@ -47,7 +47,7 @@ class DaggerConfig:
     root: str = option(help="atari-data layout root to write into")
     round: int = option(help="round number N (source dagger<N>)")
     games: list[str] = option(help="comma-separated games")
-    expert: str = option("builtin", "builtin, sb3:PATH, cleanrl:PATH, hub:REPO or planner[:BASE]")
+    expert: str = option("builtin", "builtin, sb3:PATH, cleanrl:PATH, hub:REPO or planner[/K][:BASE]")
     planner_frames: int = option(PLANNER_FRAMES, "a planner's emulator frames per decision, all rollouts together")
     train_frames: int = option(3_000, "train records per game at most")
     val_frames: int = option(150, "val records per game at most")

@@ -49,8 +49,9 @@ class GenerateConfig:
     source: str = option("expert2f", "expert2f also records the previous frame as prev_image", choices=tuple(SOURCES))
     expert: str = option(
         "builtin",
-        "builtin (RAM-reading scripted experts), sb3:PATH, cleanrl:PATH, hub:REPO, or planner[:BASE] "
-        "(rollouts in the emulator, BASE playing them: uniform random when omitted)",
+        "builtin (RAM-reading scripted experts), sb3:PATH, cleanrl:PATH, hub:REPO, or planner[/K][:BASE] "
+        "(rollouts in the emulator, BASE playing them: uniform random when omitted; /K also tries holding "
+        "each button 2, 4 ... K decisions before BASE takes over)",
     )
     planner_frames: int = option(PLANNER_FRAMES, "a planner's emulator frames per decision, all rollouts together")
     train_frames: int = option(

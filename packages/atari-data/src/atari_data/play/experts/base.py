@@ -23,7 +23,17 @@ class Expert(Protocol):
 
 
 def is_planner(spec: str) -> bool:
-    return spec.partition(":")[0] == "planner"
+    return spec.partition(":")[0].partition("/")[0] == "planner"
+
+
+def planner_holds(kind: str) -> tuple[int, ...]:
+    """``planner`` holds a button for one decision; ``planner/K`` also for 2, 4, ... K (K a power of 2)."""
+    _, slash, most = kind.partition("/")
+    if not slash:
+        return (1,)
+    if not most.isdigit() or int(most) not in (2, 4, 8, 16, 32):
+        raise AtariDataError(f"planner/{most}: the longest hold must be 2, 4, 8, 16 or 32 decisions", field="--expert")
+    return tuple(2**i for i in range(int(most).bit_length()))
 
 
 def expert_id(spec: str, planner_frames: int | None) -> str:
@@ -36,11 +46,11 @@ def expert_id(spec: str, planner_frames: int | None) -> str:
 
 
 def load_expert(spec: str, game: str, planner_frames: int | None = None) -> Expert:
-    """``builtin``, ``sb3:PATH``, ``cleanrl:PATH``, ``hub:REPO`` or ``planner[:BASE]`` for ``game``;
+    """``builtin``, ``sb3:PATH``, ``cleanrl:PATH``, ``hub:REPO`` or ``planner[/K][:BASE]`` for ``game``;
     ``planner_frames`` is a planner's emulator frames per decision (default
     :data:`atari_data.play.experts.planner.DEFAULT_FRAMES`)."""
     kind, _, arg = spec.partition(":")
-    if kind == "planner":
+    if is_planner(spec):
         from atari_data.play.experts.planner import DEFAULT_FRAMES, Base, Planner
 
         base: Base | None = None
@@ -51,8 +61,9 @@ def load_expert(spec: str, game: str, planner_frames: int | None = None) -> Expe
             if not isinstance(loaded, Base):
                 raise AtariDataError(f"{arg} cannot play a planner's rollouts (it cannot fork)", field="--expert")
             base = loaded
-        name = f"planner:{base.name}" if base is not None else "planner"
-        return Planner(game, base, DEFAULT_FRAMES if planner_frames is None else planner_frames, name=name)
+        holds = planner_holds(kind)
+        name = f"{kind}:{base.name}" if base is not None else kind
+        return Planner(game, base, DEFAULT_FRAMES if planner_frames is None else planner_frames, name, holds)
     if kind == "builtin":
         from atari_data.play.experts.builtin import builtin_expert
 
@@ -64,6 +75,6 @@ def load_expert(spec: str, game: str, planner_frames: int | None = None) -> Expe
 
         return checkpoint_expert(kind, arg, game)
     raise AtariDataError(
-        f"unknown expert {spec!r} (expected builtin, sb3:PATH, cleanrl:PATH, hub:REPO or planner[:BASE])",
+        f"unknown expert {spec!r} (expected builtin, sb3:PATH, cleanrl:PATH, hub:REPO or planner[/K][:BASE])",
         field="--expert",
     )

@@ -18,6 +18,12 @@ With a base, rollout r of every button meets the same sticky repeats, and the pl
 base's own choice only on evidence (:func:`on_evidence`): a guard against a few lucky rollouts,
 not a guarantee of never doing worse than the base.
 
+``planner/K`` also holds a button for 2, 4, ... K decisions before the base takes over (the holds
+take turns over a button's rollouts, so the budget is the same) and values a button by its best
+hold: a few steps of policy improvement instead of one. Freeway needs them: its built-in expert
+leaves the pavement at once and then waits mid-road, where leaving two decisions later would have
+let it climb without a stop, and no single button followed by the base finds that.
+
 Where buttons' returns tie (no reward within reach, as in most of Freeway), a bonus below any
 reward breaks the tie: with a base, the base's own probability for the button (so the planner
 follows its base where it sees nothing better); with the random base, novelty in the manner of
@@ -102,9 +108,16 @@ class SimGame:
 class Planner:
     """Rollout planning in a private emulator; ``base`` plays the rollouts (None: uniform random)."""
 
-    def __init__(self, game: str, base: Base | None = None, budget: int = DEFAULT_FRAMES, name: str = "planner"):
+    def __init__(
+        self,
+        game: str,
+        base: Base | None = None,
+        budget: int = DEFAULT_FRAMES,
+        name: str = "planner",
+        holds: tuple[int, ...] = (1,),
+    ):
         check_budget(budget)
-        self.game, self.base, self.budget, self.name = game, base, budget, name
+        self.game, self.base, self.budget, self.name, self.holds = game, base, budget, name, holds
         self.actions = minimal_actions(game)
         self.frames = getattr(base, "frames", None)  # what AtariGame keeps of each decision for a checkpoint base
         self.frames_used = 0  # emulator frames the rollouts played, for the bench
@@ -122,6 +135,12 @@ class Planner:
         per_button = self.budget // (len(self.actions) * frameskip)
         rollouts = max(1, min(ROLLOUTS, per_button // MIN_HORIZON))
         return rollouts, max(1, per_button // rollouts)
+
+    def hold_of(self, rollouts: int) -> list[int]:
+        """How many decisions each rollout of a button holds it before the base takes over: the
+        holds in turn (rollout r holds ``holds[r % n]``), as many of them as there are rollouts."""
+        n = min(len(self.holds), rollouts)
+        return [self.holds[r % n] for r in range(rollouts)]
 
     def _emulator(self, game: AtariGame) -> SimGame:
         if self._sim is None:
@@ -148,12 +167,26 @@ class Planner:
     def values(self, game: AtariGame) -> np.ndarray:
         """Each button's value at the game's current state, from its rollouts."""
         returns, lost, novelty, biggest, prior = self.rollouts(game)
+        if len(self.holds) > 1:
+            return self._best_hold(returns - LIFE_PENALTY * biggest * lost, novelty, prior, game)
         # The penalty is in the game's own reward units, known once the rollouts have shown them.
         if prior is not None:  # ties go to the base's own choice
             return on_evidence(returns - LIFE_PENALTY * biggest * lost, int(np.argmax(prior))) + NOVELTY_WEIGHT * prior
         values = returns.mean(1) - LIFE_PENALTY * biggest * lost.mean(1)
         horizon = self.split(game.protocol.frameskip)[1]
         return values + NOVELTY_WEIGHT * novelty.mean(1) / (128 * horizon)
+
+    def _best_hold(self, outcomes: np.ndarray, novelty: np.ndarray, prior: np.ndarray | None, game) -> np.ndarray:
+        """A button's value is that of its best hold: each hold's rollouts valued as without holds
+        (paired with the base's own button's rollouts of the same hold, which met the same dice)."""
+        hold = np.array(self.hold_of(outcomes.shape[1]))
+        groups = [hold == k for k in dict.fromkeys(hold.tolist())]
+        if prior is not None:
+            own = int(np.argmax(prior))
+            return np.max([on_evidence(outcomes[:, g], own) for g in groups], 0) + NOVELTY_WEIGHT * prior
+        horizon = self.split(game.protocol.frameskip)[1]
+        bonus = NOVELTY_WEIGHT * novelty.mean(1) / (128 * horizon)
+        return np.max([outcomes[:, g].mean(1) for g in groups], 0) + bonus
 
     def rollouts(self, game: AtariGame) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray | None]:
         """Every button's rollouts from the game's current state: (discounted returns [buttons,
@@ -172,6 +205,7 @@ class Planner:
         self._seen[rows, game.ram()] = True
         last = buttons[game.moves[-1]] if game.moves else buttons[0]
         rollouts, horizon = self.split(skip)
+        hold = self.hold_of(rollouts)
 
         returns = np.zeros((len(buttons), rollouts))
         lost = np.zeros((len(buttons), rollouts))  # the discount at which a life was lost, 0 if none
@@ -195,7 +229,12 @@ class Planner:
                 reached = np.zeros((128, 256), bool)
                 applied, f = last, 0
                 for d in range(horizon):
-                    move = a if d == 0 else int(np.argmax(base.probs(sim))) if base is not None else int(moves[d])
+                    if d < hold[r]:
+                        move = a
+                        if d and base is not None:
+                            base.probs(sim)  # the base watches the held decisions (its memory, e.g. cars' speeds)
+                    else:
+                        move = int(np.argmax(base.probs(sim))) if base is not None else int(moves[d])
                     reward = 0.0
                     for i in range(skip):
                         if not repeat[f + i]:
