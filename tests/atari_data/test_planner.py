@@ -143,9 +143,12 @@ def test_a_builtin_base_is_forked_per_rollout_and_keeps_following_the_real_episo
     [
         ("planner:planner", "cannot be another planner's base"),
         ("planner:magic", "unknown expert 'magic'"),
-        ("planner/3:builtin", "longest hold must be 2, 4, 8"),
-        ("planner/:builtin", "longest hold must be 2, 4, 8"),
-        ("planner/64", "longest hold must be 2, 4, 8"),
+        ("planner/3:builtin", "longest hold must be 2, 4, 8 decisions"),
+        ("planner/:builtin", "longest hold must be 2, 4, 8 decisions"),
+        ("planner/16", "longest hold must be 2, 4, 8 decisions"),
+        ("planner/08", "longest hold must be 2, 4, 8 decisions"),
+        ("planner/\u00b2", "longest hold must be 2, 4, 8 decisions"),
+        ("planner/3:magic", "longest hold"),  # the hold is checked before any base is loaded
     ],
 )
 def test_bad_planner_specs_are_refused(spec, message):
@@ -154,45 +157,58 @@ def test_bad_planner_specs_are_refused(spec, message):
 
 
 class _NoopWatcher:
-    """A base written for the test (any forkable policy can be one): always NOOP, and counts the
-    decisions it was shown, over every fork."""
+    """A base written for the test (any forkable policy can be one): always NOOP. Each fork (one a
+    rollout) records the chicken's height at every decision it is shown."""
 
     name = "noop"
 
-    def __init__(self, seen: list[int] | None = None):
-        self.seen = seen if seen is not None else [0]
+    def __init__(self, forks: list[list[int]] | None = None):
+        self.forks = forks if forks is not None else []
+        self.heights: list[int] = []
 
     def reset(self) -> None:
         pass
 
     def probs(self, game) -> np.ndarray:
-        self.seen[0] += 1
+        self.heights.append(int(game.ram()[14]))
         return np.eye(len(game.actions))[0]
 
     def fork(self) -> "_NoopWatcher":
-        return _NoopWatcher(self.seen)
+        twin = _NoopWatcher(self.forks)
+        self.forks.append(twin.heights)
+        return twin
 
 
-def test_held_buttons_keep_the_budget_and_the_base_watches_every_held_decision():
+def test_held_buttons_climb_further_keep_the_budget_and_the_base_watches_every_held_decision():
     """planner/8 holds a button 1, 2, 4 or 8 decisions (one of its 4 rollouts each) before the base
-    plays on: the same emulator frames as without holds, and the base is shown every decision of a
-    rollout, held or not, so a base that remembers (Freeway's car speeds) is not left behind."""
-    spec = load_expert("planner/8:builtin", "Freeway", 3_000)
-    assert spec.name == "planner/8:builtin" and spec.holds == (1, 2, 4, 8)
+    plays on: UP held longer climbs higher; the emulator frames are those of no holds; and the base
+    is shown every decision of a rollout, held or not, so a base that remembers (Freeway's car
+    speeds) is not left behind."""
+    planner = load_expert("planner/8:builtin", "Freeway", 3_000)
+    assert planner.name == "planner/8:builtin" and planner.holds == (1, 2, 4, 8)
     assert expert_id("planner/8:builtin", 3_000) == "planner/8:builtin@3000"
-    used = {}
+    seen = {}
     for holds in ((1,), (1, 2, 4, 8)):
         game = AtariGame("Freeway")
         game.reset(seed=2)
         base = _NoopWatcher()
         planner = Planner("Freeway", base, budget=3_000, holds=holds)
-        assert planner.split(4) == (4, 62)
         planner.values(game)
-        used[holds] = (planner.frames_used, base.seen[0])
-    # 3 buttons x 4 rollouts x 62 decisions, 4 frames each (no life is lost on Freeway); the base
-    # sees one call at the root and every decision of every rollout but the first.
-    assert used[(1,)] == used[(1, 2, 4, 8)] == (3 * 4 * 62 * 4, 1 + 3 * 4 * 61), used
+        rollouts, horizon = planner.split(game.protocol.frameskip)
+        buttons, up = len(game.actions), game.actions.index("UP")
+        # No life is lost on Freeway: every rollout plays its whole horizon.
+        assert planner.frames_used == buttons * rollouts * horizon * game.protocol.frameskip
+        assert len(base.forks) == buttons * rollouts
+        assert all(len(h) == horizon - 1 for h in base.forks)  # every decision after the first press
+        seen[holds] = [max(h) for h in base.forks[up * rollouts : (up + 1) * rollouts]]
+    # The chicken starts at 6 and climbs 4 a decision. One press of UP, then NOOP: at most one more
+    # decision's climb carried on by sticky repeats. Held 1, 2, 4, 8 decisions: higher each time.
+    held = seen[(1, 2, 4, 8)]
+    assert max(seen[(1,)]) <= 6 + 2 * 4, seen
+    assert held == sorted(set(held)) and held[-1] >= 6 + 7 * 4, seen
     assert Planner("Freeway", holds=(1, 2, 4, 8)).hold_of(2) == [1, 2]  # fewer rollouts: the shortest holds
+    with pytest.raises(ValueError, match="must start with 1"):
+        Planner("Freeway", holds=())
 
 
 def _freeway_without_sticky_moves() -> AtariGame:
@@ -218,7 +234,7 @@ def test_holding_a_button_finds_a_two_decision_plan_that_one_step_improvement_ca
     """Freeway without sticky moves, decision 128 of the built-in expert's own game: the expert
     waits for a car, and pressing UP once and then following it changes nothing, so the one-step
     planner waits too. Holding UP for 2 decisions slips in ahead of the car and crosses a decision
-    earlier (159 against 160): planner/8 finds that and presses UP."""
+    earlier (decision index 159 against 160, from 0): planner/8 finds that and presses UP."""
     game, expert = _freeway_without_sticky_moves(), load_expert("builtin", "Freeway")
     one, held = load_expert("planner:builtin", "Freeway", 3_000), load_expert("planner/8:builtin", "Freeway", 3_000)
     for p in (expert, one, held):
@@ -260,6 +276,14 @@ def test_the_exhaustive_search_bounds_what_the_builtin_expert_scores_without_sti
     assert 1 <= game.score <= best <= 60 // 42, (game.score, best)
     assert sorted(first) == list(range(1, int(best) + 1)) and min(first.values()) >= 42, first
     assert peak > 1
+
+
+def test_a_bad_hold_is_refused_before_anything_is_played(tmp_path):
+    with pytest.raises(AtariDataError, match="longest hold"):
+        small_config(tmp_path, games=["Pong"], expert="planner/3")
+    with pytest.raises(AtariDataError, match="longest hold"):
+        DaggerConfig(root=str(tmp_path), round=1, games=["Pong"], expert="planner/5:builtin")
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_zero_budget_is_one_line_and_exit_2(tmp_path):

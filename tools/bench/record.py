@@ -11,7 +11,8 @@ pick instead of `atari-data generate`. One run, one machine, the same work for b
   its default (frames re-compressed at libdeflate level 9) and with `--png-level keep`;
   (b) Minari's `DataCollector` around gymnasium's `ALE/Pong-v5`, then `create_dataset`, in each
   of its storage formats (hdf5, its default, and arrow), with its default JPEG images (lossy) and
-  with `jpeg_encoding=False` (lossless, like our PNGs).
+  with `jpeg_encoding=False` (lossless, like our PNGs). Each timed write starts on a settled disk
+  (:class:`Disk`), and the output says how the disk was.
 - **Read.** Every two-frame sample (frame, previous frame) as uint8 arrays, as a training loader
   draws them: ours through the WebDataset helper and `load_dataset(..., streaming=True)` on the
   pack; Minari's by `iterate_episodes` and by `sample_episodes` (its random access), each
@@ -41,11 +42,55 @@ GAME = "Pong"
 EPSILON = 0.1
 
 
+class Disk:
+    """Before each timed write: flush, then wait until creating a small file takes its quiet time.
+
+    This machine's disk (a virtual disk mounted with ``discard``) creates a file in about 25 us,
+    but in up to 900 us for minutes after many files were deleted anywhere on it (an earlier run's
+    temporary folders, a test suite). Ours writes a file per frame and Minari one file, so that
+    backlog is not either writer's cost; it is probed (200 files of 800 bytes, kept until the end)
+    and reported beside the results."""
+
+    def __init__(self, folder: Path, quiet_us: float = 100.0, patience_s: float = 600.0):
+        self.folder, self.quiet_us, self.patience_s = folder, quiet_us, patience_s
+        self.probes: list[float] = []  # us a file at the last probe before each timed write
+        self.waited = 0.0
+        self._made = 0
+
+    def _probe(self) -> float:
+        self._made += 1
+        folder = self.folder / f"probe-{self._made}"
+        folder.mkdir(parents=True)
+        data = bytes(800)
+        t = time.perf_counter()
+        for i in range(200):
+            fd = os.open(folder / f"{i}.png", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, data)
+            os.close(fd)
+        return (time.perf_counter() - t) / 200 * 1e6
+
+    def settle(self) -> None:
+        os.sync()  # the earlier writers' dirty pages are nobody's cost
+        start = time.perf_counter()
+        while (us := self._probe()) > self.quiet_us and time.perf_counter() - start < self.patience_s:
+            time.sleep(5)
+        self.waited += time.perf_counter() - start
+        self.probes.append(us)
+
+    def report(self) -> str:
+        slow = sum(us > self.quiet_us for us in self.probes)
+        return (
+            f"disk before each of {len(self.probes)} timed writes: {np.median(self.probes):.0f} us a file creation "
+            f"(median; quiet is under {self.quiet_us:.0f}); waited {self.waited:.0f} s for it in all; "
+            f"{slow} writes timed on a slower disk"
+        )
+
+
 def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def ours_write(root: Path, decisions: int, cap: int) -> tuple[float, dict, int]:
+def ours_write(root: Path, decisions: int, cap: int, disk: Disk) -> tuple[float, dict, int]:
     """Seconds for generate, seconds for each pack (the default, PNGs at libdeflate level 9, into
     ``repo``; ``--png-level keep`` into ``repo-keep``), records written."""
     from atari_data.produce.generate import GenerateConfig, generate
@@ -64,13 +109,13 @@ def ours_write(root: Path, decisions: int, cap: int) -> tuple[float, dict, int]:
         epsilon=EPSILON,
         workers=1,
     )
-    os.sync()  # the disk's backlog (earlier writers' files) is nobody's cost
+    disk.settle()
     t = time.perf_counter()
     meta = generate(cfg, progress=False)[GAME]
     t_gen = time.perf_counter() - t
     t_pack = {}
     for level, out in ((PackConfig.png_level, "repo"), (None, "repo-keep")):
-        os.sync()  # the disk's backlog (earlier writers' files) is nobody's cost
+        disk.settle()
         t = time.perf_counter()
         pack(
             PackConfig(root=cfg.root, out=str(root / out), sources=["expert2f"], shard_size=64_000_000, png_level=level)
@@ -79,7 +124,7 @@ def ours_write(root: Path, decisions: int, cap: int) -> tuple[float, dict, int]:
     return t_gen, t_pack, meta["train"]["records"] + meta["val"]["records"]
 
 
-def minari_write(dataset_id: str, decisions: int, cap: int, data_format: str, jpeg: bool) -> float:
+def minari_write(dataset_id: str, decisions: int, cap: int, data_format: str, jpeg: bool, disk: Disk) -> float:
     """Seconds to play ``decisions`` decisions through Minari's DataCollector and write the dataset."""
     import ale_py
     import gymnasium as gym
@@ -92,7 +137,7 @@ def minari_write(dataset_id: str, decisions: int, cap: int, data_format: str, jp
     gym.register_envs(ale_py)
     expert, behave = builtin_expert(GAME), epsilon_expert(EPSILON)
     rng = np.random.default_rng(0)
-    os.sync()  # the disk's backlog (earlier writers' files) is nobody's cost
+    disk.settle()
     t = time.perf_counter()
     env = minari.DataCollector(
         gym.make(f"ALE/{GAME}-v5", repeat_action_probability=0.25, frameskip=4),
@@ -166,6 +211,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--decisions", type=int, default=4000, help="decisions each recorder plays (default 4000)")
     ap.add_argument("--cap", type=int, default=500, help="decisions per episode at most (default 500)")
     ap.add_argument("--repeats", type=int, default=3, help="writes and reads are timed best of this many (default 3)")
+    ap.add_argument(
+        "--disk-patience", type=float, default=600, help="seconds to wait for a quiet disk before a timed write (600)"
+    )
     ap.add_argument("--smoke", action="store_true", help="100 decisions, one repeat: checks the bench runs")
     args = ap.parse_args(argv)
     if args.smoke:
@@ -175,23 +223,26 @@ def main(argv: list[str] | None = None) -> None:
         tmp_path = Path(tmp).resolve()  # Minari joins a relative MINARI_DATASETS_PATH twice
         os.environ["MINARI_DATASETS_PATH"] = str(tmp_path / "minari")
         os.environ["HF_DATASETS_CACHE"] = str(tmp_path / "hf-cache")
+        # The smoke run (the tests) probes the disk but never waits for it.
+        disk = Disk(tmp_path / "disk-probes", patience_s=0 if args.smoke else args.disk_patience)
         if not args.smoke:  # imports and first-use costs out of the comparison: each writer once at toy size
-            ours_write(tmp_path / "warm-up", 20, 20)
+            ours_write(tmp_path / "warm-up", 20, 20, disk)
             for data_format in ("hdf5", "arrow"):
-                minari_write(f"bench/warm-up/{data_format}-v0", 20, 20, data_format, True)
+                minari_write(f"bench/warm-up/{data_format}-v0", 20, 20, data_format, True, disk)
+            disk.probes.clear()
         args.decisions = max(2, args.decisions // args.cap) * args.cap  # whole episodes (see ours_write)
         # Writes are timed best of the repeats too, ours and Minari's taking turns: this disk's
         # file creation time swings 3-15x from one second to the next (kernel writeback).
         configs = [(f, j) for f in ("hdf5", "arrow") for j in (True, False)]
         t_gen, t_pack, t_minari = float("inf"), {}, dict.fromkeys(configs, float("inf"))
         for r in range(args.repeats):
-            gen, packs, n = ours_write(tmp_path / f"ours-{r}", args.decisions, args.cap)
+            gen, packs, n = ours_write(tmp_path / f"ours-{r}", args.decisions, args.cap, disk)
             t_gen = min(t_gen, gen)
             t_pack = {k: min(v, t_pack.get(k, v)) for k, v in packs.items()}
             for data_format, jpeg in configs:
                 dataset_id = f"bench/{GAME.lower()}/{data_format}-{'jpeg' if jpeg else 'raw'}-{r}-v0"
                 t_minari[data_format, jpeg] = min(
-                    t_minari[data_format, jpeg], minari_write(dataset_id, n, args.cap, data_format, jpeg)
+                    t_minari[data_format, jpeg], minari_write(dataset_id, n, args.cap, data_format, jpeg, disk)
                 )
         last = tmp_path / f"ours-{args.repeats - 1}"
         rows = [  # what, seconds to write, samples read, seconds to read, bytes on disk
@@ -227,7 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     import minari
 
     print(f"{n} two-frame records of {GAME} (built-in expert, epsilon {EPSILON}, episodes of at most {args.cap})")
-    print(f"minari {minari.__version__}; reads best of {args.repeats}\n")
+    print(f"minari {minari.__version__}; reads best of {args.repeats}")
+    print(disk.report() + "\n")
     print("| what | records/s written | samples/s read | bytes per record |\n| --- | ---: | ---: | ---: |")
     for what, t_write, got, t_read, size in rows:
         read = f"{got / t_read:,.0f}" if got else "(not timed)"

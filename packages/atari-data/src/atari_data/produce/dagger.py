@@ -21,6 +21,7 @@ from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.play.experts import expert_id, load_expert
+from atari_data.play.experts.base import check_holds
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
@@ -59,6 +60,7 @@ class DaggerConfig:
 
     def __post_init__(self):
         check_budget(self.planner_frames)
+        check_holds(self.expert)
 
 
 def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):

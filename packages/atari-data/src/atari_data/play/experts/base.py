@@ -27,13 +27,24 @@ def is_planner(spec: str) -> bool:
 
 
 def planner_holds(kind: str) -> tuple[int, ...]:
-    """``planner`` holds a button for one decision; ``planner/K`` also for 2, 4, ... K (K a power of 2)."""
+    """``planner`` holds a button for one decision; ``planner/K`` also for 2, 4, ... K decisions, one
+    hold a rollout, so K goes up to 2 ** (rollouts a button - 1)."""
+    from atari_data.play.experts.planner import ROLLOUTS
+
     _, slash, most = kind.partition("/")
     if not slash:
         return (1,)
-    if not most.isdigit() or int(most) not in (2, 4, 8, 16, 32):
-        raise AtariDataError(f"planner/{most}: the longest hold must be 2, 4, 8, 16 or 32 decisions", field="--expert")
-    return tuple(2**i for i in range(int(most).bit_length()))
+    holds = [2**i for i in range(ROLLOUTS)]
+    if most not in [str(k) for k in holds[1:]]:
+        allowed = ", ".join(str(k) for k in holds[1:])
+        raise AtariDataError(f"planner/{most}: the longest hold must be {allowed} decisions", field="--expert")
+    return tuple(holds[: holds.index(int(most)) + 1])
+
+
+def check_holds(spec: str) -> None:
+    """Refuse a planner spec's bad hold before anything is played or written."""
+    if is_planner(spec):
+        planner_holds(spec.partition(":")[0])
 
 
 def expert_id(spec: str, planner_frames: int | None) -> str:
@@ -53,6 +64,7 @@ def load_expert(spec: str, game: str, planner_frames: int | None = None) -> Expe
     if is_planner(spec):
         from atari_data.play.experts.planner import DEFAULT_FRAMES, Base, Planner
 
+        holds = planner_holds(kind)
         base: Base | None = None
         if arg:  # the base that plays the rollouts
             if is_planner(arg):
@@ -61,7 +73,6 @@ def load_expert(spec: str, game: str, planner_frames: int | None = None) -> Expe
             if not isinstance(loaded, Base):
                 raise AtariDataError(f"{arg} cannot play a planner's rollouts (it cannot fork)", field="--expert")
             base = loaded
-        holds = planner_holds(kind)
         name = f"{kind}:{base.name}" if base is not None else kind
         return Planner(game, base, DEFAULT_FRAMES if planner_frames is None else planner_frames, name, holds)
     if kind == "builtin":

@@ -20,9 +20,10 @@ not a guarantee of never doing worse than the base.
 
 ``planner/K`` also holds a button for 2, 4, ... K decisions before the base takes over (the holds
 take turns over a button's rollouts, so the budget is the same) and values a button by its best
-hold: a few steps of policy improvement instead of one. Freeway needs them: its built-in expert
-leaves the pavement at once and then waits mid-road, where leaving two decisions later would have
-let it climb without a stop, and no single button followed by the base finds that.
+hold: one step of improvement over more choices than one press. Freeway needs them: its built-in
+expert waits for a car that two presses of UP would slip ahead of, and no single press followed by
+the base finds that. At 4 rollouts and 4 holds each hold has one rollout, so the charge for doubt
+(:func:`on_evidence`) has nothing to charge and a button is worth its best single rollout.
 
 Where buttons' returns tie (no reward within reach, as in most of Freeway), a bonus below any
 reward breaks the tie: with a base, the base's own probability for the button (so the planner
@@ -117,6 +118,8 @@ class Planner:
         holds: tuple[int, ...] = (1,),
     ):
         check_budget(budget)
+        if not holds or holds[0] != 1:
+            raise ValueError(f"holds {holds} must start with 1 (a single press)")
         self.game, self.base, self.budget, self.name, self.holds = game, base, budget, name, holds
         self.actions = minimal_actions(game)
         self.frames = getattr(base, "frames", None)  # what AtariGame keeps of each decision for a checkpoint base
