@@ -1,20 +1,13 @@
 """Every benchmark in tools/bench that has a smoke mode runs in it: its numbers are not checked
 (tests never assert timings), only that it runs to its table on this machine."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from .scripts import ROOT, load_script
 
 
 def bench(script: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{Path(script).stem}", ROOT / "tools" / "bench" / script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"tools/bench/{script}")
 
 
 @pytest.mark.slow

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 
-from laya_protocol.games import minimal_actions, rom_id
+from atari_data.play.experts.planner import sticky_free_emulator
 from laya_protocol.protocol import Protocol
 
 
@@ -34,17 +33,10 @@ def best_score(
     game: str, decisions: int, max_states: int = 20_000, prune: bool = True
 ) -> tuple[float, dict[int, int], int]:
     """(best score, decision after which each score is first reached, most states kept at once)."""
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    from ale_py import ALEInterface, LoggerMode, roms
-
-    ALEInterface.setLoggerMode(LoggerMode.Error)
-    ale = ALEInterface()
-    ale.setFloat("repeat_action_probability", 0.0)
-    ale.loadROM(roms.get_rom_path(rom_id(game)))
+    ale = sticky_free_emulator(game)
     ale.reset_game()
     skip = Protocol.ale_v5(game).frameskip
-    legal = {a.name: a for a in ale.getLegalActionSet()}
-    buttons = [legal[name] for name in minimal_actions(game)]
+    buttons = ale.getMinimalActionSet()
     states = {ale.getRAM().tobytes(): (ale.cloneState(), 0.0)}
     best, first, peak = -math.inf, {}, 1
     for d in range(decisions):

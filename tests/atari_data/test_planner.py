@@ -1,10 +1,8 @@
 """The planning expert: real ALE rollouts, the real game left untouched, the same bytes every run."""
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +16,8 @@ from atari_data.produce.dagger import DaggerConfig, write_dagger_round
 from atari_data.produce.generate import generate_game
 from laya_protocol.protocol import Protocol
 
+from ..scripts import load_script
 from .conftest import small_config, tree_bytes
-
-ROOT = Path(__file__).resolve().parents[2]
 
 BUDGET = 300  # frames per decision: small, so a test plays in seconds
 
@@ -254,19 +251,11 @@ def test_holding_a_button_finds_a_two_decision_plan_that_one_step_improvement_ca
     assert _first_crossing(moves, [up, up]) < base_crosses, base_crosses
 
 
-def _tool(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_exhaustive_search_bounds_what_the_builtin_expert_scores_without_sticky_moves():
     """tools/exact_optimum.py: over Freeway's first 60 decisions (sticky actions off) the built-in
     expert, played on the same deterministic game, scores no more than the search's best, and the
     best is one crossing, which no path makes in fewer than 42 decisions."""
-    best, first, peak = _tool("exact_optimum").best_score("Freeway", 60)
+    best, first, peak = load_script("tools/exact_optimum.py").best_score("Freeway", 60)
     game = AtariGame("Freeway", Protocol.ale_v5("Freeway", repeat_action_probability=0.0))
     game.reset(seed=0)
     expert = load_expert("builtin", "Freeway")

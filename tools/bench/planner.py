@@ -21,18 +21,12 @@ import time
 import numpy as np
 
 from atari_data.play.ale import AtariGame, episode_seed, play_episode
-from atari_data.play.experts.planner import DEFAULT_FRAMES, Planner
+from atari_data.play.experts.planner import DEFAULT_FRAMES, Planner, sticky_free_emulator
 from laya_protocol.config import csv
-from laya_protocol.games import rom_id
 
 
 def raw_fps(game: str, frames: int) -> float:
-    from ale_py import ALEInterface, LoggerMode, roms
-
-    ALEInterface.setLoggerMode(LoggerMode.Error)
-    ale = ALEInterface()
-    ale.setFloat("repeat_action_probability", 0.0)
-    ale.loadROM(roms.get_rom_path(rom_id(game)))
+    ale = sticky_free_emulator(game)
     actions = ale.getMinimalActionSet()
     moves = np.random.default_rng(0).integers(len(actions), size=frames)
     start = time.perf_counter()

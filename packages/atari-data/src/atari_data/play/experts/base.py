@@ -26,27 +26,6 @@ def is_planner(spec: str) -> bool:
     return spec.partition(":")[0].partition("/")[0] == "planner"
 
 
-def planner_holds(kind: str) -> tuple[int, ...]:
-    """``planner`` holds a button for one decision; ``planner/K`` also for 2, 4, ... K decisions, one
-    hold a rollout, so K goes up to 2 ** (rollouts a button - 1)."""
-    from atari_data.play.experts.planner import ROLLOUTS
-
-    _, slash, most = kind.partition("/")
-    if not slash:
-        return (1,)
-    holds = [2**i for i in range(ROLLOUTS)]
-    if most not in [str(k) for k in holds[1:]]:
-        allowed = ", ".join(str(k) for k in holds[1:])
-        raise AtariDataError(f"planner/{most}: the longest hold must be {allowed} decisions", field="--expert")
-    return tuple(holds[: holds.index(int(most)) + 1])
-
-
-def check_holds(spec: str) -> None:
-    """Refuse a planner spec's bad hold before anything is played or written."""
-    if is_planner(spec):
-        planner_holds(spec.partition(":")[0])
-
-
 def expert_id(spec: str, planner_frames: int | None) -> str:
     """How data and baselines name an expert: its spec, and a planner's budget (``planner@3000``)."""
     if not is_planner(spec):
@@ -62,7 +41,7 @@ def load_expert(spec: str, game: str, planner_frames: int | None = None) -> Expe
     :data:`atari_data.play.experts.planner.DEFAULT_FRAMES`)."""
     kind, _, arg = spec.partition(":")
     if is_planner(spec):
-        from atari_data.play.experts.planner import DEFAULT_FRAMES, Base, Planner
+        from atari_data.play.experts.planner import DEFAULT_FRAMES, Base, Planner, planner_holds
 
         holds = planner_holds(kind)
         base: Base | None = None

@@ -40,6 +40,7 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.play.ale import AtariGame
+from atari_data.play.experts.base import is_planner
 from laya_protocol.games import minimal_actions, rom_id
 
 #: Emulator frames per decision, all rollouts together: about a quarter second of one core here
@@ -64,6 +65,41 @@ NOVELTY_WEIGHT = 1e-3
 def check_budget(frames: int) -> None:
     if frames < 1:
         raise AtariDataError(f"{frames} frames per decision (expected 1 or more)", field="--planner-frames")
+
+
+#: ``planner/K`` -> its holds: one hold a rollout, so the longest is 2 ** (ROLLOUTS - 1).
+HOLDS = {str(2**i): tuple(2**j for j in range(i + 1)) for i in range(1, ROLLOUTS)}
+
+
+def planner_holds(kind: str) -> tuple[int, ...]:
+    """``planner`` holds a button for one decision; ``planner/K`` also for 2, 4, ... K decisions."""
+    _, slash, most = kind.partition("/")
+    if not slash:
+        return (1,)
+    if most not in HOLDS:
+        raise AtariDataError(f"planner/{most}: the longest hold must be {', '.join(HOLDS)} decisions", field="--expert")
+    return HOLDS[most]
+
+
+def check_holds(spec: str) -> None:
+    """Refuse a planner spec's bad hold before anything is played or written."""
+    if is_planner(spec):
+        planner_holds(spec.partition(":")[0])
+
+
+def sticky_free_emulator(game: str, max_frames: int = 0):
+    """A bare ALE of ``game`` with sticky actions off, so deterministic: the rollouts draw their
+    own repeats (tools/exact_optimum.py searches it, tools/bench/planner.py steps it raw)."""
+    from ale_py import ALEInterface, LoggerMode, roms
+
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+    ale = ALEInterface()
+    ale.setFloat("repeat_action_probability", 0.0)
+    ale.setInt("max_num_frames_per_episode", max_frames)
+    path = roms.get_rom_path(rom_id(game))
+    assert path is not None  # every game name resolves to a ROM ale-py ships
+    ale.loadROM(path)
+    return ale
 
 
 def on_evidence(outcomes: np.ndarray, own: int) -> np.ndarray:
@@ -147,15 +183,7 @@ class Planner:
 
     def _emulator(self, game: AtariGame) -> SimGame:
         if self._sim is None:
-            from ale_py import ALEInterface, LoggerMode, roms
-
-            ALEInterface.setLoggerMode(LoggerMode.Error)
-            ale = ALEInterface()
-            ale.setFloat("repeat_action_probability", 0.0)  # the rollouts draw stickiness themselves
-            ale.setInt("max_num_frames_per_episode", game.protocol.max_frames_per_episode or 0)
-            path = roms.get_rom_path(rom_id(self.game))
-            assert path is not None  # every game name resolves to a ROM ale-py ships
-            ale.loadROM(path)
+            ale = sticky_free_emulator(self.game, game.protocol.max_frames_per_episode or 0)
             self._sim = SimGame(ale, self.game, self.actions, self.frames)
         return self._sim
 
@@ -168,28 +196,19 @@ class Planner:
         return z / z.sum()
 
     def values(self, game: AtariGame) -> np.ndarray:
-        """Each button's value at the game's current state, from its rollouts."""
+        """Each button's value at the game's current state, from its rollouts: with holds, that of its
+        best hold, each hold's rollouts valued alone (paired with the base's own button's rollouts of
+        the same hold, which met the same dice)."""
         returns, lost, novelty, biggest, prior = self.rollouts(game)
-        if len(self.holds) > 1:
-            return self._best_hold(returns - LIFE_PENALTY * biggest * lost, novelty, prior, game)
+        hold = np.array(self.hold_of(returns.shape[1]))
+        groups = [hold == k for k in dict.fromkeys(hold.tolist())]
         # The penalty is in the game's own reward units, known once the rollouts have shown them.
         if prior is not None:  # ties go to the base's own choice
-            return on_evidence(returns - LIFE_PENALTY * biggest * lost, int(np.argmax(prior))) + NOVELTY_WEIGHT * prior
-        values = returns.mean(1) - LIFE_PENALTY * biggest * lost.mean(1)
+            outcomes, own = returns - LIFE_PENALTY * biggest * lost, int(np.argmax(prior))
+            return np.max([on_evidence(outcomes[:, g], own) for g in groups], 0) + NOVELTY_WEIGHT * prior
+        values = np.max([returns[:, g].mean(1) - LIFE_PENALTY * biggest * lost[:, g].mean(1) for g in groups], 0)
         horizon = self.split(game.protocol.frameskip)[1]
         return values + NOVELTY_WEIGHT * novelty.mean(1) / (128 * horizon)
-
-    def _best_hold(self, outcomes: np.ndarray, novelty: np.ndarray, prior: np.ndarray | None, game) -> np.ndarray:
-        """A button's value is that of its best hold: each hold's rollouts valued as without holds
-        (paired with the base's own button's rollouts of the same hold, which met the same dice)."""
-        hold = np.array(self.hold_of(outcomes.shape[1]))
-        groups = [hold == k for k in dict.fromkeys(hold.tolist())]
-        if prior is not None:
-            own = int(np.argmax(prior))
-            return np.max([on_evidence(outcomes[:, g], own) for g in groups], 0) + NOVELTY_WEIGHT * prior
-        horizon = self.split(game.protocol.frameskip)[1]
-        bonus = NOVELTY_WEIGHT * novelty.mean(1) / (128 * horizon)
-        return np.max([outcomes[:, g].mean(1) for g in groups], 0) + bonus
 
     def rollouts(self, game: AtariGame) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray | None]:
         """Every button's rollouts from the game's current state: (discounted returns [buttons,
