@@ -21,8 +21,9 @@ from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.play.experts import expert_id, load_expert
+from atari_data.play.experts.base import check_holds
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
-from atari_data.play.experts.planner import check_budget, check_holds
+from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
     behaviour_rng,
     fill_splits,

@@ -25,8 +25,9 @@ from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
 from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, Decision, episode_seed, play_episode
 from atari_data.play.experts import Expert, expert_id, is_planner, load_expert
+from atari_data.play.experts.base import check_holds
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
-from atari_data.play.experts.planner import check_budget, check_holds
+from atari_data.play.experts.planner import check_budget
 from atari_data.produce.executors import EXECUTORS, ahead
 from laya_protocol.config import option
 from laya_protocol.names import score_key, scores_key

@@ -26,6 +26,14 @@ def is_planner(spec: str) -> bool:
     return spec.partition(":")[0].partition("/")[0] == "planner"
 
 
+def check_holds(spec: str) -> None:
+    """Refuse a planner spec's bad hold before anything is played or written."""
+    if is_planner(spec):
+        from atari_data.play.experts.planner import planner_holds
+
+        planner_holds(spec.partition(":")[0])
+
+
 def expert_id(spec: str, planner_frames: int | None) -> str:
     """How data and baselines name an expert: its spec, and a planner's budget (``planner@3000``)."""
     if not is_planner(spec):

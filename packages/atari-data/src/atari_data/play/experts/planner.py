@@ -40,7 +40,6 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.play.ale import AtariGame
-from atari_data.play.experts.base import is_planner
 from laya_protocol.games import minimal_actions, rom_id
 
 #: Emulator frames per decision, all rollouts together: about a quarter second of one core here
@@ -79,12 +78,6 @@ def planner_holds(kind: str) -> tuple[int, ...]:
     if most not in HOLDS:
         raise AtariDataError(f"planner/{most}: the longest hold must be {', '.join(HOLDS)} decisions", field="--expert")
     return HOLDS[most]
-
-
-def check_holds(spec: str) -> None:
-    """Refuse a planner spec's bad hold before anything is played or written."""
-    if is_planner(spec):
-        planner_holds(spec.partition(":")[0])
 
 
 def sticky_free_emulator(game: str, max_frames: int = 0):
