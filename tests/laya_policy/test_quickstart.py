@@ -39,7 +39,7 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert all(f"{stage}: done in" in printed for stage in STAGES)
     report = (out / "report.md").read_text()
-    for part in ("## Data", "## Training", "## Evaluation of", "Pong", "![training](training.png)"):
+    for part in ("## Data", "## Training", "## Evaluation of", "Pong", "![training](training.png)", "majority label"):
         assert part in report
     used = json.loads((out / "eval" / "results.json").read_text())["games"]["Pong"]["baseline"]["source"]
     assert f"| {used} |" in report, "the report names the baseline each game was normalised with"

@@ -53,6 +53,22 @@ def test_a_crashed_run_resumes_from_its_last_state_and_finishes(data, tmp_path):
     assert (out / "best" / "vlm_agent_config.json").exists()
 
 
+def test_evaluations_report_the_majority_labels_share_beside_accuracy(data, tmp_path, capsys):
+    """A model that ignores the screen scores the majority label's share; each evaluation reports it
+    beside the accuracy (counted here from the val files), so a run stuck at the prior shows it."""
+    from collections import Counter
+
+    train(config(data, tmp_path / "run", steps=2, evals=1, eval_records=64), progress=False)
+    entry = json.loads((tmp_path / "run" / "log.jsonl").read_text().splitlines()[-1])
+    for game, g in entry["games"].items():
+        rows = (data / "expert2f" / game / "val.jsonl").read_text().splitlines()
+        labels = Counter(json.loads(r)["label"] for r in rows)
+        assert g["records"] == len(rows), "every val record was evaluated"
+        assert g["majority"] == pytest.approx(max(labels.values()) / len(rows))
+    printed = capsys.readouterr().out
+    assert "majority" in printed and f"{entry['games']['Pong']['majority']:.3f}" in printed
+
+
 def test_the_trained_checkpoint_plays_in_laya_eval(data, tmp_path):
     out = tmp_path / "run"
     train(config(data, out, steps=4, evals=1), progress=False)

@@ -40,6 +40,12 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return (logits.argmax(-1) == labels).float().mean().item()
 
 
+def majority_share(labels: torch.Tensor) -> float:
+    """The accuracy of always answering the most common label: what a model that ignores the screen
+    reaches. An accuracy at this line says nothing was read from the frames."""
+    return (torch.bincount(labels).max() / len(labels)).item()
+
+
 def nll(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return torch.nn.functional.cross_entropy(logits, labels).item()
 

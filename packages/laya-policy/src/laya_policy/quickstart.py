@@ -241,12 +241,18 @@ class Quickstart:
             "",
             "![training](training.png)",
             "",
-            "| evaluation step | group | accuracy | NLL | ECE |",
-            "| ---: | --- | ---: | ---: | ---: |",
+            "Validation accuracy beside the majority label's share (what always giving the most common answer "
+            "scores): a game whose accuracy stays at that line is not read from the screen.",
+            "",
+            "| evaluation step | group | accuracy | majority label | NLL | ECE |",
+            "| ---: | --- | ---: | ---: | ---: | ---: |",
         ]
         for e in log:
             for key, g in e["games"].items():
-                lines.append(f"| {e['step']} | {key} | {g['accuracy']:.3f} | {g['nll']:.3f} | {g['ece']:.3f} |")
+                majority = f"{g['majority']:.3f}" if "majority" in g else ""  # logs written before it was kept
+                lines.append(
+                    f"| {e['step']} | {key} | {g['accuracy']:.3f} | {majority} | {g['nll']:.3f} | {g['ece']:.3f} |"
+                )
         body = markdown(results).replace("# Evaluation of", "## Evaluation of")
         lines += ["", body, "![normalised](eval/normalised.png) ![profile](eval/profile.png)", ""]
         if video:

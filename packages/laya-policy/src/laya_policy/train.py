@@ -35,7 +35,14 @@ from laya_policy.distributed import Distributed, set_threads
 from laya_policy.imageprep import ImagePrep
 from laya_policy.inputs import Prefetch, ScreenCache, draw
 from laya_policy.model import ChoicePolicy
-from laya_policy.objectives import expected_calibration_error, fit_temperature, nll, training_loss
+from laya_policy.objectives import (
+    accuracy,
+    expected_calibration_error,
+    fit_temperature,
+    majority_share,
+    nll,
+    training_loss,
+)
 from laya_protocol.config import option
 from laya_protocol.games import FULL_ACTIONS
 from laya_protocol.seeds import PLAY_CHECK_SEED_BASE
@@ -422,13 +429,15 @@ def scored(s: Setup, examples: list[Example]) -> tuple[torch.Tensor, torch.Tenso
 
 
 def evaluate(s: Setup, groups: dict[str, list[Example]]) -> dict[str, dict]:
-    """Accuracy, NLL and ECE per group on up to ``eval_records`` evenly spread records of each."""
+    """Accuracy, the majority label's share, NLL and ECE per group on up to ``eval_records`` evenly
+    spread records of each."""
     per_group = {}
     for key, examples in groups.items():
         picked = examples[:: max(1, len(examples) // s.cfg.eval_records)][: s.cfg.eval_records]
         lg, lb, _ = scored(s, picked)
         per_group[key] = {
-            "accuracy": (lg.argmax(-1) == lb).float().mean().item(),
+            "accuracy": accuracy(lg, lb),
+            "majority": majority_share(lb),
             "nll": nll(lg, lb),
             "ece": expected_calibration_error(lg, lb),
             "records": len(lb),
@@ -744,8 +753,11 @@ def _halves(examples: list[Example], most: int = 512) -> tuple[list[Example], li
 
 def print_eval(entry: dict) -> None:
     print(f"\nstep {entry['step']} ({entry['minutes']:.1f} min): mean validation NLL {entry['nll']:.3f}")
-    print(f"  {'group':<24} {'accuracy':>8} {'NLL':>7} {'ECE':>6} {'records':>7}")
+    print(f"  {'group':<24} {'accuracy':>8} {'majority':>8} {'NLL':>7} {'ECE':>6} {'records':>7}")
     for key, g in entry["games"].items():
-        print(f"  {key:<24} {g['accuracy']:>8.3f} {g['nll']:>7.3f} {g['ece']:>6.3f} {g['records']:>7}")
+        print(
+            f"  {key:<24} {g['accuracy']:>8.3f} {g['majority']:>8.3f} {g['nll']:>7.3f} {g['ece']:>6.3f} "
+            f"{g['records']:>7}"
+        )
     if "play" in entry:
         print(f"  play check: {entry['play']}")
