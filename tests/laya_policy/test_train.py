@@ -681,6 +681,19 @@ def test_the_reference_cnn_trains_saves_and_plays_in_laya_eval(data, tmp_path):
         out=str(tmp_path / "r.json"),
     )
     assert evaluate(run, progress=False)["games"]["Pong"]["error"] is None
+    # the newest frame and its motion go in; a checkpoint from before the motion channel keeps its form
+    assert cfg.cnn_inputs == "motion" and model.inputs == "motion"
+    still = torch.randn(1, 1, 84, 84).expand(1, 2, 84, 84)
+    assert torch.equal(model.channels(still)[:, 1], torch.zeros(1, 84, 84)), "no motion between equal frames"
+    config_file = out / "final" / "vlm_agent_config.json"
+    written = json.loads(config_file.read_text())
+    del written["cnn_inputs"]
+    config_file.write_text(json.dumps(written))
+    older, _ = load_checkpoint(out / "final")
+    assert older.inputs == "frames" and torch.equal(older.channels(feats), feats)
+    config_file.write_text(json.dumps({**written, "cnn_inputs": "edges"}))
+    with pytest.raises(ValueError, match="cnn_inputs 'edges': expected one of motion, frames"):
+        load_checkpoint(out / "final")
 
 
 def test_a_resume_with_other_steps_batches_or_data_is_refused_on_one_line(data, tmp_path, capsys):

@@ -10,7 +10,8 @@
 The reference CNN (backbone ``cnn``) keeps its weights in ``cnn.safetensors`` instead of ``backbone/`` and
 ``head.safetensors``.
 
-A config without the preprocessing keys means 512 through the processor (older checkpoints).
+A config without the preprocessing keys means 512 through the processor, and a CNN's without
+``cnn_inputs`` each frame as its own channel (older checkpoints).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from laya_policy.cnn import SIZES, NatureCNN
+from laya_policy.cnn import INPUTS, SIZES, NatureCNN
 from laya_policy.model import ChoicePolicy
 
 CONFIG = "vlm_agent_config.json"
@@ -45,6 +46,7 @@ class AgentConfig:
     revision: str | None = None
     question_types: int = 1
     head_layers: int = 2
+    cnn_inputs: str = "motion"  # the reference CNN's input channels (laya_policy.cnn.INPUTS); a VLM ignores it
 
 
 TRAINING = "training.json"  # how the checkpoint was trained (data, steps, settings): for its model card
@@ -145,6 +147,7 @@ def load_config(path: str | Path) -> AgentConfig:
         raise ValueError(f"{file}: holds a JSON {type(raw).__name__}, expected an object")
     raw.setdefault("preprocess", "processor")  # older checkpoints: 512 through the processor
     raw.setdefault("image_size", 512)
+    raw.setdefault("cnn_inputs", "frames")  # CNN checkpoints from before the motion channel
     cfg = AgentConfig(**{k: v for k, v in raw.items() if k in AgentConfig.__dataclass_fields__})
     for name, kind in (
         ("image_size", int),
@@ -153,6 +156,7 @@ def load_config(path: str | Path) -> AgentConfig:
         ("head_layers", int),
         ("preprocess", str),
         ("backbone", str),
+        ("cnn_inputs", str),
         ("temperatures", dict),
     ):
         if not isinstance(getattr(cfg, name), kind) or isinstance(getattr(cfg, name), bool):
@@ -166,6 +170,8 @@ def load_config(path: str | Path) -> AgentConfig:
             f"{file}: frames {cfg.frames}, image_size {cfg.image_size}, preprocess {cfg.preprocess!r}: "
             "expected frames 1 or 2, image_size 16..4096, preprocess gpu or processor"
         )
+    if cfg.cnn_inputs not in INPUTS:
+        raise ValueError(f"{file}: cnn_inputs {cfg.cnn_inputs!r}: expected one of {', '.join(INPUTS)}")
     if cfg.backbone == CNN and not SIZES[0] <= cfg.image_size <= SIZES[1]:  # checked before a layer is built
         raise ValueError(f"{file}: image_size {cfg.image_size}: the cnn takes {SIZES[0]} to {SIZES[1]} pixels")
     return cfg
@@ -197,7 +203,7 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
 
 def _load_cnn(path: Path, cfg: AgentConfig) -> NatureCNN:
     try:
-        model = NatureCNN(cfg.frames, cfg.image_size)
+        model = NatureCNN(cfg.frames, cfg.image_size, cfg.cnn_inputs)
         model.load_state_dict(load_file(path / f"{CNN}.safetensors"))
     except Exception as e:  # noqa: BLE001 - safetensors and torch raise many kinds; any defect is one line
         why = str(e).splitlines()[0][:200] if str(e) else ""

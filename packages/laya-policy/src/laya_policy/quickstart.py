@@ -39,8 +39,8 @@ class QuickstartConfig:
     val_frames: int = option(200, "val records per game")
     decision_cap: int = option(1_000, "decisions per generated episode (more, shorter episodes)")
     baseline_episodes: int = option(2, "expert and random episodes measured into meta.json")
-    model: str = option("tiny", "tiny, a Hub id or a local directory")
-    image_size: int | None = option(None, "frame side in pixels", shown="the backbone's; 128 for tiny")
+    model: str = option("tiny", "tiny, a Hub id, a local directory, or cnn (the reference student, not a VLM)")
+    image_size: int | None = option(None, "frame side in pixels", shown="the backbone's; 128 for tiny, 84 for cnn")
     batch: int = option(16, "training batch")
     steps: int = option(5_000, "training steps: the schedule's length (11 minutes for tiny on two CPU cores)")
     minutes: float = option(
