@@ -719,6 +719,24 @@ def test_the_cnn_refuses_settings_it_has_no_use_for(data, tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("error: ") and flags[0] in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "x").exists()
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "x"), "--cnn-inputs", "frames"]) == 2
+    assert "only the cnn takes it" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_the_cnn_trains_in_the_older_frames_form_on_request_and_a_resume_keeps_its_form(data, tmp_path, capsys):
+    """--cnn-inputs frames reproduces the form before the motion input (for comparisons); the checkpoint
+    says so, and a run started in one form is not resumed in the other."""
+    from laya_policy.cli import main
+
+    out = tmp_path / "frames"
+    with pytest.raises(CrashForTesting):
+        train(config(data, out, model="cnn", image_size=None, cnn_inputs="frames", crash_at_step=8), progress=False)
+    argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", "--steps", "12", "--evals", "2"]
+    assert main([*argv, "--batch", "4"]) == 2, "a frames run resumed as a motion run"
+    assert "was started with cnn_inputs 'frames'" in capsys.readouterr().err
+    assert main([*argv, "--batch", "4", "--cnn-inputs", "frames"]) == 0
+    model, cfg = load_checkpoint(out / "final")
+    assert cfg.cnn_inputs == "frames" and model.inputs == "frames"
 
 
 def test_training_through_smolvlms_own_processor_reads_the_same_screens_uncached(data, tmp_path):

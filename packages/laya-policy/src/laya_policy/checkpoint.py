@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from laya_policy.cnn import INPUTS, SIZES, NatureCNN
+from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
 from laya_policy.model import ChoicePolicy
 
 CONFIG = "vlm_agent_config.json"
@@ -46,7 +46,7 @@ class AgentConfig:
     revision: str | None = None
     question_types: int = 1
     head_layers: int = 2
-    cnn_inputs: str = "motion"  # the reference CNN's input channels (laya_policy.cnn.INPUTS); a VLM ignores it
+    cnn_inputs: str = MOTION  # the reference CNN's input channels (laya_policy.cnn.INPUTS); a VLM does not use it
 
 
 TRAINING = "training.json"  # how the checkpoint was trained (data, steps, settings): for its model card
@@ -147,7 +147,7 @@ def load_config(path: str | Path) -> AgentConfig:
         raise ValueError(f"{file}: holds a JSON {type(raw).__name__}, expected an object")
     raw.setdefault("preprocess", "processor")  # older checkpoints: 512 through the processor
     raw.setdefault("image_size", 512)
-    raw.setdefault("cnn_inputs", "frames")  # CNN checkpoints from before the motion channel
+    raw.setdefault("cnn_inputs", FRAMES)  # CNN checkpoints from before the motion channel
     cfg = AgentConfig(**{k: v for k, v in raw.items() if k in AgentConfig.__dataclass_fields__})
     for name, kind in (
         ("image_size", int),

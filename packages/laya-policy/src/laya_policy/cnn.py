@@ -25,7 +25,8 @@ from laya_protocol.games import FULL_ACTIONS
 NEG_INF = float("-inf")
 LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601, the weights of ALE's own greyscale
 MOTION_GAIN = 4.0  # the motion channel's scale against the frame's (both are linear in the frames)
-INPUTS = ("motion", "frames")  # "frames": each frame as its own channel, the form of older checkpoints
+MOTION, FRAMES = "motion", "frames"  # FRAMES: each frame as its own channel, the form of older checkpoints
+INPUTS = (MOTION, FRAMES)
 SIZES = (36, 256)  # the convolutions need 36 pixels; at 256 the 512-unit layer already holds 26M weights
 
 
@@ -44,12 +45,12 @@ class Options:
 
 class NatureCNN(nn.Module):
     """Why motion: Breakout's ball is a pixel or two after the resize, and the labels turn on where it
-    moves. Given the two frames as they are, the network sat at Breakout's majority label (0.553) for
-    4,000 steps of 32 (0.628 at 10,000); given the frame and its scaled difference, 0.596 at 1,000 and
-    0.730 at 4,000 (8,000 expert2f records, a plain Adam loop). A linear change of input, so the same
-    functions are reachable: only how fast they are found differs."""
+    moves; given the two frames as they are, the network stays at Breakout's majority label for
+    thousands of steps, given the frame and its scaled difference it leaves it within one thousand
+    (the measurements: packages/laya-policy/README.md, "Learning on a CPU"). A linear change of input,
+    so the same functions are reachable: only how fast they are found differs."""
 
-    def __init__(self, frames: int = 2, image_size: int = 84, inputs: str = "motion"):
+    def __init__(self, frames: int = 2, image_size: int = 84, inputs: str = MOTION):
         super().__init__()
         check_size(image_size)
         if inputs not in INPUTS:
@@ -94,7 +95,7 @@ class NatureCNN(nn.Module):
 
     def channels(self, luma: torch.Tensor) -> torch.Tensor:
         """Luminance [B, frames, S, S] (oldest first) -> the convolutions' input channels."""
-        if self.inputs == "frames" or self.frames == 1:
+        if self.inputs == FRAMES or self.frames == 1:
             return luma
         newest = luma[:, -1:]
         return torch.cat([newest, MOTION_GAIN * (newest - luma[:, :-1])], 1)

@@ -43,6 +43,8 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
 def majority_share(labels: torch.Tensor) -> float:
     """The accuracy of always answering the most common label: what a model that ignores the screen
     reaches. An accuracy at this line says nothing was read from the frames."""
+    if not len(labels):
+        raise ValueError("majority_share: no labels")
     return (torch.bincount(labels).max() / len(labels)).item()
 
 

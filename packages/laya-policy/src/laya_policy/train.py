@@ -29,7 +29,7 @@ import torch
 from atari_data.layout import write_atomic
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import CNN, AgentConfig, load_checkpoint, load_config, resolve_checkpoint, save_checkpoint
-from laya_policy.cnn import NatureCNN, check_size
+from laya_policy.cnn import INPUTS, MOTION, NatureCNN, check_size
 from laya_policy.data import Example, load_examples
 from laya_policy.distributed import Distributed, set_threads
 from laya_policy.imageprep import ImagePrep
@@ -79,6 +79,13 @@ class TrainConfig:
         shown="--init-from's backbone, else tiny",
     )
     init_from: str | None = option(None, "checkpoint to continue from (e.g. after a DAgger round)")
+    cnn_inputs: str | None = option(
+        None,
+        "the cnn's input channels: the newest frame and its motion (4x the newest minus the previous), or "
+        "each frame as its own channel (the form before the motion input, for comparisons)",
+        choices=INPUTS,
+        shown=f"--init-from's, else {MOTION}",
+    )
     image_size: int | None = option(
         None,
         "frame side in pixels",
@@ -161,7 +168,13 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
             f"--image-size {cfg.image_size}: expected a positive multiple of {unit} for {cfg.model or 'tiny'} "
             f"(16-pixel patches, merged {preset.scale_factor}x{preset.scale_factor} into one image token)"
         )
-    given = {"model": cfg.model, "frames": cfg.frames, "image_size": cfg.image_size, "preprocess": cfg.preprocess}
+    given = {
+        "model": cfg.model,
+        "frames": cfg.frames,
+        "image_size": cfg.image_size,
+        "preprocess": cfg.preprocess,
+        "cnn_inputs": cfg.cnn_inputs,
+    }
     if cfg.init_from:
         init_from = str(resolve_checkpoint(cfg.init_from))  # a Hub id is fetched once, here
         cfg = replace(cfg, init_from=init_from)
@@ -176,7 +189,10 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         return replace(cfg, **{k: ckpt[k] for k in given})
     cfg = replace(cfg, model=cfg.model or "tiny")
     size = 128 if cfg.image_size is None else cfg.image_size
+    if cfg.cnn_inputs is not None and cfg.model != CNN:
+        raise ValueError(f"--cnn-inputs {cfg.cnn_inputs}: only the cnn takes it (--model cnn)")
     if cfg.model == CNN:
+        cfg = replace(cfg, cnn_inputs=cfg.cnn_inputs or MOTION)
         if cfg.preprocess == "processor":
             raise ValueError("--preprocess processor: the cnn reads the device-side resize only (gpu)")
         if cfg.freeze == "vision" or cfg.lr_backbone is not None:
@@ -308,7 +324,7 @@ def build(cfg: TrainConfig) -> Setup:
     if cfg.init_from:
         model, _ = load_checkpoint(cfg.init_from, cfg.device)
     elif cfg.backbone == CNN:
-        model = NatureCNN(frames, image_size).to(cfg.device)
+        model = NatureCNN(frames, image_size, cfg.cnn_inputs or MOTION).to(cfg.device)
     else:
         backbone, tokenizer = build_backbone(cfg.backbone, image_size=image_size, seed=cfg.seed)
         model = ChoicePolicy(backbone, tokenizer).to(cfg.device)
@@ -475,6 +491,7 @@ def agent_config(s: Setup, temperature: float = 1.0) -> AgentConfig:
         preprocess=s.preprocess,
         frames=s.frames,
         temperatures={"choice": temperature},
+        cnn_inputs=s.model.inputs if isinstance(s.model, NatureCNN) else base.cnn_inputs,
     )
 
 
@@ -495,6 +512,7 @@ def plan(s: Setup) -> dict:
         "batch": c.batch,
         "seed": c.seed,
         "model": c.backbone,
+        "cnn_inputs": s.model.inputs if isinstance(s.model, NatureCNN) else None,
         "frames": s.frames,
         "image_size": s.image_size,
         "preprocess": s.preprocess,
