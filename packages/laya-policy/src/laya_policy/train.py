@@ -29,7 +29,7 @@ import torch
 from atari_data.layout import write_atomic
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import CNN, AgentConfig, load_checkpoint, load_config, resolve_checkpoint, save_checkpoint
-from laya_policy.cnn import INPUTS, MOTION, NatureCNN, check_size
+from laya_policy.cnn import INPUTS, MOTION, MOTION_GAIN, NatureCNN, check_size
 from laya_policy.data import Example, load_examples
 from laya_policy.distributed import Distributed, set_threads
 from laya_policy.imageprep import ImagePrep
@@ -81,8 +81,8 @@ class TrainConfig:
     init_from: str | None = option(None, "checkpoint to continue from (e.g. after a DAgger round)")
     cnn_inputs: str | None = option(
         None,
-        "the cnn's input channels: the newest frame and its motion (4x the newest minus the previous), or "
-        "each frame as its own channel (the form before the motion input, for comparisons)",
+        f"the cnn's input channels: the newest frame and its motion ({MOTION_GAIN:g}x the newest minus the "
+        "previous), or each frame as its own channel (the form before the motion input, for comparisons)",
         choices=INPUTS,
         shown=f"--init-from's, else {MOTION}",
     )
