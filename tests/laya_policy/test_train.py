@@ -397,6 +397,12 @@ def test_init_from_follows_the_checkpoint_and_refuses_a_different_setting(data, 
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and f"{flag} {value} differs" in err, err
         assert not (tmp_path / "bad").exists()
+    for value in ("motion", "frames"):  # a VLM checkpoint has no cnn input form to follow or to differ from
+        argv = ["train", "--data", str(data), "--out", str(tmp_path / "bad"), "--init-from", str(first / "final")]
+        assert main([*argv, "--cnn-inputs", value, "--steps", "1"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--cnn-inputs {value}: only the cnn takes it" in err, err
+        assert not (tmp_path / "bad").exists()
 
 
 def test_a_checkpoint_loads_from_the_hub_cache_by_its_id_offline(data, tmp_path, monkeypatch, capsys):

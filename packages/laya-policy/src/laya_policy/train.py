@@ -175,11 +175,15 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         "preprocess": cfg.preprocess,
         "cnn_inputs": cfg.cnn_inputs,
     }
+    ckpt = None
     if cfg.init_from:
         init_from = str(resolve_checkpoint(cfg.init_from))  # a Hub id is fetched once, here
         cfg = replace(cfg, init_from=init_from)
         ckpt = asdict(load_config(init_from))
         ckpt["model"] = ckpt["backbone"]
+    if cfg.cnn_inputs is not None and (ckpt["model"] if ckpt else cfg.model) != CNN:
+        raise ValueError(f"--cnn-inputs {cfg.cnn_inputs}: only the cnn takes it (--model cnn)")
+    if ckpt:
         for key, value in given.items():
             if value is not None and value != ckpt[key]:
                 raise ValueError(
@@ -189,8 +193,6 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         return replace(cfg, **{k: ckpt[k] for k in given})
     cfg = replace(cfg, model=cfg.model or "tiny")
     size = 128 if cfg.image_size is None else cfg.image_size
-    if cfg.cnn_inputs is not None and cfg.model != CNN:
-        raise ValueError(f"--cnn-inputs {cfg.cnn_inputs}: only the cnn takes it (--model cnn)")
     if cfg.model == CNN:
         cfg = replace(cfg, cnn_inputs=cfg.cnn_inputs or MOTION)
         if cfg.preprocess == "processor":
