@@ -33,6 +33,24 @@ def ray_local():
     ray.shutdown()
 
 
+def pytest_configure(config):
+    # The suite runs on two pytest-xdist workers, one per core (pyproject's addopts): torch's default of
+    # one intra-op thread per core would have the two workers' threads spin against each other.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"  # and for the processes the tests start
+        import torch
+
+        torch.set_num_threads(1)
+
+
 def pytest_collection_modifyitems(items):
-    """Run the tests that use Ray last, so its idle processes do not share the cores with the rest."""
-    items.sort(key=lambda item: "ray_local" in getattr(item, "fixturenames", ()))
+    """The READMEs' examples first (the longest tests: 15-110 s each), so the two workers start them
+    while the rest is still left to balance the load; the tests that use Ray last, so its idle
+    processes do not share the cores with the rest."""
+
+    def order(item) -> int:
+        if "ray_local" in getattr(item, "fixturenames", ()):
+            return 2
+        return 0 if getattr(item, "originalname", None) == "test_readme_examples_run_in_order" else 1
+
+    items.sort(key=order)

@@ -1,9 +1,9 @@
 """Every example in the READMEs runs as written.
 
 Each README's ```bash and ```python blocks run in order in one scratch folder per README (so a
-block may use what an earlier one wrote; two READMEs run at a time), with `packages/` and `tools/` linked in and the
+block may use what an earlier one wrote), with `packages/` and `tools/` linked in and the
 workspace's console scripts on PATH; `uv run CMD` runs CMD in this environment. A block preceded
-by `<!-- not run by tests: REASON -->` is skipped, and the skip says why.
+by `<!-- not run by tests: REASON -->` is not run; its own test is skipped with that reason.
 """
 
 from __future__ import annotations
@@ -32,12 +32,11 @@ PRELUDE = (
 )
 
 
-def blocks():
-    for readme in READMES:
-        text = (ROOT / readme).read_text()
-        for m in BLOCK.finditer(text):
-            line = text.count("\n", 0, m.start("code"))
-            yield pytest.param(readme, m["lang"], m["code"], m["skip"], id=f"{readme}:{line}")
+def blocks(readme: str):
+    """(line, lang, code, skip reason or None) of each ```bash or ```python block, in order."""
+    text = (ROOT / readme).read_text()
+    for m in BLOCK.finditer(text):
+        yield text.count("\n", 0, m.start("code")), m["lang"], m["code"], m["skip"]
 
 
 def run_block(cwd: Path, lang: str, code: str) -> subprocess.CompletedProcess:
@@ -46,39 +45,29 @@ def run_block(cwd: Path, lang: str, code: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
 
-@pytest.fixture(scope="module")
-def outcomes(request, tmp_path_factory):
-    """Each selected README's blocks run in order in its own folder, two READMEs at a time: the
-    commands take one core each (one torch thread per process), and the READMEs do not share files.
-    Maps (readme, code) to the finished process, waited on by the test that asks for it."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    wanted = {  # the READMEs of the selected tests only
-        item.callspec.params["readme"]
-        for item in request.session.items
-        if getattr(item, "originalname", None) == "test_readme_example_runs"
-    }
-    pool = ThreadPoolExecutor(2)
-    futures = {}
-
-    def chain(readme: str, cwd: Path) -> dict:
-        text = (ROOT / readme).read_text()
-        return {m["code"]: run_block(cwd, m["lang"], m["code"]) for m in BLOCK.finditer(text) if not m["skip"]}
-
-    for readme in sorted(wanted, key=lambda r: -len((ROOT / r).read_text())):  # the longest first
-        d = tmp_path_factory.mktemp("readme")
-        for name in ("packages", "tools"):
-            (d / name).symlink_to(ROOT / name)
-        futures[readme] = pool.submit(chain, readme, d)
-    yield lambda readme, code: futures[readme].result()[code]
-    pool.shutdown(wait=True)
+@pytest.mark.parametrize("readme", READMES)
+def test_readme_examples_run_in_order(readme, tmp_path):
+    """One test per README, so one worker runs its chain: a block may need what an earlier one wrote.
+    The first failing block fails the test, named by its line."""
+    for name in ("packages", "tools"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    ran = 0
+    for line, lang, code, skip in blocks(readme):
+        if skip:
+            continue
+        done = run_block(tmp_path, lang, code)
+        assert done.returncode == 0, (
+            f"{readme}:{line} example failed:\n{code}\n--- stdout\n{done.stdout[-3000:]}\n"
+            f"--- stderr\n{done.stderr[-3000:]}"
+        )
+        ran += 1
+    assert ran, f"{readme}: no example ran"
 
 
-@pytest.mark.parametrize("readme,lang,code,skip", list(blocks()))
-def test_readme_example_runs(readme, lang, code, skip, outcomes):
-    if skip:
-        pytest.skip(skip)
-    done = outcomes(readme, code)
-    assert done.returncode == 0, (
-        f"{readme} example failed:\n{code}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
-    )
+@pytest.mark.parametrize(
+    "reason",
+    [pytest.param(skip, id=f"{readme}:{line}") for readme in READMES for line, _, _, skip in blocks(readme) if skip],
+)
+def test_an_example_not_run_says_why(reason):
+    assert reason.strip(), "an empty reason"
+    pytest.skip(reason)
