@@ -689,6 +689,9 @@ def test_the_reference_cnn_trains_saves_and_plays_in_laya_eval(data, tmp_path):
     assert evaluate(run, progress=False)["games"]["Pong"]["error"] is None
     # the newest frame and its motion go in; a checkpoint from before the motion channel keeps its form
     assert cfg.cnn_inputs == "motion" and model.inputs == "motion"
+    from laya_policy.push import model_card
+
+    assert "the newest screen and its motion" in model_card(out / "final", "me/cnn"), "the card names the form"
     still = torch.randn(1, 1, 84, 84).expand(1, 2, 84, 84)
     assert torch.equal(model.channels(still)[:, 1], torch.zeros(1, 84, 84)), "no motion between equal frames"
     config_file = out / "final" / "vlm_agent_config.json"
@@ -743,6 +746,10 @@ def test_the_cnn_trains_in_the_older_frames_form_on_request_and_a_resume_keeps_i
     assert main([*argv, "--batch", "4", "--cnn-inputs", "frames"]) == 0
     model, cfg = load_checkpoint(out / "final")
     assert cfg.cnn_inputs == "frames" and model.inputs == "frames"
+    from laya_policy.push import model_card
+
+    card = model_card(out / "final", "me/cnn")
+    assert "each screen as its own channel" in card and "motion" not in card
 
 
 def test_training_through_smolvlms_own_processor_reads_the_same_screens_uncached(data, tmp_path):

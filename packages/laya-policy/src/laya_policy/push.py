@@ -16,6 +16,14 @@ from pathlib import Path
 
 from laya_policy.backbone import PRESETS
 from laya_policy.checkpoint import CNN, CONFIG, HUB_SPEC, TRAINING, load_config, resolve_checkpoint
+from laya_policy.cnn import MOTION, MOTION_GAIN
+
+
+def _cnn_form(cfg) -> str:
+    """How the CNN's input channels are made from the screens (laya_policy.cnn.channels)."""
+    if cfg.cnn_inputs == MOTION and cfg.frames > 1:
+        return f"the newest screen and its motion, {MOTION_GAIN:g}x the newest minus the previous"
+    return "each screen as its own channel"
 
 
 def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str = "apache-2.0") -> str:
@@ -45,8 +53,8 @@ def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str 
         "whose options are the game's buttons, and a small head that scores each option."
         if cfg.backbone != CNN
         else f"laya-policy's reference CNN (Nature-DQN-sized; not a vision-language model): it reads {cfg.frames} "
-        f"game screen{'s' if cfg.frames > 1 else ''} at {cfg.image_size}x{cfg.image_size} in luminance and scores "
-        "the 18 ALE buttons, of which each game's own are its options.",
+        f"game screen{'s' if cfg.frames > 1 else ''} at {cfg.image_size}x{cfg.image_size} in luminance "
+        f"({_cnn_form(cfg)}) and scores the 18 ALE buttons, of which each game's own are its options.",
         "",
         "```bash",
         f"laya-eval run --policy laya:{repo} --games Pong --episodes 10 --out results.json",
