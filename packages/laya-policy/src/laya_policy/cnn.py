@@ -30,6 +30,11 @@ INPUTS = (MOTION, FRAMES)
 SIZES = (36, 256)  # the convolutions need 36 pixels; at 256 the 512-unit layer already holds 26M weights
 
 
+def takes_motion(inputs: str, frames: int) -> bool:
+    """Whether the input channels are the newest frame and its motion (else each frame as it is)."""
+    return inputs == MOTION and frames > 1
+
+
 def check_size(size: int) -> None:
     if not SIZES[0] <= size <= SIZES[1]:
         raise ValueError(f"--image-size {size}: the cnn takes {SIZES[0]} to {SIZES[1]} pixels")
@@ -95,7 +100,7 @@ class NatureCNN(nn.Module):
 
     def channels(self, luma: torch.Tensor) -> torch.Tensor:
         """Luminance [B, frames, S, S] (oldest first) -> the convolutions' input channels."""
-        if self.inputs == FRAMES or self.frames == 1:
+        if not takes_motion(self.inputs, self.frames):
             return luma
         newest = luma[:, -1:]
         return torch.cat([newest, MOTION_GAIN * (newest - luma[:, :-1])], 1)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 from laya_policy.backbone import PRESETS
 from laya_policy.checkpoint import CNN, CONFIG, HUB_SPEC, TRAINING, load_config, resolve_checkpoint
-from laya_policy.cnn import MOTION, MOTION_GAIN
+from laya_policy.cnn import MOTION_GAIN, takes_motion
 
 
 def _cnn_form(cfg) -> str:
-    """How the CNN's input channels are made from the screens (laya_policy.cnn.channels)."""
-    if cfg.cnn_inputs == MOTION and cfg.frames > 1:
+    """How the CNN's input channels are made from the screens, for the card."""
+    if takes_motion(cfg.cnn_inputs, cfg.frames):
         return f"the newest screen and its motion, {MOTION_GAIN:g}x the newest minus the previous"
     return "each screen as its own channel"
 
