@@ -119,6 +119,24 @@ def test_webdataset_shards_read_raw_and_through_the_helper(packed, layout_master
     assert all(not np.shares_memory(a["image"], b["prev_image"]) for a, b in zip(recs, recs[1:], strict=False))
 
 
+@pytest.mark.parametrize("as_text", [False, True])
+def test_a_sample_reads_its_json_as_the_standard_library_does(as_text):
+    """Integers past 64 bits stay integers and NaN reads, in the record and in its text fields,
+    whether the member arrives as bytes (a tar) or as text; 18 digits or 19 digits apart do not
+    take the slow path's meaning either way."""
+    import math
+
+    from atari_data.publish.shards import decode_sample
+
+    provenance = '{"seed": 123456789012345678901, "loss": NaN, "near": [123456789012345678, 1234567890, 123456789]}'
+    body = json.dumps({"id": "r", "step": 98765432109876543210, "provenance": provenance})
+    got = decode_sample({"__key__": "r", "json": body if as_text else body.encode()})
+    assert got["step"] == 98765432109876543210 and type(got["step"]) is int
+    prov = got["provenance"]
+    assert prov["seed"] == 123456789012345678901 and type(prov["seed"]) is int and math.isnan(prov["loss"])
+    assert prov["near"] == [123456789012345678, 1234567890, 123456789]
+
+
 def test_shards_are_split_across_dataloader_workers(packed):
     import torch
 
