@@ -128,13 +128,16 @@ def test_a_sample_reads_its_json_as_the_standard_library_does(as_text):
 
     from atari_data.publish.shards import decode_sample
 
-    provenance = '{"seed": 123456789012345678901, "loss": NaN, "near": [123456789012345678, 1234567890, 123456789]}'
+    provenance = (
+        '{"seed": 123456789012345678901, "loss": NaN, "near": [123456789012345678, 1234567890, 123456789],'
+        ' "mark": "\\ud800"}'  # a lone surrogate, escaped: the standard library reads it, orjson does not
+    )
     body = json.dumps({"id": "r", "step": 98765432109876543210, "provenance": provenance})
     got = decode_sample({"__key__": "r", "json": body if as_text else body.encode()})
     assert got["step"] == 98765432109876543210 and type(got["step"]) is int
     prov = got["provenance"]
     assert prov["seed"] == 123456789012345678901 and type(prov["seed"]) is int and math.isnan(prov["loss"])
-    assert prov["near"] == [123456789012345678, 1234567890, 123456789]
+    assert prov["near"] == [123456789012345678, 1234567890, 123456789] and prov["mark"] == "\ud800"
 
 
 def test_shards_are_split_across_dataloader_workers(packed):

@@ -150,6 +150,18 @@ def test_a_checksum_is_checked_exactly(mangle):
         _read(mangle(good[:BLOCK]) + good[BLOCK:])
 
 
+@pytest.mark.parametrize("fill", [0x00, 0x7F, 0x80, 0xFF, None])
+def test_the_header_sum_is_exact_at_its_extremes(fill):
+    """The checksum's byte sum is taken from Adler-32 over each half of the header, which is exact
+    only while a half sums below 65,521: all 0xFF (65,280 a half) is the worst case."""
+    import random
+
+    from atari_data.publish.tar import _byte_sum
+
+    h = bytes(random.Random(0).randbytes(BLOCK)) if fill is None else bytes([fill]) * BLOCK
+    assert _byte_sum(h) == sum(h)
+
+
 def test_a_shard_must_end_with_its_end_block_and_nothing_after_it():
     whole = _one("a.json", b"{}")[: -2 * BLOCK] + _one("b.json", b"[]")
     assert _read(whole) == [("a.json", b"{}"), ("b.json", b"[]")]

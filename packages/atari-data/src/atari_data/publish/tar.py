@@ -21,6 +21,7 @@ frame; the walk here costs about 15 (``tools/bench/record.py``). What it does in
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -208,8 +209,15 @@ def _pax_size(pax: dict[bytes, bytes], url: str, at: int) -> int:
 def _check_sum(h: bytes, url: str, at: int) -> None:
     declared = _octal(h[148:156])
     # Unsigned, as ustar says; some old tars summed signed bytes, and tarfile accepts either.
-    if declared is None or (declared != sum(h) - sum(h[148:156]) + 8 * 32 and declared != _signed_sum(h)):
+    if declared is None or (declared != _byte_sum(h) - sum(h[148:156]) + 8 * 32 and declared != _signed_sum(h)):
         raise AtariDataError(f"the tar header at byte {at:,} fails its checksum (corrupt file?)", file=url)
+
+
+def _byte_sum(h: bytes) -> int:
+    """The sum of a header's 512 bytes, exactly, 5x faster than ``sum``: Adler-32's low half is 1
+    plus the bytes' sum modulo 65,521, and 256 bytes sum to at most 65,280, so over each half of the
+    header the modulo never wraps."""
+    return (zlib.adler32(h[:256]) & 0xFFFF) + (zlib.adler32(h[256:]) & 0xFFFF) - 2
 
 
 def _signed_sum(h: bytes) -> int:
