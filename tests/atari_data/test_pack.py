@@ -122,8 +122,8 @@ def test_webdataset_shards_read_raw_and_through_the_helper(packed, layout_master
 @pytest.mark.parametrize("as_text", [False, True])
 def test_a_sample_reads_its_json_as_the_standard_library_does(as_text):
     """Integers past 64 bits stay integers and NaN reads, in the record and in its text fields,
-    whether the member arrives as bytes (a tar) or as text; 18 digits or 19 digits apart do not
-    take the slow path's meaning either way."""
+    whether the member arrives as bytes (a tar) or as text; an 18-digit integer and short numbers
+    side by side read as integers on either path."""
     import math
 
     from atari_data.publish.shards import decode_sample
