@@ -202,6 +202,55 @@ def test_train_and_val_episodes_overlap(layout, capsys):
     expect(layout, capsys, rf"val\.jsonl: episode: episodes \[{train_ep}\] are in both train and val")
 
 
+def _renumber_episode(game_dir, split, new):
+    """Give the split's first episode the number ``new`` everywhere it appears (records, ids, frame
+    files, episodes.jsonl), so that only the number itself can be wrong."""
+    path = game_dir / f"{split}.jsonl"
+    recs = lines(path)
+    old = recs[0]["episode"]
+    for r in recs:
+        if r["episode"] == old:
+            new_id = r["id"].replace(f"-e{old:06d}-", f"-e{new:06d}-")
+            for key in ("image", "prev_image"):
+                if key in r:
+                    target = r[key].replace(r["id"], new_id)
+                    (game_dir / r[key]).rename(game_dir / target)
+                    r[key] = target
+            r.update(id=new_id, episode=new)
+    rewrite(path, recs)
+    episodes = lines(game_dir / "episodes.jsonl")
+    for e in episodes:
+        if e["episode"] == old:
+            e["episode"] = new
+    rewrite(game_dir / "episodes.jsonl", episodes)
+
+
+def test_an_episode_past_six_digits_has_a_valid_id(layout, capsys):
+    """Ids write the episode as ``:06d``, at least six digits. The id pattern took exactly six, so a
+    record of episode 1,234,567 passed the fast check but, once anything else about it was wrong,
+    was also told its id did not match."""
+    _renumber_episode(layout / B2, "val", 1_234_567)
+    rc, out, err = run_cli(layout, capsys=capsys)
+    assert rc == 0, out + err
+    edit_record(layout, B2, split="val", i=0, color="red")  # a defect the structural check finds
+    expect(layout, capsys, r"val\.jsonl:1: color: unknown field")
+    rc, out, _ = run_cli(layout, capsys=capsys)
+    assert not [x for x in out.splitlines() if ": id: " in x], out
+
+
+@pytest.mark.parametrize("episode", [2**63, 2**64])
+def test_an_integer_past_64_bits_is_refused_before_parquet_overflows(layout, capsys, tmp_path, episode):
+    """The schema's integers are int64, as Parquet stores them. An episode numbered 2**63 in every
+    place it appears passed validate and then crashed pack with OverflowError; one numbered 2**64
+    was refused as "expected an integer, got number" (orjson reads it as a float)."""
+    _renumber_episode(layout / B2, "val", episode)
+    expect(layout, capsys, r"val\.jsonl:1: episode: \S+ is past the 64-bit integer range")
+    rc = main(["pack", str(layout), str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "64-bit" in err and not (tmp_path / "out").exists()
+
+
 def test_caps_respected(layout, capsys):
     edit_meta(layout, P1, lambda m: m["caps"].update(train=10))
     expect(layout, capsys, r"train\.jsonl: \(records\): \d+ records exceed the cap 10")

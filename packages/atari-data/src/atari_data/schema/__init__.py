@@ -24,7 +24,7 @@ KNOWN_VERSIONS = (1,)
 
 SOURCE_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
 GAME_RE = re.compile(r"[A-Za-z0-9]+\Z")
-ID_RE = re.compile(r"([a-z][a-z0-9_]*)-([A-Za-z0-9]+)-e(\d{6})-s(\d{6})\Z")
+ID_RE = re.compile(r"([a-z][a-z0-9_]*)-([A-Za-z0-9]+)-e([0-9]{6,})-s([0-9]{6,})\Z")  # as :06d writes them
 FRAME_FORMAT_RE = re.compile(r"(rgb|gray)_(\d+)x(\d+)\Z")
 IMAGE_SUFFIXES = (".png", ".jpg")
 
