@@ -20,7 +20,7 @@ from laya_protocol.seeds import EVAL_SEED_BASE
 EXAMPLES = """examples:
   laya-eval run --policy random --games Pong,Breakout --episodes 10 --out results.json
   laya-eval run --policy constant:FIRE --games Breakout --cap none
-  laya-eval run --policy 'cmd:python examples/stdio_policy.py' --games Pong
+  laya-eval run --policy 'cmd:python packages/laya-eval/examples/stdio_policy.py' --games Pong
   laya-eval run --policy mypkg.policies:make_policy --policy-kwargs '{"size": 512}' --games Pong
   laya-eval run --policy random --games Pong --action-set full --bootstrap task
   laya-eval report results.json --out report/
