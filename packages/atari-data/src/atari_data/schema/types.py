@@ -106,13 +106,13 @@ class Int(Type):
         return "integer" + (f" >= {self.minimum}" if self.minimum is not None else "")
 
     def check(self, v, path, out):
-        if type(v) is float and v.is_integer() and not INT64_MIN <= v <= INT64_MAX:
-            # orjson reads an integer past 64 bits as a float: say what is wrong with it
-            out.append((path, f"{v:.6g} is past the 64-bit integer range (int64, as Parquet stores it)"))
+        # orjson reads an integer past 64 bits as a float: that too is told it is out of range
+        whole = type(v) is int or (type(v) is float and v.is_integer())
+        if whole and not INT64_MIN <= v <= INT64_MAX:
+            shown = v if type(v) is int else f"{v:.6g}"
+            out.append((path, f"{shown} is past the 64-bit integer range (int64, as Parquet stores it)"))
         elif type(v) is not int:
             out.append((path, f"expected an integer, got {_kind(v)}"))
-        elif not INT64_MIN <= v <= INT64_MAX:
-            out.append((path, f"{v} is past the 64-bit integer range (int64, as Parquet stores it)"))
         elif self.choices is not None and v not in self.choices:
             out.append((path, f"{v} is not one of {', '.join(map(str, self.choices))}"))
         elif self.minimum is not None and v < self.minimum:
@@ -123,13 +123,15 @@ class Int(Type):
         if self.choices is not None:
             e += f" and {v} in {_const(ns, frozenset(self.choices))}"
         else:
-            low = INT64_MIN if self.minimum is None else max(self.minimum, INT64_MIN)
-            e += f" and {low} <= {v} <= {INT64_MAX}"
+            e += f" and {INT64_MIN if self.minimum is None else self.minimum} <= {v} <= {INT64_MAX}"
         return f"({e})"
 
     def json_schema(self):
-        s: dict = {"type": "integer", "minimum": INT64_MIN if self.minimum is None else self.minimum}
-        s["maximum"] = INT64_MAX
+        s: dict = {
+            "type": "integer",
+            "minimum": INT64_MIN if self.minimum is None else self.minimum,
+            "maximum": INT64_MAX,
+        }
         if self.choices is not None:
             s["enum"] = list(self.choices)
         return s
