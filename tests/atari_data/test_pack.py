@@ -126,6 +126,7 @@ def test_a_sample_reads_its_json_as_the_standard_library_does(as_text):
     side by side read as integers on either path."""
     import math
 
+    from atari_data.layout.png import encode_png
     from atari_data.publish.shards import decode_sample
 
     provenance = (
@@ -133,7 +134,8 @@ def test_a_sample_reads_its_json_as_the_standard_library_does(as_text):
         ' "mark": "\\ud800"}'  # a lone surrogate, escaped: the standard library reads it, orjson does not
     )
     body = json.dumps({"id": "r", "step": 98765432109876543210, "provenance": provenance})
-    got = decode_sample({"__key__": "r", "json": body if as_text else body.encode()})
+    frame = encode_png(np.zeros((2, 2), np.uint8))
+    got = decode_sample({"__key__": "r", "json": body if as_text else body.encode(), "png": frame})
     assert got["step"] == 98765432109876543210 and type(got["step"]) is int
     prov = got["provenance"]
     assert prov["seed"] == 123456789012345678901 and type(prov["seed"]) is int and math.isnan(prov["loss"])

@@ -107,8 +107,9 @@ def test_the_helper_reports_a_truncated_shard_and_reads_a_foreign_one(tmp_path):
     from atari_data.publish.shards import records
 
     frame = np.arange(210 * 160 * 3, dtype=np.uint8).reshape(210, 160, 3)
-    rec = b'{"id":"expert-Pong-e000000-s000000","label":"A","question":"{}","provenance":"{}"}'
-    foreign = _tarfile_bytes([("__meta__", b"skipped"), ("x.json", rec), ("x.png", encode_png(frame))])
+    rid = "expert-Pong-e000000-s000000"
+    rec = b'{"id":"%s","label":"A","question":"{}","provenance":"{}"}' % rid.encode()
+    foreign = _tarfile_bytes([("__meta__", b"skipped"), (f"{rid}.json", rec), (f"{rid}.png", encode_png(frame))])
     (tmp_path / "foreign.tar").write_bytes(foreign)
     (got,) = list(records([str(tmp_path / "foreign.tar")], split=False))
     assert got["label"] == "A" and np.array_equal(got["image"], frame)
@@ -213,14 +214,17 @@ def test_the_writer_carries_long_names_in_pax_and_refuses_what_ustar_cannot_hold
 
 
 def test_the_helper_groups_like_webdataset_and_keeps_big_integers_exact(tmp_path):
+    import numpy as np
     from webdataset.tariterators import base_plus_ext
 
+    from atari_data.layout.png import encode_png
     from atari_data.publish.shards import records
 
-    rec = b'{"id":"expert-Pong-e000000-s000000","label":0,"provenance":"{\\"n\\": 18446744073709551616}"}'
-    names = ["._a.json", "a.json", "._a.png", ".png", "dir.x/.json"]
-    assert [base_plus_ext(n)[0] for n in names] == [None, "a", None, None, None]
-    (tmp_path / "s.tar").write_bytes(_tarfile_bytes([(n, rec if n == "a.json" else b"junk") for n in names]))
+    rec = b'{"id":"a","label":0,"provenance":"{\\"n\\": 18446744073709551616}"}'
+    names = ["._a.json", "a.json", "._a.png", ".png", "dir.x/.json", "a.png"]
+    assert [base_plus_ext(n)[0] for n in names] == [None, "a", None, None, None, "a"]
+    data = {"a.json": rec, "a.png": encode_png(np.zeros((2, 2), np.uint8))}
+    (tmp_path / "s.tar").write_bytes(_tarfile_bytes([(n, data.get(n, b"junk")) for n in names]))
     (got,) = list(records([str(tmp_path / "s.tar")], split=False))
     assert got["__key__"] == "a" and got["provenance"]["n"] == 2**64  # an int, not 1.8e19
     (tmp_path / "n.tar").write_bytes(_tarfile_bytes([("b.png", b"x")]))

@@ -61,8 +61,15 @@ def check(kind: str, size: int, *, file: str, field: str, compressed: int | None
             file=file,
             field=field,
         )
+    if compressed is not None:
+        check_ratio(size, compressed, file=file, field=field)
+
+
+def check_ratio(size: int, compressed: int, *, file: str, field: str) -> None:
+    """Refuse ``compressed`` bytes inflating to ``size`` over the ``ratio`` limit (past 64 KB: small
+    members of zeros inflate far, and cheaply)."""
     ratio = limit("ratio")
-    if compressed is not None and size > 64 * 1024 and size > ratio * max(compressed, 1):
+    if size > 64 * 1024 and size > ratio * max(compressed, 1):
         raise AtariDataError(
             f"inflates {size // max(compressed, 1):,}-fold ({compressed:,} -> {size:,} bytes), "
             f"over the limit of {ratio:,} (a zip bomb? raise it with --limit ratio=N)",

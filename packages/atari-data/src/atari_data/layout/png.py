@@ -22,11 +22,13 @@ from isal import isal_zlib
 from PIL import Image
 
 from atari_data.limits import limit
+from atari_data.schema import IMAGE_FORMATS
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVELS = range(1, 13)  # libdeflate's levels, for re-compressing (pack's --png-level)
 SAMPLES = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # PNG colour type -> samples per pixel
 MODES = {0: "L", 2: "RGB", 6: "RGBA"}  # the colour types read without Image.open
+FRAME_FORMATS = tuple(IMAGE_FORMATS.values())  # what a frame may be (Pillow's names)
 
 
 def _chunk(kind: bytes, data: bytes | bytearray) -> bytes:
@@ -57,17 +59,21 @@ def inflate(data: bytes, size: int) -> bytes | bytearray:
         raise ValueError(f"the image data does not inflate to at most {size:,} bytes (broken or too long)") from None
 
 
-def decode_png(data: bytes) -> np.ndarray:
-    """Pixels of a PNG as uint8 (H x W, or H x W x 3/4).
+def decode_png(data: bytes, formats: tuple[str, ...] = FRAME_FORMATS) -> np.ndarray:
+    """Pixels of a frame as uint8 (H x W, or H x W x 3/4); ValueError saying what is wrong for
+    anything that is not a whole image of one of ``formats`` (Pillow's names, the schema's frame
+    formats by default) within the frame limit.
 
     8-bit, non-interlaced grey, RGB and RGBA PNGs are read without parsing the file twice: rows
     written without filters (what :func:`encode_png` writes) by one inflate; filtered rows (what
     Pillow and most encoders write) by Pillow's PNG row decoder, handed the image data as it is.
-    Anything else (palettes, transparency chunks, 16-bit, interlaced) goes through
-    ``PIL.Image.open``.
+    Anything else (palettes, transparency chunks, 16-bit, interlaced, JPEG) goes through
+    :func:`pillow_frame`.
     """
-    _check_declared_size(data)
-    plain = _plain_idat(data)
+    plain = None
+    if "PNG" in formats:
+        _check_declared_size(data)
+        plain = _plain_idat(data)
     if plain is not None:
         w, h, colour, idat = plain
         channels = SAMPLES[colour]
@@ -76,20 +82,47 @@ def decode_png(data: bytes) -> np.ndarray:
             rows = np.frombuffer(raw, np.uint8).reshape(h, 1 + w * channels)
             return rows[:, 1:].reshape((h, w) if channels == 1 else (h, w, channels)).copy()
         mode = MODES[colour]
-        return np.asarray(Image.frombytes(mode, (w, h), idat, "zip", mode))
-    with Image.open(io.BytesIO(data)) as im:
-        return np.asarray(im)
+        try:
+            return np.asarray(Image.frombytes(mode, (w, h), idat, "zip", mode))
+        except (OSError, ValueError) as e:  # a filter type PNG does not define, a broken stream
+            raise ValueError(f"is a broken PNG image ({e})") from None
+    return np.asarray(pillow_frame(data, formats))
+
+
+def pillow_frame(data: bytes, formats: tuple[str, ...] = FRAME_FORMATS) -> Image.Image:
+    """``data`` decoded by Pillow as one of ``formats`` only, its declared size checked against the
+    frame limit before a pixel is decoded; ValueError saying what is wrong otherwise (Pillow's own
+    errors are many: OSError, SyntaxError, struct.error, its bomb check...)."""
+    what = " or ".join(formats)
+    try:
+        im = Image.open(io.BytesIO(data), formats=formats)
+    except Image.UnidentifiedImageError:
+        raise ValueError(f"is not a {what} image") from None
+    except Exception as e:  # noqa: BLE001 - whatever a Pillow plugin raises on a broken header
+        raise ValueError(f"is a broken {what} image ({type(e).__name__}: {e})") from None
+    w, h = im.size
+    _check_size(w, h, w * h * 4)  # 4 bytes a pixel bounds every mode Pillow decodes frames to
+    try:
+        im.load()
+    except Exception as e:  # noqa: BLE001 - as above: truncated data, a broken stream
+        raise ValueError(f"is a broken {im.format} image ({type(e).__name__}: {e})") from None
+    return im
 
 
 def _check_declared_size(data: bytes) -> None:
-    """Refuse a PNG whose header declares more pixels than the frame limit, before inflating anything."""
+    """Refuse a PNG whose header declares no pixels or more than the frame limit, before inflating anything."""
     if data[:8] == SIGNATURE and len(data) >= 26 and data[12:16] == b"IHDR":
         w, h, depth = struct.unpack(">IIB", data[16:25])
-        size = w * h * 4 * max(1, depth // 8)
-        if size > limit("frame"):
-            raise ValueError(
-                f"declares {w}x{h} pixels ({size:,} bytes decoded), over the frame limit of {limit('frame') >> 20} MB"
-            )
+        _check_size(w, h, w * h * 4 * max(1, depth // 8))
+
+
+def _check_size(w: int, h: int, size: int) -> None:
+    if not (w and h):
+        raise ValueError(f"has no pixels (its header declares {w}x{h})")
+    if size > limit("frame"):
+        raise ValueError(
+            f"declares {w}x{h} pixels ({size:,} bytes decoded), over the frame limit of {limit('frame') >> 20} MB"
+        )
 
 
 def _unfiltered(idat: bytes, h: int, stride: int) -> bytes | bytearray | None:
@@ -138,7 +171,7 @@ def _chunks(data: bytes, strict: bool) -> tuple[tuple, list[bytes], set[bytes]] 
         if strict and (end > len(data) or data[end - 4 : end] != struct.pack(">I", zlib.crc32(body, zlib.crc32(kind)))):
             return None
         if header is None:
-            if length != 13:
+            if length != 13 or len(body) != 13:  # a header cut short is not a PNG header
                 return None
             header = struct.unpack(">IIBBBBB", body)
         elif kind == b"IDAT":

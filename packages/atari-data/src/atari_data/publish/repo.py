@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from atari_data.schema import IMAGE_SUFFIXES
+
 CARD = "README.md"
 DATA, WEBDATASET, META, SCHEMA, REPLAY = "data", "webdataset", "meta", "schema", "replay"
 SCHEMA_KINDS = ("record", "meta")
@@ -41,7 +43,7 @@ HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*\Z
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 RECORD_EXT = "json"
-FRAME_EXTS = ("png", "jpg")
+FRAME_EXTS = tuple(suffix.lstrip(".") for suffix in IMAGE_SUFFIXES)
 PREV = "prev"
 
 

@@ -11,37 +11,74 @@ DataLoader worker, so every process reads a disjoint set: give each enough shard
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from functools import partial
 
 import numpy as np
 import orjson
-from PIL import Image
 
 from atari_data.errors import AtariDataError
 from atari_data.layout.png import decode_png
 from atari_data.publish import repo
 from atari_data.publish.tar import members
-from atari_data.schema import JSON_TEXT
+from atari_data.schema import IMAGE_FORMATS, JSON_TEXT
+from atari_data.schema.types import json_kind
 
 
 def decode_sample(sample: dict, memo: dict | None = None) -> dict:
     """A WebDataset sample (members named as :mod:`atari_data.publish.repo` says) as a record dict.
-    ``memo`` (a dict kept between calls) decodes a frame that is the last sample's frame once."""
+    ``memo`` (a dict kept between calls) decodes a frame that is the last sample's frame once.
+
+    What pack writes is what is read: a JSON object whose ``id`` is the sample's key and whose
+    mappings are JSON text, a frame, and a previous frame of the frame's shape. Anything else is
+    one AtariDataError naming the shard and the member."""
+    url, key = sample.get("__url__"), sample.get("__key__")
     if repo.RECORD_EXT not in sample:
-        raise AtariDataError(
-            f"sample {sample.get('__key__')!r} has no .{repo.RECORD_EXT} member", file=sample.get("__url__")
-        )
-    rec = _loads(sample[repo.RECORD_EXT])
+        raise AtariDataError(f"sample {key!r} has no .{repo.RECORD_EXT} member", file=url)
+    where = f"{key}.{repo.RECORD_EXT}"
+    rec = _json(sample[repo.RECORD_EXT], url, where)
+    if type(rec) is not dict:
+        raise AtariDataError(f"is a JSON {json_kind(rec)}, not an object", file=url, field=where)
+    if rec.get("id") != key:
+        raise AtariDataError(f"is {rec.get('id')!r}, not the sample's key", file=url, field=f"{where}: id")
     for name in JSON_TEXT & rec.keys():
-        rec[name] = _loads(rec[name])
+        if type(rec[name]) is not str:
+            raise AtariDataError(f"is a JSON {json_kind(rec[name])}, not JSON text", file=url, field=f"{where}: {name}")
+        rec[name] = _json(rec[name], url, f"{where}: {name}")
+    for name in FRAME_FIELDS & rec.keys():
+        raise AtariDataError("is in the record; frames are members of their own", file=url, field=f"{where}: {name}")
+    for ext in sample.keys() - _NOT_MEMBERS:
+        if repo.member_role(ext) is None:
+            raise AtariDataError(_STRAY, file=url, field=f"{key}.{ext}")
     for ext in repo.FRAME_EXTS:
-        for key, field in ((f"{repo.PREV}.{ext}", "prev_image"), (ext, "image")):  # the previous first
-            if key in sample:
-                rec[field] = _decode_once(sample[key], ext, memo)
+        for member, field in ((f"{repo.PREV}.{ext}", "prev_image"), (ext, "image")):  # the previous first
+            if member in sample:
+                rec[field] = _decode_once(sample[member], ext, memo, url, f"{key}.{member}")
+    image, prev = rec.get("image"), rec.get("prev_image")
+    if image is None:
+        raise AtariDataError(f"sample {key!r} has no frame (.{' or .'.join(repo.FRAME_EXTS)})", file=url)
+    if prev is not None and prev.shape != image.shape:
+        member = next(m for m in (f"{repo.PREV}.{e}" for e in repo.FRAME_EXTS) if m in sample)
+        raise AtariDataError(f"is {_shape(prev)}, the frame is {_shape(image)}", file=url, field=f"{key}.{member}")
     return rec
+
+
+FRAME_FIELDS = frozenset(("image", "prev_image"))
+_NOT_MEMBERS = frozenset(("__key__", "__url__"))
+_STRAY = "is not a member of a record (.json, .png or .jpg, .prev.png or .prev.jpg, .<name>.png)"
+
+
+def _shape(frame: np.ndarray) -> str:
+    return "x".join(map(str, frame.shape))
+
+
+def _json(text: bytes | str, url: str | None, where: str):
+    try:
+        return _loads(text)
+    except (ValueError, RecursionError) as e:  # JSON, UTF-8 and int-digit errors are ValueErrors
+        why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        raise AtariDataError(f"is not valid JSON ({why})", file=url, field=where) from None
 
 
 def _loads(text: bytes | str):
@@ -62,24 +99,20 @@ def _loads(text: bytes | str):
 _DIGITS_AS_ZERO, _LONG = bytes.maketrans(b"123456789", b"0" * 9), b"0" * 19
 
 
-def _decode_once(data: bytes, ext: str, memo: dict | None) -> np.ndarray:
+def _decode_once(data: bytes, ext: str, memo: dict | None, url: str | None, member: str) -> np.ndarray:
     # A two-frame sample's previous frame is, as a rule, the sample before's frame: the same bytes.
     # The memo keeps its own copy of the last frame decoded and gives that copy away once, so
     # every array a caller gets is its own (a caller may write into either).
     if memo is not None and memo.get("bytes") == data:
         del memo["bytes"]
         return memo.pop("frame")
-    frame = _decode(data, ext)
+    try:
+        frame = decode_png(data, (IMAGE_FORMATS["." + ext],))  # only the format the name says
+    except ValueError as e:
+        raise AtariDataError(str(e), file=url, field=member) from None
     if memo is not None:
         memo.update(bytes=data, frame=frame.copy())
     return frame
-
-
-def _decode(data: bytes, ext: str) -> np.ndarray:
-    if ext == "png":
-        return decode_png(data)
-    with Image.open(io.BytesIO(data)) as im:
-        return np.asarray(im)
 
 
 def records(urls, split: bool = True, shuffle: int = 0, seed: int = 0):
@@ -110,6 +143,7 @@ def _samples(shards):
 
     for source in url_opener(shards):
         url, stream, sample = source["url"], source["stream"], None
+        seen: set[str] = set()  # keys of the shard so far: a sample never comes twice
         try:
             for name, data in members(stream, url):
                 key, ext = base_plus_ext(name)
@@ -119,6 +153,9 @@ def _samples(shards):
                 if sample is None or key != sample["__key__"]:
                     if sample is not None:
                         yield sample
+                    if key in seen:
+                        raise AtariDataError(f"sample {key!r} comes twice in the shard", file=url)
+                    seen.add(key)
                     sample = {"__key__": key, "__url__": url}
                 if ext in sample:
                     raise AtariDataError(f"{name!r} comes twice in one sample", file=url)

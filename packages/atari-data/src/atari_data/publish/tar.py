@@ -14,19 +14,18 @@ frame; the walk here costs about 15 (``tools/bench/record.py``). What it does in
   block, and only zeros may follow it: a shard cut short at a member's edge is an error, not fewer
   samples. Regular files are yielded; pax and GNU long-name headers rename (and pax headers resize)
   the member after them; directories, links and devices are skipped, as webdataset skips them;
-  sparse members, which would need reassembling, are refused. A gzip-compressed shard is read
-  through gzip.
+  sparse members, which would need reassembling, are refused. A gzip-compressed shard is inflated
+  a megabyte at a time, refused once it inflates past the ``ratio`` limit.
 """
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 from atari_data.errors import AtariDataError
-from atari_data.limits import check, limit
+from atari_data.limits import check, check_ratio, limit
 
 BLOCK = 512
 _END = bytes(2 * BLOCK)
@@ -109,7 +108,7 @@ def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
     shard (and member) when a header is corrupt, a size is over the limit or the stream ends early."""
     h = stream.read(BLOCK)
     if h[:2] == _GZIP:  # webdataset reads gzip-compressed shards too; only they pay for the wrapper
-        stream = gzip.GzipFile(fileobj=_Prefixed(h, stream), mode="rb")  # type: ignore[call-overload]
+        stream = _Gunzip(h, stream, url)
         h = stream.read(BLOCK)
     read = stream.read
     pax: dict[bytes, bytes] = {}  # from a pax header, for the member after it
@@ -145,20 +144,60 @@ def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
         h = read(BLOCK)
 
 
-class _Prefixed:
-    """A read-only stream: ``first``, then the rest of ``stream`` (any object with ``read(n)``)."""
+class _Gunzip:
+    """The inflated bytes of a gzip stream (``first``, then the rest of ``stream``), read ``n`` at a
+    time in bounded memory. A stream cut short, corrupt, followed by anything but zeros or another
+    gzip member, or inflating past the ``ratio`` limit is one AtariDataError naming the shard
+    (gzip.GzipFile raises EOFError, BadGzipFile or zlib.error and knows no limit)."""
 
-    def __init__(self, first: bytes, stream):
-        self.first, self.stream = first, stream
+    def __init__(self, first: bytes, stream, url: str):
+        self.stream, self.url = stream, url
+        self.pending, self.compressed, self.inflated = first, len(first), 0
+        self.z = zlib.decompressobj(31)
+        self.done = False
 
-    def read(self, n: int = -1) -> bytes:
-        if not self.first:
-            return self.stream.read(n)
-        if 0 <= n < len(self.first):
-            head, self.first = self.first[:n], self.first[n:]
-            return head
-        head, self.first = self.first, b""
-        return head + self.stream.read(-1 if n < 0 else n - len(head))
+    def read(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n and not self.done:
+            if self.z.eof:
+                self._next_member()
+                continue
+            data = self.z.unconsumed_tail or self.pending or self._more()
+            self.pending = b""
+            if not data:
+                raise AtariDataError(
+                    f"the gzip stream ends early at byte {self.compressed:,} (cut short?)", file=self.url
+                )
+            try:
+                piece = self.z.decompress(data, min(n - len(out), 1 << 20))  # checked each MB
+            except zlib.error as e:
+                raise AtariDataError(
+                    f"the gzip stream is corrupt before byte {self.compressed:,} ({e})", file=self.url
+                ) from None
+            out += piece
+            self.inflated += len(piece)
+            check_ratio(self.inflated, self.compressed, file=self.url, field="(gzip)")
+        return bytes(out)
+
+    def _more(self) -> bytes:
+        data = self.stream.read(1 << 16)
+        self.compressed += len(data)
+        return data
+
+    def _next_member(self) -> None:
+        """After a member's end: another member, or zeros to the end (as gzip allows), or an error."""
+        rest = self.z.unused_data
+        while len(rest) < 2 and (more := self._more()):
+            rest += more
+        if rest[:2] == _GZIP:
+            self.z, self.pending = zlib.decompressobj(31), rest
+            return
+        while rest:
+            if rest.strip(b"\0"):
+                at = self.compressed - len(rest.lstrip(b"\0"))
+                raise AtariDataError(f"is not gzip data after byte {at:,} (trailing garbage?)", file=self.url)
+            rest = self._more()
+        self.done = True
 
 
 def _check_end(read, url: str, at: int) -> None:
@@ -201,9 +240,15 @@ def _size(h: bytes, url: str, at: int) -> int:
 
 
 def _pax_size(pax: dict[bytes, bytes], url: str, at: int) -> int:
-    if not pax[b"size"].isdigit():
-        raise AtariDataError(f"the pax header before byte {at:,} gives size {pax[b'size']!r}", file=url)
-    return int(pax[b"size"])
+    digits = pax[b"size"]
+    if not digits.isdigit():
+        raise AtariDataError(f"the pax header before byte {at:,} gives size {digits[:40]!r}", file=url)
+    if len(digits) > 18:  # past any limit, and past what int() converts beyond 4,300 digits
+        raise AtariDataError(
+            f"the pax header before byte {at:,} gives a size of {len(digits):,} digits, over the member limit",
+            file=url,
+        )
+    return int(digits)
 
 
 def _check_sum(h: bytes, url: str, at: int) -> None:

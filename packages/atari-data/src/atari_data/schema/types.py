@@ -45,7 +45,7 @@ def _const(ns: dict, value) -> str:
     return name
 
 
-def _kind(v) -> str:
+def json_kind(v) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
         type(v), "number" if isinstance(v, (int, float)) else type(v).__name__
     )
@@ -62,7 +62,7 @@ class Str(Type):
 
     def check(self, v, path, out):
         if type(v) is not str:
-            out.append((path, f"expected a string, got {_kind(v)}"))
+            out.append((path, f"expected a string, got {json_kind(v)}"))
         elif self.choices is not None and v not in self.choices:
             out.append((path, f"{v!r} is not one of {', '.join(self.choices)}"))
         elif self.pattern is not None and not self.pattern.match(v):
@@ -112,7 +112,7 @@ class Int(Type):
             shown = v if type(v) is int else f"{v:.6g}"
             out.append((path, f"{shown} is past the 64-bit integer range (int64, as Parquet stores it)"))
         elif type(v) is not int:
-            out.append((path, f"expected an integer, got {_kind(v)}"))
+            out.append((path, f"expected an integer, got {json_kind(v)}"))
         elif self.choices is not None and v not in self.choices:
             out.append((path, f"{v} is not one of {', '.join(map(str, self.choices))}"))
         elif self.minimum is not None and v < self.minimum:
@@ -151,7 +151,7 @@ class Num(Type):
 
     def check(self, v, path, out):
         if type(v) not in (int, float):
-            out.append((path, f"expected a number, got {_kind(v)}"))
+            out.append((path, f"expected a number, got {json_kind(v)}"))
         elif not math.isfinite(v):
             out.append((path, f"{v} is not finite"))
 
@@ -178,7 +178,7 @@ class Image(Type):
 
     def check(self, v, path, out):
         if type(v) is not str:
-            out.append((path, f"expected a string, got {_kind(v)}"))
+            out.append((path, f"expected a string, got {json_kind(v)}"))
 
     def expr(self, v, ns, depth=0):
         return f"(type({v}) is str)"
@@ -204,7 +204,7 @@ class List(Type):
 
     def check(self, v, path, out):
         if type(v) is not list:
-            out.append((path, f"expected a list, got {_kind(v)}"))
+            out.append((path, f"expected a list, got {json_kind(v)}"))
             return
         if len(v) < self.min_items:
             out.append((path, f"has {len(v)} items, expected at least {self.min_items}"))
@@ -248,7 +248,7 @@ class Map(Type):
 
     def check(self, v, path, out):
         if type(v) is not dict:
-            out.append((path, f"expected an object, got {_kind(v)}"))
+            out.append((path, f"expected an object, got {json_kind(v)}"))
             return
         for k, x in v.items():
             self.value.check(x, f"{path}.{k}", out)
@@ -351,7 +351,7 @@ class Object(Type):
     def check(self, v, path, out, skip: frozenset = frozenset()):
         """Check every field but those in ``skip`` (already known to be right)."""
         if type(v) is not dict:
-            out.append((path or "(record)", f"expected an object, got {_kind(v)}"))
+            out.append((path or "(record)", f"expected an object, got {json_kind(v)}"))
             return
         prefix = f"{path}." if path else ""
         for f in self.fields:
