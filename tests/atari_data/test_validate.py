@@ -251,6 +251,26 @@ def test_an_integer_past_64_bits_is_refused_before_parquet_overflows(layout, cap
     assert "64-bit" in err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("depth", [64, 65, 1000])
+def test_provenance_nested_past_64_levels_is_one_defect_not_a_recursion_error(layout, capsys, tmp_path, depth):
+    """orjson and the standard library read JSON nested about 1,000 deep; checking it recursed, so
+    validate and pack crashed with RecursionError. The schema takes 64 levels, far past any real
+    provenance, and says so."""
+    path = layout / B2 / "train.jsonl"
+    first, rest = path.read_bytes().split(b"\n", 1)
+    rec = json.loads(first)
+    rec["provenance"] = {"note": "X"}
+    path.write_bytes(json.dumps(rec).replace('"X"', "[" * depth + "]" * depth).encode() + b"\n" + rest)
+    if depth <= 64:
+        assert run_cli(layout, capsys=capsys)[0] == 0
+        return
+    expect(layout, capsys, r"train\.jsonl:1: provenance\.note: nests deeper than 64 levels")
+    rc = main(["pack", str(layout), str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "nests deeper than 64 levels" in err and not (tmp_path / "out").exists()
+
+
 def test_caps_respected(layout, capsys):
     edit_meta(layout, P1, lambda m: m["caps"].update(train=10))
     expect(layout, capsys, r"train\.jsonl: \(records\): \d+ records exceed the cap 10")

@@ -269,24 +269,34 @@ class Map(Type):
 
 @dataclass(frozen=True)
 class JSONValue(Type):
-    """Any JSON value (provenance payloads: numbers, strings, lists, objects)."""
+    """Any JSON value (provenance payloads: numbers, strings, lists, objects), nested at most
+    ``max_depth`` levels: far past any real payload, and well inside what every reader and writer
+    on the way (the standard library's ~1,000, orjson's 254 when writing) takes."""
 
     doc: str = "JSON value"
+    max_depth: int = 64
 
     def describe(self):
-        return "any JSON"
+        return f"any JSON, nested at most {self.max_depth} levels"
 
     def check(self, v, path, out):
-        if isinstance(v, float) and not math.isfinite(v):
-            out.append((path, f"{v} is not finite (not valid JSON)"))
-        elif isinstance(v, list):
-            for i, x in enumerate(v):
-                self.check(x, f"{path}[{i}]", out)
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                self.check(x, f"{path}.{k}", out)
-        elif not isinstance(v, (str, int, float, bool, type(None))):
-            out.append((path, f"expected a JSON value, got {type(v).__name__}"))
+        root, todo = path, [(v, path, 0)]  # a stack, not recursion: a value nested 1,000 deep is one defect
+        while todo:
+            v, path, depth = todo.pop()
+            if isinstance(v, float) and not math.isfinite(v):
+                out.append((path, f"{v} is not finite (not valid JSON)"))
+            elif isinstance(v, (list, dict)):
+                if depth == self.max_depth:
+                    out.append((root, f"nests deeper than {self.max_depth} levels"))
+                    return
+                items = (
+                    [(f"{path}[{i}]", x) for i, x in enumerate(v)]
+                    if isinstance(v, list)
+                    else [(f"{path}.{k}", x) for k, x in v.items()]
+                )
+                todo.extend((x, p, depth + 1) for p, x in reversed(items))  # reversed: checked in order
+            elif not isinstance(v, (str, int, float, bool, type(None))):
+                out.append((path, f"expected a JSON value, got {type(v).__name__}"))
 
     def expr(self, v, ns, depth=0):
         def ok(value, check=self.check):
