@@ -122,6 +122,17 @@ def test_corrupt_and_wrong_sized_frames_with_images(layout, capsys):
     expect(layout, capsys, r"train\.jsonl:7: prev_image: .* is L 84x84, expected RGB 210x160", "--images")
 
 
+@pytest.mark.parametrize("fmt,options", [("TIFF", {"compression": "tiff_deflate"}), ("JPEG", {})])
+def test_a_frame_of_another_format_is_refused_not_decoded_past_the_limit(layout, capsys, monkeypatch, fmt, options):
+    """A 2000x2000 deflated TIFF or JPEG named .png is 12 MB of pixels in a few KB of file: Pillow
+    decoded it whatever the frame limit said, since only a PNG's header was checked. A frame is
+    decoded only as the format its name says."""
+    monkeypatch.setenv("ATARI_DATA_LIMITS", "frame=1")
+    recs = lines(layout / B2 / "train.jsonl")
+    Image.new("RGB", (2000, 2000)).save(layout / B2 / recs[4]["image"], fmt, **options)
+    expect(layout, capsys, r"train\.jsonl:5: image: \S+ does not decode \(is not a PNG image\)", "--images")
+
+
 def test_prev_image_missing_in_two_frame_source(layout, capsys):
     edit_record(layout, B2, i=2, prev_image=DELETE)
     expect(layout, capsys, r"train\.jsonl:3: prev_image: is missing")
@@ -364,7 +375,6 @@ def test_images_checks_each_frame_whole_without_decoding_pixels(layout, capsys, 
     import struct
     import zlib
 
-    from atari_data.layout import validate as validate_module
     from atari_data.layout.png import _chunk, encode_png, frame_mode_size
 
     frame = np.random.default_rng(0).integers(0, 255, (210, 160, 3), np.uint8)
@@ -417,9 +427,9 @@ def test_images_checks_each_frame_whole_without_decoding_pixels(layout, capsys, 
         expect(layout, capsys, rf"train\.jsonl:{i + 1}: image: .* does not decode", "--images")
     expect(layout, capsys, rf"train\.jsonl:{n + 2}: image: .* is P 210x160, expected RGB 210x160", "--images")
     expect(layout, capsys, rf"train\.jsonl:{n + 3}: image: .* does not decode", "--images")
-    real_open = validate_module.Image.open
+    real_open = Image.open
     opened = []
-    monkeypatch.setattr(validate_module.Image, "open", lambda f, *a: opened.append(f) or real_open(f, *a))
+    monkeypatch.setattr(Image, "open", lambda f, *a, **kw: opened.append(f) or real_open(f, *a, **kw))
     _, out, _ = run_cli(layout, "--images", capsys=capsys)
     assert f"train.jsonl:{n + 1}:" not in out, out
     frames = 2 * sum(len(lines(layout / B2 / f"{split}.jsonl")) for split in ("train", "val"))

@@ -93,7 +93,7 @@ def pillow_frame(data: bytes, formats: tuple[str, ...] = FRAME_FORMATS) -> Image
     """``data`` decoded by Pillow as one of ``formats`` only, its declared size checked against the
     frame limit before a pixel is decoded; ValueError saying what is wrong otherwise (Pillow's own
     errors are many: OSError, SyntaxError, struct.error, its bomb check...)."""
-    what = " or ".join(formats)
+    what = " or ".join(formats) or "frame"
     try:
         im = Image.open(io.BytesIO(data), formats=formats)
     except Image.UnidentifiedImageError:

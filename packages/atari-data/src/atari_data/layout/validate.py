@@ -6,21 +6,19 @@ what was expected. Validation never stops at the first defect and never raises o
 
 from __future__ import annotations
 
-import io
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
-from PIL import Image
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import META, READY, GameDir, list_games, swap_into_place, write_atomic
-from atari_data.layout.png import frame_mode_size
+from atari_data.layout.png import frame_mode_size, pillow_frame
 from atari_data.layout.records import GameRules
 from atari_data.limits import read_bytes
-from atari_data.schema import FRAME_FORMAT_RE, check_structure
+from atari_data.schema import FRAME_FORMAT_RE, IMAGE_FORMATS, check_structure
 from atari_data.schema import META as META_SCHEMA
 from laya_protocol.games import all_games, minimal_actions
 from laya_protocol.names import SPLITS
@@ -192,7 +190,7 @@ class _GameCheck:
                 self._decode(self.g.path / rel, path, n, fld, size)
         if rec["step"] == 0 and len(names) == 2 and all(r in present for _, r in names):
             a, b = (_frame_bytes(self.g.path / r) for _, r in names)  # each file read once
-            if a != b and _pixels(a) != _pixels(b):
+            if a != b and _pixels(a, _formats(Path(names[0][1]))) != _pixels(b, _formats(Path(names[1][1]))):
                 self.defect(
                     path,
                     "prev_image",
@@ -204,12 +202,15 @@ class _GameCheck:
         mode, wh = size
         try:
             data = read_bytes(file, "frame", fld)
-            got = frame_mode_size(data)  # any PNG checked whole in one inflate; our plain frames need no more
-            if got is None:  # not a PNG, or a whole PNG of another kind: Pillow decodes it
-                with Image.open(io.BytesIO(data)) as im:
-                    im.load()
-                    got = im.mode, im.size
+            formats = _formats(file)
+            got = frame_mode_size(data) if formats == ("PNG",) else None  # a PNG checked whole in one inflate
+            if got is None:  # not a PNG, or a whole PNG of another kind: Pillow decodes it as its name says
+                im = pillow_frame(data, formats)
+                got = im.mode, im.size
             got_mode, got_size = got
+        except ValueError as e:  # what pillow_frame and the PNG checks say
+            self.defect(path, fld, f"{file.name} does not decode ({e})", n)
+            return
         except Exception as e:  # noqa: BLE001 - any decoder failure is a defect of this file
             self.defect(path, fld, f"{file.name} does not decode ({type(e).__name__}: {e})", n)
             return
@@ -253,14 +254,20 @@ def _frame_bytes(path: Path) -> bytes | None:
         return None
 
 
-def _pixels(data: bytes | None):
+def _formats(file: Path) -> tuple[str, ...]:
+    """The one image format a frame file may hold, by its suffix (the schema's IMAGE_FORMATS)."""
+    fmt = IMAGE_FORMATS.get(file.suffix)
+    return (fmt,) if fmt else ()
+
+
+def _pixels(data: bytes | None, formats: tuple[str, ...]):
     if data is None:
         return object()  # a missing frame, like an unreadable one, equals no other
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            return im.mode, im.size, im.tobytes()
-    except Exception:  # noqa: BLE001 - an unreadable frame never equals another
+        im = pillow_frame(data, formats)
+    except ValueError:  # an unreadable frame never equals another
         return object()
+    return im.mode, im.size, im.tobytes()
 
 
 def commit_game(staged: GameDir, images: bool, file: str) -> Path:
