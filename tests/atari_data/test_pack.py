@@ -198,9 +198,70 @@ def _add_member(tar_path, name, data=b"x"):
         tf.addfile(info, io.BytesIO(data))
 
 
+def _first_shard(r, split="train"):
+    return sorted((r / "webdataset" / "expert2f" / "Breakout").glob(f"{split}-*.tar"))[0]
+
+
+def _edit_member(tar_path, ext, data):
+    """The shard written again with the first sample's ``ext`` member replaced by ``data``."""
+    import io
+
+    from atari_data.publish.tar import TarWriter, members
+
+    with open(tar_path, "rb") as f:
+        old = list(members(io.BytesIO(f.read()), str(tar_path)))
+    first = old[0][0].split(".", 1)[0]
+    writer = TarWriter(tar_path)
+    for name, body in old:
+        writer.add(name, data if name == f"{first}.{ext}" else body)
+    writer.close()
+
+
+def _edit_cell(r, column, value):
+    """The first row's ``column`` set to ``value`` in the first Breakout train Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = sorted((r / "data" / "expert2f" / "Breakout").glob("train-*.parquet"))[0]
+    table = pq.read_table(path)
+    cells = table.column(column).to_pylist()
+    cells[0] = value(cells[0]) if callable(value) else value
+    i = table.schema.get_field_index(column)
+    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(cells, table.schema.field(i).type)), path)
+
+
+def _image_bytes(fmt, size=(160, 210), **options):
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", size).save(out, fmt, **options)
+    return out.getvalue()
+
+
 @pytest.mark.parametrize(
     "how,message",
     [
+        # what the readers refuse, doctor finds: the shard helper ...
+        (lambda r: _edit_member(_first_shard(r), "json", b"[1, 2, 3]"), "is a JSON array, not an object"),
+        (
+            lambda r: _edit_member(_first_shard(r), "prev.png", _image_bytes("PNG", (7, 3))),
+            "prev.png: is 3x7x3, the frame is 210x160x3",
+        ),
+        # ... and the Parquet rows, read as the schema says
+        (
+            lambda r: _edit_cell(
+                r, "image", lambda c: {**c, "bytes": _image_bytes("TIFF", compression="tiff_deflate")}
+            ),
+            "image: is not a PNG or JPEG image",
+        ),
+        (
+            lambda r: _edit_cell(r, "prev_image", lambda c: {**c, "bytes": _image_bytes("PNG", (7, 3))}),
+            "prev_image: is 3x7x3, the image is 210x160x3",
+        ),
+        (lambda r: _edit_cell(r, "question", "[1,2"), "question: is not valid JSON"),
+        (lambda r: _edit_cell(r, "label", 99), "label: 99 is out of range"),
         (
             lambda r: next((r / "data" / "expert2f" / "Breakout").glob("train-*.parquet")).unlink(),
             "examples, the data has",
@@ -257,6 +318,15 @@ def test_doctor_finds_broken_repos(packed, tmp_path, capsys, how, message):
     assert main(["doctor", str(repo)]) == 2
     out = capsys.readouterr().out
     assert message in out and "Traceback" not in out
+
+
+def test_a_file_that_does_not_load_is_doctors_one_line_not_datasets_log_too(packed, tmp_path):
+    """In its own process, as a user runs it (pytest's log capture would hide what datasets logs)."""
+    repo = _broken(packed, tmp_path, lambda r: next((r / "data/expert/Pong").glob("train-*.parquet")).write_bytes(b"x"))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(["atari-data", "doctor", str(repo)], capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and "does not load" in done.stdout, done.stdout + done.stderr
+    assert not done.stderr.strip(), done.stderr
 
 
 def test_publish_dry_run_and_offline_error_never_show_the_token(packed, capsys, monkeypatch):

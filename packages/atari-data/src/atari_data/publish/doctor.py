@@ -1,12 +1,16 @@
 """`atari-data doctor`: check a packed repository against its contract (:mod:`atari_data.publish.repo`)
 and its card: every config and split loads with ``load_dataset``, counts agree with meta.json and
-the card, shards hold only well-named plain members, frames decode, sizes fit the Hub. A repository
+the card, every row is a record the schema and its game's meta.json accept, shards hold only
+well-named plain members and read through the shard helper, frames decode (only as PNG or JPEG,
+within the frame limit), sizes fit the Hub. A repository
 of Melting Pot clips is checked by :mod:`atari_data.meltingpot.doctor`.
 """
 
 from __future__ import annotations
 
+import json
 import tarfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,11 +19,13 @@ from tqdm.auto import tqdm
 from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout import read_json
-from atari_data.layout.png import is_intact
+from atari_data.layout.png import decode_png, is_intact
+from atari_data.layout.records import GameRules, image_name
 from atari_data.publish import repo
 from atari_data.publish.card import read_card
+from atari_data.publish.shards import FRAME_FIELDS, records, shape_text
 from atari_data.publish.teardown import streaming
-from atari_data.schema import GAME_RE, ID_RE, KNOWN_VERSIONS, RECORD, SOURCE_RE
+from atari_data.schema import GAME_RE, ID_RE, JSON_TEXT, KNOWN_VERSIONS, META, RECORD, SOURCE_RE, check_structure
 from laya_protocol.names import HUB_SPLITS
 
 
@@ -29,6 +35,7 @@ class Doctor:
     defects: list[AtariDataError] = field(default_factory=list)
     counts: dict = field(default_factory=dict)
     _meta_cache: dict = field(default_factory=dict)
+    _rules_cache: dict = field(default_factory=dict)
 
     def defect(self, file, fld: str, msg: str) -> None:
         self.defects.append(AtariDataError(msg, file=str(file), field=fld))
@@ -68,7 +75,8 @@ class Doctor:
                     )
                 claimed.update(matched)
                 files[name].update(matched)
-            self._config(name, conf, infos.get(name, {}))
+            with _quiet_datasets():  # a file that does not load is one defect line, not datasets' log too
+                self._config(name, conf, infos.get(name, {}))
         for name, held in files.items():  # a game config is only counted: its frames are its source's
             source, game = repo.split_config(name)
             outside = sorted(held - files.get(source, set())) if game is not None else []
@@ -127,10 +135,13 @@ class Doctor:
                             raise ValueError(f"row {n} is of {row['game']}")
                         n += 1
                 else:
+                    from datasets import Image as HFImage
+
+                    for key in FRAME_FIELDS & set(columns):  # frames as bytes: decoded here, within the limits
+                        rows = rows.cast_column(key, HFImage(decode=False))
+                    where = self.folder / df["path"]
                     for row in tqdm(rows, desc=f"doctor {name}/{split}", unit=" rows", disable=None, leave=False):
-                        for key in ("image", "prev_image"):  # decoding every frame on the way
-                            if row.get(key) is not None:
-                                row[key].load()
+                        self._row(where, row, source, metas)
                         n += 1
             except Exception as e:  # noqa: BLE001 - whatever `datasets` raises, it is a defect of the repo
                 why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -152,12 +163,59 @@ class Doctor:
             if game is None:
                 self._tars(source, split, n)
 
+    def _row(self, where: Path, row: dict, source: str, metas: dict[str, dict]) -> None:
+        """One Parquet row read as a consumer reads it: its frames decoded (only as PNG or JPEG, within
+        the frame limit, the previous frame the image's shape), its JSON text parsed, and the record
+        checked against the schema and its game's rules, as validate checks a layout's records."""
+        rid = row.get("id")
+        rec = {k: v for k, v in row.items() if v is not None and k not in FRAME_FIELDS}
+        frames = {}
+        for key in FRAME_FIELDS:
+            cell = row.get(key)
+            if cell is None:
+                continue
+            try:
+                frames[key] = decode_png((cell or {}).get("bytes") or b"")
+            except ValueError as e:
+                self.defect(where, f"{rid}: {key}", str(e))
+            rec[key] = image_name(str(rid), ".png", "prev" if key == "prev_image" else "")
+        image, prev = frames.get("image"), frames.get("prev_image")
+        if image is not None and prev is not None and prev.shape != image.shape:
+            self.defect(where, f"{rid}: prev_image", f"is {shape_text(prev)}, the image is {shape_text(image)}")
+        for key in JSON_TEXT & rec.keys():
+            text = rec[key]
+            try:
+                rec[key] = json.loads(text) if isinstance(text, str) else text
+            except (ValueError, RecursionError) as e:
+                self.defect(where, f"{rid}: {key}", f"is not valid JSON ({str(e)[:120]})")
+                return
+        rules = self._rules(source, rec.get("game"), metas)
+        if rules is None:
+            self.defect(where, f"{rid}: game", f"{rec.get('game')!r} has no usable meta.json (actions, frames)")
+            return
+        for fld, msg in rules.check(rec):
+            self.defect(where, f"{rid}: {fld}", msg)
+
+    def _rules(self, source: str, game, metas: dict[str, dict]) -> GameRules | None:
+        key = (source, game)
+        if key not in self._rules_cache:
+            meta = metas.get(game) if isinstance(game, str) else None
+            rules = None
+            if isinstance(meta, dict) and not check_structure(meta, META):
+                try:
+                    rules = GameRules(source, game, tuple(meta["actions"]), meta["frames"], meta["platform"])
+                except (AtariDataError, KeyError, ValueError):
+                    rules = None
+            self._rules_cache[key] = rules
+        return self._rules_cache[key]
+
     def _tars(self, source: str, split: str, n_rows: int) -> None:
         tars = sorted(self.folder.glob(repo.tar_pattern(source, split)))
         if not tars:
             return
         samples = 0
         for t in tars:
+            before = len(self.defects)
             try:
                 with tarfile.open(t) as tf:
                     keys: dict[str, set] = {}
@@ -189,6 +247,12 @@ class Doctor:
                     samples += len(keys)
             except (tarfile.TarError, OSError) as e:
                 self.defect(t, "(file)", f"is not a readable tar ({e})")
+            if len(self.defects) == before:  # names and frames fine: read it as the shard helper does
+                try:
+                    for _ in records([str(t)], split=False):
+                        pass
+                except AtariDataError as e:
+                    self.defects.append(e)
         if samples != n_rows:
             self.defect(
                 self.folder / repo.WEBDATASET / source, split, f"{samples} samples, the parquet split has {n_rows}"
@@ -231,3 +295,15 @@ class Doctor:
     def _limits(self) -> None:
         for path, fld, msg in repo.hub_limit_defects(self.folder):
             self.defect(path, fld, msg)
+
+
+@contextmanager
+def _quiet_datasets():
+    from datasets.utils import logging as datasets_logging
+
+    level = datasets_logging.get_verbosity()
+    datasets_logging.set_verbosity(datasets_logging.CRITICAL)
+    try:
+        yield
+    finally:
+        datasets_logging.set_verbosity(level)

@@ -60,7 +60,9 @@ def decode_sample(sample: dict, memo: dict | None = None) -> dict:
         raise AtariDataError(f"sample {key!r} has no frame (.{' or .'.join(repo.FRAME_EXTS)})", file=url)
     if prev is not None and prev.shape != image.shape:
         member = next(m for m in (f"{repo.PREV}.{e}" for e in repo.FRAME_EXTS) if m in sample)
-        raise AtariDataError(f"is {_shape(prev)}, the frame is {_shape(image)}", file=url, field=f"{key}.{member}")
+        raise AtariDataError(
+            f"is {shape_text(prev)}, the frame is {shape_text(image)}", file=url, field=f"{key}.{member}"
+        )
     return rec
 
 
@@ -69,7 +71,7 @@ _NOT_MEMBERS = frozenset(("__key__", "__url__"))
 _STRAY = "is not a member of a record (.json, .png or .jpg, .prev.png or .prev.jpg, .<name>.png)"
 
 
-def _shape(frame: np.ndarray) -> str:
+def shape_text(frame: np.ndarray) -> str:
     return "x".join(map(str, frame.shape))
 
 
