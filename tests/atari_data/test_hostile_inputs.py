@@ -623,3 +623,6 @@ def test_limit_values_that_are_not_plain_digits_are_one_line(tmp_path, value, mo
     monkeypatch.setenv("ATARI_DATA_LIMITS", "")
     code, err = check_promises(main, ["--limit", f"frame={value}", "stats", tmp_path], sandbox=tmp_path, target=None)
     assert code == 2 and "--limit:" in err, err
+    monkeypatch.setenv("ATARI_DATA_LIMITS", f"frame={value}")
+    code, err = check_promises(main, ["stats", tmp_path], sandbox=tmp_path, target=None)
+    assert code == 2 and "ATARI_DATA_LIMITS:" in err and "--limit" not in err.split(":", 2)[1], err

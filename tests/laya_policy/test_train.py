@@ -732,6 +732,17 @@ def test_the_cnn_refuses_settings_it_has_no_use_for(data, tmp_path, capsys):
     assert "only the cnn takes it" in capsys.readouterr().err and not (tmp_path / "x").exists()
 
 
+def test_a_mistyped_model_lists_the_presets_at_once(data, tmp_path, capsys):
+    """`--model tinyy` is neither a preset, a folder nor a Hub id ORG/NAME: online it spent 30 s on
+    Hub retries, and it never said what the presets are."""
+    from laya_policy.cli import main
+
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "x"), "--model", "tinyy"]) == 2
+    err = capsys.readouterr().err
+    assert "--model tinyy" in err and "tiny, random-smolvlm, cnn" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()
+
+
 def test_the_cnn_trains_in_the_older_frames_form_on_request_and_a_resume_keeps_its_form(data, tmp_path, capsys):
     """--cnn-inputs frames reproduces the form before the motion input (for comparisons); the checkpoint
     says so, and a run started in one form is not resumed in the other."""

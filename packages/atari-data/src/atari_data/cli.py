@@ -597,10 +597,11 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        if args.limit:  # through the environment, so worker processes apply the same limits
-            from atari_data.limits import ENV, parse
+        from atari_data.limits import ENV, parse
 
-            merged = {**parse(os.environ.get(ENV, "")), **parse(",".join(args.limit))}
+        from_env = parse(os.environ.get(ENV, ""), ENV)  # a bad variable is refused now, not at the first frame
+        if args.limit:  # through the environment, so worker processes apply the same limits
+            merged = {**from_env, **parse(",".join(args.limit))}
             os.environ[ENV] = ",".join(f"{k}={v}" for k, v in merged.items())
         return COMMANDS[args.command](args)
     except AtariDataError as e:

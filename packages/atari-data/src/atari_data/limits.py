@@ -27,14 +27,15 @@ DEFAULTS = {"frame": 64, "member": 2048, "file": 1024, "ratio": 200}
 ENV = "ATARI_DATA_LIMITS"
 
 
-def parse(text: str) -> dict[str, int]:
-    """``"member=4096,file=512"`` -> {"member": 4096, "file": 512}; unknown kinds are an error."""
+def parse(text: str, source: str = "--limit") -> dict[str, int]:
+    """``"member=4096,file=512"`` -> {"member": 4096, "file": 512}; unknown kinds are an error,
+    blamed on ``source`` (the flag, or the environment variable the text came from)."""
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         kind, _, value = part.partition("=")
         if kind not in DEFAULTS or not re.fullmatch(r"[0-9]{1,9}", value) or int(value) < 1:
             raise AtariDataError(
-                f"{part!r} is not KIND=N with KIND one of {', '.join(DEFAULTS)} and N >= 1", field="--limit"
+                f"{part!r} is not KIND=N with KIND one of {', '.join(DEFAULTS)} and N >= 1", field=source
             )
         out[kind] = int(value)
     return out
@@ -48,7 +49,7 @@ def limit(kind: str) -> int:
 @functools.lru_cache(maxsize=8)
 def _limits(env: str) -> dict[str, int]:
     """Every limit for one value of the environment variable (read per frame: parsed once)."""
-    return {k: v if k == "ratio" else v * MB for k, v in {**DEFAULTS, **parse(env)}.items()}
+    return {k: v if k == "ratio" else v * MB for k, v in {**DEFAULTS, **parse(env, ENV)}.items()}
 
 
 def check(kind: str, size: int, *, file: str, field: str, compressed: int | None = None) -> None:

@@ -28,7 +28,15 @@ import torch
 
 from atari_data.layout import write_atomic
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
-from laya_policy.checkpoint import CNN, AgentConfig, load_checkpoint, load_config, resolve_checkpoint, save_checkpoint
+from laya_policy.checkpoint import (
+    CNN,
+    HUB_SPEC,
+    AgentConfig,
+    load_checkpoint,
+    load_config,
+    resolve_checkpoint,
+    save_checkpoint,
+)
 from laya_policy.cnn import INPUTS, MOTION, MOTION_GAIN, NatureCNN, check_size
 from laya_policy.data import Example, load_examples
 from laya_policy.distributed import Distributed, set_threads
@@ -203,6 +211,10 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         size = 84 if cfg.image_size is None else cfg.image_size
         check_size(size)
     if cfg.pretrained:
+        if not (Path(cfg.backbone).is_dir() or HUB_SPEC.match(cfg.backbone)):  # asked of no Hub, so at once
+            raise ValueError(
+                f"--model {cfg.backbone}: not a preset ({', '.join([*PRESETS, CNN])}), a folder or a Hub id ORG/NAME"
+            )
         native, patch = pretrained_image_size(cfg.backbone)
         if cfg.image_size is not None and cfg.image_size != native:
             raise ValueError(

@@ -219,7 +219,7 @@ def builtin_expert(game: str) -> RamExpert:
     if game not in BUILTIN:
         raise AtariDataError(
             f"no built-in expert for {game} (built-in: {', '.join(sorted(BUILTIN))}); "
-            "use --expert sb3:PATH, cleanrl:PATH or hub:REPO",
+            "use --expert planner (any ALE game), sb3:PATH, cleanrl:PATH or hub:REPO",
             field="--expert",
         )
     return BUILTIN[game](game)
