@@ -24,7 +24,7 @@ def test_stats_json(layout_master, capsys):
     b = by[("expert2f", "Breakout")]
     meta = json.loads((layout_master / "expert2f/Breakout/meta.json").read_text())
     assert b["ready"] and b["frames"] == 2 and b["train"] == meta["train"]["records"]
-    assert json.loads(b["labels"]) == meta["train"]["labels"]
+    assert b["labels"] == meta["train"]["labels"], "an object, as in meta.json, not JSON text"
     assert 0 < b["label_entropy_bits"] <= 2 and b["target"] is True
 
 

@@ -493,6 +493,7 @@ def test_push_stages_a_model_card_then_uploads_to_a_hub_the_judge_plays_back_fro
     card = (staged / "README.md").read_text()
     assert card.startswith('---\nlibrary_name: "laya-policy"\nlicense: "apache-2.0"')
     assert "base_model" not in card, "the tiny preset has no base model on the Hub"
+    assert str(data) not in card and str(tmp_path) not in card, "a local path means nothing to others, and leaks"
     assert "laya-eval run --policy laya:me/laya-tiny-pong" in card and "| Pong |" in card and "2 steps" in card
     # A dry run never replaces a folder, and the card's table must be this checkpoint's.
     (tmp_path / "mine").mkdir()

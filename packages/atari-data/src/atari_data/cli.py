@@ -345,8 +345,9 @@ def cmd_stats(a) -> int:
     from atari_data.layout.stats import stats_table
 
     table = stats_table(a.root, a.sources, a.games)
-    if a.json:
-        print(json.dumps(table.to_dicts(), indent=2))
+    if a.json:  # labels as the object meta.json holds (the table keeps them as text, one column type)
+        rows = [{**r, "labels": r["labels"] and json.loads(r["labels"])} for r in table.to_dicts()]
+        print(json.dumps(rows, indent=2))
     else:
         _print_table(table)
     return 0

@@ -66,7 +66,8 @@ def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str 
     if training:
         sources = ", ".join(training.get("sources") or []) or "all"
         lines += [
-            f"- data: `{data}` (sources {sources}; groups {', '.join(training.get('groups', []))})",
+            f"- data: {f'`{data}`' if training.get('data_on_hub') else 'a local dataset, not on the Hub'} "
+            f"(sources {sources}; groups {', '.join(training.get('groups', []))})",
             f"- {training.get('steps_done')} steps of batch {training.get('batch')} "
             f"({training.get('minutes')} minutes), frozen: {training.get('freeze')}, seed {training.get('seed')}",
             f"- preprocessing: {cfg.preprocess}, temperature {cfg.temperatures.get('choice', 1.0):.3g}",

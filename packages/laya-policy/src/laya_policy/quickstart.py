@@ -220,9 +220,8 @@ class Quickstart:
             "Built-in RAM experts played ALE v5 to make `expert2f` data; it was validated, packed, read back "
             "through `datasets.load_dataset`, used to train the policy, and the policy was judged by laya-eval "
             "against a uniform-random policy (same run). Normalised scores use, per game, the baseline named "
-            "below: the data's own expert episodes stop at "
-            f"{self.cfg.decision_cap} decisions, so where no baseline at the evaluation's cap of {self.cfg.cap} "
-            "exists laya-eval takes its reference table instead.",
+            "below: the data's own expert and random scores (meta.json) where they were measured at the "
+            f"evaluation's cap of {self.cfg.cap} decisions, laya-eval's reference table otherwise.",
             "",
             "| game | expert | random | cap | baseline from |",
             "| --- | ---: | ---: | ---: | --- |",
