@@ -282,6 +282,21 @@ def test_provenance_nested_past_64_levels_is_one_defect_not_a_recursion_error(la
     assert "nests deeper than 64 levels" in err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("where", ["record", "question"])
+def test_a_key_given_twice_is_a_defect(layout, capsys, where):
+    """JSON readers disagree on a repeated key (orjson and the standard library keep the last, others
+    the first or refuse), so a record holding one means different data to different readers."""
+    path = layout / B2 / "train.jsonl"
+    first, rest = path.read_bytes().split(b"\n", 1)
+    if where == "record":  # a label no reader should see, then the record's own
+        first = first.replace(b'"label":', b'"label":99,"label":', 1)
+    else:
+        first = first.replace(b'"criteria":', b'"type":"choice","criteria":', 1)
+    path.write_bytes(first + b"\n" + rest)
+    field = "label" if where == "record" else r"question\.type"
+    expect(layout, capsys, rf"train\.jsonl:1: {field}: is given twice \(JSON readers disagree")
+
+
 def test_caps_respected(layout, capsys):
     edit_meta(layout, P1, lambda m: m["caps"].update(train=10))
     expect(layout, capsys, r"train\.jsonl: \(records\): \d+ records exceed the cap 10")

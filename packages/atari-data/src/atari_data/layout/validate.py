@@ -6,6 +6,7 @@ what was expected. Validation never stops at the first defect and never raises o
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -145,13 +146,16 @@ class _GameCheck:
         lines = data.split(b"\n")
         if lines[-1] == b"":
             lines.pop()
-        check, loads, images, n_ids = rules.check, orjson.loads, self.images, len(ids)
+        check, loads, dumps, images, n_ids = rules.check, orjson.loads, orjson.dumps, self.images, len(ids)
         for n, line in enumerate(lines, 1):
             try:
                 rec = loads(line)
             except orjson.JSONDecodeError as e:
                 self.defect(path, "(record)", f"is not valid JSON ({e})", n)
                 continue
+            # A line written back the same holds no key twice (1 us); any other is parsed again, keys kept.
+            if dumps(rec) != line and (twice := repeated_key(line)):
+                self.defect(path, twice, "is given twice (JSON readers disagree on which one counts)", n)
             bad = check(rec)
             if bad:
                 for fld, msg in bad:
@@ -252,6 +256,35 @@ def _frame_bytes(path: Path) -> bytes | None:
         return read_bytes(path, "frame", "image")
     except (OSError, AtariDataError):
         return None
+
+
+def repeated_key(text: bytes) -> str | None:
+    """The path (``question.type``) of the first key that an object of a JSON text gives twice, or None."""
+
+    class Repeated(dict):
+        key = ""
+
+    def pairs(items: list) -> dict:
+        keys = [k for k, _ in items]
+        if len(set(keys)) == len(keys):
+            return dict(items)
+        out = Repeated(items)
+        out.key = next(k for i, k in enumerate(keys) if k in keys[:i])
+        return out
+
+    try:
+        todo = [("", json.loads(text, object_pairs_hook=pairs))]
+    except (ValueError, RecursionError):
+        return None  # not this check's to say: orjson read it
+    while todo:  # breadth first: the outermost repeat is named
+        where, v = todo.pop(0)
+        if isinstance(v, Repeated):
+            return f"{where}.{v.key}" if where else v.key
+        if isinstance(v, dict):
+            todo += [(f"{where}.{k}" if where else k, x) for k, x in v.items()]
+        elif isinstance(v, list):
+            todo += [(f"{where}[{i}]", x) for i, x in enumerate(v)]
+    return None
 
 
 def _formats(file: Path) -> tuple[str, ...]:
