@@ -361,6 +361,24 @@ def test_pack_refuses_bad_input(layout, packed, tmp_path):
     assert parse_size("1.5GB") == 1_500_000_000 and parse_size("300KB") == 300_000
 
 
+@pytest.mark.parametrize("size", [(160, 210), (2000, 2000)])
+def test_pack_refuses_a_jpeg_where_the_record_names_a_png(layout, tmp_path, size):
+    """pack checks each frame whole without decoding it; a JPEG passed that check whatever its name
+    and size said (only its end marker was looked at), so a 2000x2000 JPEG named .png was shipped in a
+    210x160 game."""
+    import io
+
+    from PIL import Image
+
+    rec = json.loads((layout / "expert/Pong/train.jsonl").read_text().splitlines()[3])
+    out = io.BytesIO()
+    Image.new("RGB", size).save(out, "JPEG")
+    (layout / "expert/Pong" / rec["image"]).write_bytes(out.getvalue())
+    with pytest.raises(AtariDataError, match=r"Pong/images/\S+\.png: image: is not an intact 210x160 frame"):
+        pack(PackConfig(root=str(layout), out=str(tmp_path / "x")))
+    assert not (tmp_path / "x").exists()
+
+
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 def test_a_pack_refused_part_way_closes_the_shards_it_had_open(layout, tmp_path):
     """A frame found damaged half-way through a split (validate without --images lets it by) stops

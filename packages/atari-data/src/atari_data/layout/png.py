@@ -252,10 +252,19 @@ def frame_mode_size(data: bytes) -> tuple[str, tuple[int, int]] | None:
     return MODES[colour], (w, h)
 
 
-def is_intact(data: bytes, size: tuple[int, int] | None = None) -> bool:
-    """Whether ``data`` is a whole JPEG, or an intact PNG (every chunk's CRC, its image data inflating
-    to its header's size) of ``size`` (width, height) when given; one inflate, no pixels built."""
+def is_intact(data: bytes, size: tuple[int, int] | None = None, formats: tuple[str, ...] = FRAME_FORMATS) -> bool:
+    """Whether ``data`` is, in one of ``formats``, a whole JPEG or an intact PNG (every chunk's CRC,
+    its image data inflating to its header's size), of ``size`` (width, height) when given; one
+    inflate for a PNG, a JPEG's header for its size, no pixels built."""
     if data[:3] == b"\xff\xd8\xff":
-        return data.rstrip(b"\x00")[-2:] == b"\xff\xd9"
-    got = png_size(data)
+        if "JPEG" not in formats or data.rstrip(b"\x00")[-2:] != b"\xff\xd9":
+            return False
+        if size is None:
+            return True
+        try:
+            with Image.open(io.BytesIO(data), formats=("JPEG",)) as im:  # the header alone
+                return im.size == size
+        except Exception:  # noqa: BLE001 - a header Pillow cannot read is not intact
+            return False
+    got = png_size(data) if "PNG" in formats else None
     return got is not None and (size is None or got == size)

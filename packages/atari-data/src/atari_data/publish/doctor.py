@@ -25,7 +25,17 @@ from atari_data.publish import repo
 from atari_data.publish.card import read_card
 from atari_data.publish.shards import FRAME_FIELDS, records, shape_text
 from atari_data.publish.teardown import streaming
-from atari_data.schema import GAME_RE, ID_RE, JSON_TEXT, KNOWN_VERSIONS, META, RECORD, SOURCE_RE, check_structure
+from atari_data.schema import (
+    GAME_RE,
+    ID_RE,
+    IMAGE_FORMATS,
+    JSON_TEXT,
+    KNOWN_VERSIONS,
+    META,
+    RECORD,
+    SOURCE_RE,
+    check_structure,
+)
 from laya_protocol.names import HUB_SPLITS
 
 
@@ -238,7 +248,8 @@ class Doctor:
                         if role != "record" and m.size > limits.limit("frame"):
                             self.defect(t, m.name, f"declares {m.size:,} bytes, over the frame limit")
                             continue
-                        if role != "record" and not is_intact(tf.extractfile(m).read()):  # type: ignore[union-attr]
+                        fmt = IMAGE_FORMATS.get("." + ext.rpartition(".")[2], "")  # the format its name says
+                        if role != "record" and not is_intact(tf.extractfile(m).read(), None, (fmt,)):  # type: ignore[union-attr]
                             self.defect(t, m.name, "is not an intact PNG or JPEG frame")
                         keys.setdefault(key, set()).add(role)
                     for key, roles in keys.items():

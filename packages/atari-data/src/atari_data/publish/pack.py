@@ -34,6 +34,7 @@ from atari_data.publish import repo
 from atari_data.publish.tar import TarWriter
 from atari_data.schema import (
     FRAME_FORMAT_RE,
+    IMAGE_FORMATS,
     IMAGE_SUFFIXES,
     JSON_TEXT,
     SCHEMA_VERSION,
@@ -127,7 +128,7 @@ def _intact(
     data = read_bytes(path, "frame", "image")
     if last is not None and data in last:
         return last[data]
-    if not is_intact(data, size):
+    if not is_intact(data, size, (IMAGE_FORMATS.get(path.suffix, ""),)):  # only the format its name says
         raise AtariDataError(
             f"is not an intact {'frame' if size is None else f'{size[1]}x{size[0]} frame'} "
             "(run `atari-data validate --images`)",
