@@ -609,6 +609,43 @@ def test_torch_batches_mix_games_from_a_layout_a_packed_folder_and_a_dataset(two
     assert {r["game"] for r in (AtariDataset(root, "expert2f-Pong")[i] for i in range(3))} == {"Pong"}
 
 
+@pytest.mark.parametrize(
+    "column,value,message",
+    [
+        (
+            "image",
+            lambda c: {**c, "bytes": _image_bytes("TIFF", compression="packbits")},
+            "image: is not a PNG or JPEG",
+        ),
+        ("prev_image", lambda c: {**c, "bytes": b"junk"}, "prev_image: is not a PNG or JPEG"),
+        ("question", "[1,2", "question: is not valid JSON"),
+    ],
+)
+def test_the_torch_dataset_of_a_packed_folder_trusts_no_row(packed, tmp_path, column, value, message):
+    """Rows from a packed folder or the Hub come from strangers: a frame is decoded by our decoder
+    (PNG or JPEG only, within the frame limit; datasets' Pillow path decoded a TIFF) and a row that
+    does not read is one AtariDataError naming the row and field (json.loads raised its own)."""
+    from atari_data.torch import AtariDataset
+
+    repo = _broken(packed, tmp_path, lambda r: _edit_cell(r, column, value))
+    rows = AtariDataset(repo, "expert2f-Breakout")
+    with pytest.raises(AtariDataError, match=message):
+        rows[0]  # the edited row is the first of its file
+    assert rows[1]["image"].shape == (210, 160, 3), "the other rows read"
+
+
+def test_the_torch_dataset_reads_its_own_folder_not_a_namesakes_cache(packed, tmp_path):
+    """datasets caches a local folder's Arrow build under the folder's name and its card's patterns:
+    a second folder of the same name, with other rows, was read from the first one's cache."""
+    from atari_data.torch import AtariDataset
+
+    for which, text in (("a", '{"first":1}'), ("b", '{"second":2}')):
+        repo = tmp_path / which / "repo"
+        shutil.copytree(packed, repo)
+        _edit_cell(repo, "provenance", text)
+        assert AtariDataset(repo, "expert2f-Breakout")[0]["provenance"] == json.loads(text), which
+
+
 def test_card_licenses_are_hub_ids_and_other_comes_with_a_name_and_link():
     from atari_data.publish.card import hub_licenses, size_category
 

@@ -29,6 +29,7 @@ import torch
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
+from atari_data.layout.png import decode_png
 from atari_data.publish.repo import is_packed, split_config
 from atari_data.schema import JSON_TEXT
 from laya_protocol.games import FULL_ACTIONS
@@ -43,8 +44,9 @@ class AtariDataset(torch.utils.data.Dataset):
     """Rows of a layout root, a packed folder, a Hub dataset id, or a ``datasets.Dataset`` of records.
 
     ``config`` is a source (``expert2f``) or one game of it (``expert2f-Pong``); ``split`` is
-    ``train`` or ``validation``. Rows are dicts: frames as uint8 arrays, ``question`` and
-    ``provenance`` as mappings, the other fields as stored."""
+    ``train`` or ``validation``. Rows are dicts: frames as uint8 arrays (decoded by atari-data's
+    decoder, within the frame limit), ``question`` and ``provenance`` as mappings, the other fields
+    as stored; a row that does not read is one AtariDataError naming it."""
 
     def __init__(self, data: Any, config: str | None = None, split: str = "train"):
         if split not in _LAYOUT_SPLIT:
@@ -61,9 +63,12 @@ class AtariDataset(torch.utils.data.Dataset):
         elif isinstance(data, (str, Path)):
             from datasets import load_dataset
 
-            self._rows = load_dataset(str(data), config, split=split)
+            # A local folder is built afresh: datasets keys its cache on the folder's name and the card's
+            # patterns, so another folder of that name (or this one re-packed) would read an old build.
+            fresh = "force_redownload" if Path(data).is_dir() else None
+            self._rows = _frames_as_bytes(load_dataset(str(data), config, split=split, download_mode=fresh))
         else:
-            self._rows = data
+            self._rows = _frames_as_bytes(data)
 
     def __len__(self) -> int:
         return len(self._layout) if self._layout is not None else len(self._rows)
@@ -77,15 +82,37 @@ class AtariDataset(torch.utils.data.Dataset):
                 row["prev_image"] = g.frame(rec, prev=True)
             return row
         row = dict(self._rows[i])
+        where = f"row {i} ({row.get('id')})"
         for key in ("image", "prev_image"):
-            if row.get(key) is not None:
-                row[key] = np.asarray(row[key])
-            else:
+            cell = row.get(key)
+            if cell is None:
                 row.pop(key, None)
+            elif isinstance(cell, dict):  # bytes, as _frames_as_bytes asked: decoded here, within the limits
+                try:
+                    row[key] = decode_png(cell.get("bytes") or b"")
+                except ValueError as e:
+                    raise AtariDataError(str(e), file=where, field=key) from None
+            else:
+                row[key] = np.asarray(cell)
         for key in JSON_TEXT & row.keys():
             if isinstance(row[key], str):
-                row[key] = json.loads(row[key])
+                try:
+                    row[key] = json.loads(row[key])
+                except (ValueError, RecursionError) as e:
+                    raise AtariDataError(f"is not valid JSON ({str(e)[:120]})", file=where, field=key) from None
         return row
+
+
+def _frames_as_bytes(rows):
+    """A ``datasets.Dataset`` whose frame columns give bytes, not Pillow images: Pillow would decode
+    any format it knows at any size; atari-data's decoder takes PNG or JPEG within the frame limit."""
+    from datasets import Image
+
+    features = getattr(rows, "features", None) or {}
+    for key in ("image", "prev_image"):
+        if isinstance(features.get(key), Image) and features[key].decode:
+            rows = rows.cast_column(key, Image(decode=False))
+    return rows
 
 
 def _is_layout(path: Path) -> bool:
