@@ -198,12 +198,35 @@ def _add_member(tar_path, name, data=b"x"):
         tf.addfile(info, io.BytesIO(data))
 
 
-def _first_shard(r, split="train"):
-    return sorted((r / "webdataset" / "expert2f" / "Breakout").glob(f"{split}-*.tar"))[0]
+def _first_shard(r, split="train", index=0):
+    return sorted((r / "webdataset" / "expert2f" / "Breakout").glob(f"{split}-*.tar"))[index]
+
+
+_GAMA_1 = b"\x00\x00\x00\x01gAMA\x01" + __import__("zlib").crc32(b"gAMA\x01").to_bytes(4, "big")  # Pillow: truncated
+
+
+def _copy_first_sample(src, dst):
+    """The first sample of shard ``src`` appended to shard ``dst`` as well (a reader reads it twice)."""
+    import io
+
+    from atari_data.publish.tar import TarWriter, members
+
+    def read(p):
+        with open(p, "rb") as f:
+            return list(members(io.BytesIO(f.read()), str(p)))
+
+    first = read(src)
+    key = first[0][0].split(".", 1)[0]
+    old = read(dst)
+    writer = TarWriter(dst)
+    for name, body in old + [(n, b) for n, b in first if n.split(".", 1)[0] == key]:
+        writer.add(name, body)
+    writer.close()
 
 
 def _edit_member(tar_path, ext, data):
-    """The shard written again with the first sample's ``ext`` member replaced by ``data``."""
+    """The shard written again with the first sample's ``ext`` member replaced by ``data`` (or added
+    after the sample's last member)."""
     import io
 
     from atari_data.publish.tar import TarWriter, members
@@ -211,9 +234,13 @@ def _edit_member(tar_path, ext, data):
     with open(tar_path, "rb") as f:
         old = list(members(io.BytesIO(f.read()), str(tar_path)))
     first = old[0][0].split(".", 1)[0]
+    target = f"{first}.{ext}"
+    if target not in (name for name, _ in old):
+        last = max(i for i, (name, _) in enumerate(old) if name.split(".", 1)[0] == first)
+        old.insert(last + 1, (target, data))
     writer = TarWriter(tar_path)
     for name, body in old:
-        writer.add(name, data if name == f"{first}.{ext}" else body)
+        writer.add(name, data if name == target else body)
     writer.close()
 
 
@@ -261,6 +288,12 @@ def _image_bytes(fmt, size=(160, 210), **options):
             "prev_image: is 3x7x3, the image is 210x160x3",
         ),
         (lambda r: _edit_cell(r, "question", "[1,2"), "question: is not valid JSON"),
+        (
+            lambda r: _edit_cell(r, "image", lambda c: {**c, "bytes": c["bytes"][:33] + _GAMA_1 + c["bytes"][33:]}),
+            "image: is a broken PNG or JPEG image (ValueError: Truncated gAMA chunk)",
+        ),
+        (lambda r: _edit_member(_first_shard(r), "jpg", _image_bytes("JPEG")), "has its frame twice"),
+        (lambda r: _copy_first_sample(_first_shard(r), _first_shard(r, index=1)), "(read twice)"),
         (lambda r: _edit_cell(r, "label", 99), "label: 99 is out of range"),
         (
             lambda r: next((r / "data" / "expert2f" / "Breakout").glob("train-*.parquet")).unlink(),

@@ -133,6 +133,19 @@ def test_a_frame_of_another_format_is_refused_not_decoded_past_the_limit(layout,
     expect(layout, capsys, r"train\.jsonl:5: image: \S+ does not decode \(is not a PNG image\)", "--images")
 
 
+def test_a_frame_pillow_refuses_is_a_defect_though_its_image_data_is_whole(layout, capsys):
+    """A 1-byte gAMA chunk (CRC right): the image data is whole, so the one-inflate check passed it,
+    and datasets' Pillow then refused the packed frame ("Truncated gAMA chunk")."""
+    import zlib
+
+    recs = lines(layout / B2 / "train.jsonl")
+    path = layout / B2 / recs[4]["image"]
+    png = path.read_bytes()
+    gama = b"\x00\x00\x00\x01gAMA\x01" + zlib.crc32(b"gAMA\x01").to_bytes(4, "big")
+    path.write_bytes(png[:33] + gama + png[33:])
+    expect(layout, capsys, r"train\.jsonl:5: image: \S+ does not decode \(is a broken PNG image .*gAMA", "--images")
+
+
 def test_prev_image_missing_in_two_frame_source(layout, capsys):
     edit_record(layout, B2, i=2, prev_image=DELETE)
     expect(layout, capsys, r"train\.jsonl:3: prev_image: is missing")

@@ -238,7 +238,8 @@ def test_png_decoder_reads_our_frames_and_falls_back_to_pillow(shape):
     assert np.array_equal(decode_png(buf.getvalue()), a)
     pal = io.BytesIO()
     Image.fromarray(a if a.ndim == 2 else a[..., 0]).convert("P").save(pal, format="PNG")
-    assert decode_png(pal.getvalue()).shape == a.shape[:2]
+    colours = np.asarray(Image.open(io.BytesIO(pal.getvalue())).convert("RGB"))
+    assert np.array_equal(decode_png(pal.getvalue()), colours), "a palette frame is its colours, not its indices"
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:

@@ -86,7 +86,20 @@ def decode_png(data: bytes, formats: tuple[str, ...] = FRAME_FORMATS) -> np.ndar
             return np.asarray(Image.frombytes(mode, (w, h), idat, "zip", mode))
         except (OSError, ValueError) as e:  # a filter type PNG does not define, a broken stream
             raise ValueError(f"is a broken PNG image ({e})") from None
-    return np.asarray(pillow_frame(data, formats))
+    return np.asarray(_eight_bit(pillow_frame(data, formats)))
+
+
+def _eight_bit(im: Image.Image) -> Image.Image:
+    """A frame as grey, RGB or RGBA bytes: a palette as its colours (Pillow gives its indices), grey
+    with alpha or a CMYK JPEG as RGB(A), 1-bit as grey; more than 8 bits a sample is refused."""
+    if im.mode in ("L", "RGB", "RGBA"):
+        return im
+    if im.mode.startswith("I") or im.mode == "F":
+        raise ValueError(f"is a {'16' if ';16' in im.mode else '32'}-bit image ({im.mode}); frames are 8-bit")
+    if im.mode == "1":
+        return im.convert("L")
+    alpha = im.mode in ("LA", "PA", "RGBa", "La") or "transparency" in im.info
+    return im.convert("RGBA" if alpha else "RGB")
 
 
 def pillow_frame(data: bytes, formats: tuple[str, ...] = FRAME_FORMATS) -> Image.Image:
@@ -142,12 +155,12 @@ def plain_rgb_or_grey(data: bytes) -> bool:
 
 def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
     """(width, height, colour type, IDAT stream) of an 8-bit, non-interlaced grey/RGB/RGBA PNG
-    without palette or transparency chunks, else None."""
+    of IHDR, IDAT and IEND alone (what :func:`encode_png` and Pillow write), else None."""
     parsed = _chunks(data, strict=False)
     if parsed is None:
         return None
     (w, h, depth, colour, _, _, interlace), idat, kinds = parsed
-    if depth != 8 or colour not in MODES or interlace or kinds & {b"PLTE", b"tRNS"}:
+    if depth != 8 or colour not in MODES or interlace or kinds:  # any other chunk: Pillow reads (and checks) it
         return None
     return w, h, colour, b"".join(idat)
 
@@ -232,7 +245,9 @@ def png_size(data: bytes) -> tuple[int, int] | None:
     broken streams at the cost of one inflate, without unfiltering or building pixels.
     """
     try:
-        header, _, _ = _whole(data)
+        header, _, kinds = _whole(data)
+        if kinds:  # chunks beyond the image's own: Pillow parses them and refuses a malformed one
+            pillow_frame(data, ("PNG",))
     except ValueError:
         return None
     return header[0], header[1]
@@ -240,14 +255,15 @@ def png_size(data: bytes) -> tuple[int, int] | None:
 
 def frame_mode_size(data: bytes) -> tuple[str, tuple[int, int]] | None:
     """(Pillow's mode, (width, height)) of a PNG frame of the plain kind :func:`decode_png` reads
-    without Pillow (8-bit grey, RGB or RGBA, not interlaced, no palette or transparency chunk), checked
+    without Pillow (8-bit grey, RGB or RGBA, not interlaced, no other chunk), checked
     whole in one inflate (:func:`_whole`) without building an image. A PNG that is not whole
-    raises ValueError saying what is broken, whatever its kind; a whole PNG of another kind, or an
-    image that is not a PNG, gives None (ask Pillow)."""
+    raises ValueError saying what is broken, whatever its kind; a whole PNG of another kind (any
+    chunk beyond IHDR, IDAT and IEND included: Pillow parses those), or an image that is not a PNG,
+    gives None (ask Pillow)."""
     if data[:8] != SIGNATURE:
         return None
     (w, h, depth, colour, _, _, interlace), _, kinds = _whole(data)
-    if depth != 8 or colour not in MODES or interlace or kinds & {b"PLTE", b"tRNS"}:
+    if depth != 8 or colour not in MODES or interlace or kinds:
         return None
     return MODES[colour], (w, h)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -277,11 +277,11 @@ def repeated_key(text: bytes) -> str | None:
         return out
 
     try:
-        todo = [("", json.loads(text, object_pairs_hook=pairs))]
+        todo = deque([("", json.loads(text, object_pairs_hook=pairs))])
     except (ValueError, RecursionError):
         return None  # not this check's to say: orjson read it
     while todo:  # breadth first: the outermost repeat is named
-        where, v = todo.pop(0)
+        where, v = todo.popleft()
         if isinstance(v, Repeated):
             return f"{where}.{v.key}" if where else v.key
         if isinstance(v, dict):

@@ -46,6 +46,7 @@ class Doctor:
     counts: dict = field(default_factory=dict)
     _meta_cache: dict = field(default_factory=dict)
     _rules_cache: dict = field(default_factory=dict)
+    _ids: dict = field(default_factory=dict)  # (source, split) -> the Parquet rows' ids
 
     def defect(self, file, fld: str, msg: str) -> None:
         self.defects.append(AtariDataError(msg, file=str(file), field=fld))
@@ -150,8 +151,10 @@ class Doctor:
                     for key in FRAME_FIELDS & set(columns):  # frames as bytes: decoded here, within the limits
                         rows = rows.cast_column(key, HFImage(decode=False))
                     where = self.folder / df["path"]
+                    ids = self._ids.setdefault((source, split), set())
                     for row in tqdm(rows, desc=f"doctor {name}/{split}", unit=" rows", disable=None, leave=False):
                         self._row(where, row, source, metas)
+                        ids.add(row.get("id"))
                         n += 1
             except Exception as e:  # noqa: BLE001 - whatever `datasets` raises, it is a defect of the repo
                 why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -184,10 +187,16 @@ class Doctor:
             cell = row.get(key)
             if cell is None:
                 continue
+            data = (cell if isinstance(cell, dict) else {}).get("bytes") or b""
             try:
-                frames[key] = decode_png((cell or {}).get("bytes") or b"")
+                frames[key] = decode_png(data)
             except ValueError as e:
                 self.defect(where, f"{rid}: {key}", str(e))
+            else:  # ours reads it; datasets reads it with Pillow, which checks every chunk
+                if not is_intact(data):
+                    self.defect(
+                        where, f"{rid}: {key}", "is not an intact PNG or JPEG (Pillow, as datasets uses it, refuses it)"
+                    )
             rec[key] = image_name(str(rid), ".png", "prev" if key == "prev_image" else "")
         image, prev = frames.get("image"), frames.get("prev_image")
         if image is not None and prev is not None and prev.shape != image.shape:
@@ -207,7 +216,7 @@ class Doctor:
             self.defect(where, f"{rid}: {fld}", msg)
 
     def _rules(self, source: str, game, metas: dict[str, dict]) -> GameRules | None:
-        key = (source, game)
+        key = (source, game if isinstance(game, str) else None)
         if key not in self._rules_cache:
             meta = metas.get(game) if isinstance(game, str) else None
             rules = None
@@ -223,7 +232,7 @@ class Doctor:
         tars = sorted(self.folder.glob(repo.tar_pattern(source, split)))
         if not tars:
             return
-        samples = 0
+        samples, shard_of = 0, dict[str, Path]()  # every sample's shard: a sample in two shards is read twice
         for t in tars:
             before = len(self.defects)
             try:
@@ -255,6 +264,9 @@ class Doctor:
                     for key, roles in keys.items():
                         if not {"record", "frame"} <= roles:
                             self.defect(t, key, f"has {sorted(roles)}; a sample needs its record and its frame")
+                        if key in shard_of:
+                            self.defect(t, key, f"is also in {shard_of[key].name} (read twice)")
+                        shard_of.setdefault(key, t)
                     samples += len(keys)
             except (tarfile.TarError, OSError) as e:
                 self.defect(t, "(file)", f"is not a readable tar ({e})")
@@ -268,6 +280,14 @@ class Doctor:
             self.defect(
                 self.folder / repo.WEBDATASET / source, split, f"{samples} samples, the parquet split has {n_rows}"
             )
+        rows = self._ids.get((source, split), set())
+        for what, ids in (
+            ("not in the parquet split", shard_of.keys() - rows),
+            ("in no shard", rows - shard_of.keys()),
+        ):
+            if ids:
+                first = sorted(ids, key=str)[0]
+                self.defect(self.folder / repo.WEBDATASET / source, split, f"{len(ids)} ids {what}, e.g. {first}")
 
     def _replay(self, listing: dict) -> None:
         base = self.folder / repo.REPLAY

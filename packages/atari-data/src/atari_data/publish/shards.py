@@ -51,6 +51,10 @@ def decode_sample(sample: dict, memo: dict | None = None) -> dict:
     for ext in sample.keys() - _NOT_MEMBERS:
         if repo.member_role(ext) is None:
             raise AtariDataError(_STRAY, file=url, field=f"{key}.{ext}")
+    for kind in (f"{repo.PREV}.", ""):
+        if sum(f"{kind}{ext}" in sample for ext in repo.FRAME_EXTS) > 1:
+            which = " and ".join(f".{kind}{ext}" for ext in repo.FRAME_EXTS)
+            raise AtariDataError(f"sample {key!r} has its {'previous ' if kind else ''}frame twice ({which})", file=url)
     for ext in repo.FRAME_EXTS:
         for member, field in ((f"{repo.PREV}.{ext}", "prev_image"), (ext, "image")):  # the previous first
             if member in sample:
@@ -105,7 +109,7 @@ def _decode_once(data: bytes, ext: str, memo: dict | None, url: str | None, memb
     # A two-frame sample's previous frame is, as a rule, the sample before's frame: the same bytes.
     # The memo keeps its own copy of the last frame decoded and gives that copy away once, so
     # every array a caller gets is its own (a caller may write into either).
-    if memo is not None and memo.get("bytes") == data:
+    if memo is not None and memo.get("bytes") == data and memo.get("ext") == ext:  # checked as this format
         del memo["bytes"]
         return memo.pop("frame")
     try:
@@ -113,7 +117,7 @@ def _decode_once(data: bytes, ext: str, memo: dict | None, url: str | None, memb
     except ValueError as e:
         raise AtariDataError(str(e), file=url, field=member) from None
     if memo is not None:
-        memo.update(bytes=data, frame=frame.copy())
+        memo.update(bytes=data, ext=ext, frame=frame.copy())
     return frame
 
 
@@ -126,6 +130,8 @@ def records(urls, split: bool = True, shuffle: int = 0, seed: int = 0):
 
     import webdataset as wds
 
+    if not urls:
+        raise AtariDataError("no shards given", field="urls")
     stages = [wds.SimpleShardList(urls)]
     if split:
         stages += [wds.split_by_node, wds.split_by_worker]
@@ -143,7 +149,7 @@ def _samples(shards):
     metadata members skipped, a repeated member an error, a sample never spanning two shards."""
     from webdataset.tariterators import base_plus_ext, url_opener
 
-    for source in url_opener(shards):
+    for source in _opened(url_opener(shards)):
         url, stream, sample = source["url"], source["stream"], None
         seen: set[str] = set()  # keys of the shard so far: a sample never comes twice
         try:
@@ -166,6 +172,17 @@ def _samples(shards):
             stream.close()
         if sample is not None:
             yield sample
+
+
+def _opened(sources):
+    """webdataset's opened shards; one that cannot be opened is one AtariDataError naming it."""
+    while True:
+        try:
+            yield next(sources)
+        except StopIteration:
+            return
+        except OSError as e:
+            raise AtariDataError(f"cannot be read ({e.strerror or e})", file=e.filename) from None
 
 
 _META = re.compile(r"__[^/]*__($|/)")  # webdataset's own metadata members, skipped as it skips them
