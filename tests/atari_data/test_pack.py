@@ -16,7 +16,7 @@ from atari_data.layout import list_games
 from atari_data.publish import repo
 from atari_data.publish.card import read_card
 from atari_data.publish.pack import PackConfig, pack, parse_size
-from atari_data.schema import RECORD
+from atari_data.schema import FRAME_FIELDS, RECORD
 
 
 def tree(root):
@@ -289,6 +289,14 @@ def _image_bytes(fmt, size=(160, 210), **options):
         ),
         (lambda r: _edit_cell(r, "question", "[1,2"), "question: is not valid JSON"),
         (
+            lambda r: _edit_cell(r, "question", lambda q: q.replace('"criteria":', '"type":"other","criteria":')),
+            "question.type: is given twice",
+        ),
+        (
+            lambda r: [_edit_cell(r, k, lambda c: {**c, "bytes": _image_bytes("PNG", (7, 3))}) for k in FRAME_FIELDS],
+            "image: is RGB 3x7, expected RGB 210x160 (meta.json frame_format)",
+        ),
+        (
             lambda r: _edit_cell(r, "image", lambda c: {**c, "bytes": c["bytes"][:33] + _GAMA_1 + c["bytes"][33:]}),
             "image: is a broken PNG or JPEG image (ValueError: Truncated gAMA chunk)",
         ),
@@ -410,6 +418,29 @@ def test_pack_refuses_a_jpeg_where_the_record_names_a_png(layout, tmp_path, size
     with pytest.raises(AtariDataError, match=r"Pong/images/\S+\.png: image: is not an intact 210x160 frame"):
         pack(PackConfig(root=str(layout), out=str(tmp_path / "x")))
     assert not (tmp_path / "x").exists()
+
+
+def test_packs_cache_of_the_last_frame_does_not_skip_a_format_check(layout_master, tmp_path):
+    """A record's .jpg frame, and the next record's previous frame holding the same JPEG bytes under a
+    .png name: pack's cache of the last frame, keyed by bytes alone, passed the second unchecked."""
+    import io
+
+    from PIL import Image
+
+    root = tmp_path / "root"
+    shutil.copytree(layout_master, root)
+    game = root / "expert2f/Breakout"
+    recs = [json.loads(x) for x in (game / "train.jsonl").read_text().splitlines()]
+    out = io.BytesIO()
+    Image.new("RGB", (160, 210)).save(out, "JPEG")
+    for key in FRAME_FIELDS:  # record 3 as JPEG frames, named so
+        (game / recs[3][key]).unlink()
+        recs[3][key] = recs[3][key].replace(".png", ".jpg")
+        (game / recs[3][key]).write_bytes(out.getvalue())
+    (game / recs[4]["prev_image"]).write_bytes(out.getvalue())  # the same bytes, named .png
+    (game / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(AtariDataError, match=r"s000\d+_prev\.png: image: is not an intact 210x160 frame"):
+        pack(PackConfig(root=str(root), out=str(tmp_path / "x")))
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
@@ -665,6 +696,25 @@ def test_the_torch_dataset_of_a_packed_folder_trusts_no_row(packed, tmp_path, co
     with pytest.raises(AtariDataError, match=message):
         rows[0]  # the edited row is the first of its file
     assert rows[1]["image"].shape == (210, 160, 3), "the other rows read"
+
+
+def test_the_torch_dataset_reads_frame_paths_only_from_a_dataset_you_built(packed, tmp_path):
+    """datasets stores a frame built from a file as its path. Yours is read; one in a packed folder
+    or on the Hub names a stranger's path (`/etc/hostname`), and is refused."""
+    from datasets import Dataset, Features, Image, Value
+
+    from atari_data.layout.png import encode_png
+    from atari_data.torch import AtariDataset
+
+    frame = np.arange(6 * 4 * 3, dtype=np.uint8).reshape(6, 4, 3)
+    (tmp_path / "f.png").write_bytes(encode_png(frame))
+    mine = Dataset.from_dict(
+        {"id": ["a"], "image": [str(tmp_path / "f.png")]}, Features(id=Value("string"), image=Image())
+    )
+    assert np.array_equal(AtariDataset(mine)[0]["image"], frame)
+    repo = _broken(packed, tmp_path, lambda r: _edit_cell(r, "image", {"bytes": None, "path": "/etc/hostname"}))
+    with pytest.raises(AtariDataError, match="image: has no bytes"):
+        AtariDataset(repo, "expert2f-Breakout")[0]
 
 
 def test_the_torch_dataset_reads_its_own_folder_not_a_namesakes_cache(packed, tmp_path):

@@ -30,8 +30,9 @@ import torch
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
 from atari_data.layout.png import decode_png
+from atari_data.limits import read_bytes
 from atari_data.publish.repo import is_packed, split_config
-from atari_data.schema import JSON_TEXT
+from atari_data.schema import FRAME_FIELDS, JSON_TEXT
 from laya_protocol.games import FULL_ACTIONS
 from laya_protocol.names import HUB_SPLITS
 
@@ -69,6 +70,7 @@ class AtariDataset(torch.utils.data.Dataset):
             self._rows = _frames_as_bytes(load_dataset(str(data), config, split=split, download_mode=fresh))
         else:
             self._rows = _frames_as_bytes(data)
+        self._own = not isinstance(data, (str, Path))  # a Dataset the caller built: its frame paths are theirs
 
     def __len__(self) -> int:
         return len(self._layout) if self._layout is not None else len(self._rows)
@@ -83,13 +85,13 @@ class AtariDataset(torch.utils.data.Dataset):
             return row
         row = dict(self._rows[i])
         where = f"row {i} ({row.get('id')})"
-        for key in ("image", "prev_image"):
+        for key in FRAME_FIELDS:
             cell = row.get(key)
             if cell is None:
                 row.pop(key, None)
             elif isinstance(cell, dict):  # bytes, as _frames_as_bytes asked: decoded here, within the limits
                 try:
-                    row[key] = decode_png(cell.get("bytes") or b"")
+                    row[key] = decode_png(_frame_bytes_of(cell, self._own, where, key))
                 except ValueError as e:
                     raise AtariDataError(str(e), file=where, field=key) from None
             else:
@@ -103,13 +105,27 @@ class AtariDataset(torch.utils.data.Dataset):
         return row
 
 
+def _frame_bytes_of(cell: dict, own: bool, where: str, key: str) -> bytes:
+    """A frame cell's bytes; a cell holding only a path is read when the caller built the dataset
+    (its own files), never for a folder or Hub id, whose paths a stranger wrote."""
+    if cell.get("bytes"):
+        return cell["bytes"]
+    if own and cell.get("path"):
+        try:
+            return read_bytes(cell["path"], "frame", key)
+        except OSError as e:
+            raise AtariDataError(f"cannot read {cell['path']} ({e.strerror or e})", file=where, field=key) from None
+    why = "has no bytes (a frame stored as a path is read only from a Dataset you built)"
+    raise AtariDataError(why, file=where, field=key)
+
+
 def _frames_as_bytes(rows):
     """A ``datasets.Dataset`` whose frame columns give bytes, not Pillow images: Pillow would decode
     any format it knows at any size; atari-data's decoder takes PNG or JPEG within the frame limit."""
     from datasets import Image
 
     features = getattr(rows, "features", None) or {}
-    for key in ("image", "prev_image"):
+    for key in FRAME_FIELDS:
         if isinstance(features.get(key), Image) and features[key].decode:
             rows = rows.cast_column(key, Image(decode=False))
     return rows
@@ -139,7 +155,7 @@ def collate(rows: list[dict]) -> dict:
         "target": target,
         "label": torch.tensor([row["label"] for row in rows], dtype=torch.long),
     }
-    for key in ("image", "prev_image"):
+    for key in sorted(FRAME_FIELDS):
         frames = [row[key] for row in rows if key in row]
         if not frames:
             continue

@@ -221,7 +221,8 @@ class Quickstart:
             "through `datasets.load_dataset`, used to train the policy, and the policy was judged by laya-eval "
             "against a uniform-random policy (same run). Normalised scores use, per game, the baseline named "
             "below: the data's own expert and random scores (meta.json) where they were measured at the "
-            f"evaluation's cap of {self.cfg.cap} decisions, laya-eval's reference table otherwise.",
+            f"evaluation's cap of {self.cfg.cap} decisions, else laya-eval's reference table at that cap, "
+            "else the data's own at another cap (flagged in the evaluation).",
             "",
             "| game | expert | random | cap | baseline from |",
             "| --- | ---: | ---: | ---: | --- |",

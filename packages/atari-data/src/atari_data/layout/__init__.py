@@ -63,15 +63,13 @@ class GameDir:
 
     def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
         """A record's frame (or previous frame) as a uint8 array, H x W (gray) or H x W x 3."""
-        from atari_data.layout.png import decode_png
+        from atari_data.layout.png import decode_png, formats_of
         from atari_data.limits import read_bytes
-        from atari_data.schema import IMAGE_FORMATS
 
         rel = rec["prev_image" if prev else "image"]
         path = safe_join(self.path, rel)
         try:
-            formats = (IMAGE_FORMATS.get(path.suffix, ""),)  # only the format its name says
-            return decode_png(read_bytes(path, "frame", "image"), formats)
+            return decode_png(read_bytes(path, "frame", "image"), formats_of(path.name))  # as its name says
         except (OSError, ValueError, zlib.error) as e:
             raise AtariDataError(f"cannot read frame ({e})", file=str(path), field="image") from None
 

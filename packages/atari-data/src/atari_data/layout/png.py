@@ -31,6 +31,13 @@ MODES = {0: "L", 2: "RGB", 6: "RGBA"}  # the colour types read without Image.ope
 FRAME_FORMATS = tuple(IMAGE_FORMATS.values())  # what a frame may be (Pillow's names)
 
 
+def formats_of(name: str) -> tuple[str, ...]:
+    """The one format a frame file or member named ``name`` may hold, by its suffix (the schema's
+    IMAGE_FORMATS); none for another suffix, so nothing decodes it."""
+    fmt = IMAGE_FORMATS.get("." + name.rpartition(".")[2])
+    return (fmt,) if fmt else ()
+
+
 def _chunk(kind: bytes, data: bytes | bytearray) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
@@ -64,7 +71,8 @@ def decode_png(data: bytes, formats: tuple[str, ...] = FRAME_FORMATS) -> np.ndar
     anything that is not a whole image of one of ``formats`` (Pillow's names, the schema's frame
     formats by default) within the frame limit.
 
-    8-bit, non-interlaced grey, RGB and RGBA PNGs are read without parsing the file twice: rows
+    8-bit, non-interlaced grey, RGB and RGBA PNGs of IHDR, IDAT and IEND alone are read without
+    parsing the file twice (their chunks' CRCs unchecked: a reader takes what it can): rows
     written without filters (what :func:`encode_png` writes) by one inflate; filtered rows (what
     Pillow and most encoders write) by Pillow's PNG row decoder, handed the image data as it is.
     Anything else (palettes, transparency chunks, 16-bit, interlaced, JPEG) goes through
@@ -91,7 +99,8 @@ def decode_png(data: bytes, formats: tuple[str, ...] = FRAME_FORMATS) -> np.ndar
 
 def _eight_bit(im: Image.Image) -> Image.Image:
     """A frame as grey, RGB or RGBA bytes: a palette as its colours (Pillow gives its indices), grey
-    with alpha or a CMYK JPEG as RGB(A), 1-bit as grey; more than 8 bits a sample is refused."""
+    with alpha or a CMYK JPEG as RGB(A), 1-bit as grey. Grey of 16 or 32 bits (Pillow's I and F
+    modes) is refused; 16-bit colour Pillow itself reduces to 8 bits."""
     if im.mode in ("L", "RGB", "RGBA"):
         return im
     if im.mode.startswith("I") or im.mode == "F":
@@ -106,7 +115,9 @@ def pillow_frame(data: bytes, formats: tuple[str, ...] = FRAME_FORMATS) -> Image
     """``data`` decoded by Pillow as one of ``formats`` only, its declared size checked against the
     frame limit before a pixel is decoded; ValueError saying what is wrong otherwise (Pillow's own
     errors are many: OSError, SyntaxError, struct.error, its bomb check...)."""
-    what = " or ".join(formats) or "frame"
+    if not formats:
+        raise ValueError(f"has no frame suffix ({', '.join(IMAGE_FORMATS)})")
+    what = " or ".join(formats)
     try:
         im = Image.open(io.BytesIO(data), formats=formats)
     except Image.UnidentifiedImageError:
@@ -242,7 +253,8 @@ def png_size(data: bytes) -> tuple[int, int] | None:
     """(width, height) of a complete, intact PNG (every check of :func:`_whole`), else None.
 
     For sources that copy frames byte for byte: that catches truncated files, flipped bits and
-    broken streams at the cost of one inflate, without unfiltering or building pixels.
+    broken streams at the cost of one inflate, without unfiltering or building pixels; a PNG with
+    other chunks than IHDR, IDAT and IEND is decoded by Pillow as well, which refuses a malformed one.
     """
     try:
         header, _, kinds = _whole(data)
@@ -269,9 +281,9 @@ def frame_mode_size(data: bytes) -> tuple[str, tuple[int, int]] | None:
 
 
 def is_intact(data: bytes, size: tuple[int, int] | None = None, formats: tuple[str, ...] = FRAME_FORMATS) -> bool:
-    """Whether ``data`` is, in one of ``formats``, a whole JPEG or an intact PNG (every chunk's CRC,
-    its image data inflating to its header's size), of ``size`` (width, height) when given; one
-    inflate for a PNG, a JPEG's header for its size, no pixels built."""
+    """Whether ``data`` is, in one of ``formats``, a whole JPEG or an intact PNG (every check of
+    :func:`png_size`), of ``size`` (width, height) when given; one inflate for a plain PNG, a JPEG's
+    header for its size."""
     if data[:3] == b"\xff\xd8\xff":
         if "JPEG" not in formats or data.rstrip(b"\x00")[-2:] != b"\xff\xd9":
             return False

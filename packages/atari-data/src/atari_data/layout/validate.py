@@ -16,11 +16,11 @@ import orjson
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import META, READY, GameDir, list_games, swap_into_place, write_atomic
-from atari_data.layout.png import frame_mode_size, pillow_frame
+from atari_data.layout.png import formats_of, frame_mode_size, pillow_frame
 from atari_data.layout.records import GameRules
 from atari_data.limits import read_bytes
-from atari_data.schema import FRAME_FORMAT_RE, IMAGE_FORMATS, check_structure
 from atari_data.schema import META as META_SCHEMA
+from atari_data.schema import check_structure, frame_size
 from laya_protocol.games import all_games, minimal_actions
 from laya_protocol.names import SPLITS
 
@@ -72,7 +72,7 @@ class _GameCheck:
             actions = list(minimal_actions(g.game)) if g.game in all_games() else ["NOOP"]
         frames = meta["frames"] if meta.get("frames") in (1, 2) else 1
         rules = GameRules(g.source, g.game, tuple(actions or ()), frames, str(meta.get("platform", "ale")))
-        size = self._frame_size(meta.get("frame_format"))
+        size = frame_size(meta.get("frame_format"))
 
         try:
             present = {"images/" + n for n in os.listdir(g.path / "images")}
@@ -125,10 +125,6 @@ class _GameCheck:
                 )
         return meta
 
-    def _frame_size(self, fmt) -> tuple[str, tuple[int, int]] | None:
-        m = FRAME_FORMAT_RE.match(fmt) if isinstance(fmt, str) else None
-        return ("RGB" if m[1] == "rgb" else "L", (int(m[3]), int(m[2]))) if m else None
-
     def _split(self, split: str, rules: GameRules, present: set, ids: set, size):
         path = self.g.split_file(split)
         label_counts = [0] * len(rules.actions)
@@ -159,7 +155,7 @@ class _GameCheck:
             except TypeError:  # nested past orjson's writer (254 levels): the schema's depth check says so
                 same = False
             if not same and (twice := repeated_key(line)):
-                self.defect(path, twice, "is given twice (JSON readers disagree on which one counts)", n)
+                self.defect(path, twice, REPEATED, n)
             bad = check(rec)
             if bad:
                 for fld, msg in bad:
@@ -198,7 +194,7 @@ class _GameCheck:
                 self._decode(self.g.path / rel, path, n, fld, size)
         if rec["step"] == 0 and len(names) == 2 and all(r in present for _, r in names):
             a, b = (_frame_bytes(self.g.path / r) for _, r in names)  # each file read once
-            if a != b and _pixels(a, _formats(Path(names[0][1]))) != _pixels(b, _formats(Path(names[1][1]))):
+            if a != b and _pixels(a, formats_of(names[0][1])) != _pixels(b, formats_of(names[1][1])):
                 self.defect(
                     path,
                     "prev_image",
@@ -210,7 +206,7 @@ class _GameCheck:
         mode, wh = size
         try:
             data = read_bytes(file, "frame", fld)
-            formats = _formats(file)
+            formats = formats_of(file.name)
             got = frame_mode_size(data) if formats == ("PNG",) else None  # a PNG checked whole in one inflate
             if got is None:  # not a PNG, or a whole PNG of another kind: Pillow decodes it as its name says
                 im = pillow_frame(data, formats)
@@ -262,19 +258,24 @@ def _frame_bytes(path: Path) -> bytes | None:
         return None
 
 
+REPEATED = "is given twice (JSON readers disagree on which one counts)"
+
+
 def repeated_key(text: bytes) -> str | None:
-    """The path (``question.type``) of the first key that an object of a JSON text gives twice, or None."""
+    """The path (``question.type``) of a key that an object of a JSON text gives twice, the outermost
+    such object's first repeat, or None."""
 
     class Repeated(dict):
         key = ""
 
     def pairs(items: list) -> dict:
-        keys = [k for k, _ in items]
-        if len(set(keys)) == len(keys):
-            return dict(items)
-        out = Repeated(items)
-        out.key = next(k for i, k in enumerate(keys) if k in keys[:i])
-        return out
+        out = dict(items)
+        if len(out) == len(items):
+            return out
+        seen: set[str] = set()
+        repeated = Repeated(items)
+        repeated.key = next(k for k, _ in items if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        return repeated
 
     try:
         todo = deque([("", json.loads(text, object_pairs_hook=pairs))])
@@ -289,12 +290,6 @@ def repeated_key(text: bytes) -> str | None:
         elif isinstance(v, list):
             todo += [(f"{where}[{i}]", x) for i, x in enumerate(v)]
     return None
-
-
-def _formats(file: Path) -> tuple[str, ...]:
-    """The one image format a frame file may hold, by its suffix (the schema's IMAGE_FORMATS)."""
-    fmt = IMAGE_FORMATS.get(file.suffix)
-    return (fmt,) if fmt else ()
 
 
 def _pixels(data: bytes | None, formats: tuple[str, ...]):

@@ -19,22 +19,24 @@ from tqdm.auto import tqdm
 from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout import read_json
-from atari_data.layout.png import decode_png, is_intact
+from atari_data.layout.png import decode_png, formats_of, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, image_name
+from atari_data.layout.validate import REPEATED, repeated_key
 from atari_data.publish import repo
 from atari_data.publish.card import read_card
-from atari_data.publish.shards import FRAME_FIELDS, records, shape_text
+from atari_data.publish.shards import records, shape_text
 from atari_data.publish.teardown import streaming
 from atari_data.schema import (
+    FRAME_FIELDS,
     GAME_RE,
     ID_RE,
-    IMAGE_FORMATS,
     JSON_TEXT,
     KNOWN_VERSIONS,
     META,
     RECORD,
     SOURCE_RE,
     check_structure,
+    frame_size,
 )
 from laya_protocol.names import HUB_SPLITS
 
@@ -192,11 +194,8 @@ class Doctor:
                 frames[key] = decode_png(data)
             except ValueError as e:
                 self.defect(where, f"{rid}: {key}", str(e))
-            else:  # ours reads it; datasets reads it with Pillow, which checks every chunk
-                if not is_intact(data):
-                    self.defect(
-                        where, f"{rid}: {key}", "is not an intact PNG or JPEG (Pillow, as datasets uses it, refuses it)"
-                    )
+            else:  # ours reads it; datasets reads it with Pillow: whole, and of the game's frame format
+                self._as_pillow_reads(where, f"{rid}: {key}", data, rec.get("game"), metas)
             rec[key] = image_name(str(rid), ".png", "prev" if key == "prev_image" else "")
         image, prev = frames.get("image"), frames.get("prev_image")
         if image is not None and prev is not None and prev.shape != image.shape:
@@ -208,12 +207,29 @@ class Doctor:
             except (ValueError, RecursionError) as e:
                 self.defect(where, f"{rid}: {key}", f"is not valid JSON ({str(e)[:120]})")
                 return
+            twice = repeated_key(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else None
+            if twice:
+                self.defect(where, f"{rid}: {key}.{twice}", REPEATED)
         rules = self._rules(source, rec.get("game"), metas)
         if rules is None:
             self.defect(where, f"{rid}: game", f"{rec.get('game')!r} has no usable meta.json (actions, frames)")
             return
         for fld, msg in rules.check(rec):
             self.defect(where, f"{rid}: {fld}", msg)
+
+    def _as_pillow_reads(self, where: Path, fld: str, data: bytes, game, metas: dict[str, dict]) -> None:
+        try:
+            if not is_intact(data):
+                raise ValueError("is not an intact PNG or JPEG")
+            im = pillow_frame(data)
+        except ValueError as e:
+            self.defect(where, fld, f"{e} (as datasets reads it, with Pillow)")
+            return
+        meta = metas.get(game) if isinstance(game, str) else None
+        want = frame_size(meta.get("frame_format")) if isinstance(meta, dict) else None
+        if want is not None and (im.mode, im.size) != want:
+            got = f"{im.mode} {im.size[1]}x{im.size[0]}"
+            self.defect(where, fld, f"is {got}, expected {want[0]} {want[1][1]}x{want[1][0]} (meta.json frame_format)")
 
     def _rules(self, source: str, game, metas: dict[str, dict]) -> GameRules | None:
         key = (source, game if isinstance(game, str) else None)
@@ -257,8 +273,8 @@ class Doctor:
                         if role != "record" and m.size > limits.limit("frame"):
                             self.defect(t, m.name, f"declares {m.size:,} bytes, over the frame limit")
                             continue
-                        fmt = IMAGE_FORMATS.get("." + ext.rpartition(".")[2], "")  # the format its name says
-                        if role != "record" and not is_intact(tf.extractfile(m).read(), None, (fmt,)):  # type: ignore[union-attr]
+                        frame = tf.extractfile(m).read() if role != "record" else b""  # type: ignore[union-attr]
+                        if role != "record" and not is_intact(frame, None, formats_of(m.name)):  # as its name says
                             self.defect(t, m.name, "is not an intact PNG or JPEG frame")
                         keys.setdefault(key, set()).add(role)
                     for key, roles in keys.items():

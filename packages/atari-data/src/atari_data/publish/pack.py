@@ -27,14 +27,14 @@ from typing import Any
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
-from atari_data.layout.png import LEVELS, decode_png, encode_png, is_intact, plain_rgb_or_grey
+from atari_data.layout.png import LEVELS, decode_png, encode_png, formats_of, is_intact, plain_rgb_or_grey
 from atari_data.layout.records import image_name
 from atari_data.limits import read_bytes
 from atari_data.publish import repo
 from atari_data.publish.tar import TarWriter
 from atari_data.schema import (
+    FRAME_FIELDS,
     FRAME_FORMAT_RE,
-    IMAGE_FORMATS,
     IMAGE_SUFFIXES,
     JSON_TEXT,
     SCHEMA_VERSION,
@@ -120,15 +120,16 @@ def recompress(data: bytes, level: int) -> bytes:
 def _intact(
     g: GameDir, rel: str, size: tuple[int, int] | None, level: int | None = None, last: dict | None = None
 ) -> bytes:
-    """A frame's bytes, refused when damaged: every PNG chunk's CRC, its image data inflating to its
-    header's size, and that size the game's frame format (one inflate, no pixels built). With
+    """A frame's bytes, refused when damaged or not as its name says (:func:`is_intact`: a PNG checked
+    whole in one inflate, a JPEG's markers and header, the format its suffix names, its size the
+    game's frame format). With
     ``level``, re-compressed; ``last`` keeps the latest file's result, keyed by its bytes, so the
     same frame stored twice (a record's frame, the next one's previous frame) is done once."""
     path = safe_join(g.path, rel)
     data = read_bytes(path, "frame", "image")
-    if last is not None and data in last:
-        return last[data]
-    if not is_intact(data, size, (IMAGE_FORMATS.get(path.suffix, ""),)):  # only the format its name says
+    if last is not None and (path.suffix, data) in last:  # the same bytes under the same kind of name
+        return last[path.suffix, data]
+    if not is_intact(data, size, formats_of(path.name)):  # only the format its name says
         raise AtariDataError(
             f"is not an intact {'frame' if size is None else f'{size[1]}x{size[0]} frame'} "
             "(run `atari-data validate --images`)",
@@ -138,7 +139,7 @@ def _intact(
     out = data if level is None else recompress(data, level)
     if last is not None:
         last.clear()
-        last[data] = out
+        last[path.suffix, data] = out
     return out
 
 
@@ -234,7 +235,7 @@ class _TarShards:
             self.paths.append(Path(self.pattern % len(self.paths)))
             self.paths[-1].parent.mkdir(parents=True, exist_ok=True)
             self.writer = TarWriter(self.paths[-1])
-        body = {k: v for k, v in rec.items() if k not in ("image", "prev_image")}
+        body = {k: v for k, v in rec.items() if k not in FRAME_FIELDS}
         for name in JSON_TEXT & body.keys():  # mappings as text, as in Parquet: keys never vary
             body[name] = encode_json(body[name])
         members = {

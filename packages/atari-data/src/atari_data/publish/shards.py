@@ -19,10 +19,10 @@ import numpy as np
 import orjson
 
 from atari_data.errors import AtariDataError
-from atari_data.layout.png import decode_png
+from atari_data.layout.png import decode_png, formats_of
 from atari_data.publish import repo
 from atari_data.publish.tar import members
-from atari_data.schema import IMAGE_FORMATS, JSON_TEXT
+from atari_data.schema import FRAME_FIELDS, JSON_TEXT
 from atari_data.schema.types import json_kind
 
 
@@ -70,9 +70,11 @@ def decode_sample(sample: dict, memo: dict | None = None) -> dict:
     return rec
 
 
-FRAME_FIELDS = frozenset(("image", "prev_image"))
 _NOT_MEMBERS = frozenset(("__key__", "__url__"))
-_STRAY = "is not a member of a record (.json, .png or .jpg, .prev.png or .prev.jpg, .<name>.png)"
+_STRAY = (  # what repo.member_role takes
+    f"is not a member of a record (.{repo.RECORD_EXT}, .{' or .'.join(repo.FRAME_EXTS)}, the same after "
+    f".{repo.PREV} or .<name>)"
+)
 
 
 def shape_text(frame: np.ndarray) -> str:
@@ -113,7 +115,7 @@ def _decode_once(data: bytes, ext: str, memo: dict | None, url: str | None, memb
         del memo["bytes"]
         return memo.pop("frame")
     try:
-        frame = decode_png(data, (IMAGE_FORMATS["." + ext],))  # only the format the name says
+        frame = decode_png(data, formats_of(ext))  # only the format the name says
     except ValueError as e:
         raise AtariDataError(str(e), file=url, field=member) from None
     if memo is not None:

@@ -32,6 +32,12 @@ IMAGE_FORMATS = {".png": "PNG", ".jpg": "JPEG"}
 IMAGE_SUFFIXES = tuple(IMAGE_FORMATS)
 
 
+def frame_size(fmt) -> tuple[str, tuple[int, int]] | None:
+    """(Pillow's mode, (width, height)) that a meta.json ``frame_format`` names, or None."""
+    m = FRAME_FORMAT_RE.match(fmt) if isinstance(fmt, str) else None
+    return ("RGB" if m[1] == "rgb" else "L", (int(m[3]), int(m[2]))) if m else None
+
+
 def _object(fields: tuple[Field, ...]) -> Object:
     return Object(fields, version=SCHEMA_VERSION)
 
@@ -87,6 +93,7 @@ RECORD = _object(
 #: Record fields whose keys vary from game to game (mappings): Parquet rows and WebDataset records
 #: carry them as canonical JSON text, so a reader inferring types from the first rows keeps every key.
 JSON_TEXT = frozenset(f.name for f in RECORD.fields if isinstance(f.type, (Object, Map, JSONValue)))
+FRAME_FIELDS = frozenset(f.name for f in RECORD.fields if isinstance(f.type, Image))
 
 # -- meta.json -----------------------------------------------------------------------------------
 
