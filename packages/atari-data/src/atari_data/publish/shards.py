@@ -36,29 +36,24 @@ def decode_sample(sample: dict, memo: dict | None = None) -> dict:
     url, key = sample.get("__url__"), sample.get("__key__")
     if repo.RECORD_EXT not in sample:
         raise AtariDataError(f"sample {key!r} has no .{repo.RECORD_EXT} member", file=url)
-    where = f"{key}.{repo.RECORD_EXT}"
-    rec = _json(sample[repo.RECORD_EXT], url, where)
+    rec = _json(sample[repo.RECORD_EXT], url, key)  # messages are built only when raised: this is per sample
     if type(rec) is not dict:
-        raise AtariDataError(f"is a JSON {json_kind(rec)}, not an object", file=url, field=where)
+        raise AtariDataError(f"is a JSON {json_kind(rec)}, not an object", file=url, field=_where(key))
     if rec.get("id") != key:
-        raise AtariDataError(f"is {rec.get('id')!r}, not the sample's key", file=url, field=f"{where}: id")
+        raise AtariDataError(f"is {rec.get('id')!r}, not the sample's key", file=url, field=_where(key, "id"))
     for name in JSON_TEXT & rec.keys():
         if type(rec[name]) is not str:
-            raise AtariDataError(f"is a JSON {json_kind(rec[name])}, not JSON text", file=url, field=f"{where}: {name}")
-        rec[name] = _json(rec[name], url, f"{where}: {name}")
+            kind = json_kind(rec[name])
+            raise AtariDataError(f"is a JSON {kind}, not JSON text", file=url, field=_where(key, name))
+        rec[name] = _json(rec[name], url, key, name)
     for name in FRAME_FIELDS & rec.keys():
-        raise AtariDataError("is in the record; frames are members of their own", file=url, field=f"{where}: {name}")
-    for ext in sample.keys() - _NOT_MEMBERS:
-        if repo.member_role(ext) is None:
-            raise AtariDataError(_STRAY, file=url, field=f"{key}.{ext}")
-    for kind in (f"{repo.PREV}.", ""):
-        if sum(f"{kind}{ext}" in sample for ext in repo.FRAME_EXTS) > 1:
-            which = " and ".join(f".{kind}{ext}" for ext in repo.FRAME_EXTS)
-            raise AtariDataError(f"sample {key!r} has its {'previous ' if kind else ''}frame twice ({which})", file=url)
+        raise AtariDataError("is in the record; frames are members of their own", file=url, field=_where(key, name))
+    if sample.keys() not in _PLAIN:  # what pack writes needs no more checks than these
+        _check_members(sample, url, key)
     for ext in repo.FRAME_EXTS:
         for member, field in ((f"{repo.PREV}.{ext}", "prev_image"), (ext, "image")):  # the previous first
             if member in sample:
-                rec[field] = _decode_once(sample[member], ext, memo, url, f"{key}.{member}")
+                rec[field] = _decode_once(sample[member], ext, memo, url, key, member)
     image, prev = rec.get("image"), rec.get("prev_image")
     if image is None:
         raise AtariDataError(f"sample {key!r} has no frame (.{' or .'.join(repo.FRAME_EXTS)})", file=url)
@@ -70,7 +65,29 @@ def decode_sample(sample: dict, memo: dict | None = None) -> dict:
     return rec
 
 
-_NOT_MEMBERS = frozenset(("__key__", "__url__"))
+_FRAMES = (
+    ("previous frame ", frozenset(f"{repo.PREV}.{ext}" for ext in repo.FRAME_EXTS)),
+    ("frame ", frozenset(repo.FRAME_EXTS)),
+)
+_USUAL = frozenset(("__key__", "__url__", repo.RECORD_EXT)).union(*(names for _, names in _FRAMES))
+_PLAIN = [  # the members of a sample as pack writes it, one or two frames, PNG or JPEG
+    frozenset(("__key__", "__url__", repo.RECORD_EXT, ext, *((f"{repo.PREV}.{ext}",) if two else ())))
+    for ext in repo.FRAME_EXTS
+    for two in (True, False)
+]
+_FORMATS = {ext: formats_of(ext) for ext in repo.FRAME_EXTS}
+
+
+def _check_members(sample: dict, url: str | None, key: str | None) -> None:
+    for ext in sample.keys() - _USUAL:  # side images; anything else is no member of ours
+        if repo.member_role(ext) is None:
+            raise AtariDataError(_STRAY, file=url, field=f"{key}.{ext}")
+    for kind, names in _FRAMES:  # one frame and one previous frame, whatever their format
+        if len(names & sample.keys()) > 1:
+            which = " and ".join(f".{n}" for n in (n for e in repo.FRAME_EXTS for n in names if n.endswith(e)))
+            raise AtariDataError(f"sample {key!r} has its {kind}twice ({which})", file=url)
+
+
 _STRAY = (  # what repo.member_role takes
     f"is not a member of a record (.{repo.RECORD_EXT}, .{' or .'.join(repo.FRAME_EXTS)}, the same after "
     f".{repo.PREV} or .<name>)"
@@ -81,12 +98,16 @@ def shape_text(frame: np.ndarray) -> str:
     return "x".join(map(str, frame.shape))
 
 
-def _json(text: bytes | str, url: str | None, where: str):
+def _where(key: str | None, name: str | None = None) -> str:
+    return f"{key}.{repo.RECORD_EXT}" + (f": {name}" if name else "")
+
+
+def _json(text: bytes | str, url: str | None, key: str | None, name: str | None = None):
     try:
         return _loads(text)
     except (ValueError, RecursionError) as e:  # JSON, UTF-8 and int-digit errors are ValueErrors
         why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-        raise AtariDataError(f"is not valid JSON ({why})", file=url, field=where) from None
+        raise AtariDataError(f"is not valid JSON ({why})", file=url, field=_where(key, name)) from None
 
 
 def _loads(text: bytes | str):
@@ -107,7 +128,7 @@ def _loads(text: bytes | str):
 _DIGITS_AS_ZERO, _LONG = bytes.maketrans(b"123456789", b"0" * 9), b"0" * 19
 
 
-def _decode_once(data: bytes, ext: str, memo: dict | None, url: str | None, member: str) -> np.ndarray:
+def _decode_once(data: bytes, ext: str, memo: dict | None, url: str | None, key: str | None, member: str) -> np.ndarray:
     # A two-frame sample's previous frame is, as a rule, the sample before's frame: the same bytes.
     # The memo keeps its own copy of the last frame decoded and gives that copy away once, so
     # every array a caller gets is its own (a caller may write into either).
@@ -115,9 +136,9 @@ def _decode_once(data: bytes, ext: str, memo: dict | None, url: str | None, memb
         del memo["bytes"]
         return memo.pop("frame")
     try:
-        frame = decode_png(data, formats_of(ext))  # only the format the name says
+        frame = decode_png(data, _FORMATS[ext])  # only the format the name says
     except ValueError as e:
-        raise AtariDataError(str(e), file=url, field=member) from None
+        raise AtariDataError(str(e), file=url, field=f"{key}.{member}") from None
     if memo is not None:
         memo.update(bytes=data, ext=ext, frame=frame.copy())
     return frame
