@@ -126,6 +126,13 @@ def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):
         (lambda r: r.update(settings=[]), "settings"),
         (lambda r: r["settings"].pop("policy"), "settings"),
         (lambda r: r.update(protocol=[1]), "protocol"),
+        # each setting of the type laya-eval writes (these were rendered into reports as they came)
+        (lambda r: r["settings"].update(episodes="abc"), "settings.episodes"),
+        (lambda r: r["settings"].update(episodes=0), "settings.episodes"),
+        (lambda r: r["settings"].update(cap="x"), "settings.cap"),
+        (lambda r: r["settings"].update(greedy="yes"), "settings.greedy"),
+        (lambda r: r["settings"].update(seed_base=[1]), "settings.seed_base"),
+        (lambda r: r["settings"].update(policy={"a": 1}), "settings.policy"),
     ],
 )
 def test_a_results_file_with_wrong_settings_is_one_line(results, tmp_path, edit, field):

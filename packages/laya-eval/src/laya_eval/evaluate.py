@@ -259,6 +259,20 @@ def write_results(path: Path, results: dict) -> None:
 RESULT_KEYS = ("settings", "protocol", "policy", "games", "summary")
 
 
+def _count(v) -> bool:
+    return type(v) is int and v >= 1
+
+
+#: The settings a results file must hold, each of the type `run` writes (reports print them as they are).
+_SETTING_TYPES = (
+    ("policy", lambda v: isinstance(v, str), "a policy name"),
+    ("episodes", _count, "a count of episodes (1 or more)"),
+    ("seed_base", lambda v: type(v) is int, "an integer seed"),
+    ("cap", lambda v: v is None or _count(v), "a decision cap (1 or more) or null"),
+    ("greedy", lambda v: isinstance(v, bool), "true or false"),
+)
+
+
 def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
     results = read_json(path, what="a laya-eval results file")
     missing = [k for k in RESULT_KEYS if not isinstance(results, dict) or k not in results]
@@ -267,12 +281,15 @@ def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
     if not isinstance(results["games"], dict):
         raise EvalError("is not a mapping of game names to results", file=str(path), field="games")
     settings, protocol = results["settings"], results["protocol"]
-    if not isinstance(settings, dict) or not {"policy", "episodes", "seed_base", "cap", "greedy"} <= set(settings):
+    if not isinstance(settings, dict) or not {key for key, _, _ in _SETTING_TYPES} <= set(settings):
         raise EvalError(
-            "is not the settings laya-eval writes (policy, episodes, seed_base, cap, greedy)",
+            f"is not the settings laya-eval writes ({', '.join(key for key, _, _ in _SETTING_TYPES)})",
             file=str(path),
             field="settings",
         )
+    for key, ok, what in _SETTING_TYPES:
+        if not ok(settings[key]):
+            raise EvalError(f"{settings[key]!r:.60} is not {what}", file=str(path), field=f"settings.{key}")
     if not isinstance(protocol, dict):
         raise EvalError("is not a mapping", file=str(path), field="protocol")
     emu = results.get("emulator", {})
