@@ -258,6 +258,14 @@ def test_a_policy_that_stops_reading_its_input_is_killed_at_the_timeout(tmp_path
     assert time.time() - t < 30 and (tmp_path / "results.json").exists()
 
 
+def test_a_policy_that_closes_its_output_and_lives_on_is_killed_at_the_timeout(tmp_path):
+    """Its output's end was taken for an exit, and the judge waited for the exit without a limit."""
+    t = time.time()
+    res = run(tmp_path, unruly(tmp_path, "mute"), timeout=1.5, random_episodes=0)
+    assert "closed its output" in res["games"]["Pong"]["error"], res["games"]["Pong"]["error"]
+    assert time.time() - t < 30 and (tmp_path / "results.json").exists()
+
+
 @pytest.mark.parametrize(
     "mode,message", [("crash", "exited"), ("stray", "not a JSON line"), ("odd", "expected 'actions' or 'probs'")]
 )

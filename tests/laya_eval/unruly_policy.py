@@ -5,10 +5,12 @@ crash     exits with code 3 at its first act, the first time it runs; behaves wh
 stray     prints a stray line before its first answer to act, the first time it runs
 forks     starts a child that would live an hour, writes its pid, then never answers act
 odd       answers its first act with an object that has neither actions nor probs, the first time it runs
+mute      closes its output at its first act and lives on without a word
 Every mode appends a line to <scratch>/hellos each time it is greeted, so a test can count processes.
 """
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -25,6 +27,9 @@ for line in sys.stdin.buffer:
         if mode == "deaf":
             time.sleep(3600)
         sys.stdin.buffer.read(msg["nbytes"])
+        if mode == "mute":
+            os.close(1)
+            time.sleep(3600)
         if mode == "crash" and first_life:
             sys.exit(3)
         if mode == "stray" and first_life:

@@ -109,8 +109,16 @@ class StdioPolicy:
             raise PolicyError(
                 f"no answer to {message['type']!r} within {self.timeout:g}s; killed {self.command!r}"
             ) from None
-        if line is None:
-            raise PolicyError(f"{self.command!r} exited (code {proc.wait()}) instead of answering {message['type']!r}")
+        if line is None:  # its output ended: it exited, or closed it and lives on
+            try:
+                code = proc.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                self.close(kill=True)
+                raise PolicyError(
+                    f"{self.command!r} closed its output instead of answering {message['type']!r} and did not exit "
+                    f"within {self.timeout:g}s; killed"
+                ) from None
+            raise PolicyError(f"{self.command!r} exited (code {code}) instead of answering {message['type']!r}")
         try:
             reply = json.loads(line)
         except ValueError:
