@@ -138,6 +138,25 @@ def test_play_records_a_video(ckpt, tmp_path, capsys, suffix):
     assert main(["play", "--model", str(tmp_path / "nope"), "--game", "Pong", "--video", str(out)]) == 2
 
 
+def test_a_checkpoint_asking_to_run_its_own_code_is_refused_without_a_question(ckpt, tmp_path, monkeypatch):
+    """A tokenizer config naming a class in the checkpoint's own .py file made transformers ask
+    "run the custom code? [y/N]"; a "y" ran it. Nothing in a checkpoint runs, asked or not."""
+    import shutil
+
+    copy = tmp_path / "ckpt"
+    shutil.copytree(ckpt[0], copy)
+    config = copy / "backbone" / "tokenizer_config.json"
+    tok = json.loads(config.read_text())
+    tok.update(auto_map={"AutoTokenizer": ["evil.EvilTok", None]}, tokenizer_class="EvilTok")
+    config.write_text(json.dumps(tok))
+    marker = tmp_path / "ran"
+    (copy / "backbone" / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.setattr("builtins.input", lambda *a: "y")
+    with pytest.raises(ValueError, match="is not a loadable laya-policy checkpoint"):
+        load_checkpoint(copy)
+    assert not marker.exists(), "the checkpoint's code ran"
+
+
 def test_cuda_graph_needs_cuda(ckpt):
     with pytest.raises(ValueError, match="cuda_graph needs a CUDA device"):
         LayaPolicy(str(ckpt[0]), cuda_graph=True)

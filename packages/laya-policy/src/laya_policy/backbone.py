@@ -135,8 +135,10 @@ def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0, rev
     try:
         # float32 master weights whatever the file stores (the Hub's SmolVLM is bfloat16): AdamW updates
         # at 2e-5 vanish in bf16, and the float32 head could not take bf16 states. CUDA runs autocast.
-        model = Idefics3Model.from_pretrained(name, revision=revision or "main", dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
+        model = Idefics3Model.from_pretrained(  # trust_remote_code=False: never the folder's own code
+            name, revision=revision or "main", dtype=torch.float32, trust_remote_code=False
+        )
+        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
     except OSError as e:
         raise OSError(
             f"cannot load backbone {name!r} ({e}). Offline, download it once where the Hub is reachable "
@@ -155,7 +157,7 @@ def pretrained_image_size(name: str, revision: str | None = None) -> tuple[int, 
     if name.startswith((".", "/")) and not Path(name).is_dir():
         raise OSError(f"--model {name}: no such folder")
     try:
-        v = AutoConfig.from_pretrained(name, revision=revision).vision_config
+        v = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=False).vision_config
         return int(v.image_size), int(v.patch_size)
     except (OSError, ValueError, AttributeError) as e:
         raise OSError(

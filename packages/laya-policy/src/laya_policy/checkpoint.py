@@ -188,8 +188,9 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
         return _load_cnn(path, cfg).to(device).eval(), cfg
     try:  # safetensors and JSON only, so nothing in the folder runs; any defect is one line
         with _no_library_bars():
-            backbone = Idefics3Model.from_pretrained(path / "backbone", dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(path / "backbone")
+            backbone = Idefics3Model.from_pretrained(path / "backbone", dtype=torch.float32, trust_remote_code=False)
+        # Never the checkpoint's own code: transformers would otherwise ask to run a .py it names.
+        tokenizer = AutoTokenizer.from_pretrained(path / "backbone", trust_remote_code=False)
         policy = ChoicePolicy(backbone, tokenizer, question_types=cfg.question_types, head_layers=cfg.head_layers)
         missing, unexpected = policy.load_state_dict(load_file(path / "head.safetensors"), strict=False)
     except Exception as e:  # noqa: BLE001 - transformers, tokenizers and safetensors raise many kinds
