@@ -157,6 +157,22 @@ def test_a_checkpoint_asking_to_run_its_own_code_is_refused_without_a_question(c
     assert not marker.exists(), "the checkpoint's code ran"
 
 
+@pytest.mark.parametrize("target", ["/etc/hostname", "/dev/zero"])
+def test_push_stages_no_symlink_from_a_checkpoint(ckpt, tmp_path, target):
+    """A symlink in the checkpoint folder was followed when staging: /etc/hostname's contents were
+    staged for upload, and /dev/zero was copied without end."""
+    import shutil
+
+    from laya_policy.push import stage
+
+    copy = tmp_path / "ckpt"
+    shutil.copytree(ckpt[0], copy)
+    (copy / "notes.txt").symlink_to(target)
+    with pytest.raises(ValueError, match="notes.txt: is a symlink"):
+        stage(copy, "me/tiny", tmp_path / "staged")
+    assert not (tmp_path / "staged").exists()
+
+
 def test_cuda_graph_needs_cuda(ckpt):
     with pytest.raises(ValueError, match="cuda_graph needs a CUDA device"):
         LayaPolicy(str(ckpt[0]), cuda_graph=True)

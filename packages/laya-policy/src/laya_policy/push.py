@@ -134,8 +134,13 @@ def stage(ckpt: str | Path, repo: str, out: Path, results_path: str | None = Non
             )
     if out.exists():  # never someone's folder: a dry run writes a new one
         raise ValueError(f"{out}: exists; pass a new folder to stage into")
-    shutil.copytree(ckpt, out, symlinks=False)
-    (out / "README.md").write_text(model_card(ckpt, repo, results, license), encoding="utf-8")
+    for p in sorted(ckpt.rglob("*")):  # plain files only: a link would upload what it points at
+        if p.is_symlink() or not (p.is_file() or p.is_dir()):
+            what = "a symlink" if p.is_symlink() else "not a plain file"
+            raise ValueError(f"{p}: is {what}; a checkpoint to share holds plain files only")
+    card = model_card(ckpt, repo, results, license)  # before anything is written
+    shutil.copytree(ckpt, out)
+    (out / "README.md").write_text(card, encoding="utf-8")
     return out
 
 
