@@ -73,6 +73,11 @@ def test_report_and_compare_keep_the_promises(results, tmp_path_factory, edit):
         lambda r: r["games"]["Pong"].update(flags=[1]),
         lambda r: r["games"]["Pong"].update(random=[]),
         lambda r: r["games"]["Pong"].update(human_normalised="x"),
+        # each of these was a traceback (an outside hostile review): OverflowError, KeyError, UnicodeEncodeError
+        lambda r: r["games"]["Pong"].update(mean=10**400),
+        lambda r: r["games"].update(Pong={"game": "Pong", "error": "boom"}),
+        lambda r: r["games"].update(Pong={**r["games"]["Pong"], "error": ""}),
+        lambda r: r["games"].update({"\ud800": {**r["games"]["Pong"], "game": "\ud800"}}),
     ],
 )
 def test_a_results_file_with_wrong_types_is_one_line(results, tmp_path, edit):

@@ -314,10 +314,12 @@ def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
 
 def _game_problem(name: str, g) -> str | None:
     """What is wrong with one game's entry of a results file (as score_game writes it), or None."""
-    if not isinstance(g, dict) or g.get("game") != name:
-        return "is not a game result naming its game"
-    if g.get("error") is not None:
-        return None if isinstance(g["error"], str) else "error is not text"
+    if not isinstance(g, dict) or g.get("game") != name or not (name.isascii() and name.isalnum()):
+        return "is not a game result naming its game (an ALE name)"
+    if g.get("error") is not None:  # a failed game: its reason, and whether it was excluded
+        if not (isinstance(g["error"], str) and g["error"]):
+            return "error is not a reason"
+        return None if type(g.get("excluded")) is bool else "excluded: not as laya-eval writes it"
     b, rnd = g.get("baseline"), g.get("random", {})
     checks = {
         "mean": is_number(g.get("mean")),

@@ -44,7 +44,10 @@ def read_json(path: str | Path, field: str | None = None, what: str = "valid JSO
 
 
 def is_number(v) -> bool:
-    return type(v) in (int, float) and math.isfinite(v)
+    """A finite float, or an integer a float holds (math.isfinite overflows on a 400-digit one)."""
+    if type(v) is int:
+        return abs(v) <= 2**53
+    return type(v) is float and math.isfinite(v)
 
 
 def numbers(v) -> bool:
