@@ -173,6 +173,38 @@ def test_push_stages_no_symlink_from_a_checkpoint(ckpt, tmp_path, target):
     assert not (tmp_path / "staged").exists()
 
 
+@pytest.mark.parametrize("name", ["vlm_agent_config.json", "training.json"])
+def test_a_checkpoint_config_is_refused_by_its_size_before_it_is_read(ckpt, tmp_path, name):
+    """A config is a few KB; a 3 GB one was read whole (MemoryError traceback). Here 64 MB of sparse zeros."""
+    import os
+    import shutil
+
+    from laya_policy.checkpoint import CONFIG
+    from laya_policy.push import model_card
+
+    assert CONFIG == "vlm_agent_config.json"
+    copy = tmp_path / "ckpt"
+    shutil.copytree(ckpt[0], copy)
+    with open(copy / name, "a") as f:
+        os.truncate(f.fileno(), 64 << 20)
+    with pytest.raises(ValueError, match=f"{name}: is 67,108,864 bytes; a checkpoint's JSON is at most 1 MB"):
+        load_checkpoint(copy) if name == CONFIG else model_card(copy, "me/tiny")
+
+
+def test_a_training_json_that_is_not_an_object_is_one_line(ckpt, tmp_path):
+    """It was an AttributeError traceback, after the staging folder had been written."""
+    import shutil
+
+    from laya_policy.push import stage
+
+    copy = tmp_path / "ckpt"
+    shutil.copytree(ckpt[0], copy)
+    (copy / "training.json").write_text("[1]")
+    with pytest.raises(ValueError, match="training.json: holds a JSON list, expected an object"):
+        stage(copy, "me/tiny", tmp_path / "staged")
+    assert not (tmp_path / "staged").exists()
+
+
 def test_cuda_graph_needs_cuda(ckpt):
     with pytest.raises(ValueError, match="cuda_graph needs a CUDA device"):
         LayaPolicy(str(ckpt[0]), cuda_graph=True)

@@ -137,12 +137,25 @@ def resolve_checkpoint(spec: str | Path) -> Path:
         ) from None
 
 
-def load_config(path: str | Path) -> AgentConfig:
-    file = resolve_checkpoint(path) / CONFIG
+JSON_MAX = 1 << 20  # a checkpoint's JSON files are a few KB
+
+
+def read_json_file(file: Path):
+    """A checkpoint's JSON file, refused by its size before it is read; any defect is one ValueError."""
+    if not file.is_file():  # a device or FIFO would read without end
+        raise ValueError(f"{file}: is not a regular file")
+    size = file.stat().st_size
+    if size > JSON_MAX:
+        raise ValueError(f"{file}: is {size:,} bytes; a checkpoint's JSON is at most {JSON_MAX >> 20} MB")
     try:
-        raw = json.loads(file.read_bytes().decode("utf-8"))
+        return json.loads(file.read_bytes().decode("utf-8"))
     except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, too deep
         raise ValueError(f"{file}: is not valid JSON ({type(e).__name__})") from None
+
+
+def load_config(path: str | Path) -> AgentConfig:
+    file = resolve_checkpoint(path) / CONFIG
+    raw = read_json_file(file)
     if not isinstance(raw, dict):
         raise ValueError(f"{file}: holds a JSON {type(raw).__name__}, expected an object")
     raw.setdefault("preprocess", "processor")  # older checkpoints: 512 through the processor

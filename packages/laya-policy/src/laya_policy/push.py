@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from laya_policy.backbone import PRESETS
-from laya_policy.checkpoint import CNN, CONFIG, HUB_SPEC, TRAINING, load_config, resolve_checkpoint
+from laya_policy.checkpoint import CNN, CONFIG, HUB_SPEC, TRAINING, load_config, read_json_file, resolve_checkpoint
 from laya_policy.cnn import MOTION_GAIN, takes_motion
 
 
@@ -28,7 +28,9 @@ def _cnn_form(cfg) -> str:
 
 def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str = "apache-2.0") -> str:
     cfg = load_config(ckpt)
-    training = json.loads((ckpt / TRAINING).read_text()) if (ckpt / TRAINING).is_file() else {}
+    training = read_json_file(ckpt / TRAINING) if (ckpt / TRAINING).exists() else {}
+    if not isinstance(training, dict):
+        raise ValueError(f"{ckpt / TRAINING}: holds a JSON {type(training).__name__}, expected an object")
     header = {
         "library_name": "laya-policy",
         "license": license,
