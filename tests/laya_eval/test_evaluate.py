@@ -266,6 +266,12 @@ def test_a_policy_that_closes_its_output_and_lives_on_is_killed_at_the_timeout(t
     assert time.time() - t < 30 and (tmp_path / "results.json").exists()
 
 
+def test_a_hello_nested_past_any_parser_is_charged_to_its_game(tmp_path):
+    """It was a RecursionError traceback out of laya-eval run."""
+    res = run(tmp_path, unruly(tmp_path, "deep"), random_episodes=0)
+    assert "not a JSON line" in res["games"]["Pong"]["error"], res["games"]["Pong"]["error"]
+
+
 @pytest.mark.parametrize(
     "mode,message", [("crash", "exited"), ("stray", "not a JSON line"), ("odd", "expected 'actions' or 'probs'")]
 )

@@ -6,6 +6,7 @@ stray     prints a stray line before its first answer to act, the first time it 
 forks     starts a child that would live an hour, writes its pid, then never answers act
 odd       answers its first act with an object that has neither actions nor probs, the first time it runs
 mute      closes its output at its first act and lives on without a word
+deep      answers hello with an array nested 100,000 deep
 Every mode appends a line to <scratch>/hellos each time it is greeted, so a test can count processes.
 """
 
@@ -50,5 +51,9 @@ for line in sys.stdin.buffer:
             with open(scratch / "hellos", "a") as f:
                 f.write("hello\n")
         reply = {"name": mode} if msg["type"] == "hello" else {"ok": True}
+        if mode == "deep" and msg["type"] == "hello":
+            sys.stdout.write("[" * 100_000 + "]" * 100_000 + "\n")
+            sys.stdout.flush()
+            continue
     sys.stdout.write(json.dumps(reply) + "\n")
     sys.stdout.flush()

@@ -121,7 +121,7 @@ class StdioPolicy:
             raise PolicyError(f"{self.command!r} exited (code {code}) instead of answering {message['type']!r}")
         try:
             reply = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser
             raise PolicyError(f"answered {line[:80]!r}, not a JSON line") from None
         if not isinstance(reply, dict):
             raise PolicyError(f"answered {reply!r}, not a JSON object")
