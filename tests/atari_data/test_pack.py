@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zlib
 
 import numpy as np
 import pytest
@@ -202,7 +203,7 @@ def _first_shard(r, split="train", index=0):
     return sorted((r / "webdataset" / "expert2f" / "Breakout").glob(f"{split}-*.tar"))[index]
 
 
-_GAMA_1 = b"\x00\x00\x00\x01gAMA\x01" + __import__("zlib").crc32(b"gAMA\x01").to_bytes(4, "big")  # Pillow: truncated
+_GAMA_1 = b"\x00\x00\x00\x01gAMA\x01" + zlib.crc32(b"gAMA\x01").to_bytes(4, "big")  # Pillow: truncated
 
 
 def _copy_first_sample(src, dst):

@@ -36,6 +36,7 @@ from atari_data.schema import (
     RECORD,
     SOURCE_RE,
     check_structure,
+    encode_json,
     frame_size,
 )
 from laya_protocol.names import HUB_SPLITS
@@ -207,8 +208,9 @@ class Doctor:
             except (ValueError, RecursionError) as e:
                 self.defect(where, f"{rid}: {key}", f"is not valid JSON ({str(e)[:120]})")
                 return
-            twice = repeated_key(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else None
-            if twice:
+            # pack writes canonical text (encode_json): only other text is parsed again for repeated keys
+            canonical = not isinstance(text, str) or encode_json(rec[key]) == text
+            if not canonical and (twice := repeated_key(text.encode("utf-8", "surrogatepass"))):
                 self.defect(where, f"{rid}: {key}.{twice}", REPEATED)
         rules = self._rules(source, rec.get("game"), metas)
         if rules is None:

@@ -46,7 +46,8 @@ def decode_sample(sample: dict, memo: dict | None = None) -> dict:
             kind = json_kind(rec[name])
             raise AtariDataError(f"is a JSON {kind}, not JSON text", file=url, field=_where(key, name))
         rec[name] = _json(rec[name], url, key, name)
-    for name in FRAME_FIELDS & rec.keys():
+    if FRAME_FIELDS & rec.keys():
+        name = min(FRAME_FIELDS & rec.keys())
         raise AtariDataError("is in the record; frames are members of their own", file=url, field=_where(key, name))
     if sample.keys() not in _PLAIN:  # what pack writes needs no more checks than these
         _check_members(sample, url, key)
