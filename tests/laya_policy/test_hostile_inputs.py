@@ -125,3 +125,53 @@ def test_train_refuses_a_hand_edited_ready_layout_on_one_line(data, tmp_path, ed
         main, ["train", "--data", root, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path, target=tmp_path / "run"
     )
     assert code == 2 and f"train.jsonl:3: {field}: " in err, err
+
+
+CONFIG_EDITS = [
+    ("temperatures", {"choice": [1]}),
+    ("temperatures", {"choice": 10**400}),  # a 401-digit integer: float() overflows
+    ("temperatures", {"choice": 0}),  # softmax(logits / 0) is NaN
+    ("temperatures", {"choice": -1}),  # would silently turn the policy's preferences upside down
+    ("temperatures", {"choice": "1"}),
+    ("image_interpolation", ["x"]),
+    ("image_interpolation", "nearest"),
+    ("image_size", 128),  # the backbone's vision tower takes 64
+    ("revision", [1]),
+]
+
+
+@pytest.mark.parametrize("field,value", CONFIG_EDITS)
+def test_a_checkpoint_config_field_of_the_wrong_kind_or_range_is_one_line(data, checkpoint, tmp_path, field, value):
+    """Each field is checked when the checkpoint loads, naming the file and field: not a traceback at the
+    first decision, and never a policy that plays with NaN or inverted probabilities."""
+    import json
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(checkpoint, ckpt)
+    config = json.loads((ckpt / "vlm_agent_config.json").read_text())
+    config[field] = value
+    (ckpt / "vlm_agent_config.json").write_text(json.dumps(config))
+    follow = ["--steps", "1", "--batch", "2", "--evals", "1"]  # the image size the checkpoint names
+    code, err = check_promises(
+        main,
+        ["train", "--data", data, "--out", tmp_path / "run", "--init-from", ckpt, *follow],
+        sandbox=tmp_path,
+        target=tmp_path / "run",
+    )
+    assert code == 2 and "vlm_agent_config.json" in err and field in err, err
+
+
+def test_the_judge_refuses_a_checkpoint_whose_temperature_is_zero(checkpoint, tmp_path):
+    """Through laya-eval's entry point, as a user plays a downloaded checkpoint: one line, exit 2."""
+    import json
+
+    from laya_eval.cli import main as judge
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(checkpoint, ckpt)
+    config = json.loads((ckpt / "vlm_agent_config.json").read_text())
+    config["temperatures"] = {"choice": 0.0}
+    (ckpt / "vlm_agent_config.json").write_text(json.dumps(config))
+    argv = ["run", "--policy", f"laya:{ckpt}", "--games", "Pong", "--episodes", "1", "--out", tmp_path / "res"]
+    code, err = check_promises(judge, argv, sandbox=tmp_path, target=tmp_path / "res")
+    assert code == 2 and "temperatures.choice" in err, err

@@ -29,6 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
+from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
 
 CONFIG = "vlm_agent_config.json"
@@ -49,6 +50,7 @@ class AgentConfig:
     cnn_inputs: str = MOTION  # the reference CNN's input channels (laya_policy.cnn.INPUTS); a VLM does not use it
 
 
+TEMPERATURES = (1e-3, 1e3)  # the choice temperature a checkpoint may carry: beyond it softmax under- or overflows
 TRAINING = "training.json"  # how the checkpoint was trained (data, steps, settings): for its model card
 
 
@@ -170,10 +172,28 @@ def load_config(path: str | Path) -> AgentConfig:
         ("preprocess", str),
         ("backbone", str),
         ("cnn_inputs", str),
+        ("image_interpolation", str),
         ("temperatures", dict),
     ):
         if not isinstance(getattr(cfg, name), kind) or isinstance(getattr(cfg, name), bool):
             raise ValueError(f"{file}: {name}: {getattr(cfg, name)!r} is not a {kind.__name__}")
+    if cfg.revision is not None and not isinstance(cfg.revision, str):
+        raise ValueError(f"{file}: revision: {cfg.revision!r} is not a string or null")
+    if cfg.image_interpolation not in INTERPOLATIONS:
+        raise ValueError(
+            f"{file}: image_interpolation {cfg.image_interpolation!r}: expected one of {', '.join(INTERPOLATIONS)}"
+        )
+    choice = cfg.temperatures.get("choice", 1.0)
+    # 0 would give NaN probabilities and a negative one would play the least likely move: refused, not played
+    if not (
+        isinstance(choice, (int, float))
+        and not isinstance(choice, bool)
+        and TEMPERATURES[0] <= choice <= TEMPERATURES[1]
+    ):
+        raise ValueError(
+            f"{file}: temperatures.choice: {str(choice)[:40]!r} is not a number "
+            f"from {TEMPERATURES[0]:g} to {TEMPERATURES[1]:g}"
+        )
     if not (1 <= cfg.question_types <= 64 and 1 <= cfg.head_layers <= 16):  # checked before a layer is built
         raise ValueError(
             f"{file}: question_types {cfg.question_types}, head_layers {cfg.head_layers}: expected 1..64 and 1..16"
@@ -209,6 +229,9 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
     except Exception as e:  # noqa: BLE001 - transformers, tokenizers and safetensors raise many kinds
         why = str(e).splitlines()[0][:200] if str(e) else ""
         raise ValueError(f"{path}: is not a loadable laya-policy checkpoint ({type(e).__name__}: {why})") from None
+    vision = getattr(backbone.config.vision_config, "image_size", None)
+    if vision != cfg.image_size:  # the vision tower's position table fits one size: refused now, not at play
+        raise ValueError(f"{path / CONFIG}: image_size {cfg.image_size}: its backbone's vision tower takes {vision}")
     missing = [k for k in missing if not k.startswith("backbone.")]
     if missing or unexpected:
         raise ValueError(f"{path}/head.safetensors does not fit the head (missing {missing}, unexpected {unexpected})")

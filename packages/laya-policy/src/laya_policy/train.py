@@ -31,6 +31,7 @@ from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import (
     CNN,
     HUB_SPEC,
+    TEMPERATURES,
     AgentConfig,
     load_checkpoint,
     load_config,
@@ -757,7 +758,8 @@ def calibrate(s: Setup) -> tuple[float, dict]:
     if raw < 0.05:
         calib["skipped"] = "ECE already below 0.05"
         return start_t, calib
-    temperature = fit_temperature(fit_logits, fit_labels, fit_targets)
+    lo, hi = TEMPERATURES  # what a checkpoint may carry, so the saved one always loads
+    temperature = min(max(fit_temperature(fit_logits, fit_labels, fit_targets), lo), hi)
     calib.update(temperature=temperature, ece_after=expected_calibration_error(rep_logits / temperature, rep_labels))
     return temperature, calib
 
