@@ -78,6 +78,7 @@ def test_report_and_compare_keep_the_promises(results, tmp_path_factory, edit):
         lambda r: r["games"].update(Pong={"game": "Pong", "error": "boom"}),
         lambda r: r["games"].update(Pong={**r["games"]["Pong"], "error": ""}),
         lambda r: r["games"].update({"\ud800": {**r["games"]["Pong"], "game": "\ud800"}}),
+        lambda r: r["games"]["Pong"].update(normalised_scores=r["games"]["Pong"]["normalised_scores"][:1]),
     ],
 )
 def test_a_results_file_with_wrong_types_is_one_line(results, tmp_path, edit):
@@ -138,6 +139,11 @@ def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):
         (lambda r: r["settings"].update(greedy="yes"), "settings.greedy"),
         (lambda r: r["settings"].update(seed_base=[1]), "settings.seed_base"),
         (lambda r: r["settings"].update(policy={"a": 1}), "settings.policy"),
+        # the played policy's record (run resumes into it; laya-policy push reads its spec)
+        (lambda r: r.update(policy=[]), "policy"),
+        (lambda r: r["policy"].update(spec=7), "policy"),
+        (lambda r: r["policy"].update(kwargs=[1]), "policy"),
+        (lambda r: r["policy"].update(identity="me"), "policy"),
     ],
 )
 def test_a_results_file_with_wrong_settings_is_one_line(results, tmp_path, edit, field):
@@ -147,6 +153,64 @@ def test_a_results_file_with_wrong_settings_is_one_line(results, tmp_path, edit,
     bad.write_text(json.dumps(data))
     code, err = check_promises(main, ["report", bad], sandbox=tmp_path, target=None)
     assert code == 2 and f"r.json: {field}:" in err, err
+
+
+def test_a_results_file_with_a_key_given_twice_is_one_line(results, tmp_path):
+    """JSON readers disagree on which of two values counts: the file is refused, not read one way."""
+    bad = tmp_path / "r.json"
+    bad.write_text('{"summary": {}, ' + results.read_text().lstrip()[1:])
+    code, err = check_promises(main, ["report", bad], sandbox=tmp_path, target=None)
+    assert code == 2 and "'summary' given twice" in err, err
+
+
+def _returns_within(seconds: float, call) -> tuple[bool, object]:
+    """Run ``call`` in a daemon thread: (finished, its value). A call blocked in open() on a FIFO
+    would otherwise hang the suite."""
+    import threading
+
+    box: list = []
+    t = threading.Thread(target=lambda: box.append(call()), daemon=True)
+    t.start()
+    t.join(seconds)
+    return (not t.is_alive(), box[0] if box else None)
+
+
+def test_a_fifo_as_results_file_is_one_line_not_a_wait(results, tmp_path):
+    import os
+
+    fifo = tmp_path / "r.json"
+    os.mkfifo(fifo)
+    for argv in (
+        ["report", fifo],
+        ["compare", results, fifo],
+        ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "10", "--out", fifo],
+    ):
+        done, got = _returns_within(60, lambda argv=argv: check_promises(main, argv, sandbox=tmp_path, target=fifo))
+        assert done, f"{argv[0]} waited on the FIFO for a writer"
+        code, err = got
+        assert code == 2 and "not a regular file" in err, err
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_report_and_compare_out_that_is_not_a_folder_is_one_line(results, tmp_path, command):
+    import os
+
+    inputs = [results] if command == "report" else [results, results]
+    taken = tmp_path / "taken"
+    taken.write_text("someone's file\n")
+    code, err = check_promises(main, [command, *inputs, "--out", taken], sandbox=tmp_path, target=None)
+    assert code == 2 and "--out" in err and taken.read_text() == "someone's file\n", err
+    # a FIFO planted where a figure or the report goes is replaced, not written into (which waits for a reader)
+    folder = tmp_path / "rep"
+    folder.mkdir()
+    for name in ("report.md", "normalised.png", "improvement.png"):
+        os.mkfifo(folder / name)
+    done, got = _returns_within(
+        120, lambda: check_promises(main, [command, *inputs, "--out", folder], sandbox=tmp_path, target=folder)
+    )
+    assert done and got[0] == 0, f"{command} waited on a FIFO in --out"
+    written = "report.md" if command == "report" else "improvement.png"
+    assert (folder / written).is_file()
 
 
 def test_a_device_as_results_file_is_one_line(tmp_path):

@@ -116,3 +116,21 @@ def test_the_task_bootstrap_resamples_games_as_well():
     lo, hi = task_bootstrap_ci(mean_of_means, games)
     assert lo == 0.0 and hi == 1.0, "drawing the same game twice gives 0 or 1"
     assert task_bootstrap_ci(mean_of_means, games, seed=3) == task_bootstrap_ci(mean_of_means, games, seed=3)
+
+
+def test_probability_of_improvement_takes_memory_in_proportion_to_the_episodes():
+    """Not episodes squared: compare on 100,000 episodes a game would allocate 9.3 GiB (an outside review)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 50, 20_000).astype(float), rng.integers(0, 50, 20_000).astype(float)  # many ties
+    tracemalloc.start()
+    try:
+        p = probability_of_improvement([x], [y])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * x.nbytes, f"{peak:,} bytes for two games of {len(x):,} episodes"
+    wins = sum(int((y < a).sum()) + 0.5 * int((y == a).sum()) for a in x[:500])  # the definition, on a slice
+    assert probability_of_improvement([x[:500]], [y]) == pytest.approx(wins / (500 * len(y)), abs=1e-12)
+    assert 0.45 < p < 0.55

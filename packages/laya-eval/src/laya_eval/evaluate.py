@@ -249,6 +249,7 @@ def _intervals(valued: list[dict], bootstrap: str) -> dict:
 def write_results(path: Path, results: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)  # a FIFO left there would take the write and wait for a reader
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
         f.flush()
@@ -292,6 +293,14 @@ def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
             raise EvalError(f"{settings[key]!r:.60} is not {what}", file=str(path), field=f"settings.{key}")
     if not isinstance(protocol, dict):
         raise EvalError("is not a mapping", file=str(path), field="protocol")
+    played = results["policy"]  # what was played, as run writes it: a resumed run adds its identity
+    if not (
+        isinstance(played, dict)
+        and isinstance(played.get("spec"), str)
+        and isinstance(played.get("kwargs", {}), dict)
+        and isinstance(played.get("identity", {}), dict)
+    ):
+        raise EvalError("is not the record run writes ({spec, kwargs, identity})", file=str(path), field="policy")
     emu = results.get("emulator", {})
     if not isinstance(emu, dict) or not all(isinstance(v, str) for v in emu.values()):
         raise EvalError("is not a mapping of names to versions", file=str(path), field="emulator")
@@ -326,7 +335,8 @@ def _game_problem(name: str, g) -> str | None:
         "std": is_number(g.get("std")),
         "scores": numbers(g.get("scores")) and bool(g.get("scores")),
         "normalised": g.get("normalised") is None or is_number(g.get("normalised")),
-        "normalised_scores": g.get("normalised") is None or numbers(g.get("normalised_scores")),
+        "normalised_scores": g.get("normalised") is None
+        or (numbers(g.get("normalised_scores")) and len(g["normalised_scores"]) == len(g.get("scores") or ())),
         "human_normalised": g.get("human_normalised") is None or is_number(g.get("human_normalised")),
         "baseline": b is None
         or (

@@ -11,8 +11,24 @@ from pathlib import Path
 
 from laya_eval.errors import EvalError
 
-#: A results file of every ALE game with a thousand episodes each is a few MB; this is far above.
-MAX_BYTES = 256 << 20
+#: A results file of every ALE game with ten thousand episodes each is about 25 MB. Parsed JSON can take
+#: some 30 times its text in memory (``[[],[],...]``), so this bounds a hostile file near 2 GB.
+MAX_BYTES = 64 << 20
+
+
+class _Repeated(ValueError):
+    pass
+
+
+def _no_repeats(pairs: list) -> dict:
+    seen = dict(pairs)
+    if len(seen) != len(pairs):  # readers disagree on which of two values counts: refused, not read one way
+        keys: set = set()
+        for k, _ in pairs:
+            if k in keys:
+                raise _Repeated(f"key {k!r} given twice in one object")
+            keys.add(k)
+    return seen
 
 
 def read_json(path: str | Path, field: str | None = None, what: str = "valid JSON"):
@@ -23,7 +39,9 @@ def read_json(path: str | Path, field: str | None = None, what: str = "valid JSO
         return EvalError(f"is not {what} ({why})", file=str(path), field=field)
 
     try:
-        with open(path, "rb") as f:  # a device or pipe says nothing by its size, and may never end
+        # Non-blocking, so a FIFO is refused by its kind instead of waiting for a writer in open().
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as f:  # a device or pipe says nothing by its size, and may never end
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise refuse("not a regular file: a device, pipe or socket?")
@@ -32,14 +50,16 @@ def read_json(path: str | Path, field: str | None = None, what: str = "valid JSO
             data = f.read(MAX_BYTES + 1)
         if len(data) > MAX_BYTES:
             raise refuse(f"over the {MAX_BYTES >> 20} MB a JSON input may be")
-        return json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_no_repeats)
     except FileNotFoundError:
         raise EvalError("does not exist", file=str(path), field=field) from None
     except OSError as e:
         raise refuse(f"cannot be read: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
         raise refuse(f"not UTF-8 at byte {e.start}") from None
-    except (ValueError, RecursionError) as e:  # not JSON, a number past 4,300 digits, nested too deep
+    except _Repeated as e:
+        raise refuse(str(e)) from None
+    except (ValueError, RecursionError) as e:  # not JSON, a number past 4,300 digits, nested too deep, a key twice
         raise refuse(f"not JSON: {str(e)[:120] or type(e).__name__}") from None
 
 

@@ -11,10 +11,14 @@ file, as rliable draws them), ``profile.png`` (the performance profile as a step
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from laya_eval.errors import EvalError
 from laya_eval.stats import bootstrap_ci, performance_profile
 
 AGGREGATES = (
@@ -104,6 +108,35 @@ def _label(results: dict) -> str:
     return f"{results['settings']['policy']} ({name})" if name else str(results["settings"]["policy"])
 
 
+def _folder(out_dir: str | Path) -> Path:
+    """The ``--out`` folder, made if missing; anything else there is refused on one line."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise EvalError("is not a folder (the report and its figures go in one)", file=str(out), field="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise EvalError(f"cannot be made ({e.strerror or type(e).__name__})", file=str(out), field="--out") from None
+    return out
+
+
+def _replace(path: Path, write: Callable[[Path], object]) -> Path:
+    """``write`` a file beside ``path``, then rename it over ``path``: a FIFO or link planted there is
+    replaced, never written through (a FIFO would wait for a reader), and no half-written file is left."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
+    return path
+
+
+def _png(fig, path: Path) -> None:
+    fig.savefig(path, format="png", dpi=120, bbox_inches="tight")
+
+
 def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
     """report.md and the figures for one results file or several, in ``out_dir``."""
     import matplotlib
@@ -112,18 +145,16 @@ def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     runs = [runs] if isinstance(runs, dict) else runs
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / "report.md"]
-    written[0].write_text("\n".join(markdown(r) for r in runs))
+    out = _folder(out_dir)
+    text = "\n".join(markdown(r) for r in runs)
+    written = [_replace(out / "report.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))]
     runs = [r for r in runs if _scored(r)]
     if not runs:
         return written
     for name, draw in (("normalised.png", _per_game), ("aggregates.png", _aggregates), ("profile.png", _profile)):
         fig = draw(plt, runs)
-        fig.savefig(out / name, dpi=120, bbox_inches="tight")
+        written.append(_replace(out / name, partial(_png, fig)))
         plt.close(fig)
-        written.append(out / name)
     return written
 
 
@@ -217,8 +248,7 @@ def write_improvement(result: dict, out_dir: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _folder(out_dir)
     rows = [r for r in result["rows"] if not r["failed"]]
     fig, ax = plt.subplots(figsize=(5.5, 0.45 * (len(rows) + 1) + 1.4))
     ys = list(range(len(rows)))
@@ -243,7 +273,6 @@ def write_improvement(result: dict, out_dir: str | Path) -> Path:
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize=8)
     fig.tight_layout()
-    path = out / "improvement.png"
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    path = _replace(out / "improvement.png", partial(_png, fig))
     plt.close(fig)
     return path
