@@ -43,3 +43,22 @@ def check_promises(main, argv: list, *, sandbox: Path, target: Path | None, repo
         result = validate(target, images=True)
         assert result.ok, f"marked ready but invalid: {result.defects[0].render()}"
     return code, err
+
+
+def returns_within(seconds: float, call, fifos=()) -> tuple[bool, object]:
+    """Run ``call`` in a daemon thread: (whether it returned in time, its value). A call still blocked
+    then, in open() on one of ``fifos`` (waiting for the other end), is let go by opening that end
+    and closing it again, so the failing test leaves no thread behind holding stdout redirected."""
+    import os
+    import threading
+
+    box: list = []
+    t = threading.Thread(target=lambda: box.append(call()), daemon=True)
+    t.start()
+    t.join(seconds)
+    finished = not t.is_alive()
+    if not finished:
+        for fifo in fifos:
+            os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))  # both ends: frees a reader or a writer
+        t.join(30)
+    return finished, box[0] if box else None

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from laya_eval.cli import main
 
 from ..atari_data.test_hostile_inputs import apply, edits
-from ..promises import check_promises
+from ..promises import check_promises, returns_within
 
 SETTINGS = settings(
     max_examples=10,
@@ -163,18 +163,6 @@ def test_a_results_file_with_a_key_given_twice_is_one_line(results, tmp_path):
     assert code == 2 and "'summary' given twice" in err, err
 
 
-def _returns_within(seconds: float, call) -> tuple[bool, object]:
-    """Run ``call`` in a daemon thread: (finished, its value). A call blocked in open() on a FIFO
-    would otherwise hang the suite."""
-    import threading
-
-    box: list = []
-    t = threading.Thread(target=lambda: box.append(call()), daemon=True)
-    t.start()
-    t.join(seconds)
-    return (not t.is_alive(), box[0] if box else None)
-
-
 def test_a_fifo_as_results_file_is_one_line_not_a_wait(results, tmp_path):
     import os
 
@@ -185,7 +173,9 @@ def test_a_fifo_as_results_file_is_one_line_not_a_wait(results, tmp_path):
         ["compare", results, fifo],
         ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "10", "--out", fifo],
     ):
-        done, got = _returns_within(60, lambda argv=argv: check_promises(main, argv, sandbox=tmp_path, target=fifo))
+        done, got = returns_within(
+            60, lambda argv=argv: check_promises(main, argv, sandbox=tmp_path, target=fifo), [fifo]
+        )
         assert done, f"{argv[0]} waited on the FIFO for a writer"
         code, err = got
         assert code == 2 and "not a regular file" in err, err
@@ -205,8 +195,10 @@ def test_report_and_compare_out_that_is_not_a_folder_is_one_line(results, tmp_pa
     folder.mkdir()
     for name in ("report.md", "normalised.png", "improvement.png"):
         os.mkfifo(folder / name)
-    done, got = _returns_within(
-        120, lambda: check_promises(main, [command, *inputs, "--out", folder], sandbox=tmp_path, target=folder)
+    done, got = returns_within(
+        120,
+        lambda: check_promises(main, [command, *inputs, "--out", folder], sandbox=tmp_path, target=folder),
+        list(folder.iterdir()),
     )
     assert done and got[0] == 0, f"{command} waited on a FIFO in --out"
     written = "report.md" if command == "report" else "improvement.png"

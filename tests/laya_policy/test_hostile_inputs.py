@@ -11,7 +11,7 @@ from laya_policy.cli import main
 from laya_policy.train import TrainConfig, train
 
 from ..atari_data.test_hostile_inputs import apply, edits
-from ..promises import check_promises
+from ..promises import check_promises, returns_within
 
 TRAIN = ["--steps", "1", "--batch", "2", "--image-size", "64", "--evals", "1"]
 
@@ -175,3 +175,34 @@ def test_the_judge_refuses_a_checkpoint_whose_temperature_is_zero(checkpoint, tm
     argv = ["run", "--policy", f"laya:{ckpt}", "--games", "Pong", "--episodes", "1", "--out", tmp_path / "res"]
     code, err = check_promises(judge, argv, sandbox=tmp_path, target=tmp_path / "res")
     assert code == 2 and "temperatures.choice" in err, err
+
+
+@pytest.mark.parametrize(
+    "which,plant",
+    [
+        ("backbone/config.json", "huge"),  # transformers read 3 GB of it into memory: a MemoryError
+        ("backbone/tokenizer.json", "huge"),
+        ("backbone/tokenizer.json", "fifo"),  # open() waited for a writer that never comes
+        ("head.safetensors", "fifo"),
+    ],
+)
+def test_a_huge_file_or_a_fifo_in_a_checkpoint_is_one_line_before_it_is_read(data, checkpoint, tmp_path, which, plant):
+    import os
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(checkpoint, ckpt)
+    path = ckpt / which
+    path.unlink()
+    if plant == "fifo":
+        os.mkfifo(path)
+    else:
+        with open(path, "wb") as f:  # sparse: 65 MB that take no disk
+            f.truncate(65 << 20)
+    argv = ["train", "--data", data, "--out", tmp_path / "run", "--init-from", ckpt, *TRAIN]
+    done, got = returns_within(
+        120, lambda: check_promises(main, argv, sandbox=tmp_path, target=tmp_path / "run"), [path] * (plant == "fifo")
+    )
+    assert done, f"train waited on the {plant} {which}"
+    code, err = got
+    why = "regular file" if plant == "fifo" else "bytes"
+    assert code == 2 and which in err and why in err, err

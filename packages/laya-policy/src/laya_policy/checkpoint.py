@@ -155,6 +155,22 @@ def read_json_file(file: Path):
         raise ValueError(f"{file}: is not valid JSON ({type(e).__name__})") from None
 
 
+FILE_MAX = 64 << 20  # any other file but weights: SmolVLM's tokenizer.json, the largest, is 3.5 MB
+
+
+def check_files(path: Path) -> None:
+    """Every file of a checkpoint is a regular one (a FIFO would hold open() forever, a device read on
+    without end) and, weights aside, of a sane size, checked before transformers reads any of them."""
+    for p in sorted(path.rglob("*")):  # links are followed: a Hub snapshot is links into its blobs
+        if p.is_dir():
+            continue
+        if not p.is_file():
+            raise ValueError(f"{p}: is not a regular file (a FIFO, a device or a dangling link?)")
+        size = p.stat().st_size
+        if p.suffix != ".safetensors" and size > FILE_MAX:
+            raise ValueError(f"{p}: is {size:,} bytes; a checkpoint's file other than weights is at most 64 MB")
+
+
 def load_config(path: str | Path) -> AgentConfig:
     file = resolve_checkpoint(path) / CONFIG
     raw = read_json_file(file)
@@ -216,6 +232,7 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
     path = resolve_checkpoint(path)
     if not (path / CONFIG).is_file():
         raise FileNotFoundError(f"{path} is not a laya-policy checkpoint (no {CONFIG})")
+    check_files(path)
     cfg = load_config(path)
     if cfg.backbone == CNN:
         return _load_cnn(path, cfg).to(device).eval(), cfg
