@@ -273,7 +273,13 @@ def test_a_hello_nested_past_any_parser_is_charged_to_its_game(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "mode,message", [("crash", "exited"), ("stray", "not a JSON line"), ("odd", "expected 'actions' or 'probs'")]
+    "mode,message",
+    [
+        ("crash", "exited"),
+        ("stray", "not a JSON line"),
+        ("odd", "expected 'actions' or 'probs'"),
+        ("twice", "without being asked"),
+    ],
 )
 def test_one_failure_is_charged_to_its_own_game_and_the_next_starts_clean(tmp_path, mode, message):
     res = run(tmp_path, unruly(tmp_path, mode), games=("Pong", "Breakout"), episodes=1, random_episodes=0)

@@ -7,6 +7,7 @@ forks     starts a child that would live an hour, writes its pid, then never ans
 odd       answers its first act with an object that has neither actions nor probs, the first time it runs
 mute      closes its output at its first act and lives on without a word
 deep      answers hello with an array nested 100,000 deep
+twice     answers its first act twice, the first time it runs (every later answer would be one act stale)
 Every mode appends a line to <scratch>/hellos each time it is greeted, so a test can count processes.
 """
 
@@ -38,6 +39,12 @@ for line in sys.stdin.buffer:
             first_life = False
         if mode == "odd" and first_life:
             sys.stdout.write(json.dumps({"foo": 1}) + "\n")
+            sys.stdout.flush()
+            first_life = False
+            continue
+        if mode == "twice" and first_life:
+            answer = json.dumps({"actions": [0] * msg["n"]}) + "\n"
+            sys.stdout.write(answer + answer)  # one write: both lines are there before the next message
             sys.stdout.flush()
             first_life = False
             continue

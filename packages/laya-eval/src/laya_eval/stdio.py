@@ -21,9 +21,11 @@ Policy to evaluator::
           or {"probs": [[0.1, 0.9, ...], ...]}      (n rows of len(actions) probabilities)
     any   -> {"error": "what went wrong"}
 
-Standard error passes through. Every exchange is bounded by the timeout: a policy that does not
-read a message (and its frames) or does not answer within it is killed, with its whole process
-group, and the game is recorded as failed. Each game starts from a clean protocol state: after a
+Standard error passes through. A line the evaluator did not ask for (a second answer to one
+message) fails the game, since answers out of turn would make every later action stale. Every
+exchange is bounded by the timeout: a policy that does not read a message (and its frames) or
+does not answer within it is killed, with its whole process group, and the game is recorded as
+failed. Each game starts from a clean protocol state: after a
 failure (killed, exited, a line that is not the answer) the next ``reset`` starts a fresh process
 and says ``hello`` again, so one failure is charged to the game it happened in, not to the rest.
 """
@@ -101,6 +103,7 @@ class StdioPolicy:
             self._start()
         proc = self.proc
         assert proc is not None and proc.stdin is not None  # _start raises when it cannot start one
+        self._unasked()
         self._write(proc, json.dumps(message).encode() + b"\n" + payload, message["type"])
         try:
             line = self._lines.get(timeout=self.timeout)
@@ -130,6 +133,18 @@ class StdioPolicy:
         if expect and not any(k in reply for k in expect):
             raise PolicyError(f"answered {sorted(reply)}; expected {' or '.join(repr(k) for k in expect)}")
         return reply
+
+    def _unasked(self) -> None:
+        """A line waiting before a message is sent was never asked for: taking it as the next answer
+        would leave every later action one decision stale, so it fails the game instead."""
+        try:
+            line = self._lines.get_nowait()
+        except queue.Empty:
+            return
+        if line is None:  # its output ended: the exchange says how (exited, or closed it and lives on)
+            self._lines.put(None)
+            return
+        raise PolicyError(f"wrote {line[:80]!r} without being asked (one answer per message)")
 
     def _write(self, proc: subprocess.Popen, data: bytes, kind: str) -> None:
         """Write on a helper thread: a policy that stops reading fills the pipe, and a plain write
