@@ -20,7 +20,7 @@ from atari_data.cli import main
 from atari_data.publish.pack import PackConfig, pack
 from laya_protocol.games import FULL_ACTIONS, minimal_actions
 
-from ..promises import check_promises, run_cli
+from ..promises import check_promises, returns_within, run_cli
 from .test_import_atari_head import trial_files
 
 SETTINGS = settings(
@@ -104,6 +104,29 @@ def test_layout_readers_keep_the_promises(layout_master, tmp_path_factory, which
         assert run_cli(main, ["doctor", out])[0] == 0, "a pack that was written is healthy"
     else:
         assert not out.exists(), "a refused pack leaves nothing"
+
+
+@pytest.mark.parametrize("which", ["expert2f/Breakout/meta.json", "expert2f/Breakout/train.jsonl", "png"])
+def test_a_fifo_in_a_layout_is_one_line_not_a_wait(layout_master, tmp_path, which):
+    """read_bytes opened the file before asking what it was: open() on a FIFO waits for a writer."""
+    import os
+
+    root = tmp_path / "root"
+    shutil.copytree(layout_master, root)
+    path = sorted((root / "expert2f/Breakout/images").iterdir())[3] if which == "png" else root / which
+    path.unlink()
+    os.mkfifo(path)
+    for argv, report in ((["validate", root, "--images"], True), (["pack", root, tmp_path / "packed"], False)):
+        done, got = returns_within(
+            60,
+            lambda a=argv, r=report: check_promises(main, a, sandbox=tmp_path, target=tmp_path / "packed", report=r),
+            [path],
+        )
+        assert done, f"{argv[0]} waited on the FIFO {which}"
+        assert got[0] == 2, got
+        assert report or "not a regular file" in got[1], got[1]  # validate prints its defects on stdout
+    done, _ = returns_within(60, lambda: check_promises(main, ["stats", root], sandbox=tmp_path, target=None), [path])
+    assert done, f"stats waited on the FIFO {which}"
 
 
 # -- replay-packed repositories: rebuild ----------------------------------------------------------------

@@ -15,6 +15,7 @@ import functools
 import os
 import re
 import stat
+from typing import BinaryIO
 
 from atari_data.errors import AtariDataError
 
@@ -79,15 +80,23 @@ def check_ratio(size: int, compressed: int, *, file: str, field: str) -> None:
         )
 
 
+def open_regular(path: os.PathLike | str, field: str = "(file)") -> BinaryIO:
+    """``path`` opened for reading when it is a regular file; a device, FIFO or socket is refused.
+    Opened non-blocking, as open() on a FIFO would otherwise wait for a writer before any check ran."""
+    f = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0)
+    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        f.close()
+        raise AtariDataError("is not a regular file (a device, pipe or socket?)", file=str(path), field=field)
+    return f
+
+
 def read_bytes(path: os.PathLike | str, kind: str = "file", field: str = "(file)") -> bytes:
     """A whole regular file, refused before reading when it is larger than the limit of ``kind``. A
     device, FIFO or socket (``/dev/zero``, a pipe) is refused too: its size says nothing, and reading
     it could block or never end. At most the limit is read, whatever the file does meanwhile."""
     cap = limit(kind)
-    with open(path, "rb", buffering=0) as f:
+    with open_regular(path, field) as f:
         st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise AtariDataError("is not a regular file (a device, pipe or socket?)", file=str(path), field=field)
         check(kind, st.st_size, file=str(path), field=field)
         chunks, total, want = [], 0, st.st_size + 1  # sized reads: no cap-sized buffer for a small file
         while total <= cap:  # a file that grows (or says 0, as /proc does) is read on, up to the limit

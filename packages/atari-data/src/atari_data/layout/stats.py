@@ -9,7 +9,7 @@ import polars as pl
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games, parse_json_line
-from atari_data.limits import limit
+from atari_data.limits import limit, open_regular
 from atari_data.schema import META, check_structure
 
 
@@ -62,7 +62,7 @@ def stats_table(root, sources=None, games=None) -> pl.DataFrame:
 def _has_target(g) -> bool | None:
     """Whether the first train record has a soft target (None when it cannot be told)."""
     try:
-        with open(g.split_file("train"), "rb") as f:
+        with open_regular(g.split_file("train")) as f:
             line = f.readline(limit("file"))
         rec = parse_json_line(line, str(g.split_file("train")), 1, "(record)") if line else None
     except (OSError, AtariDataError):

@@ -254,7 +254,7 @@ class Doctor:
         for t in tars:
             before = len(self.defects)
             try:
-                with tarfile.open(t) as tf:
+                with limits.open_regular(t) as raw, tarfile.open(fileobj=raw) as tf:
                     keys: dict[str, set] = {}
                     for m in tf:
                         if m.size > limits.limit("member"):
@@ -288,6 +288,8 @@ class Doctor:
                     samples += len(keys)
             except (tarfile.TarError, OSError) as e:
                 self.defect(t, "(file)", f"is not a readable tar ({e})")
+            except AtariDataError as e:
+                self.defects.append(e)
             if len(self.defects) == before:  # names and frames fine: read it as the shard helper does
                 try:
                     for _ in records([str(t)], split=False):
@@ -329,7 +331,8 @@ class Doctor:
                             file=str(d / f"{split}.jsonl"),
                             field="(file)",
                         )
-                        n = sum(1 for _ in (d / f"{split}.jsonl").open())
+                        with limits.open_regular(d / f"{split}.jsonl") as f:
+                            n = sum(1 for _ in f)
                         self.counts[f"replay/{source}/{game}/{split}"] = n
                         stated = meta[key]["records"]
                         if n != stated:

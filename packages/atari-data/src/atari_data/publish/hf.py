@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import datasets
 
+from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout import META, list_games
 from atari_data.publish.pack import hf_row, layout_rows
@@ -40,7 +41,7 @@ def layout_fingerprint(root: str, source: str) -> str:
     record what was written: counts, labels, caps, seed)."""
     h = hashlib.sha256()
     for g in list_games(root, [source]):
-        h.update(f"{g.source}/{g.game}\0".encode() + (g.path / META).read_bytes())
+        h.update(f"{g.source}/{g.game}\0".encode() + limits.read_bytes(g.path / META))
     return h.hexdigest()[:16]
 
 
