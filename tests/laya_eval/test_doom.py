@@ -15,7 +15,11 @@ EXAMPLE = Path(__file__).parents[2] / "packages" / "laya-eval" / "examples" / "s
 
 
 def test_baselines_and_a_policy_on_the_same_seeds(tmp_path):
+    victim = tmp_path / "victim"  # a link planted at the temporary name was written through
+    victim.write_text("ORIGINAL\n")
+    (tmp_path / ".d.json.tmp").symlink_to(victim)
     r = evaluate_doom("constant:ATTACK", episodes=6, out=str(tmp_path / "d.json"))
+    assert victim.read_text() == "ORIGINAL\n"
     rows = r["results"]
     assert set(rows) == {"expert", "random", "always_attack", "policy"}
     assert rows["expert"]["kill_rate"] == 1.0 and rows["expert"]["mean"] > rows["random"]["mean"]

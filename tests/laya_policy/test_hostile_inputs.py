@@ -206,3 +206,22 @@ def test_a_huge_file_or_a_fifo_in_a_checkpoint_is_one_line_before_it_is_read(dat
     code, err = got
     why = "regular file" if plant == "fifo" else "bytes"
     assert code == 2 and which in err and why in err, err
+
+
+def test_train_never_writes_through_a_link_planted_in_its_out_folder(data, checkpoint, tmp_path):
+    """torch.save, the log's temporary file and summary.json followed links: a planted one overwrote
+    files outside --out (an outside hostile review)."""
+    run = tmp_path / "run"
+    shutil.copytree(checkpoint.parent, run)
+    victims = {}
+    for name in ("summary.json", ".state.pt.tmp", ".log.jsonl.tmp", ".final.tmp", ".best.tmp"):
+        victim = tmp_path / f"victim{name}"
+        victim.write_text("ORIGINAL\n")
+        (run / name).unlink(missing_ok=True)
+        (run / name).symlink_to(victim)
+        victims[victim] = name
+    code, err = check_promises(main, ["train", "--data", data, "--out", run, *TRAIN], sandbox=tmp_path, target=run)
+    assert code == 0, err
+    for victim, name in victims.items():
+        assert victim.read_text() == "ORIGINAL\n", f"written through the link {name}"
+    assert not (run / "summary.json").is_symlink() and (run / "summary.json").is_file()

@@ -124,8 +124,12 @@ def test_play_records_a_video(ckpt, tmp_path, capsys, suffix):
     from laya_policy.cli import main
 
     out = tmp_path / f"pong{suffix}"
+    victim = tmp_path / "victim"  # a link planted at the temporary name was written through
+    victim.write_text("ORIGINAL\n")
+    (tmp_path / f".pong.tmp{suffix}").symlink_to(victim)
     assert main(["play", "--model", str(ckpt[0]), "--game", "Pong", "--video", str(out), "--max-decisions", "8"]) == 0
     assert "Pong: 8 decisions" in capsys.readouterr().out
+    assert victim.read_text() == "ORIGINAL\n"
     if suffix == ".gif":
         from PIL import Image
 

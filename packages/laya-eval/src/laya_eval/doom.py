@@ -12,8 +12,6 @@ always-ATTACK. Normalised = (policy - random) / (expert - random) on mean reward
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +20,7 @@ import numpy as np
 
 from laya_eval.batch import Batch, choose
 from laya_eval.errors import EvalError
+from laya_eval.evaluate import write_results
 from laya_eval.policies import ConstantPolicy, RandomPolicy, load_policy
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
@@ -132,11 +131,7 @@ def evaluate_doom(
         "normalised": (rows["policy"]["mean"] - rows["random"]["mean"]) / span if span else None,
     }
     if out:
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(results, indent=1))
-        os.replace(tmp, path)
+        write_results(Path(out), results)  # beside it, then renamed: a link or FIFO there is replaced
     return results
 
 

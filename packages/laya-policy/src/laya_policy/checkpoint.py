@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -28,6 +27,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from atari_data.layout import remove
 from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
 from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
@@ -75,8 +75,7 @@ def save_checkpoint(
     """Write the checkpoint beside ``path`` and rename it into place."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    remove(tmp)  # a link there is removed itself, never followed
     tmp.mkdir(parents=True)
     if isinstance(policy, NatureCNN):
         save_file(
@@ -93,8 +92,7 @@ def save_checkpoint(
     (tmp / CONFIG).write_text(json.dumps(asdict(cfg), indent=2) + "\n")
     if training is not None:
         (tmp / TRAINING).write_text(json.dumps(training, indent=2) + "\n")
-    if path.exists():
-        shutil.rmtree(path)
+    remove(path)
     os.replace(tmp, path)
     return path
 

@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from atari_data.layout import write_atomic
 from laya_protocol.config import option
 from laya_protocol.names import HUB_SPLITS
 from laya_protocol.protocol import EVAL_DECISION_CAP
@@ -70,9 +71,7 @@ class Quickstart:
     def mark(self, stage: str, result: dict) -> dict:
         path = self.out / "stages" / f"{stage}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=2) + "\n")
-        tmp.replace(path)
+        write_atomic(path, (json.dumps(result, indent=2) + "\n").encode())
         return result
 
     def run(self) -> dict:
@@ -87,7 +86,7 @@ class Quickstart:
                 f"{self.out} was made with other settings ({settings}); pass --restart to start over "
                 "or --out for a new folder"
             )
-        settings.write_text(json.dumps({**asdict(self.cfg), "restart": False}, indent=2) + "\n")
+        write_atomic(settings, (json.dumps({**asdict(self.cfg), "restart": False}, indent=2) + "\n").encode())
         results = {}
         for i, stage in enumerate(STAGES, 1):
             previous = self.done(stage)
@@ -263,7 +262,7 @@ class Quickstart:
                 f"score {video['score']:g}.",
                 "",
             ]
-        (self.out / "report.md").write_text("\n".join(lines))
+        write_atomic(self.out / "report.md", "\n".join(lines).encode())
         return {"report": str(self.out / "report.md"), "video": video.get("video")}
 
 

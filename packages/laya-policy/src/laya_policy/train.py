@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from atari_data.layout import write_atomic
+from atari_data.layout import fresh_file, write_atomic
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import (
     CNN,
@@ -552,7 +552,8 @@ def save_state(s: Setup, out: Path, done: dict) -> float:
         "config": asdict(s.cfg),
     }
     tmp = out / ".state.pt.tmp"
-    torch.save(state, tmp)
+    with fresh_file(tmp) as f:  # a link planted there is replaced, not written through
+        torch.save(state, f)
     os.replace(tmp, out / "state.pt")
     return time.monotonic() - t
 
@@ -726,7 +727,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
         },
         "replicas": {"world": s.dist.world, "weights_agree": agree},
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
     return summary
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from atari_data.layout import remove
 from atari_data.play.ale import AtariGame, PreviousFrame, play_episode
 from laya_eval.batch import Batch
 from laya_protocol.seeds import EVAL_SEED_BASE
@@ -52,6 +53,7 @@ def record_episode(
         pass
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
+    remove(tmp)  # a link or FIFO planted there is replaced below, never written through
     if out.suffix.lower() == ".gif":
         frames[0].save(tmp, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
     else:

@@ -189,10 +189,26 @@ def staged_game(root: str | os.PathLike, source: str, game: str, kind: str) -> I
         shutil.rmtree(stage, ignore_errors=True)
 
 
+def fresh_file(path: Path):
+    """``path`` created anew for writing: whatever was there (a link planted to a file elsewhere, a
+    FIFO that would wait for a reader) is removed, never written through; O_EXCL makes sure."""
+    remove(path)
+    return open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb")
+
+
+def remove(path: Path) -> None:
+    """Remove a file, folder or link at ``path`` (a link itself, never what it points at)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary name, flushed to disk before the rename."""
+    """Write ``data`` to ``path`` through a temporary name, flushed to disk before the rename; a link
+    at either name is replaced, never followed."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
+    with fresh_file(tmp) as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
