@@ -225,3 +225,47 @@ def test_train_never_writes_through_a_link_planted_in_its_out_folder(data, check
     for victim, name in victims.items():
         assert victim.read_text() == "ORIGINAL\n", f"written through the link {name}"
     assert not (run / "summary.json").is_symlink() and (run / "summary.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "flags,field",
+    [
+        (["--evals", "100000000000"], None),  # building the evaluation steps never ended; now one a step
+        (["--evals", "0"], "--evals"),
+        (["--batch", "0"], "--batch"),
+        (["--batch", "-2"], "--batch"),
+        (["--lr-head", "nan"], "--lr-head"),  # trained to a checkpoint of NaN weights
+        (["--lr-backbone", "-1"], "--lr-backbone"),
+        (["--max-minutes", "nan"], "--max-minutes"),  # turned the time budget off
+        (["--passes", "0"], "--passes"),
+        (["--device", "bogus"], "--device"),
+    ],
+)
+def test_train_flags_out_of_range_are_one_line_before_any_work(data, tmp_path, flags, field):
+    argv = ["train", "--data", data, "--out", tmp_path / "run", "--steps", "1", "--image-size", "64", *flags]
+    done, got = returns_within(60, lambda: check_promises(main, argv, sandbox=tmp_path, target=tmp_path / "run"))
+    assert done, f"{flags} ran on"
+    code, err = got
+    assert (code == 0) if field is None else (code == 2 and field in err), err
+
+
+@pytest.mark.parametrize(
+    "flags,field",
+    [
+        (["--decision-cap", "0"], "--decision-cap"),  # an episode of 0 decisions: generate looped for ever
+        (["--decision-cap", "-1"], "--decision-cap"),
+        (["--train-frames", "-1"], "--train-frames"),
+        (["--seed", "-1"], "--seed"),
+        (["--workers", "-1"], "--workers"),
+        (["--baseline-episodes", "-1"], "--baseline-episodes"),
+    ],
+)
+def test_generate_flags_out_of_range_are_one_line(tmp_path, flags, field):
+    from atari_data.cli import main as data_main
+
+    argv = ["generate", "--root", tmp_path / "d", "--games", "Pong", "--train-frames", "4", "--val-frames", "2"]
+    argv += ["--baseline-episodes", "0", *flags]
+    done, got = returns_within(60, lambda: check_promises(data_main, argv, sandbox=tmp_path, target=tmp_path / "d"))
+    assert done, f"{flags} ran on"
+    code, err = got
+    assert code == 2 and field in err, err

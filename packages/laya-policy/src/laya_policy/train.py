@@ -158,6 +158,16 @@ class TrainConfig:
         return CNN if self.backbone == CNN else "pretrained" if self.pretrained else "tiny"
 
 
+def check_device(device: str) -> None:
+    """``--device`` names a device torch knows and this machine has; refused before any work."""
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as e:
+        raise ValueError(f"--device {device}: {str(e).splitlines()[0][:120]}") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: this machine has no CUDA device torch can use")
+
+
 def resolve(cfg: TrainConfig) -> TrainConfig:
     """Fill frames, image size and preprocessing from the checkpoint continued from (a different value
     given is an error: the checkpoint was trained on its own), else from the pretrained backbone's
@@ -170,6 +180,18 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         raise ValueError(f"--threads {cfg.threads}: expected 1 or more (leave it out for one per CPU process)")
     if cfg.steps is not None and cfg.steps < 1:
         raise ValueError(f"--steps {cfg.steps}: expected 1 or more (leave it out to use --passes)")
+    checks: tuple[tuple[str, object, bool, str], ...] = (
+        ("--batch", cfg.batch, cfg.batch >= 1, "1 or more"),
+        ("--evals", cfg.evals, cfg.evals >= 1, "1 or more"),
+        ("--passes", cfg.passes, cfg.passes > 0 and math.isfinite(cfg.passes), "a number above 0"),
+        ("--max-minutes", cfg.max_minutes, cfg.max_minutes > 0, "a number of minutes above 0"),  # NaN fails too
+        ("--lr-head", cfg.lr_head, cfg.lr_head is None or 0 < cfg.lr_head < math.inf, "a rate above 0"),
+        ("--lr-backbone", cfg.lr_backbone, cfg.lr_backbone is None or 0 < cfg.lr_backbone < math.inf, "a rate above 0"),
+    )
+    for flag, value, ok, what in checks:
+        if not ok:
+            raise ValueError(f"{flag} {value}: expected {what}")
+    check_device(cfg.device)
     preset = None if cfg.init_from else PRESETS.get(cfg.model or "tiny")  # a checkpoint's own size is checked below
     if preset and cfg.image_size is not None and (cfg.image_size < 1 or cfg.image_size % (16 * preset.scale_factor)):
         unit = 16 * preset.scale_factor
@@ -619,7 +641,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
         done = fresh_progress(s)
         if s.dist.main:
             (out / "log.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
-    eval_steps = {math.ceil(s.total * i / cfg.evals) for i in range(1, cfg.evals + 1)} if s.val else set()
+    evals = min(cfg.evals, s.total)  # more evaluations than steps would only repeat steps
+    eval_steps = {math.ceil(s.total * i / evals) for i in range(1, evals + 1)} if s.val else set()
 
     def record(entry: dict) -> None:
         """Log an evaluation (and print it as a table); keep the best checkpoint by the selection rule."""

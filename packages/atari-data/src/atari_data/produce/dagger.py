@@ -26,6 +26,7 @@ from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
     behaviour_rng,
+    check_counts,
     fill_splits,
     labelled_steps,
     one_by_one,
@@ -59,6 +60,13 @@ class DaggerConfig:
     force: bool = option(False, "rewrite games already written")
 
     def __post_init__(self):
+        check_counts(
+            ("--train-frames", self.train_frames, 1),
+            ("--val-frames", self.val_frames, 0),
+            ("--min-train-episodes", self.min_train_episodes, 1),
+            ("--seed", self.seed, 0),
+            ("--decision-cap", 1 if self.decision_cap is None else self.decision_cap, 1),
+        )
         check_budget(self.planner_frames)
         check_holds(self.expert)
 

@@ -79,6 +79,16 @@ class GenerateConfig:
     force: bool = option(False, "rewrite games that are already complete")
 
     def __post_init__(self):
+        check_counts(
+            ("--train-frames", self.train_frames, 1),
+            ("--val-frames", self.val_frames, 0),
+            ("--min-train-episodes", self.min_train_episodes, 1),
+            ("--min-val-episodes", self.min_val_episodes, 0),
+            ("--baseline-episodes", self.baseline_episodes, 0),
+            ("--seed", self.seed, 0),
+            ("--workers", self.workers, 1),
+            ("--decision-cap", 1 if self.decision_cap is None else self.decision_cap, 1),
+        )
         if self.source not in SOURCES:
             raise AtariDataError(f"unknown source {self.source!r} (expected {' or '.join(SOURCES)})", field="--source")
         if not 0 <= self.epsilon <= 1:
@@ -86,6 +96,14 @@ class GenerateConfig:
         check_budget(self.planner_frames)
         check_holds(self.expert)
         self.games = [resolve_game(g) for g in self.games]
+
+
+def check_counts(*flags: tuple[str, int, int]) -> None:
+    """Each (flag, value, least): a count below its least is refused before anything is played (an
+    episode capped at 0 decisions adds none, and the loop filling a split would never end)."""
+    for flag, value, least in flags:
+        if value < least:
+            raise AtariDataError(f"{value}: expected {least} or more", field=flag)
 
 
 def behaviour_rng(seed: int, game: str, episode: int) -> np.random.Generator:
