@@ -54,6 +54,7 @@ from laya_policy.objectives import (
 )
 from laya_protocol.config import option
 from laya_protocol.games import FULL_ACTIONS
+from laya_protocol.locks import FileLock
 from laya_protocol.seeds import PLAY_CHECK_SEED_BASE
 
 #: (head, backbone) learning rates when none is given. A random preset trains everything: its head
@@ -626,11 +627,19 @@ def resume(s: Setup, out: Path) -> dict | None:
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict:
     """Train as the module docstring says; returns the summary (also OUT/summary.json), or {} on the
-    other ranks of a distributed run."""
-    from tqdm import tqdm
-
+    other ranks of a distributed run. One run writes OUT at a time: the first holds ``.OUT.lock``
+    beside it, and a second is refused on one line naming its pid."""
     cfg = resolve(cfg)
     out = Path(cfg.out)
+    if int(os.environ.get("RANK", "0")) != 0:  # a distributed run's other ranks: rank 0 holds the lock
+        return _train(cfg, out, progress)
+    with FileLock(out.with_name(f".{out.name}.lock"), str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
+        return _train(cfg, out, progress)
+
+
+def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
+    from tqdm import tqdm
+
     s = build(cfg)
     if s.dist.main:
         out.mkdir(parents=True, exist_ok=True)
