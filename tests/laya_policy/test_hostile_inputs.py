@@ -300,3 +300,34 @@ def test_a_second_train_into_the_same_out_is_refused_while_the_first_runs(data, 
         holder.communicate("", timeout=30)
     code, err = check_promises(main, argv, sandbox=tmp_path, target=out)
     assert code == 0 and (out / "final").is_dir() and not lock.exists(), err
+
+
+@pytest.mark.parametrize(
+    "edit,field",
+    [
+        (lambda r: r.update(target=[float("nan")] * len(r["actions"])), "target"),  # trained to NaN weights
+        (lambda r: r.update(target=[1 / 30] * 30), "target"),  # a RuntimeError in the loss
+        (lambda r: r.update(label=99, target=None), "label"),  # an IndexError
+        (lambda r: r.update(question="[1, 2]"), "question"),  # a TypeError
+        (lambda r: r.update(episode=None), "episode"),  # a KeyError
+        (lambda r: r.update(actions=[]), "actions"),
+    ],
+)
+def test_train_checks_every_packed_row_as_the_validator_checks_a_record(data, tmp_path, edit, field):
+    """A layout's records were checked by the record rules; a packed repository's rows were not."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from atari_data.publish.pack import PackConfig, pack
+
+    packed = tmp_path / "packed"
+    pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
+    shard = next((packed / "data" / "expert2f" / "Pong").glob("train-*.parquet"))
+    table = pq.read_table(shard)
+    rows = table.to_pylist()
+    edit(rows[3])
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), shard)
+    code, err = check_promises(
+        main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path, target=tmp_path / "run"
+    )
+    assert code == 2 and "row 3" in err and f": {field}" in err, err
