@@ -4,6 +4,7 @@ or hostile, keep the promises of ``tests/promises.py`` (a planted ``state.pt`` i
 import shutil
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -331,3 +332,47 @@ def test_train_checks_every_packed_row_as_the_validator_checks_a_record(data, tm
         main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path, target=tmp_path / "run"
     )
     assert code == 2 and "row 3" in err and f": {field}" in err, err
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda st: st.update(log=["x"]),  # a TypeError
+        lambda st: st.update(log=[{}]),  # a KeyError
+        lambda st: st.update(log=[torch.zeros(1)]),  # not JSON: the log could not be rewritten
+        lambda st: st.update(counts={}),  # a KeyError at the first draw
+        lambda st: st.update(best="x"),
+        lambda st: st.update(best={"nll": "a", "step": 0}),
+        lambda st: st.update(step=-(10**6)),  # trained on past its plan
+        lambda st: st.update(step=10**30),  # "1e30 steps", exit 0
+        lambda st: st.update(step=1.5),
+        lambda st: st.update(spent=float("nan")),  # turned the time budget off
+        lambda st: st.update(spent=float("-inf")),
+        lambda st: st.update(curve="abc"),
+    ],
+)
+def test_a_state_pt_of_the_wrong_shape_is_one_line(data, checkpoint, tmp_path, edit):
+    run = tmp_path / "run"
+    shutil.copytree(checkpoint.parent, run)
+    state = torch.load(run / "state.pt", weights_only=True)
+    edit(state)
+    torch.save(state, run / "state.pt")
+    argv = ["train", "--data", data, "--out", run, *TRAIN]
+    done, got = returns_within(60, lambda: check_promises(main, argv, sandbox=tmp_path, target=run))
+    assert done, "ran on past its plan"
+    code, err = got
+    assert code == 2 and "state.pt" in err, err
+
+
+def test_a_fifo_as_state_pt_is_one_line_not_a_wait(data, checkpoint, tmp_path):
+    import os
+
+    run = tmp_path / "run"
+    shutil.copytree(checkpoint.parent, run)
+    (run / "state.pt").unlink()
+    os.mkfifo(run / "state.pt")
+    argv = ["train", "--data", data, "--out", run, *TRAIN]
+    done, got = returns_within(60, lambda: check_promises(main, argv, sandbox=tmp_path, target=run), [run / "state.pt"])
+    assert done, "waited on the FIFO"
+    code, err = got
+    assert code == 2 and "state.pt" in err, err

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from atari_data.layout import fresh_file, write_atomic
+from atari_data.limits import open_regular
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import (
     CNN,
@@ -581,6 +582,39 @@ def save_state(s: Setup, out: Path, done: dict) -> float:
     return time.monotonic() - t
 
 
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _progress_problem(state: dict, s: Setup) -> str | None:
+    """What in a state's progress is not what :func:`save_state` writes for this run, or None: a step
+    past the plan trained on for ever, a NaN time spent turned the budget off, a log entry without
+    its step failed only at the first evaluation."""
+    step, spent, counts, best = state.get("step"), state.get("spent"), state.get("counts"), state.get("best")
+    log, curve = state.get("log"), state.get("curve", [])
+    if type(step) is not int or not 0 <= step <= s.total:
+        return f"step {str(step)[:40]} is not a step of this run's {s.total}"
+    if not _finite(spent) or float(spent or 0) < 0:
+        return f"spent {str(spent)[:40]} is not a number of seconds"
+    if not isinstance(counts, dict) or set(counts) != set(s.train) or not all(type(v) is int for v in counts.values()):
+        return "counts are not one count per training group of this run"
+    if best is not None and not (isinstance(best, dict) and _finite(best.get("nll")) and type(best.get("step")) is int):
+        return "best is not an evaluation's step and NLL"
+    if not isinstance(log, list) or not all(
+        isinstance(e, dict) and type(e.get("step")) is int and _finite(e.get("nll")) for e in log
+    ):
+        return "log is not a list of evaluations, each with its step and NLL"
+    if not isinstance(curve, list) or not all(
+        isinstance(c, list) and len(c) == 2 and all(map(_finite, c)) for c in curve
+    ):
+        return "curve is not a list of [step, loss] pairs"
+    try:
+        json.dumps([log, best])  # plain data: the log is written back from it
+    except (TypeError, ValueError):
+        return "log is not plain data"
+    return None
+
+
 def resume(s: Setup, out: Path) -> dict | None:
     """The progress of ``out/state.pt`` with the model and optimiser restored from it, or None to
     start fresh (no state, or ``restart``)."""
@@ -588,7 +622,8 @@ def resume(s: Setup, out: Path) -> dict | None:
     if s.cfg.restart or not path.exists():
         return None
     try:  # tensors and plain containers only: a planted pickle is refused, never run
-        state = torch.load(path, map_location=s.cfg.device, weights_only=True)
+        with open_regular(path) as f:  # a FIFO would hold open() for ever
+            state = torch.load(f, map_location=s.cfg.device, weights_only=True)
         saved, now = state.get("plan"), plan(s)
         if saved != now:
             key = next((k for k in now if not isinstance(saved, dict) or saved.get(k) != now[k]), "plan")
@@ -597,6 +632,9 @@ def resume(s: Setup, out: Path) -> dict | None:
                 f"{path}: was started with {key} {was!r}, this command gives {now[key]!r}; "
                 "run the command that started it to resume, or pass --restart to start over"
             )
+        problem = _progress_problem(state, s)
+        if problem:
+            raise ValueError(problem)
         s.model.load_state_dict(state["model"])
         s.opt.load_state_dict(state["opt"])
         done = {
