@@ -52,3 +52,30 @@ def test_a_subprocess_policy_plays_doom_through_the_cli(tmp_path, capsys):
 def test_an_unknown_scenario_is_a_one_line_error(tmp_path, capsys):
     assert main(["doom", "--policy", "random", "--scenario", "nope", "--out", str(tmp_path / "d.json")]) == 2
     assert "unknown scenario 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flags,field",
+    [
+        (["--episodes", "0"], "--episodes"),  # wrote NaN means: not JSON
+        (["--seed-base", "-1"], "--seed-base"),
+        (["--policy-kwargs", "[1]"], "--policy-kwargs"),
+    ],
+)
+def test_doom_flags_out_of_range_are_one_line(tmp_path, flags, field):
+    from ..promises import check_promises
+
+    out = tmp_path / "d.json"
+    code, err = check_promises(main, ["doom", "--policy", "random", "--out", out, *flags], sandbox=tmp_path, target=out)
+    assert code == 2 and field in err and not out.exists(), err
+
+
+def test_doom_out_under_a_file_is_one_line(tmp_path):
+    from ..promises import check_promises
+
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "d.json"
+    code, err = check_promises(
+        main, ["doom", "--policy", "random", "--episodes", "1", "--out", out], sandbox=tmp_path, target=out
+    )
+    assert code == 2 and "--out" in err, err

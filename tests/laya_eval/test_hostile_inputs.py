@@ -225,6 +225,10 @@ def test_a_device_as_results_file_is_one_line(tmp_path):
         (["--threads", "-1"], "--threads"),
         (["--policy", "constant:JUMP"], "--policy"),
         (["--policy", "constant:UPFIRE"], "--policy"),  # an ALE button, but not one of Pong's
+        # ALE takes a seed as a signed 32-bit integer: these were tracebacks out of ale-py
+        (["--seed-base", "-1"], "--seed-base"),
+        (["--seed-base", "100000000000000000000"], "--seed-base"),
+        (["--episodes", "100000000000"], "--episodes"),  # every episode runs side by side
     ],
 )
 def test_run_flags_are_checked_before_anything_is_played(tmp_path, flags, field):

@@ -12,6 +12,7 @@ always-ATTACK. Normalised = (policy - random) / (expert - random) on mean reward
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,12 +21,12 @@ import numpy as np
 
 from laya_eval.batch import Batch, choose
 from laya_eval.errors import EvalError
-from laya_eval.evaluate import write_results
+from laya_eval.evaluate import writable, write_results
 from laya_eval.policies import ConstantPolicy, RandomPolicy, load_policy
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName
-from laya_protocol.seeds import EVAL_SEED_BASE
+from laya_protocol.seeds import EVAL_SEED_BASE, MAX_EPISODES, seed_problem
 
 
 def make_game(scenario: str):
@@ -101,6 +102,15 @@ def evaluate_doom(
     out: str | None = None,
 ) -> dict:
     """The policy and the three baselines on the same seeds; written to ``out`` when given."""
+    if not 1 <= episodes <= MAX_EPISODES:
+        raise EvalError(f"{episodes} (expected 1 to {MAX_EPISODES:,})", field="--episodes")
+    problem = seed_problem(seed_base, episodes)
+    if problem:
+        raise EvalError(problem, field="--seed-base")
+    if policy_kwargs is not None and not isinstance(policy_kwargs, dict):
+        raise EvalError(f"{json.dumps(policy_kwargs)[:80]} is not a JSON object", field="--policy-kwargs")
+    if out:
+        writable(Path(out))  # before any episode is played, not after
     game = make_game(scenario)
     try:
         rows = {

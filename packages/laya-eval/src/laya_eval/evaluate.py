@@ -47,7 +47,7 @@ from laya_protocol.errors import UnknownName
 from laya_protocol.games import ACTION_SETS, action_set, emulator
 from laya_protocol.locks import FileLock
 from laya_protocol.protocol import BASELINE_CAP, EVAL_DECISION_CAP, FRAME_CAP, Protocol
-from laya_protocol.seeds import EVAL_SEED_BASE
+from laya_protocol.seeds import EVAL_SEED_BASE, MAX_EPISODES, seed_problem
 
 
 def decision_cap(text: str) -> int | None:
@@ -102,8 +102,12 @@ class RunConfig:
         if not [g for g in self.games if g.strip()]:
             raise EvalError("no game given (expected comma-separated ALE names, e.g. Pong,Breakout)", field="--games")
         self.games = [resolve_game(g) for g in self.games]
-        if self.episodes < 1:
-            raise EvalError(f"{self.episodes} (expected at least 1)", field="--episodes")
+        for flag, episodes in (("--episodes", self.episodes), ("--random-episodes", max(self.random_episodes, 1))):
+            if not 1 <= episodes <= MAX_EPISODES:
+                raise EvalError(f"{episodes} (expected 1 to {MAX_EPISODES:,})", field=flag)
+        problem = seed_problem(self.seed_base, max(self.episodes, self.random_episodes))
+        if problem:
+            raise EvalError(problem, field="--seed-base")
         if not isinstance(self.policy_kwargs, dict):
             raise EvalError(
                 f"{json.dumps(self.policy_kwargs)[:80]} is a JSON {type(self.policy_kwargs).__name__}, "

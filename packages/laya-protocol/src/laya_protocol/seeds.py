@@ -16,6 +16,18 @@ DAGGER_ROUND_STRIDE = 10_000
 IMPORTED_VAL_FROM = 500_000
 EXPERT_BASELINE_FROM = 900_000
 RANDOM_BASELINE_FROM = 950_000
+MAX_SEED = 2**31 - 1  # ALE takes a seed as a signed 32-bit integer
+MAX_EPISODES = 10_000  # a judge's episodes of one game at most: they run side by side, one emulator each
+
+
+def seed_problem(seed_base: int, episodes: int) -> str | None:
+    """Why episodes ``seed_base`` .. ``seed_base + episodes - 1`` cannot be played, or None."""
+    if not 1 <= episodes <= MAX_EPISODES:
+        return f"{episodes} episodes: expected 1 to {MAX_EPISODES:,}"
+    if not 0 <= seed_base <= MAX_SEED - episodes + 1:
+        return f"{seed_base}: expected 0 to {MAX_SEED - episodes + 1:,} (ALE seeds are 32-bit, one per episode)"
+    return None
+
 
 #: (role, first episode number, how the rest follow), for help texts and docs.
 RANGES: tuple[tuple[str, int, str], ...] = (
