@@ -376,3 +376,13 @@ def test_a_fifo_as_state_pt_is_one_line_not_a_wait(data, checkpoint, tmp_path):
     assert done, "waited on the FIFO"
     code, err = got
     assert code == 2 and "state.pt" in err, err
+
+
+def test_generate_into_a_root_that_is_a_file_is_one_line(tmp_path):
+    from atari_data.cli import main as data_main
+
+    root = tmp_path / "afile"
+    root.write_text("mine\n")
+    argv = ["generate", "--root", root, "--games", "Pong", "--train-frames", "4", "--baseline-episodes", "0"]
+    code, err = check_promises(data_main, argv, sandbox=tmp_path, target=None)
+    assert code == 2 and "--root" in err and root.read_text() == "mine\n", err

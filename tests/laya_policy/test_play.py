@@ -244,3 +244,18 @@ def test_the_question_follows_the_batchs_platform(ckpt):
     probs = policy(batch)
     assert probs.shape == (1, 3) and "the Doom scenario DoomBasic" in policy._question["instructions"]
     assert policy._question["criteria"]["ATTACK"] == "shoot"
+
+
+@pytest.mark.parametrize(
+    "flags,field", [(["--max-decisions", "0"], "--max-decisions"), (["--device", "bogus"], "--device")]
+)
+def test_play_flags_out_of_range_are_one_line(ckpt, tmp_path, flags, field):
+    """An IndexError and a RuntimeError traceback (an outside hostile review)."""
+    from laya_policy.cli import main
+
+    from ..promises import check_promises
+
+    out = tmp_path / "pong.gif"
+    argv = ["play", "--model", ckpt[0], "--game", "Pong", "--video", out, *flags]
+    code, err = check_promises(main, argv, sandbox=tmp_path, target=out)
+    assert code == 2 and field in err and not out.exists(), err

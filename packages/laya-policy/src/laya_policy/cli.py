@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             from laya_policy.play import LayaPolicy
             from laya_policy.video import record_episode
 
+            if args.max_decisions < 1:
+                raise ValueError(f"--max-decisions {args.max_decisions}: expected 1 or more")
             policy = LayaPolicy(args.model, device=args.device, cuda_graph=args.cuda_graph)
             summary = record_episode(
                 policy, args.game, args.video, seed=args.seed, max_decisions=args.max_decisions, greedy=not args.sample

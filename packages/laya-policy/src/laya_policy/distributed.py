@@ -74,3 +74,13 @@ def set_threads(threads: int | None, device: str) -> int:
         raise ValueError(f"--threads {threads}: expected 1 or more")
     torch.set_num_threads(threads)
     return threads
+
+
+def check_device(device: str) -> None:
+    """``--device`` names a device torch knows and this machine has; refused before any work."""
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as e:
+        raise ValueError(f"--device {device}: {str(e).splitlines()[0][:120]}") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: this machine has no CUDA device torch can use")

@@ -15,6 +15,7 @@ import torch
 from atari_data.schema.questions import game_question
 from laya_policy.cache import FrameFeatureCache
 from laya_policy.checkpoint import load_checkpoint
+from laya_policy.distributed import check_device
 from laya_policy.imageprep import ImagePrep
 from laya_policy.model import ChoicePolicy
 
@@ -33,6 +34,7 @@ class LayaPolicy:
         cache: bool | None = None,
         cuda_graph: bool = False,
     ):
+        check_device(device)
         self.model, self.cfg = load_checkpoint(checkpoint, device)
         path = preprocess or self.cfg.preprocess
         if path != self.cfg.preprocess and not force:

@@ -41,7 +41,7 @@ from laya_policy.checkpoint import (
 )
 from laya_policy.cnn import INPUTS, MOTION, MOTION_GAIN, NatureCNN, check_size
 from laya_policy.data import Example, load_examples
-from laya_policy.distributed import Distributed, set_threads
+from laya_policy.distributed import Distributed, check_device, set_threads
 from laya_policy.imageprep import ImagePrep
 from laya_policy.inputs import Prefetch, ScreenCache, draw
 from laya_policy.model import ChoicePolicy
@@ -158,16 +158,6 @@ class TrainConfig:
     def kind(self) -> str:
         """Which default learning rates apply: pretrained, tiny (any preset) or cnn."""
         return CNN if self.backbone == CNN else "pretrained" if self.pretrained else "tiny"
-
-
-def check_device(device: str) -> None:
-    """``--device`` names a device torch knows and this machine has; refused before any work."""
-    try:
-        kind = torch.device(device).type
-    except RuntimeError as e:
-        raise ValueError(f"--device {device}: {str(e).splitlines()[0][:120]}") from None
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: this machine has no CUDA device torch can use")
 
 
 def resolve(cfg: TrainConfig) -> TrainConfig:

@@ -27,6 +27,7 @@ from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
     behaviour_rng,
     check_counts,
+    check_root,
     fill_splits,
     labelled_steps,
     one_by_one,
@@ -60,6 +61,7 @@ class DaggerConfig:
     force: bool = option(False, "rewrite games already written")
 
     def __post_init__(self):
+        check_root(self.root)
         check_counts(
             ("--train-frames", self.train_frames, 1),
             ("--val-frames", self.val_frames, 0),

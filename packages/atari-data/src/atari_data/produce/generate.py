@@ -79,6 +79,7 @@ class GenerateConfig:
     force: bool = option(False, "rewrite games that are already complete")
 
     def __post_init__(self):
+        check_root(self.root)
         check_counts(
             ("--train-frames", self.train_frames, 1),
             ("--val-frames", self.val_frames, 0),
@@ -96,6 +97,12 @@ class GenerateConfig:
         check_budget(self.planner_frames)
         check_holds(self.expert)
         self.games = [resolve_game(g) for g in self.games]
+
+
+def check_root(root: str) -> None:
+    """A layout root that exists must be a folder (a file there was a NotADirectoryError traceback)."""
+    if Path(root).exists() and not Path(root).is_dir():
+        raise AtariDataError("is not a folder (a layout root holds <source>/<game>/)", file=root, field="--root")
 
 
 def check_counts(*flags: tuple[str, int, int]) -> None:
