@@ -64,3 +64,30 @@ def test_the_quickstart_runs_the_reference_cnn_through_the_same_stages(tmp_path,
     assert json.loads((final / "vlm_agent_config.json").read_text())["backbone"] == "cnn"
     played = json.loads((out / "eval" / "results.json").read_text())["games"]["Pong"]
     assert played["error"] is None and len(played["scores"]) == 1, "laya-eval played the CNN checkpoint"
+
+
+def test_what_a_quickstart_folder_holds_is_read_as_untrusted(tmp_path):
+    """settings.json and the stage records are read back on every run: a FIFO held open(), a deep file
+    was a RecursionError traceback, and stage records of 7 skipped every stage to a report that was
+    never written (an outside hostile review)."""
+    import os
+
+    from ..promises import check_promises, returns_within
+
+    cases = {
+        "settings.json": lambda p: os.mkfifo(p),
+        "settings.json ": lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+        "stages/generate.json": lambda p: p.write_text("7"),
+    }
+    for name, plant in cases.items():
+        out = tmp_path / f"q{len(name)}{name.endswith(' ')}"
+        path = out / name.strip()
+        path.parent.mkdir(parents=True)
+        plant(path)
+        argv = ["quickstart", "--out", out]
+        done, got = returns_within(
+            60, lambda a=argv, o=out: check_promises(main, a, sandbox=tmp_path, target=o), [path]
+        )
+        assert done, f"quickstart waited on {name}"
+        code, err = got
+        assert code == 2 and name.strip() in err, err

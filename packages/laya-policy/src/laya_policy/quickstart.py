@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from atari_data.layout import write_atomic
+from laya_policy.checkpoint import read_json_file
 from laya_protocol.config import option
 from laya_protocol.names import HUB_SPLITS
 from laya_protocol.protocol import EVAL_DECISION_CAP
@@ -65,8 +66,14 @@ class Quickstart:
         self.run_dir, self.eval_dir = self.out / "train", self.out / "eval"
 
     def done(self, stage: str) -> dict | None:
+        """A finished stage's record (as :meth:`mark` wrote it), or None; anything else there is refused."""
         path = self.out / "stages" / f"{stage}.json"
-        return json.loads(path.read_text()) if path.exists() else None
+        if not path.exists() and not path.is_symlink():
+            return None
+        record = read_json_file(path)
+        if not isinstance(record, dict) or not isinstance(record.get("seconds"), (int, float)):
+            raise ValueError(f"{path}: is not a stage record this quickstart wrote; pass --restart to start over")
+        return record
 
     def mark(self, stage: str, result: dict) -> dict:
         path = self.out / "stages" / f"{stage}.json"
@@ -81,7 +88,10 @@ class Quickstart:
             shutil.rmtree(self.out)
         self.out.mkdir(parents=True, exist_ok=True)
         settings = self.out / "settings.json"
-        if settings.exists() and json.loads(settings.read_text()) != {**asdict(self.cfg), "restart": False}:
+        if (settings.exists() or settings.is_symlink()) and read_json_file(settings) != {
+            **asdict(self.cfg),
+            "restart": False,
+        }:
             raise ValueError(
                 f"{self.out} was made with other settings ({settings}); pass --restart to start over "
                 "or --out for a new folder"
