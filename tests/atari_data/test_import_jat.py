@@ -39,7 +39,9 @@ def stacks(frames: list[np.ndarray], layout: str = "channels") -> list[bytes]:
     return out
 
 
-def write_config(root, config: str, split: str, games: list[tuple[list[bytes], list[int]]], name=None):
+def write_config(
+    root, config: str, split: str, games: list[tuple[list[bytes], list[int]]], name=None, compression="snappy"
+):
     folder = root / config
     folder.mkdir(parents=True, exist_ok=True)
     table = pa.table(
@@ -52,7 +54,7 @@ def write_config(root, config: str, split: str, games: list[tuple[list[bytes], l
         }
     )
     path = folder / (name or f"{split}-00000-of-00001.parquet")
-    pq.write_table(table, path)
+    pq.write_table(table, path, compression=compression)
     return path
 
 
@@ -124,6 +126,8 @@ def test_bad_frames_and_actions_are_counted_drops(tmp_path):
         ("truncate", "not a readable Parquet file"),
         ("columns", "missing column(s) ['discrete_actions', 'rewards']"),
         ("order", "do not shift by one frame"),
+        # 64 MB of zeros in 20 KB: a row group is read whole, so a file of a few hundred KB held 6 GB
+        ("bomb", "inflates"),
     ],
 )
 def test_broken_sources_are_one_line_errors_and_write_nothing(tmp_path, capsys, damage, message):
@@ -133,6 +137,8 @@ def test_broken_sources_are_one_line_errors_and_write_nothing(tmp_path, capsys, 
     path = write_config(root, "atari-breakout", "train", [(stacks(frames), [0] * 20)])
     if damage == "truncate":
         path.write_bytes(path.read_bytes()[:200])
+    elif damage == "bomb":
+        write_config(root, "atari-breakout", "train", [([bytes(1 << 20)] * 64, [0] * 64)], compression="zstd")
     elif damage == "columns":
         pq.write_table(
             pa.table({"image_observations": pa.array([[{"bytes": b"", "path": None}]], pa.list_(TYPE))}), path

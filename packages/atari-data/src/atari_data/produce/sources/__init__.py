@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from atari_data import limits
 from atari_data.errors import AtariDataError
 
 
@@ -24,11 +25,17 @@ def parquet_rows(path: Path, columns: Sequence[str]) -> Iterator[dict]:
         raise AtariDataError(
             f"missing column(s) {missing} (expected {list(columns)})", file=str(path), field=missing[0]
         )
-    try:
-        for group in range(f.num_row_groups):
-            yield from f.read_row_group(group, columns=list(columns)).to_pylist()
-    except Exception as e:  # noqa: BLE001 - a damaged row group raises whatever pyarrow meets
-        raise AtariDataError(f"unreadable row group ({type(e).__name__}: {e})", file=str(path)) from None
+    for group in range(f.num_row_groups):
+        # A row group is inflated whole: refused by the sizes its footer declares, as a zip member is.
+        rg = f.metadata.row_group(group)
+        chunks = [rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema.split(".")[0] in columns]
+        size, packed = sum(c.total_uncompressed_size for c in chunks), sum(c.total_compressed_size for c in chunks)
+        limits.check("member", size, file=str(path), field=f"row group {group}", compressed=packed)
+        try:
+            rows = f.read_row_group(group, columns=list(columns)).to_pylist()
+        except Exception as e:  # noqa: BLE001 - a damaged row group raises whatever pyarrow meets
+            raise AtariDataError(f"unreadable row group ({type(e).__name__}: {e})", file=str(path)) from None
+        yield from rows
 
 
 def local_copy(spec: str, repo: str, patterns: list[str] | None = None) -> Path:
