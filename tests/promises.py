@@ -62,3 +62,29 @@ def returns_within(seconds: float, call, fifos=()) -> tuple[bool, object]:
             os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))  # both ends: frees a reader or a writer
         t.join(30)
     return finished, box[0] if box else None
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(lock: Path):
+    """Another process holding ``lock`` as a writer takes it (laya_protocol's FileLock) until the
+    block ends; yields that process's pid."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from laya_protocol.locks import FileLock; "
+            f"held = FileLock({str(lock)!r}, 'out', lambda m, f: RuntimeError(m)); print('held', flush=True); "
+            "sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.communicate("", timeout=30)

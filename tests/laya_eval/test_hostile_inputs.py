@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from laya_eval.cli import main
 
 from ..atari_data.test_hostile_inputs import apply, edits
-from ..promises import check_promises, returns_within
+from ..promises import check_promises, lock_held_elsewhere, returns_within
 
 SETTINGS = settings(
     max_examples=10,
@@ -258,29 +258,12 @@ def test_an_unwritable_out_is_refused_before_the_first_game(tmp_path):
 
 
 def test_a_second_run_on_the_same_results_file_is_refused_while_the_first_writes(tmp_path):
-    import subprocess
-    import sys
 
     out = tmp_path / "r.json"
     lock = tmp_path / ".r.json.lock"
-    holder = subprocess.Popen(  # another laya-eval run holds the results file, as evaluate() takes it
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from laya_protocol.locks import FileLock; "
-            f"held = FileLock({str(lock)!r}, 'r.json', lambda m, f: RuntimeError(m)); print('held', flush=True); "
-            "sys.stdin.read()",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        argv = ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "10", "--out", out]
+    argv = ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "10", "--out", out]
+    with lock_held_elsewhere(lock) as pid:  # another laya-eval run holds the results file, as evaluate() takes it
         code, err = check_promises(main, argv, sandbox=tmp_path, target=out)
-        assert code == 2 and f"pid {holder.pid}" in err and "--out" in err and not out.exists(), err
-    finally:
-        holder.communicate("", timeout=30)
+        assert code == 2 and f"pid {pid}" in err and "--out" in err and not out.exists(), err
     code, err = check_promises(main, [*argv, "--random-episodes", "0"], sandbox=tmp_path, target=out)
     assert code == 0 and out.exists() and not lock.exists(), "once the first is done the file is free, no trace left"

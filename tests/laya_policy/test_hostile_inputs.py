@@ -12,7 +12,7 @@ from laya_policy.cli import main
 from laya_policy.train import TrainConfig, train
 
 from ..atari_data.test_hostile_inputs import apply, edits
-from ..promises import check_promises, returns_within
+from ..promises import check_promises, lock_held_elsewhere, returns_within
 
 TRAIN = ["--steps", "1", "--batch", "2", "--image-size", "64", "--evals", "1"]
 
@@ -275,30 +275,13 @@ def test_generate_flags_out_of_range_are_one_line(tmp_path, flags, field):
 def test_a_second_train_into_the_same_out_is_refused_while_the_first_runs(data, tmp_path):
     """Two runs wrote one folder: one died on the other's temporary checkpoint, and the log held both
     runs' lines (an outside hostile review). The first holds OUT's lock, as laya-eval run does."""
-    import subprocess
-    import sys
 
     out = tmp_path / "run"
     lock = tmp_path / ".run.lock"
-    holder = subprocess.Popen(  # another train holds the folder, as train() takes it
-        [
-            sys.executable,
-            "-c",
-            "import sys; from laya_protocol.locks import FileLock; "
-            f"held = FileLock({str(lock)!r}, 'run', lambda m, f: RuntimeError(m)); print('held', flush=True); "
-            "sys.stdin.read()",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        argv = ["train", "--data", data, "--out", out, *TRAIN]
+    argv = ["train", "--data", data, "--out", out, *TRAIN]
+    with lock_held_elsewhere(lock) as pid:  # another train holds the folder, as train() takes it
         code, err = check_promises(main, argv, sandbox=tmp_path, target=out)
-        assert code == 2 and f"pid {holder.pid}" in err and not out.exists(), err
-    finally:
-        holder.communicate("", timeout=30)
+        assert code == 2 and f"pid {pid}" in err and not out.exists(), err
     code, err = check_promises(main, argv, sandbox=tmp_path, target=out)
     assert code == 0 and (out / "final").is_dir() and not lock.exists(), err
 

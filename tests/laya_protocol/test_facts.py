@@ -49,8 +49,10 @@ def test_each_package_reports_an_unknown_game_in_its_own_words():
 def test_seed_ranges_are_apart_and_all_listed():
     starts = [first for _, first, _ in seeds.RANGES]
     assert starts == sorted(set(starts)), "roles start in order, none shares a start"
-    constants = {v for k, v in vars(seeds).items() if k.isupper() and isinstance(v, int) and k != "DAGGER_ROUND_STRIDE"}
+    limits = {"DAGGER_ROUND_STRIDE", "MAX_SEED", "MAX_EPISODES"}  # sizes, not where a range starts
+    constants = {v for k, v in vars(seeds).items() if k.isupper() and isinstance(v, int) and k not in limits}
     assert constants == set(starts), "every range constant is in the table that help texts print"
+    assert seeds.seed_problem(max(starts), seeds.MAX_EPISODES) is None, "every range is a valid ALE seed"
     # Twenty DAgger rounds of up to 10,000 episodes each stay below the imported rows' numbers.
     assert seeds.dagger_episode(19, seeds.DAGGER_ROUND_STRIDE - 1) < seeds.IMPORTED_VAL_FROM
     for _, first, _ in seeds.RANGES:

@@ -661,6 +661,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
     out = Path(cfg.out)
     if int(os.environ.get("RANK", "0")) != 0:  # a distributed run's other ranks: rank 0 holds the lock
         return _train(cfg, out, progress)
+    out.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
     with FileLock(out.with_name(f".{out.name}.lock"), str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
         return _train(cfg, out, progress)
 
