@@ -26,7 +26,7 @@ from laya_eval.policies import ConstantPolicy, RandomPolicy, load_policy
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName
-from laya_protocol.seeds import EVAL_SEED_BASE, MAX_EPISODES, seed_problem
+from laya_protocol.seeds import EVAL_SEED_BASE, episodes_problem, seed_problem
 
 
 def make_game(scenario: str):
@@ -102,10 +102,9 @@ def evaluate_doom(
     out: str | None = None,
 ) -> dict:
     """The policy and the three baselines on the same seeds; written to ``out`` when given."""
-    if not 1 <= episodes <= MAX_EPISODES:
-        raise EvalError(f"{episodes} (expected 1 to {MAX_EPISODES:,})", field="--episodes")
-    problem = seed_problem(seed_base, episodes)
-    if problem:
+    if problem := episodes_problem(episodes):
+        raise EvalError(problem, field="--episodes")
+    if problem := seed_problem(seed_base, episodes):
         raise EvalError(problem, field="--seed-base")
     if policy_kwargs is not None and not isinstance(policy_kwargs, dict):
         raise EvalError(f"{json.dumps(policy_kwargs)[:80]} is not a JSON object", field="--policy-kwargs")

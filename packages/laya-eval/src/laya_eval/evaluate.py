@@ -29,7 +29,7 @@ from laya_eval.baselines import (
 )
 from laya_eval.errors import EvalError
 from laya_eval.games import resolve_game
-from laya_eval.jsonfile import is_number, numbers, read_json
+from laya_eval.jsonfile import is_number, numbers, read_json, replace_file
 from laya_eval.policies import RandomPolicy, load_policy
 from laya_eval.runner import Episodes, play
 from laya_eval.stats import (
@@ -47,7 +47,7 @@ from laya_protocol.errors import UnknownName
 from laya_protocol.games import ACTION_SETS, action_set, emulator
 from laya_protocol.locks import FileLock
 from laya_protocol.protocol import BASELINE_CAP, EVAL_DECISION_CAP, FRAME_CAP, Protocol
-from laya_protocol.seeds import EVAL_SEED_BASE, MAX_EPISODES, seed_problem
+from laya_protocol.seeds import EVAL_SEED_BASE, episodes_problem, seed_problem
 
 
 def decision_cap(text: str) -> int | None:
@@ -103,8 +103,8 @@ class RunConfig:
             raise EvalError("no game given (expected comma-separated ALE names, e.g. Pong,Breakout)", field="--games")
         self.games = [resolve_game(g) for g in self.games]
         for flag, episodes in (("--episodes", self.episodes), ("--random-episodes", max(self.random_episodes, 1))):
-            if not 1 <= episodes <= MAX_EPISODES:
-                raise EvalError(f"{episodes} (expected 1 to {MAX_EPISODES:,})", field=flag)
+            if problem := episodes_problem(episodes):
+                raise EvalError(problem, field=flag)
         problem = seed_problem(self.seed_base, max(self.episodes, self.random_episodes))
         if problem:
             raise EvalError(problem, field="--seed-base")
@@ -252,13 +252,14 @@ def _intervals(valued: list[dict], bootstrap: str) -> dict:
 
 def write_results(path: Path, results: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)  # a FIFO left there would take the write and wait for a reader
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+
+    replace_file(path, write)
 
 
 RESULT_KEYS = ("settings", "protocol", "policy", "games", "summary")

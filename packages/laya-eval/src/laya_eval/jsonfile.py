@@ -1,5 +1,5 @@
-"""Reading the JSON files a user hands the judge (results files, dataset meta.json), refusing
-anything that is not plain, bounded JSON with one line."""
+"""The judge's files: reading the JSON a user hands it (results files, dataset meta.json), refusing
+anything that is not plain, bounded JSON with one line; and writing its outputs whole."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import math
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from laya_eval.errors import EvalError
@@ -72,3 +73,16 @@ def is_number(v) -> bool:
 
 def numbers(v) -> bool:
     return isinstance(v, list) and all(is_number(x) for x in v)
+
+
+def replace_file(path: Path, write: Callable[[Path], object]) -> Path:
+    """``write`` a file beside ``path``, then rename it over ``path``: a FIFO or link planted there is
+    replaced, never written through (a FIFO would wait for a reader), and no half-written file is left."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
+    return path

@@ -11,14 +11,13 @@ file, as rliable draws them), ``profile.png`` (the performance profile as a step
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from laya_eval.errors import EvalError
+from laya_eval.jsonfile import replace_file
 from laya_eval.stats import bootstrap_ci, performance_profile
 
 AGGREGATES = (
@@ -120,19 +119,6 @@ def _folder(out_dir: str | Path) -> Path:
     return out
 
 
-def _replace(path: Path, write: Callable[[Path], object]) -> Path:
-    """``write`` a file beside ``path``, then rename it over ``path``: a FIFO or link planted there is
-    replaced, never written through (a FIFO would wait for a reader), and no half-written file is left."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.unlink(missing_ok=True)
-        write(tmp)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
-    return path
-
-
 def _png(fig, path: Path) -> None:
     fig.savefig(path, format="png", dpi=120, bbox_inches="tight")
 
@@ -147,13 +133,13 @@ def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
     runs = [runs] if isinstance(runs, dict) else runs
     out = _folder(out_dir)
     text = "\n".join(markdown(r) for r in runs)
-    written = [_replace(out / "report.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))]
+    written = [replace_file(out / "report.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))]
     runs = [r for r in runs if _scored(r)]
     if not runs:
         return written
     for name, draw in (("normalised.png", _per_game), ("aggregates.png", _aggregates), ("profile.png", _profile)):
         fig = draw(plt, runs)
-        written.append(_replace(out / name, partial(_png, fig)))
+        written.append(replace_file(out / name, partial(_png, fig)))
         plt.close(fig)
     return written
 
@@ -273,6 +259,6 @@ def write_improvement(result: dict, out_dir: str | Path) -> Path:
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize=8)
     fig.tight_layout()
-    path = _replace(out / "improvement.png", partial(_png, fig))
+    path = replace_file(out / "improvement.png", partial(_png, fig))
     plt.close(fig)
     return path

@@ -20,10 +20,14 @@ MAX_SEED = 2**31 - 1  # ALE takes a seed as a signed 32-bit integer
 MAX_EPISODES = 10_000  # a judge's episodes of one game at most: they run side by side, one emulator each
 
 
+def episodes_problem(episodes: int) -> str | None:
+    """Why ``episodes`` side by side cannot be played, or None."""
+    return None if 1 <= episodes <= MAX_EPISODES else f"{episodes} (expected 1 to {MAX_EPISODES:,})"
+
+
 def seed_problem(seed_base: int, episodes: int) -> str | None:
-    """Why episodes ``seed_base`` .. ``seed_base + episodes - 1`` cannot be played, or None."""
-    if not 1 <= episodes <= MAX_EPISODES:
-        return f"{episodes} episodes: expected 1 to {MAX_EPISODES:,}"
+    """Why the seeds of episodes ``seed_base`` .. ``seed_base + episodes - 1`` are not ALE seeds, or None
+    (``episodes`` checked by :func:`episodes_problem` first)."""
     if not 0 <= seed_base <= MAX_SEED - episodes + 1:
         return f"{seed_base}: expected 0 to {MAX_SEED - episodes + 1:,} (ALE seeds are 32-bit, one per episode)"
     return None
