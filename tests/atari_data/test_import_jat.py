@@ -128,6 +128,13 @@ def test_bad_frames_and_actions_are_counted_drops(tmp_path):
         ("order", "do not shift by one frame"),
         # 64 MB of zeros in 20 KB: a row group is read whole, so a file of a few hundred KB held 6 GB
         ("bomb", "inflates"),
+        # one 128 KB value stored once in the dictionary page and referred to 400 times: the footer
+        # counts it once (a reviewer's 172 KB file of this kind took 6 GB)
+        ("dictionary bomb", "inflates"),
+        # 4 million equal actions run-length encoded into a few bytes: the footer counts the values
+        ("run-length bomb", "inflates"),
+        # the first game's frames are null: the frame order is established from a later game
+        ("null first game", "row 0: image_observations, discrete_actions, rewards must be lists"),
     ],
 )
 def test_broken_sources_are_one_line_errors_and_write_nothing(tmp_path, capsys, damage, message):
@@ -139,6 +146,29 @@ def test_broken_sources_are_one_line_errors_and_write_nothing(tmp_path, capsys, 
         path.write_bytes(path.read_bytes()[:200])
     elif damage == "bomb":
         write_config(root, "atari-breakout", "train", [([bytes(1 << 20)] * 64, [0] * 64)], compression="zstd")
+    elif damage == "dictionary bomb":
+        value = rng.integers(0, 256, 128 << 10, dtype=np.uint8).tobytes()  # incompressible
+        write_config(root, "atari-breakout", "train", [([value] * 400, [0] * 400)], compression="zstd")
+        assert "RLE_DICTIONARY" in pq.ParquetFile(path).metadata.row_group(0).column(0).encodings
+    elif damage == "run-length bomb":
+        table = pa.table(
+            {
+                "image_observations": pa.array([[{"bytes": stacks(frames)[0], "path": None}]], pa.list_(TYPE)),
+                "discrete_actions": pa.ListArray.from_arrays([0, 4_000_000], np.zeros(4_000_000, np.int64)),
+                "rewards": pa.array([[0.0]], pa.list_(pa.float32())),
+            }
+        )
+        pq.write_table(table, path, compression="zstd")
+    elif damage == "null first game":
+        game = [{"bytes": b, "path": None} for b in stacks(frames)]
+        table = pa.table(
+            {
+                "image_observations": pa.array([None, game], pa.list_(TYPE)),
+                "discrete_actions": pa.array([[0] * 20] * 2, pa.list_(pa.int64())),
+                "rewards": pa.array([[0.0] * 20] * 2, pa.list_(pa.float32())),
+            }
+        )
+        pq.write_table(table, path)
     elif damage == "columns":
         pq.write_table(
             pa.table({"image_observations": pa.array([[{"bytes": b"", "path": None}]], pa.list_(TYPE))}), path

@@ -118,13 +118,7 @@ def _newest_pngs(observations: list, layout: str) -> list[bytes | None]:
 def episode_steps(row: dict, layout: str, n_actions: int, writer: GameWriter) -> Iterator[Step]:
     """The newest frame and action of each step; undecodable frames and actions outside the
     minimal set are dropped and counted."""
-    images, actions, rewards = row["image_observations"], row["discrete_actions"], row["rewards"]
-    if not all(isinstance(c, list) for c in (images, actions, rewards)):
-        raise AtariDataError(
-            "image_observations, discrete_actions and rewards must be lists (one per step), got "
-            f"{type(images).__name__}, {type(actions).__name__}, {type(rewards).__name__}",
-            field="(row)",
-        )
+    images, actions, rewards = (row[c] for c in COLUMNS)
     if not (len(images) == len(actions) == len(rewards)):
         writer.drop("row_length_mismatch", len(images))
         return
@@ -186,6 +180,13 @@ def import_game(
             for path in files[split]:
                 n = 0
                 for i, row in rows(path):
+                    if not all(isinstance(row[c], list) for c in COLUMNS):
+                        raise AtariDataError(
+                            f"{', '.join(COLUMNS)} must be lists (one per step), got "
+                            + ", ".join(type(row[c]).__name__ for c in COLUMNS),
+                            file=str(path),
+                            field=f"row {i}",
+                        )
                     writer.add_episode(first + i, kind, episode_steps(row, layout, len(actions), writer))
                     n = i + 1
                 first += n
@@ -194,6 +195,8 @@ def import_game(
 
 def _establish_layout(path: Path, game: str) -> str:
     for _, row in rows(path):
+        if not isinstance(row["image_observations"], list):
+            continue  # not a game: refused, naming its row, when the games are read
         head = row["image_observations"][: ORDER_CHECK_STEPS + 1]
         stacks = [x for x in map(_decode, head) if x is not None]
         if len(stacks) < 2:
