@@ -347,6 +347,9 @@ def test_generate_refuses_a_hostile_sb3_checkpoint_at_load(tmp_path, case):
     )
     assert code == 2 and "model.zip" in err, err
     assert not Path("/tmp/laya-sb3-pwned").exists()
+    assert "weights_only" not in err, "torch's advice to load it anyway is not ours to relay"
+    if case == "a pickle in policy.pth":
+        assert "could run code" in err, err
 
 
 @SETTINGS

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from laya_protocol.errors import cause
+
 SMOLVLM = "HuggingFaceTB/SmolVLM-256M-Instruct"
 SPECIAL_TOKENS = ["<pad>", "<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"]
 
@@ -161,7 +163,7 @@ def pretrained_image_size(name: str, revision: str | None = None) -> tuple[int, 
         return int(v.image_size), int(v.patch_size)
     except (OSError, ValueError, AttributeError) as e:
         raise OSError(
-            f"cannot read the config of backbone {name!r} ({type(e).__name__}: {str(e).splitlines()[0]}). "
+            f"cannot read the config of backbone {name!r} ({cause(e)}). "
             f"Offline, download it once (`hf download {name} --local-dir DIR`) and pass --model DIR"
         ) from None
 

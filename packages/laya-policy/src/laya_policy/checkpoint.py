@@ -31,6 +31,7 @@ from atari_data.layout import remove
 from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
 from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
+from laya_protocol.errors import cause
 
 CONFIG = "vlm_agent_config.json"
 CNN = "cnn"  # the backbone name of the reference CNN, and the stem of its weights file
@@ -242,8 +243,7 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
         policy = ChoicePolicy(backbone, tokenizer, question_types=cfg.question_types, head_layers=cfg.head_layers)
         missing, unexpected = policy.load_state_dict(load_file(path / "head.safetensors"), strict=False)
     except Exception as e:  # noqa: BLE001 - transformers, tokenizers and safetensors raise many kinds
-        why = str(e).splitlines()[0][:200] if str(e) else ""
-        raise ValueError(f"{path}: is not a loadable laya-policy checkpoint ({type(e).__name__}: {why})") from None
+        raise ValueError(f"{path}: is not a loadable laya-policy checkpoint ({cause(e)})") from None
     vision = getattr(backbone.config.vision_config, "image_size", None)
     if vision != cfg.image_size:  # the vision tower's position table fits one size: refused now, not at play
         raise ValueError(f"{path / CONFIG}: image_size {cfg.image_size}: its backbone's vision tower takes {vision}")
@@ -258,6 +258,5 @@ def _load_cnn(path: Path, cfg: AgentConfig) -> NatureCNN:
         model = NatureCNN(cfg.frames, cfg.image_size, cfg.cnn_inputs)
         model.load_state_dict(load_file(path / f"{CNN}.safetensors"))
     except Exception as e:  # noqa: BLE001 - safetensors and torch raise many kinds; any defect is one line
-        why = str(e).splitlines()[0][:200] if str(e) else ""
-        raise ValueError(f"{path}: is not a loadable laya-policy CNN checkpoint ({type(e).__name__}: {why})") from None
+        raise ValueError(f"{path}: is not a loadable laya-policy CNN checkpoint ({cause(e)})") from None
     return model

@@ -11,6 +11,8 @@ import os
 
 import torch
 
+from laya_protocol.errors import cause
+
 
 class Distributed:
     def __init__(self, device: str):
@@ -81,6 +83,6 @@ def check_device(device: str) -> None:
     try:
         kind = torch.device(device).type
     except RuntimeError as e:
-        raise ValueError(f"--device {device}: {str(e).splitlines()[0][:120]}") from None
+        raise ValueError(f"--device {device}: {cause(e, 120)}") from None
     if kind == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {device}: this machine has no CUDA device torch can use")

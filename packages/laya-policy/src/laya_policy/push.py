@@ -17,6 +17,7 @@ from pathlib import Path
 from laya_policy.backbone import PRESETS
 from laya_policy.checkpoint import CNN, CONFIG, HUB_SPEC, TRAINING, load_config, read_json_file, resolve_checkpoint
 from laya_policy.cnn import MOTION_GAIN, takes_motion
+from laya_protocol.errors import cause
 
 
 def _cnn_form(cfg) -> str:
@@ -169,6 +170,5 @@ def push(
                 repo_id=repo, folder_path=str(folder), revision=revision, commit_message="laya-policy push"
             )
         except Exception as e:  # noqa: BLE001 - offline, network, auth: one line, never the token
-            why = str(e).splitlines()[0][:200] if str(e) else ""
-            raise OSError(f"cannot push to the Hub repo {repo} ({type(e).__name__}: {why})") from None
+            raise OSError(f"cannot push to the Hub repo {repo} ({cause(e)})") from None
     return str(getattr(info, "commit_url", info))

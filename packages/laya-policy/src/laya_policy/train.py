@@ -54,6 +54,7 @@ from laya_policy.objectives import (
     training_loss,
 )
 from laya_protocol.config import option
+from laya_protocol.errors import cause
 from laya_protocol.games import FULL_ACTIONS
 from laya_protocol.locks import FileLock
 from laya_protocol.seeds import PLAY_CHECK_SEED_BASE
@@ -640,9 +641,7 @@ def resume(s: Setup, out: Path) -> dict | None:
         raise
     except Exception as e:  # noqa: BLE001 - any defect in the file is the same one-line error
         raise ValueError(
-            f"{path}: is not a training state this version can resume "
-            f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
-            "pass --restart to start over"
+            f"{path}: is not a training state this version can resume ({cause(e)}); pass --restart to start over"
         ) from None
     # The log holds exactly the evaluations the state knows: a kill between appending a line and
     # saving the state would otherwise leave that line twice after the resumed run logs it again.

@@ -39,6 +39,7 @@ from atari_data.schema import (
     encode_json,
     frame_size,
 )
+from laya_protocol.errors import cause
 from laya_protocol.names import HUB_SPLITS
 
 
@@ -160,8 +161,8 @@ class Doctor:
                         ids.add(row.get("id"))
                         n += 1
             except Exception as e:  # noqa: BLE001 - whatever `datasets` raises, it is a defect of the repo
-                why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                self.defect(self.folder / repo.CARD, f"configs.{name}.{split}", f"does not load after {n} rows ({why})")
+                where = f"configs.{name}.{split}"
+                self.defect(self.folder / repo.CARD, where, f"does not load after {n} rows ({cause(e)})")
                 continue
             self.counts[f"{name}/{split}"] = n
             if n != expected_by_split.get(split):

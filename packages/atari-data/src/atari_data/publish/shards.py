@@ -24,6 +24,7 @@ from atari_data.publish import repo
 from atari_data.publish.tar import members
 from atari_data.schema import FRAME_FIELDS, JSON_TEXT
 from atari_data.schema.types import json_kind
+from laya_protocol.errors import cause
 
 
 def decode_sample(sample: dict, memo: dict | None = None) -> dict:
@@ -107,8 +108,7 @@ def _json(text: bytes | str, url: str | None, key: str | None, name: str | None 
     try:
         return _loads(text)
     except (ValueError, RecursionError) as e:  # JSON, UTF-8 and int-digit errors are ValueErrors
-        why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-        raise AtariDataError(f"is not valid JSON ({why})", file=url, field=_where(key, name)) from None
+        raise AtariDataError(f"is not valid JSON ({cause(e, 120)})", file=url, field=_where(key, name)) from None
 
 
 def _loads(text: bytes | str):

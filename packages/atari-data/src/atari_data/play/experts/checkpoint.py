@@ -24,6 +24,7 @@ import numpy as np
 from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.play.ale import AtariGame
+from laya_protocol.errors import cause
 from laya_protocol.games import minimal_actions
 
 Q_TEMPERATURE = 0.1  # DQN Q-values become a distribution through softmax(q / this)
@@ -238,8 +239,7 @@ def load_sb3(path: Path):
         raise
     except Exception as e:  # noqa: BLE001 - zipfile, zlib and torch.load raise many kinds; weights_only runs no code
         raise AtariDataError(
-            f"is not an SB3 model zip with a tensors-only policy.pth ({type(e).__name__}: "
-            f"{str(e).splitlines()[0][:160] if str(e) else ''})",
+            f"is not an SB3 model zip with a tensors-only policy.pth ({cause(e, 160)})",
             file=str(path),
             field="--expert",
         ) from None

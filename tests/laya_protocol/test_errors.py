@@ -1,0 +1,20 @@
+"""How a foreign exception is worded in a one-line error."""
+
+import pickle
+
+from laya_protocol.errors import cause
+
+
+def test_cause_is_the_type_and_the_first_line_that_says_something_cut_to_width():
+    assert cause(ValueError("\n  \nbad value here\nsecond line")) == "ValueError: bad value here"
+    assert cause(OSError("x" * 500), 10) == "OSError: " + "x" * 10
+    assert cause(KeyError()) == "KeyError"
+
+
+def test_a_refused_pickle_is_named_for_what_it_is_never_with_advice_to_load_it():
+    # the shape of torch.load(weights_only=True)'s refusal: advice first, the blocked global later
+    e = pickle.UnpicklingError(
+        "Weights only load failed. Re-run with weights_only=False\n\nunsupported GLOBAL posix.system\n"
+    )
+    text = cause(e)
+    assert "weights_only" not in text and "GLOBAL posix.system" in text and "could run code" in text
