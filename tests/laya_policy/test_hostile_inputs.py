@@ -347,6 +347,27 @@ def test_a_state_pt_of_the_wrong_shape_is_one_line(data, checkpoint, tmp_path, e
     assert code == 2 and "state.pt" in err, err
 
 
+def test_a_state_pt_that_inflates_is_refused_before_it_is_read(data, checkpoint, tmp_path):
+    """torch.save stores every member as is; torch.load inflates a deflated one all the same, so
+    64 MB of zeros deflated to 64 KB were read (a reviewer's 11.5 MB made a 2 GB peak)."""
+    import io
+    import zipfile
+
+    run = tmp_path / "run"
+    shutil.copytree(checkpoint.parent, run)
+    state = torch.load(run / "state.pt", weights_only=True)
+    state["padding"] = torch.zeros(16 << 20)
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    with zipfile.ZipFile(buf) as src, zipfile.ZipFile(run / "state.pt", "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    assert (run / "state.pt").stat().st_size < (16 << 20)  # 64 MB of zeros beside 10 MB of weights
+    argv = ["train", "--data", data, "--out", run, *TRAIN]
+    code, err = check_promises(main, argv, sandbox=tmp_path, target=run)
+    assert code == 2 and "state.pt" in err and "compressed" in err, err
+
+
 def test_a_fifo_as_state_pt_is_one_line_not_a_wait(data, checkpoint, tmp_path):
     import os
 
