@@ -301,20 +301,35 @@ def _state_with(tmp: Path, **changes) -> bytes:
 
     state = write_sb3(tmp / "genuine.zip", len(minimal_actions("Pong")))
     state.update(changes)
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    return buf.getvalue()
+    return _saved(torch, state)
 
 
 SB3_CASES = {
-    "a pickle in policy.pth": lambda tmp, torch: pickle.dumps({"x": _Payload()}),
+    "a pickle in policy.pth": lambda tmp, torch: _saved(torch, {"x": _Payload()}),
+    "a bare pickle as policy.pth": lambda tmp, torch: pickle.dumps({"x": _Payload()}),
     "a layer of the wrong shape": lambda tmp, torch: _state_with(
         tmp, **{"features_extractor.cnn.2.weight": torch.zeros(64, 32, 3, 3)}
     ),
     "a non-tensor weight": lambda tmp, torch: _state_with(tmp, **{"features_extractor.linear.0.bias": 3}),
     "NaN weights": lambda tmp, torch: _state_with(tmp, **{"action_net.bias": torch.full((6,), float("nan"))}),
     "truncated policy.pth": lambda tmp, torch: _state_with(tmp)[:5000],
+    # torch.save stores its members; torch.load inflates deflated ones all the same
+    "a deflated policy.pth": lambda tmp, torch: _deflated(_state_with(tmp, pad=torch.zeros(16 << 20))),
 }
+
+
+def _saved(torch, obj) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def _deflated(torch_zip: bytes) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(torch_zip)) as src, zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    return buf.getvalue()
 
 
 @pytest.mark.filterwarnings("ignore:Detected pickle protocol")  # torch says so of the planted pickle
@@ -350,6 +365,8 @@ def test_generate_refuses_a_hostile_sb3_checkpoint_at_load(tmp_path, case):
     assert "weights_only" not in err, "torch's advice to load it anyway is not ours to relay"
     if case == "a pickle in policy.pth":
         assert "could run code" in err, err
+    if case == "a deflated policy.pth":
+        assert "compressed" in err, err
 
 
 @SETTINGS

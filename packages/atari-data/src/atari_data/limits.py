@@ -15,6 +15,7 @@ import functools
 import os
 import re
 import stat
+import zipfile
 from typing import BinaryIO
 
 from atari_data.errors import AtariDataError
@@ -117,3 +118,19 @@ def zip_member(archive, name: str, kind: str, file: str, field: str) -> bytes:
     info = archive.getinfo(name)
     check(kind, info.file_size, file=file, field=field, compressed=info.compress_size)
     return archive.read(info)
+
+
+def check_torch_zip(f: BinaryIO, *, file: str, field: str) -> None:
+    """Refuse a torch.save file whose zip members are not stored as torch.save stores them, before
+    torch.load inflates them: so loading one costs what the file holds, where a few MB of deflated
+    zeros could declare GBs. ``f`` is left at its start."""
+    try:
+        with zipfile.ZipFile(f) as z:
+            packed = next((i.filename for i in z.infolist() if i.compress_type != zipfile.ZIP_STORED), None)
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise AtariDataError(f"is not a zip as torch.save writes ({e})", file=file, field=field) from None
+    if packed:
+        raise AtariDataError(
+            f"member {packed} is compressed (torch.save stores every member as is)", file=file, field=field
+        )
+    f.seek(0)

@@ -20,7 +20,6 @@ import math
 import os
 import random
 import time
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import numpy as np
 import torch
 
 from atari_data.layout import fresh_file, write_atomic
-from atari_data.limits import open_regular
+from atari_data.limits import check_torch_zip, open_regular
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import (
     CNN,
@@ -607,16 +606,6 @@ def _progress_problem(state: dict, s: Setup) -> str | None:
     return None
 
 
-def _check_stored(f) -> None:
-    """torch.save stores every member of its zip as is, so reading a state costs what the file
-    holds; torch.load would inflate a deflated member too, and a few MB can declare GBs."""
-    with zipfile.ZipFile(f) as z:
-        packed = next((i.filename for i in z.infolist() if i.compress_type != zipfile.ZIP_STORED), None)
-    if packed:
-        raise ValueError(f"member {packed} is compressed (torch.save stores every member as is)")
-    f.seek(0)
-
-
 def resume(s: Setup, out: Path) -> dict | None:
     """The progress of ``out/state.pt`` with the model and optimiser restored from it, or None to
     start fresh (no state, or ``restart``)."""
@@ -625,7 +614,7 @@ def resume(s: Setup, out: Path) -> dict | None:
         return None
     try:  # tensors and plain containers only: a planted pickle is refused, never run
         with open_regular(path) as f:  # a FIFO would hold open() for ever
-            _check_stored(f)
+            check_torch_zip(f, file=str(path), field="(file)")
             state = torch.load(f, map_location=s.cfg.device, weights_only=True)
         saved, now = state.get("plan"), plan(s)
         if saved != now:

@@ -234,7 +234,9 @@ def load_sb3(path: Path):
     try:
         with zipfile.ZipFile(path) as z:
             data = limits.zip_member(z, "policy.pth", "member", f"{path}!policy.pth", "--expert")
-            state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+            pth = io.BytesIO(data)
+            limits.check_torch_zip(pth, file=f"{path}!policy.pth", field="--expert")
+            state = torch.load(pth, map_location="cpu", weights_only=True)
     except AtariDataError:
         raise
     except Exception as e:  # noqa: BLE001 - zipfile, zlib and torch.load raise many kinds; weights_only runs no code
