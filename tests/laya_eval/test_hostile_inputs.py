@@ -97,6 +97,10 @@ def test_a_results_file_with_wrong_types_is_one_line(results, tmp_path, edit):
         '{"game": "Pong", "baselines": [1]}',
         "[" * 50_000 + "]" * 50_000,
         '{"game": "Pong", "baselines": {"expert_score": ' + "9" * 5000 + "}}",
+        # written into the results, which report then refused
+        '{"game": "Pong", "baselines": {"expert_score": 5, "random_score": -20, "protocol": {"decision_cap": [1, 2]}}}',
+        '{"game": "Pong", "protocol": {"decision_cap": -3}, "baselines": {"expert_score": 5, "random_score": -20}}',
+        '{"game": ["Pong"], "baselines": {"expert_score": 5, "random_score": -20}}',
     ],
 )
 def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):

@@ -108,6 +108,12 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
         if None not in capped:
             found.append(Baseline(*capped, source, BASELINE_CAP))
         full_cap = (b.get("protocol") or meta.get("protocol") or {}).get("decision_cap")
+        if full_cap is not None and (type(full_cap) is not int or full_cap < 1):
+            raise EvalError(
+                f"protocol.decision_cap {str(full_cap)[:40]}: not a number of decisions (or null)",
+                file=str(f),
+                field="--baselines",
+            )
         full = (b.get(score_key("expert")), b.get(score_key("random")))
         if None not in full:
             found.append(Baseline(*full, source, None if full_cap in (None, DATA_DECISION_CAP) else full_cap))
