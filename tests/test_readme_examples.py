@@ -22,6 +22,7 @@ READMES = [
     "packages/atari-data/README.md",
     "packages/laya-eval/README.md",
     "packages/laya-policy/README.md",
+    "packages/laya-protocol/README.md",
 ]
 BLOCK = re.compile(
     r"(?:<!-- not run by tests: (?P<skip>[^>]*?) -->\n+)?```(?P<lang>bash|python)\n(?P<code>.*?)```", re.S

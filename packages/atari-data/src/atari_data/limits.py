@@ -14,11 +14,11 @@ from __future__ import annotations
 import functools
 import os
 import re
-import stat
 import zipfile
 from typing import BinaryIO
 
 from atari_data.errors import AtariDataError
+from laya_protocol import files
 
 MB = 1 << 20
 #: Sizes in MB: ``frame`` one image's decoded pixels; ``member`` one archive member (or all the
@@ -82,34 +82,24 @@ def check_ratio(size: int, compressed: int, *, file: str, field: str) -> None:
 
 
 def open_regular(path: os.PathLike | str, field: str = "(file)") -> BinaryIO:
-    """``path`` opened for reading when it is a regular file; a device, FIFO or socket is refused.
-    Opened non-blocking, as open() on a FIFO would otherwise wait for a writer before any check ran."""
-    f = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0)
-    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-        f.close()
-        raise AtariDataError("is not a regular file (a device, pipe or socket?)", file=str(path), field=field)
-    return f
+    """``path`` opened for reading when it is a regular file; a device, FIFO or socket is refused
+    (:func:`laya_protocol.files.open_regular`: opened non-blocking, so a FIFO cannot hold open())."""
+    try:
+        return files.open_regular(path)
+    except files.Refused as e:
+        raise AtariDataError(f"is {e}", file=str(path), field=field) from None
 
 
 def read_bytes(path: os.PathLike | str, kind: str = "file", field: str = "(file)") -> bytes:
     """A whole regular file, refused before reading when it is larger than the limit of ``kind``. A
     device, FIFO or socket (``/dev/zero``, a pipe) is refused too: its size says nothing, and reading
     it could block or never end. At most the limit is read, whatever the file does meanwhile."""
-    cap = limit(kind)
-    with open_regular(path, field) as f:
-        st = os.fstat(f.fileno())
-        check(kind, st.st_size, file=str(path), field=field)
-        chunks, total, want = [], 0, st.st_size + 1  # sized reads: no cap-sized buffer for a small file
-        while total <= cap:  # a file that grows (or says 0, as /proc does) is read on, up to the limit
-            chunk = f.read(want)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total, want = total + len(chunk), 1 << 20
-    data = b"".join(chunks)
-    if len(data) > cap:
-        check(kind, len(data), file=str(path), field=field)
-    return data
+    try:
+        return files.read_capped(path, limit(kind))
+    except files.Refused as e:
+        if e.size is not None:
+            check(kind, e.size, file=str(path), field=field)
+        raise AtariDataError(f"is {e}", file=str(path), field=field) from None
 
 
 def zip_member(archive, name: str, kind: str, file: str, field: str) -> bytes:

@@ -3,65 +3,30 @@ anything that is not plain, bounded JSON with one line; and writing its outputs 
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from laya_eval.errors import EvalError
+from laya_protocol.files import Refused, parse_json, read_capped
 
 #: A results file of every ALE game with ten thousand episodes each is about 25 MB. Parsed JSON can take
 #: some 30 times its text in memory (``[[],[],...]``), so this bounds a hostile file near 2 GB.
 MAX_BYTES = 64 << 20
 
 
-class _Repeated(ValueError):
-    pass
-
-
-def _no_repeats(pairs: list) -> dict:
-    seen = dict(pairs)
-    if len(seen) != len(pairs):  # readers disagree on which of two values counts: refused, not read one way
-        keys: set = set()
-        for k, _ in pairs:
-            if k in keys:
-                raise _Repeated(f"key {k!r} given twice in one object")
-            keys.add(k)
-    return seen
-
-
 def read_json(path: str | Path, field: str | None = None, what: str = "valid JSON"):
-    """The JSON value in ``path``; any defect is one EvalError saying the file ``is not <what>`` and why."""
-    path = Path(path)
-
-    def refuse(why: str) -> EvalError:
-        return EvalError(f"is not {what} ({why})", file=str(path), field=field)
-
+    """The JSON value in ``path``, read as every package reads a file a user hands it
+    (:mod:`laya_protocol.files`); any defect is one EvalError saying the file ``is not <what>`` and why."""
     try:
-        # Non-blocking, so a FIFO is refused by its kind instead of waiting for a writer in open().
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with open(fd, "rb") as f:  # a device or pipe says nothing by its size, and may never end
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise refuse("not a regular file: a device, pipe or socket?")
-            if st.st_size > MAX_BYTES:
-                raise refuse(f"{st.st_size:,} bytes, over the {MAX_BYTES >> 20} MB a JSON input may be")
-            data = f.read(MAX_BYTES + 1)
-        if len(data) > MAX_BYTES:
-            raise refuse(f"over the {MAX_BYTES >> 20} MB a JSON input may be")
-        return json.loads(data.decode("utf-8"), object_pairs_hook=_no_repeats)
+        return parse_json(read_capped(path, MAX_BYTES))
     except FileNotFoundError:
         raise EvalError("does not exist", file=str(path), field=field) from None
     except OSError as e:
-        raise refuse(f"cannot be read: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise refuse(f"not UTF-8 at byte {e.start}") from None
-    except _Repeated as e:
-        raise refuse(str(e)) from None
-    except (ValueError, RecursionError) as e:  # not JSON, a number past 4,300 digits, nested too deep, a key twice
-        raise refuse(f"not JSON: {str(e)[:120] or type(e).__name__}") from None
+        raise EvalError(f"is not {what} (cannot be read: {e.strerror or e})", file=str(path), field=field) from None
+    except Refused as e:
+        raise EvalError(f"is not {what} ({e})", file=str(path), field=field) from None
 
 
 def is_number(v) -> bool:

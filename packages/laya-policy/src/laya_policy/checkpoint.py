@@ -32,6 +32,7 @@ from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
 from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
 from laya_protocol.errors import cause
+from laya_protocol.files import Refused, parse_json, read_capped
 
 CONFIG = "vlm_agent_config.json"
 CNN = "cnn"  # the backbone name of the reference CNN, and the stem of its weights file
@@ -142,16 +143,18 @@ JSON_MAX = 1 << 20  # a checkpoint's JSON files are a few KB
 
 
 def read_json_file(file: Path):
-    """A checkpoint's JSON file, refused by its size before it is read; any defect is one ValueError."""
-    if not file.is_file():  # a device or FIFO would read without end
-        raise ValueError(f"{file}: is not a regular file")
-    size = file.stat().st_size
-    if size > JSON_MAX:
-        raise ValueError(f"{file}: is {size:,} bytes; a checkpoint's JSON is at most {JSON_MAX >> 20} MB")
+    """A checkpoint's JSON file, read as every package reads a file a user hands it
+    (:mod:`laya_protocol.files`); any defect is one ValueError."""
     try:
-        return json.loads(file.read_bytes().decode("utf-8"))
-    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, too deep
-        raise ValueError(f"{file}: is not valid JSON ({type(e).__name__})") from None
+        return parse_json(read_capped(file, JSON_MAX))
+    except Refused as e:
+        if e.size is not None:
+            raise ValueError(
+                f"{file}: is {e.size:,} bytes; a checkpoint's JSON is at most {JSON_MAX >> 20} MB"
+            ) from None
+        raise ValueError(f"{file}: is not a checkpoint's JSON ({e})") from None
+    except OSError as e:
+        raise ValueError(f"{file}: cannot be read ({e.strerror or type(e).__name__})") from None
 
 
 FILE_MAX = 64 << 20  # any other file but weights: SmolVLM's tokenizer.json, the largest, is 3.5 MB

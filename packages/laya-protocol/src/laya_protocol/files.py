@@ -1,0 +1,84 @@
+"""Reading a file a user hands us, the same way in every package: only a regular file, never more
+than a cap, and JSON only as plain JSON.
+
+A FIFO would hold ``open()`` until a writer came, and a device reads on without end, so a file is
+opened non-blocking and refused by its kind before a byte is read. Each package words a
+:class:`Refused` as its own one-line error, naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from typing import BinaryIO
+
+
+class Refused(ValueError):
+    """Why a file was not read, a phrase to follow its name (``size``: the bytes found, when it was
+    refused for its size)."""
+
+    def __init__(self, why: str, size: int | None = None):
+        super().__init__(why)
+        self.size = size
+
+
+def open_regular(path: str | os.PathLike) -> BinaryIO:
+    """``path`` opened for reading, unbuffered, when it is a regular file; anything else is refused.
+    A link is followed (a Hub snapshot is links into its blobs). OSError as ``os.open`` raises it."""
+    f = open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0)
+    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        f.close()
+        raise Refused("not a regular file: a device, pipe or socket?")
+    return f
+
+
+def read_capped(path: str | os.PathLike, cap: int) -> bytes:
+    """A whole regular file of at most ``cap`` bytes, refused by its size before it is read. At most
+    ``cap + 1`` bytes are read whatever the file does meanwhile (one that grows, or says 0 as /proc
+    does, is read on up to the cap)."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > cap:
+            raise Refused(f"{size:,} bytes, over the {_mb(cap)} it may be", size)
+        chunks, total, want = [], 0, size + 1  # sized reads: no cap-sized buffer for a small file
+        while total <= cap:
+            chunk = f.read(min(want, cap + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total, want = total + len(chunk), 1 << 20
+    if total > cap:
+        raise Refused(f"over the {_mb(cap)} it may be", total)
+    return b"".join(chunks)
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1 << 20):,.0f} MB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
+class _Repeated(ValueError):
+    pass
+
+
+def _no_repeats(pairs: list) -> dict:
+    seen = dict(pairs)
+    if len(seen) != len(pairs):  # readers disagree on which of two values counts: refused, not read one way
+        keys: set = set()
+        for k, _ in pairs:
+            if k in keys:
+                raise _Repeated(f"key {k!r} given twice in one object")
+            keys.add(k)
+    return seen
+
+
+def parse_json(data: bytes):
+    """The JSON value in ``data``: UTF-8, no key twice in one object; any defect is :class:`Refused`."""
+    try:
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_no_repeats)
+    except UnicodeDecodeError as e:
+        raise Refused(f"not UTF-8 at byte {e.start}") from None
+    except _Repeated as e:
+        raise Refused(str(e)) from None
+    except (ValueError, RecursionError) as e:  # not JSON, a number past 4,300 digits, nested too deep
+        raise Refused(f"not JSON: {str(e)[:120] or type(e).__name__}") from None
