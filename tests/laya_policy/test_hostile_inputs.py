@@ -66,6 +66,7 @@ def test_train_init_from_a_damaged_checkpoint_keeps_the_promises(data, checkpoin
         "\xff{",
         '{"head_layers": 1000000}',
         '{"backbone": "cnn", "image_size": 4096}',  # a 4096-pixel CNN would build an 8-billion-weight layer
+        '{"frames": 2, "frames": 1}',  # readers disagree on which counts: refused, not read one way
     ],
 )
 def test_a_broken_checkpoint_config_is_one_line(data, checkpoint, tmp_path, text):
