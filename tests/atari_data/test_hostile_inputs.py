@@ -436,6 +436,10 @@ def _card(repo: Path, fn) -> None:
 
 
 DOCTOR_CASES = {
+    "a dataset_info entry that is a string": lambda t: t.replace(
+        "dataset_info:\n", "dataset_info:\n- just a string\n", 1
+    ),
+    "a splits entry that is a string": lambda t: re.sub(r"(\n  splits:\n)", r"\1  - oops\n", t, count=1),
     "an absolute data_files glob": lambda t: re.sub(r"path: data/", "path: /etc/", t, count=1),
     "a data_files glob that climbs out": lambda t: re.sub(r"path: data/", "path: ../../", t, count=1),
     "configs as a string": lambda t: re.sub(r"configs:\n(- .*\n(  .*\n)*)", "configs: expert2f\n", t, count=1),
@@ -452,6 +456,53 @@ def test_doctor_refuses_a_hostile_card_on_one_line(packed_master, tmp_path, case
     assert (repo / "README.md").read_text() != before, "the edit applied"
     code, err = check_promises(main, ["doctor", repo], sandbox=tmp_path, target=None, report=True)
     assert code == 2
+
+
+def dictionary_bomb(repo: Path, rows: int = 400, size: int = 256 << 10) -> Path:
+    """Pong's train Parquet of a pack rewritten as ``rows`` rows whose frames are one random value,
+    stored once in the dictionary page: the file holds ``size`` bytes of it, a reader that expands
+    the dictionary ``rows`` times that."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shard = next((repo / "data").glob("*/Pong/train-*.parquet"))
+    table = pq.read_table(shard)
+    table = table.take([i % table.num_rows for i in range(rows)])
+    value = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8).tobytes()
+    column = table.schema.get_field_index("image")
+    frames = pa.array([{"bytes": value, "path": None}] * rows, table.schema.field("image").type)
+    table = table.set_column(column, table.schema.field("image"), frames)
+    pq.write_table(table, shard, row_group_size=rows, dictionary_pagesize_limit=2 * size)
+    assert shard.stat().st_size < 2 * size + (1 << 20)
+    return shard
+
+
+def test_doctor_refuses_a_parquet_dictionary_bomb_before_it_expands(packed_master, tmp_path):
+    """One 256 KB frame stored once and referred to from 400 rows: datasets expands it 400 times (a
+    reviewer's 1 MB file took doctor to 2.5 GB)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    shard = dictionary_bomb(repo)
+    code, out, err = run_cli(main, ["doctor", repo])
+    assert code == 2 and shard.name in out + err and "inflates" in out + err, out + err
+
+
+def test_the_torch_dataset_refuses_a_parquet_dictionary_bomb_and_a_card_that_leaves_the_folder(packed_master, tmp_path):
+    from atari_data.errors import AtariDataError
+    from atari_data.torch import AtariDataset
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    dictionary_bomb(repo)
+    with pytest.raises(AtariDataError, match="inflates"):
+        AtariDataset(repo, f"{next((repo / 'data').glob('*/Pong')).parent.name}-Pong")
+    outside = tmp_path / "outside.parquet"
+    shard = next((packed_master / "data").glob("*/Pong/train-*.parquet"))
+    shutil.copy(shard, outside)
+    source = shard.parent.parent.name
+    _card(repo, lambda t: t.replace(f"path: data/{source}/Pong/train-*.parquet", "path: ../outside.parquet"))
+    with pytest.raises(AtariDataError, match="leaves the repository"):
+        AtariDataset(repo, f"{source}-Pong")
 
 
 def test_doctor_refuses_an_lmdb_member_declaring_20_gb(tmp_path):

@@ -133,6 +133,10 @@ def test_bad_frames_and_actions_are_counted_drops(tmp_path):
         ("dictionary bomb", "inflates"),
         # 4 million equal actions run-length encoded into a few bytes: the footer counts the values
         ("run-length bomb", "inflates"),
+        # the same with a fixed-length byte column, which pyarrow cannot keep as a dictionary
+        ("fixed-length dictionary bomb", "inflates"),
+        # 2 million equal rewards beside 256 KB of noise: 16 MB as numbers, 64 MB as Python floats
+        ("values costly in Python", "inflates"),
         # the first game's frames are null: the frame order is established from a later game
         ("null first game", "row 0: image_observations, discrete_actions, rewards must be lists"),
     ],
@@ -150,6 +154,28 @@ def test_broken_sources_are_one_line_errors_and_write_nothing(tmp_path, capsys, 
         value = rng.integers(0, 256, 128 << 10, dtype=np.uint8).tobytes()  # incompressible
         write_config(root, "atari-breakout", "train", [([value] * 400, [0] * 400)], compression="zstd")
         assert "RLE_DICTIONARY" in pq.ParquetFile(path).metadata.row_group(0).column(0).encodings
+    elif damage == "fixed-length dictionary bomb":
+        value = rng.integers(0, 256, 128 << 10, dtype=np.uint8).tobytes()
+        fixed = pa.struct([("bytes", pa.binary(len(value))), ("path", pa.string())])
+        table = pa.table(
+            {
+                "image_observations": pa.array([[{"bytes": value, "path": None}] * 400], pa.list_(fixed)),
+                "discrete_actions": pa.array([[0] * 400], pa.list_(pa.int64())),
+                "rewards": pa.array([[0.0] * 400], pa.list_(pa.float32())),
+            }
+        )
+        pq.write_table(table, path, dictionary_pagesize_limit=1 << 20)
+        assert pq.ParquetFile(path).schema.column(0).physical_type == "FIXED_LEN_BYTE_ARRAY"
+    elif damage == "values costly in Python":
+        noise = rng.integers(0, 256, 256 << 10, dtype=np.uint8).tobytes()
+        table = pa.table(
+            {
+                "image_observations": pa.array([[{"bytes": noise, "path": None}]], pa.list_(TYPE)),
+                "discrete_actions": pa.array([[0]], pa.list_(pa.int64())),
+                "rewards": pa.ListArray.from_arrays([0, 2_000_000], np.zeros(2_000_000, np.float32)),
+            }
+        )
+        pq.write_table(table, path, compression="zstd")
     elif damage == "run-length bomb":
         table = pa.table(
             {
@@ -180,6 +206,36 @@ def test_broken_sources_are_one_line_errors_and_write_nothing(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
     assert not (tmp_path / "out" / "jat" / "Breakout").exists(), "nothing half-written"
+
+
+@pytest.mark.parametrize("kind", ["binary", "fixed-length binary"])
+def test_a_dictionary_bomb_is_refused_before_arrow_expands_it(tmp_path, kind):
+    """Refused is not enough: pyarrow's own memory pool must never have held the expanded column
+    (51 MB here, from a file of 130 KB). Measured in a fresh process, whose pool peak is this read's."""
+    import subprocess
+    import sys
+
+    value = np.random.default_rng(0).integers(0, 256, 128 << 10, dtype=np.uint8).tobytes()
+    frame = pa.struct([("bytes", pa.binary(len(value)) if kind != "binary" else pa.binary()), ("path", pa.string())])
+    folder = tmp_path / "src" / "atari-breakout"
+    folder.mkdir(parents=True)
+    table = pa.table(
+        {
+            "image_observations": pa.array([[{"bytes": value, "path": None}] * 400], pa.list_(frame)),
+            "discrete_actions": pa.array([[0] * 400], pa.list_(pa.int64())),
+            "rewards": pa.array([[0.0] * 400], pa.list_(pa.float32())),
+        }
+    )
+    pq.write_table(table, folder / "train-00000-of-00001.parquet", dictionary_pagesize_limit=1 << 20)
+    code = (
+        "import sys, pyarrow as pa; from atari_data.cli import main; "
+        f"c = main(['import', 'jat', '--from', {str(tmp_path / 'src')!r}, '--root', {str(tmp_path / 'out')!r}]); "
+        "print(pa.default_memory_pool().max_memory()); sys.exit(c)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "inflates" in done.stderr, done.stderr
+    peak = int(done.stdout.split()[-1])
+    assert peak < 400 * len(value) // 4, f"arrow held {peak:,} bytes: the dictionary was expanded before the check"
 
 
 def hub_cache(cache, repo: str, files: dict[str, bytes], repo_type: str = "dataset") -> str:

@@ -310,8 +310,9 @@ def _image_bytes(fmt, size=(160, 210), **options):
         ),
         (
             lambda r: next((r / "data" / "expert" / "Pong").glob("train-*.parquet")).write_bytes(b"junk"),
-            "does not load",
+            "train-00000-of-00001.parquet: not a readable Parquet file",
         ),
+        (lambda r: _not_frames(next((r / "data" / "expert" / "Pong").glob("train-*.parquet"))), "does not load"),
         (lambda r: [p.unlink() for p in (r / "data" / "expert" / "Pong").glob("train-*.parquet")], "matches no file"),
         (
             lambda r: (r / "data" / "expert2f" / "Breakout" / "extra.parquet").write_bytes(b"junk"),
@@ -362,9 +363,17 @@ def test_doctor_finds_broken_repos(packed, tmp_path, capsys, how, message):
     assert message in out and "Traceback" not in out
 
 
+def _not_frames(path) -> None:
+    """A Parquet file pyarrow reads and datasets does not: its image column holds numbers."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": ["x"], "image": [1], "label": [0]}), path)
+
+
 def test_a_file_that_does_not_load_is_doctors_one_line_not_datasets_log_too(packed, tmp_path):
     """In its own process, as a user runs it (pytest's log capture would hide what datasets logs)."""
-    repo = _broken(packed, tmp_path, lambda r: next((r / "data/expert/Pong").glob("train-*.parquet")).write_bytes(b"x"))
+    repo = _broken(packed, tmp_path, lambda r: _not_frames(next((r / "data/expert/Pong").glob("train-*.parquet"))))
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(["atari-data", "doctor", str(repo)], capture_output=True, text=True, env=env)
     assert done.returncode == 2 and "does not load" in done.stdout, done.stdout + done.stderr
@@ -546,7 +555,7 @@ def test_doctor_reads_the_files_on_disk_not_a_cache(packed, tmp_path, capsys):
 def test_doctor_names_the_split_that_is_broken(packed, tmp_path, capsys):
     repo_dir = tmp_path / "repo"
     shutil.copytree(packed, repo_dir)
-    sorted((repo_dir / "data" / "expert" / "Pong").glob("validation-*.parquet"))[0].write_bytes(b"not parquet")
+    _not_frames(sorted((repo_dir / "data" / "expert" / "Pong").glob("validation-*.parquet"))[0])
     assert main(["doctor", str(repo_dir)]) == 2
     out = capsys.readouterr().out
     assert "configs.expert.validation: does not load" in out and "configs.expert.train" not in out

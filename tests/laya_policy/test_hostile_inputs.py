@@ -318,6 +318,20 @@ def test_train_checks_every_packed_row_as_the_validator_checks_a_record(data, tm
     assert code == 2 and "row 3" in err and f": {field}" in err, err
 
 
+def test_train_refuses_a_packed_parquet_dictionary_bomb_before_datasets_expands_it(data, tmp_path):
+    from atari_data.publish.pack import PackConfig, pack
+
+    from ..atari_data.test_hostile_inputs import dictionary_bomb
+
+    packed = tmp_path / "packed"
+    pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
+    shard = dictionary_bomb(packed)
+    code, err = check_promises(
+        main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path, target=tmp_path / "run"
+    )
+    assert code == 2 and shard.name in err and "inflates" in err, err
+
+
 @pytest.mark.parametrize(
     "edit",
     [

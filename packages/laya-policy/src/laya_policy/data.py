@@ -25,6 +25,7 @@ from atari_data.layout import list_games, read_jsonl
 from atari_data.layout.png import decode_png
 from atari_data.layout.records import GameRules, image_name
 from atari_data.publish import repo
+from atari_data.publish.card import check_files
 from atari_data.publish.repo import split_config
 from atari_data.publish.teardown import streaming
 from atari_data.schema import JSON_TEXT, RECORD
@@ -115,6 +116,8 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
 
     hf_split = HUB_SPLITS[split]
     out = []
+    if Path(data).is_dir():  # its card and files were written by someone: checked before datasets reads them
+        check_files(Path(data))
     try:
         configs = get_dataset_config_names(data)
     except Exception as e:  # noqa: BLE001 - datasets raises several kinds (offline, missing repo, bad card)

@@ -11,7 +11,7 @@ from string import Template
 
 import yaml
 
-from atari_data import limits
+from atari_data import limits, parquet
 from atari_data.errors import AtariDataError
 from atari_data.publish import repo
 from atari_data.schema import RECORD, SCHEMA_VERSION, hf_features, markdown_table
@@ -79,7 +79,31 @@ def read_card(folder: Path) -> dict:
     for key in ("replay", "lmdb_pack", "dataset_info"):
         if key in card and not isinstance(card[key], dict if key != "dataset_info" else list):
             raise AtariDataError(f"is a {type(card[key]).__name__}", file=str(path), field=key)
+    for n, info in enumerate(card.get("dataset_info") or []):
+        splits = info.get("splits", []) if isinstance(info, dict) else None
+        if not isinstance(splits, list) or not all(isinstance(x, dict) for x in splits):
+            raise AtariDataError(
+                "is not a {config_name, features, splits} mapping with splits as a list of mappings",
+                file=str(path),
+                field=f"dataset_info[{n}]",
+            )
     return card
+
+
+def data_files(folder: Path, card: dict) -> dict[str, list[Path]]:
+    """Per config of a card (as :func:`read_card` returned it), the files its data_files globs match."""
+    return {
+        c["config_name"]: sorted({p for df in c.get("data_files", []) for p in folder.glob(df["path"])})
+        for c in card.get("configs") or []
+    }
+
+
+def check_files(folder: Path) -> None:
+    """What reading a local packed repository through ``datasets`` needs first: a card that keeps its
+    data_files inside the folder, and Parquet files that decode within the limits
+    (:mod:`atari_data.parquet`; datasets would expand a dictionary bomb whole)."""
+    for path in sorted({p for files in data_files(folder, read_card(folder)).values() for p in files}):
+        parquet.check(path)
 
 
 #: Hub license ids, by the spelling a source's meta.json may use; anything else is ``other``.

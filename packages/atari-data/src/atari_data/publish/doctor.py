@@ -16,14 +16,14 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from atari_data import limits
+from atari_data import limits, parquet
 from atari_data.errors import AtariDataError
 from atari_data.layout import read_json
 from atari_data.layout.png import decode_png, formats_of, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import REPEATED, repeated_key
 from atari_data.publish import repo
-from atari_data.publish.card import read_card
+from atari_data.publish.card import data_files, read_card
 from atari_data.publish.shards import records, shape_text
 from atari_data.publish.teardown import streaming
 from atari_data.schema import (
@@ -78,18 +78,24 @@ class Doctor:
             self._replay(card["replay"])
         claimed = set()
         infos = {i.get("config_name"): i for i in card.get("dataset_info") or []}
-        files: dict[str, set] = {}  # per config, the files it reads
+        files = {name: set(matched) for name, matched in data_files(self.folder, card).items()}
+        costly: set = set()  # files refused before datasets could read them
         for conf in card.get("configs") or []:
             name = conf.get("config_name")
-            files[name] = set()
             for df in conf.get("data_files", []):
-                matched = sorted(self.folder.glob(df["path"]))
-                if not matched:
+                if not any(self.folder.glob(df["path"])):
                     self.defect(
                         self.folder / repo.CARD, f"configs.{name}.{df['split']}", f"{df['path']} matches no file"
                     )
-                claimed.update(matched)
-                files[name].update(matched)
+            for path in sorted(files[name] - claimed):  # each file once, before datasets expands it whole
+                try:
+                    parquet.check(path)
+                except AtariDataError as e:
+                    self.defects.append(e)
+                    costly.add(path)
+            claimed.update(files[name])
+            if files[name] & costly:
+                continue
             with _quiet_datasets():  # a file that does not load is one defect line, not datasets' log too
                 self._config(name, conf, infos.get(name, {}))
         for name, held in files.items():  # a game config is only counted: its frames are its source's

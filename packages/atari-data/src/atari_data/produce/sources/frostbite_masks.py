@@ -18,10 +18,10 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
+from atari_data import parquet
 from atari_data.errors import AtariDataError
 from atari_data.layout.png import png_size
 from atari_data.layout.writer import GameWriter, Step
-from atari_data.produce.sources import parquet_rows
 from laya_protocol.games import FULL_ACTIONS, minimal_actions
 from laya_protocol.seeds import IMPORTED_VAL_FROM
 
@@ -47,7 +47,7 @@ def lives(files: list[Path]) -> Iterator[tuple[int, int, list[dict]]]:
     game = life = n = 0
     run: list[dict] = []
     for path in files:
-        for row in parquet_rows(path, COLUMNS):
+        for row in parquet.rows(path, COLUMNS):
             row["row"], n = n, n + 1
             run.append(row)
             if row["terminated"] or row["truncated"]:

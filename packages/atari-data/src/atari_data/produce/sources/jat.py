@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from atari_data import parquet
 from atari_data.errors import AtariDataError
 from atari_data.layout.png import decode_png, encode_png
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.actions import resolve_game
-from atari_data.produce.sources import parquet_rows
 from laya_protocol.games import minimal_actions
 from laya_protocol.seeds import IMPORTED_VAL_FROM
 
@@ -93,7 +93,7 @@ def available_games(root: Path) -> list[str]:
 
 def rows(path: Path) -> Iterator[tuple[int, dict]]:
     """(row index, {column: list}) of one Parquet file."""
-    return enumerate(parquet_rows(path, COLUMNS))
+    return enumerate(parquet.rows(path, COLUMNS))
 
 
 def _decode(obs) -> np.ndarray | None:
