@@ -76,10 +76,10 @@ class Doctor:
             )
         if card.get("replay"):
             self._replay(card["replay"])
-        claimed = set()
+        claimed: set[Path] = set()
         infos = {i.get("config_name"): i for i in card.get("dataset_info") or []}
         files = {name: set(matched) for name, matched in data_files(self.folder, card).items()}
-        costly: set = set()  # files refused before datasets could read them
+        costly: set[Path] = set()  # files refused before datasets could read them
         for conf in card.get("configs") or []:
             name = conf.get("config_name")
             for df in conf.get("data_files", []):
