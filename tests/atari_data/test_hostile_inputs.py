@@ -106,6 +106,21 @@ def test_layout_readers_keep_the_promises(layout_master, tmp_path_factory, which
         assert not out.exists(), "a refused pack leaves nothing"
 
 
+def test_a_jsonl_line_over_the_record_limit_is_refused_before_it_is_parsed(layout_master, tmp_path):
+    """Parsed JSON takes up to some 30 times its text: one 2 MB line of empty lists, 60 MB."""
+    root = tmp_path / "root"
+    shutil.copytree(layout_master, root)
+    path = root / "expert2f/Breakout/train.jsonl"
+    lines = path.read_text().splitlines()
+    rec = json.loads(lines[2])
+    rec["provenance"] = {"x": [[]] * 700_000}
+    lines[2] = json.dumps(rec)
+    path.write_text("\n".join(lines) + "\n")
+    for argv in (["validate", root], ["pack", root, tmp_path / "packed"]):
+        code, out, err = run_cli(main, argv)
+        assert code == 2 and "train.jsonl:3" in out + err and "over the record limit" in out + err, out + err
+
+
 @pytest.mark.parametrize("which", ["expert2f/Breakout/meta.json", "expert2f/Breakout/train.jsonl", "png"])
 def test_a_fifo_in_a_layout_is_one_line_not_a_wait(layout_master, tmp_path, which):
     """read_bytes opened the file before asking what it was: open() on a FIFO waits for a writer."""

@@ -200,6 +200,15 @@ def test_a_gzip_member_inflating_past_the_ratio_is_refused(tmp_path, monkeypatch
         _read(tmp_path, data, "bomb.tar.gz")
 
 
+def test_a_record_over_the_record_limit_is_refused_by_its_declared_size(tmp_path):
+    """A record's JSON is a few hundred bytes; a 2 MB one of empty lists parses to some 30 times
+    that (a reviewer's 2 MB gzip shard took records() to 3.3 GB), so it is refused before it is read."""
+    body = json.dumps(_body(id=KEY, x=[[]] * 700_000)).encode()
+    assert len(body) > 2 << 20
+    with pytest.raises(AtariDataError, match=r"\.json: declares .* over the record limit of 1 MB"):
+        _read(tmp_path, _shard(_sample(js=body)))
+
+
 def test_a_pax_size_of_5000_digits_is_over_the_member_limit(tmp_path):
     body = _pax_record(b"size", b"9" * 5000)
     data = header("././@PaxHeader", len(body), b"x") + _padded(body) + header(f"{KEY}.json", 2) + _padded(b"{}") + _END

@@ -23,9 +23,11 @@ from laya_protocol import files
 MB = 1 << 20
 #: Sizes in MB: ``frame`` one image's decoded pixels; ``member`` one archive member (or all the
 #: members of one inner archive) read into memory; ``file`` one JSON / JSONL / text file read
-#: whole; ``ratio`` how many times a member may inflate over its compressed size (real frames,
-#: labels and weights inflate 1-10x; a bomb 1,000x and more).
-DEFAULTS = {"frame": 64, "member": 2048, "file": 1024, "ratio": 200}
+#: whole; ``record`` one record's JSON text (a JSONL line, a shard's ``.json`` member: a few hundred
+#: bytes as written, and parsed JSON can take 30 times its text); ``ratio`` how many times a member
+#: may inflate over its compressed size (real frames, labels and weights inflate 1-10x; a bomb
+#: 1,000x and more).
+DEFAULTS = {"frame": 64, "member": 2048, "file": 1024, "record": 1, "ratio": 200}
 ENV = "ATARI_DATA_LIMITS"
 
 
@@ -54,7 +56,9 @@ def _limits(env: str) -> dict[str, int]:
     return {k: v if k == "ratio" else v * MB for k, v in {**DEFAULTS, **parse(env, ENV)}.items()}
 
 
-def check(kind: str, size: int, *, file: str, field: str, compressed: int | None = None) -> None:
+def check(
+    kind: str, size: int, *, file: str, field: str, compressed: int | None = None, line: int | None = None
+) -> None:
     """Refuse ``size`` declared bytes of ``kind`` (and, given ``compressed``, an inflation over the ratio)."""
     cap = limit(kind)
     if size > cap:
@@ -62,6 +66,7 @@ def check(kind: str, size: int, *, file: str, field: str, compressed: int | None
             f"declares {size:,} bytes, over the {kind} limit of {cap // MB:,} MB (raise it with "
             f"--limit {kind}=MB if this is real)",
             file=file,
+            line=line,
             field=field,
         )
     if compressed is not None:

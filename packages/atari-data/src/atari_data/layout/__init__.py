@@ -101,9 +101,15 @@ def list_games(root: str | os.PathLike, sources=None, games=None, ready_only: bo
 
 
 def read_jsonl(path: Path, field: str = "(record)") -> Iterator[tuple[int, Any]]:
-    """(line number, value) of every non-blank line of a JSONL file read within the file limit. Lines
-    split on ``\\n`` only: JSON text may hold other line separators (U+2028) verbatim."""
+    """(line number, value) of every non-blank line of a JSONL file read within the file limit, each
+    line within the record limit. Lines split on ``\\n`` only: JSON text may hold other line
+    separators (U+2028) verbatim."""
+    from atari_data.limits import check, limit
+
+    cap = limit("record")
     for n, line in enumerate(_read(path).split(b"\n"), 1):
+        if len(line) > cap:  # checked before it is parsed, into up to 30 times its size
+            check("record", len(line), file=str(path), line=n, field=field)
         if line.strip():
             yield n, parse_json_line(line, str(path), n, field)
 

@@ -18,7 +18,8 @@ from atari_data.errors import AtariDataError
 from atari_data.layout import META, READY, GameDir, list_games, swap_into_place, write_atomic
 from atari_data.layout.png import formats_of, frame_mode_size, pillow_frame
 from atari_data.layout.records import GameRules
-from atari_data.limits import read_bytes
+from atari_data.limits import check as check_size
+from atari_data.limits import limit, read_bytes
 from atari_data.schema import META as META_SCHEMA
 from atari_data.schema import check_structure, frame_size
 from laya_protocol.games import all_games, minimal_actions
@@ -143,7 +144,14 @@ class _GameCheck:
         if lines[-1] == b"":
             lines.pop()
         check, loads, dumps, images, n_ids = rules.check, orjson.loads, orjson.dumps, self.images, len(ids)
+        record_cap = limit("record")
         for n, line in enumerate(lines, 1):
+            if len(line) > record_cap:  # refused before it is parsed, into up to 30 times its size
+                try:
+                    check_size("record", len(line), file=str(path), line=n, field="(record)")
+                except AtariDataError as e:
+                    self.report.defects.append(e)
+                    continue
             try:
                 rec = loads(line)
             except orjson.JSONDecodeError as e:

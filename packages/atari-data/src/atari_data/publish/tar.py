@@ -26,6 +26,7 @@ from pathlib import Path
 
 from atari_data.errors import AtariDataError
 from atari_data.limits import check, check_ratio, limit
+from atari_data.publish.repo import RECORD_EXT
 
 BLOCK = 512
 _END = bytes(2 * BLOCK)
@@ -35,6 +36,7 @@ _SKIPPED = (b"1", b"2", b"3", b"4", b"5", b"6", b"g", b"V", b"M")  # links, devi
 _PAX_PATH = "././@PaxHeader"
 _MAX_SIZE = 8**11 - 1  # what 11 octal digits hold
 _GZIP = b"\x1f\x8b"
+RECORD_SUFFIX = f".{RECORD_EXT}"  # a record's JSON: held to the record limit, as a JSONL line is
 
 
 def header(name: str, size: int, kind: bytes = b"0") -> bytes:
@@ -113,7 +115,7 @@ def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
     read = stream.read
     pax: dict[bytes, bytes] = {}  # from a pax header, for the member after it
     longname: str | None = None  # from a GNU long-name header, for the member after it
-    cap = limit("member")
+    cap, record_cap = limit("member"), limit("record")
     at = 0  # the offset of the header being read, for messages
     while True:
         if h == _ZERO:
@@ -125,8 +127,8 @@ def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
         _check_sum(h, url, at)
         name = _text(pax[b"path"]) if b"path" in pax else longname or _name(h)
         size = _pax_size(pax, url, at) if b"size" in pax else _size(h, url, at)
-        if size > cap:
-            check("member", size, file=url, field=name)  # raises, saying which limit to raise
+        if size > cap or (size > record_cap and name.endswith(RECORD_SUFFIX)):
+            check("record" if size <= cap else "member", size, file=url, field=name)  # raises, naming the limit
         data = read(size)
         pad = -size % BLOCK
         if len(data) < size or (pad and len(read(pad)) < pad):
