@@ -347,6 +347,10 @@ def test_train_refuses_a_packed_parquet_dictionary_bomb_before_datasets_expands_
         lambda st: st.update(spent=float("nan")),  # turned the time budget off
         lambda st: st.update(spent=float("-inf")),
         lambda st: st.update(curve="abc"),
+        # a stride-0 view of a million: stored as one number, made dense by the optimiser's load
+        lambda st: st["opt"]["state"][0].update(exp_avg=torch.zeros(1, dtype=torch.float64).expand(1_000_000)),
+        lambda st: st["opt"]["state"][0].update(exp_avg="x"),
+        lambda st: st["opt"].update(state={10**6: {}}),
     ],
 )
 def test_a_state_pt_of_the_wrong_shape_is_one_line(data, checkpoint, tmp_path, edit):

@@ -606,6 +606,22 @@ def _progress_problem(state: dict, s: Setup) -> str | None:
     return None
 
 
+def _optimiser_problem(saved, opt: torch.optim.Optimizer) -> str | None:
+    """What in a saved optimiser state does not fit ``opt``, or None. Checked before torch loads it:
+    a stride-0 view declaring a billion numbers is stored as one, and the load makes it dense."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("state"), dict):
+        return "opt is not an optimiser's state"
+    ids = [i for group in opt.state_dict()["param_groups"] for i in group["params"]]
+    shapes = dict(zip(ids, (p.shape for group in opt.param_groups for p in group["params"]), strict=True))
+    for key, entry in saved["state"].items():
+        if key not in shapes or not isinstance(entry, dict):
+            return f"opt state {str(key)[:20]} is not one of this model's parameters"
+        for name, value in entry.items():
+            if not isinstance(value, torch.Tensor) or (value.dim() and value.shape != shapes[key]):
+                return f"opt state {key} {str(name)[:20]} is not a tensor of its parameter's shape"
+    return None
+
+
 def resume(s: Setup, out: Path) -> dict | None:
     """The progress of ``out/state.pt`` with the model and optimiser restored from it, or None to
     start fresh (no state, or ``restart``)."""
@@ -624,7 +640,7 @@ def resume(s: Setup, out: Path) -> dict | None:
                 f"{path}: was started with {key} {was!r}, this command gives {now[key]!r}; "
                 "run the command that started it to resume, or pass --restart to start over"
             )
-        problem = _progress_problem(state, s)
+        problem = _progress_problem(state, s) or _optimiser_problem(state.get("opt"), s.opt)
         if problem:
             raise ValueError(problem)
         s.model.load_state_dict(state["model"])
