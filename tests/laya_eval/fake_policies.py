@@ -86,3 +86,80 @@ def brightest_column(**_):
         return np.asarray(out)
 
     return policy
+
+
+# -- hostile in their own ways (an outside review's cases): each must fail its game, or the run, on one line
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text for this one")
+
+
+class _Zero:
+    def __call__(self, batch):
+        return np.zeros(len(batch), dtype=int)
+
+
+def reset_raises(**_):
+    class P(_Zero):
+        def reset(self, game, actions):
+            raise ValueError("reset failed")
+
+    return P()
+
+
+def unprintable(**_):
+    def policy(batch):
+        raise _Unprintable()
+
+    return policy
+
+
+def array_raises(**_):
+    class NotAnArray:
+        def __array__(self, *args, **kwargs):
+            raise _Unprintable()
+
+    return lambda batch: NotAnArray()
+
+
+def exits(**_):
+    def policy(batch):
+        raise SystemExit(0)
+
+    return policy
+
+
+def close_raises(**_):
+    class P(_Zero):
+        def close(self):
+            raise RuntimeError("close failed")
+
+    return P()
+
+
+def identity_raises(**_):
+    class P(_Zero):
+        @property
+        def identity(self):
+            raise RuntimeError("identity failed")
+
+    return P()
+
+
+def identity_not_json(**_):
+    class P(_Zero):
+        identity = {"w": np.float32(1.0), "n": float("nan")}
+
+    return P()
+
+
+def changes_directory(scratch=".", **_):
+    import os
+
+    def policy(batch):
+        os.chdir(scratch)
+        return np.zeros(len(batch), dtype=int)
+
+    return policy

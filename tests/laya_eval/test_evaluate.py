@@ -84,6 +84,69 @@ def test_misbehaving_policies_are_recorded_per_game(tmp_path, capsys, factory, m
     assert res["summary"]["failed"] == ["Freeway", "Pong"]
 
 
+def _run_argv(tmp_path, factory, kwargs=None):
+    return [
+        "run",
+        "--policy",
+        f"tests.laya_eval.fake_policies:{factory}",
+        *(["--policy-kwargs", json.dumps(kwargs)] if kwargs else []),
+        "--games",
+        "Pong",
+        "--episodes",
+        "1",
+        "--cap",
+        "3",
+        "--random-episodes",
+        "0",
+        "--out",
+        str(tmp_path / "r.json"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "factory,message",
+    [
+        ("reset_raises", "reset raised ValueError: reset failed"),
+        ("unprintable", "raised _Unprintable"),
+        ("array_raises", "not an array (_Unprintable"),
+        ("exits", "raised SystemExit"),
+    ],
+)
+def test_an_in_process_policy_raising_anything_fails_its_game_on_one_line(tmp_path, capsys, factory, message):
+    """Each was a traceback out of laya-eval run (an outside review's cases)."""
+    rc = main(_run_argv(tmp_path, factory))
+    err = capsys.readouterr().err
+    assert rc == 1 and message in err and "Traceback" not in err, err
+    assert message in load_results(tmp_path / "r.json")["games"]["Pong"]["error"]
+
+
+@pytest.mark.parametrize(
+    "factory,code,message",
+    [
+        ("close_raises", 0, "warning: the policy's close() raised RuntimeError: close failed"),
+        ("identity_raises", 2, "policy.identity: RuntimeError: identity failed"),
+        ("identity_not_json", 2, "policy.identity: is not a JSON object of plain data"),
+    ],
+)
+def test_a_policy_whose_close_or_identity_fails_keeps_the_results_whole(tmp_path, capsys, factory, code, message):
+    rc = main(_run_argv(tmp_path, factory))
+    err = capsys.readouterr().err
+    assert rc == code and message in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"], "no temporary or lock file left"
+    json.loads((tmp_path / "r.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the results"))
+    assert load_results(tmp_path / "r.json")["games"]["Pong"]["error"] is None
+
+
+def test_a_policy_that_changes_directory_does_not_move_the_results(tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)
+    argv = _run_argv(tmp_path, "changes_directory", {"scratch": str(elsewhere)})
+    argv[argv.index("--out") + 1] = "r.json"
+    assert main(argv) == 0
+    assert (tmp_path / "r.json").exists() and not list(elsewhere.iterdir())
+
+
 def test_other_games_still_run_after_a_failure(tmp_path, capsys):
     rc = main(
         [
@@ -264,6 +327,24 @@ def test_a_policy_that_closes_its_output_and_lives_on_is_killed_at_the_timeout(t
     res = run(tmp_path, unruly(tmp_path, "mute"), timeout=1.5, random_episodes=0)
     assert "closed its output" in res["games"]["Pong"]["error"], res["games"]["Pong"]["error"]
     assert time.time() - t < 30 and (tmp_path / "results.json").exists()
+
+
+def test_an_answer_that_is_not_standard_json_is_charged_to_its_game(tmp_path):
+    """NaN and 1e999 were read as numbers and written into the results, which strict readers refuse."""
+    res = run(tmp_path, unruly(tmp_path, "nan"), random_episodes=0)
+    assert "not standard JSON" in res["games"]["Pong"]["error"], res["games"]["Pong"]["error"]
+    json.loads((tmp_path / "results.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the results"))
+
+
+def test_a_large_answer_is_read_whole_and_an_endless_line_is_cut_at_the_line_limit(tmp_path):
+    """Answers were read a byte at a time (1.6 MB/s): 16 MB took 10 s. A line is at most 64 MB."""
+    from laya_eval.stdio import MAX_LINE
+
+    assert MAX_LINE == 64 << 20
+    res = run(tmp_path, unruly(tmp_path, "big"), timeout=5, episodes=1, random_episodes=0)
+    assert res["games"]["Pong"]["error"] is None, res["games"]["Pong"]["error"]
+    res = run(tmp_path / "endless", unruly(tmp_path, "endless"), timeout=60, episodes=1, random_episodes=0)
+    assert "over the 64 MB a line may be" in res["games"]["Pong"]["error"], res["games"]["Pong"]["error"]
 
 
 def test_a_hello_nested_past_any_parser_is_charged_to_its_game(tmp_path):

@@ -8,6 +8,9 @@ odd       answers its first act with an object that has neither actions nor prob
 mute      closes its output at its first act and lives on without a word
 deep      answers hello with an array nested 100,000 deep
 twice     answers its first act twice, the first time it runs (every later answer would be one act stale)
+nan       answers hello with NaN and 1e999 in its identity (not standard JSON; the results would not be)
+big       answers its first act with 16 MB of padding beside its actions (read a byte at a time: 10 s)
+endless   answers its first act with 65 MB and no newline, then waits
 Every mode appends a line to <scratch>/hellos each time it is greeted, so a test can count processes.
 """
 
@@ -48,6 +51,15 @@ for line in sys.stdin.buffer:
             sys.stdout.flush()
             first_life = False
             continue
+        if mode == "endless":
+            sys.stdout.buffer.write(b"x" * (65 << 20))
+            sys.stdout.flush()
+            time.sleep(3600)
+        if mode == "big" and first_life:
+            sys.stdout.write(json.dumps({"actions": [0] * msg["n"], "pad": "x" * (16 << 20)}) + "\n")
+            sys.stdout.flush()
+            first_life = False
+            continue
         if mode == "forks":
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
             (scratch / "child.pid").write_text(str(child.pid))
@@ -58,6 +70,10 @@ for line in sys.stdin.buffer:
             with open(scratch / "hellos", "a") as f:
                 f.write("hello\n")
         reply = {"name": mode} if msg["type"] == "hello" else {"ok": True}
+        if mode == "nan" and msg["type"] == "hello":
+            sys.stdout.write('{"name": NaN, "big": 1e999}\n')
+            sys.stdout.flush()
+            continue
         if mode == "deep" and msg["type"] == "hello":
             sys.stdout.write("[" * 100_000 + "]" * 100_000 + "\n")
             sys.stdout.flush()

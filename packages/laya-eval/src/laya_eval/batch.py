@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from laya_protocol.errors import cause
+
 
 @dataclass
 class Batch:
@@ -36,7 +38,7 @@ def choose(out, batch: Batch, greedy: bool, rng: np.random.Generator) -> np.ndar
     try:
         arr = np.asarray(out)
     except Exception as e:  # noqa: BLE001 - anything that is not array-like
-        raise PolicyError(f"returned {type(out).__name__}, not an array ({e})") from None
+        raise PolicyError(f"returned {type(out).__name__}, not an array ({cause(e)})") from None
     if arr.dtype.kind in "iu" and arr.shape == (n,):
         bad = arr[(arr < 0) | (arr >= a)]
         if bad.size:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from laya_eval.stats import (
     optimality_gap,
 )
 from laya_protocol.config import option
-from laya_protocol.errors import UnknownName
+from laya_protocol.errors import UnknownName, cause
 from laya_protocol.games import ACTION_SETS, action_set, emulator
 from laya_protocol.locks import FileLock
 from laya_protocol.protocol import BASELINE_CAP, EVAL_DECISION_CAP, FRAME_CAP, Protocol
@@ -255,7 +256,7 @@ def write_results(path: Path, results: dict) -> None:
 
     def write(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
+            json.dump(results, f, indent=1, allow_nan=False)  # standard JSON: NaN was refused upstream
             f.flush()
             os.fsync(f.fileno())
 
@@ -376,13 +377,37 @@ def play_game(
                 RandomPolicy(seed=cfg.seed_base), game, proto, cfg.random_episodes, cfg.seed_base, threads=cfg.threads
             )
     finally:
-        if own and hasattr(policy, "close"):
-            policy.close()
+        if own:
+            close_policy(policy)
     if extra is None and cfg.baselines:
         extra = read_meta_baselines(cfg.baselines)
     return score_game(
         game, ep, rnd, choose_baseline(game, cfg.cap, extra), cfg.cap, atari57().get(game), cfg.action_set
     )
+
+
+def close_policy(policy) -> None:
+    """Call the policy's close(), if it has one; what it raises is a warning: the games are scored."""
+    if policy is None or not hasattr(policy, "close"):
+        return
+    try:
+        policy.close()
+    except Exception as e:  # noqa: BLE001 - a third-party policy may raise anything
+        print(f"warning: the policy's close() raised {cause(e)}", file=sys.stderr)
+
+
+def policy_identity(policy) -> dict | None:
+    """What the policy says it is (a non-empty ``identity`` mapping), as plain JSON; else None."""
+    try:
+        identity = getattr(policy, "identity", None)
+    except Exception as e:  # noqa: BLE001 - a property of a third-party policy may raise anything
+        raise EvalError(cause(e), field="policy.identity") from None
+    if not isinstance(identity, dict) or not identity:
+        return None
+    try:
+        return json.loads(json.dumps(identity, allow_nan=False))
+    except (TypeError, ValueError, RecursionError) as e:
+        raise EvalError(f"is not a JSON object of plain data ({cause(e, 80)})", field="policy.identity") from None
 
 
 def writable(out: Path) -> None:
@@ -428,7 +453,7 @@ def _same_emulator(old: dict, out: Path) -> None:
 def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
     """Run every game not yet in ``cfg.out``; returns the results, as written. One run writes a
     results file at a time: a second is refused on one line instead of overwriting the first's games."""
-    out = Path(cfg.out)
+    out = Path(cfg.out).absolute()  # a policy may change the working directory: the results stay here
     writable(out)
     with FileLock(out.with_name(f".{out.name}.lock"), str(out), lambda m, f: EvalError(m, file=f, field="--out")):
         return _evaluate(cfg, out, progress)
@@ -483,11 +508,16 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
         for game in todo:
             with tqdm(total=cfg.episodes, desc=game, unit="episode", disable=None if progress else True) as bar:
                 result = play_game(cfg, game, policy, bar, extra)
-            identity = getattr(policy, "identity", None)  # what the policy says it is, if anything
-            if isinstance(identity, dict) and identity:
+            problem = None
+            try:
+                identity = policy_identity(policy)
+            except EvalError as e:
+                identity, problem = None, e
+            if identity:
                 results["policy"]["identity"] = identity
-            record(result)
+            record(result)  # the game is kept, whatever its identity says
+            if problem:
+                raise problem
     finally:
-        if policy is not None and hasattr(policy, "close"):
-            policy.close()
+        close_policy(policy)
     return results

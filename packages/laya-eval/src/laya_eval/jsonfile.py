@@ -48,6 +48,9 @@ def replace_file(path: Path, write: Callable[[Path], object]) -> Path:
         tmp.unlink(missing_ok=True)
         write(tmp)
         os.replace(tmp, path)
-    except OSError as e:
-        raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
+    except BaseException as e:  # whatever stopped the write, no half-written file stays behind
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
+        raise
     return path

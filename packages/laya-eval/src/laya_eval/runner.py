@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from laya_eval.batch import Batch, PolicyError, choose
+from laya_protocol.errors import cause
 from laya_protocol.games import action_set, minimal_actions, rom_id
 from laya_protocol.protocol import Protocol
 
@@ -85,7 +86,12 @@ def play(
     error = None
     try:
         if hasattr(policy, "reset"):
-            policy.reset(game, names)
+            try:
+                policy.reset(game, names)
+            except PolicyError:
+                raise
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - a third-party policy may raise anything
+                raise PolicyError(f"reset raised {cause(e)}") from None
         obs, info = env.reset(seed=seed_base)
         frames = obs[:, 0]
         last = frames.copy()
@@ -112,8 +118,8 @@ def play(
                     out = policy(batch)
                 except PolicyError:
                     raise
-                except Exception as e:  # noqa: BLE001 - a third-party policy may raise anything
-                    raise PolicyError(f"raised {type(e).__name__}: {e}") from None
+                except (Exception, SystemExit) as e:  # noqa: BLE001 - a third-party policy may raise anything
+                    raise PolicyError(f"raised {cause(e)}") from None
                 chosen = choose(out, batch, greedy, rng)
                 act[idx] = chosen
                 counts += np.bincount(chosen, minlength=len(names))

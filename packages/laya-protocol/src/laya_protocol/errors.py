@@ -15,7 +15,10 @@ def cause(e: BaseException, width: int = 200) -> str:
     own first line is advice to load the file anyway, and cut short it lost its warning."""
     import pickle
 
-    text = str(e)
+    try:
+        text = str(e)
+    except Exception:  # noqa: BLE001 - a stranger's exception may fail even to say what it is
+        text = ""
     if isinstance(e, pickle.UnpicklingError):
         found = next((line.strip() for line in text.splitlines() if "GLOBAL" in line), "")
         return (
