@@ -1,6 +1,7 @@
 """The standing test for laya-policy's inputs: checkpoints to continue from and packed data, damaged
 or hostile, keep the promises of ``tests/promises.py`` (a planted ``state.pt`` is in test_train.py)."""
 
+import json
 import shutil
 
 import pytest
@@ -316,6 +317,24 @@ def test_train_checks_every_packed_row_as_the_validator_checks_a_record(data, tm
         main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path, target=tmp_path / "run"
     )
     assert code == 2 and "row 3" in err and f": {field}" in err, err
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("groups", [1, 2]), ("sources", "expert2f"), ("data", ["x"]), ("data_on_hub", "yes"), ("steps_done", [])],
+)
+def test_push_refuses_a_hand_edited_training_json_on_one_line(checkpoint, tmp_path, field, value):
+    """groups [1, 2] was a TypeError out of the model card's join."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(checkpoint, ckpt)
+    training = json.loads((ckpt / "training.json").read_text())
+    training[field] = value
+    (ckpt / "training.json").write_text(json.dumps(training))
+    stage = tmp_path / "stage"
+    code, err = check_promises(
+        main, ["push", ckpt, "--repo", "me/x", "--dry-run", stage], sandbox=tmp_path, target=stage
+    )
+    assert code == 2 and "training.json" in err and field in err, err
 
 
 def test_train_refuses_a_packed_parquet_dictionary_bomb_before_datasets_expands_it(data, tmp_path):

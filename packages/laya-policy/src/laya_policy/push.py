@@ -27,9 +27,46 @@ def _cnn_form(cfg) -> str:
     return "each screen as its own channel"
 
 
+def _names(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _count(v) -> bool:
+    return type(v) is int
+
+
+#: What the card reads from training.json, as train writes it: a hand-edited file is refused by field.
+CARD_FIELDS = {
+    "data": ("a path or Hub id", lambda v: v is None or isinstance(v, str)),
+    "sources": ("a list of source names", lambda v: v is None or _names(v)),
+    "groups": ("a list of group names", _names),
+    "data_on_hub": ("true or false", lambda v: type(v) is bool),
+    "model_on_hub": ("true or false", lambda v: type(v) is bool),
+    "steps_done": ("a step count", _count),
+    "batch": ("a batch size", _count),
+    "seed": ("a seed", _count),
+    "minutes": ("a number of minutes", lambda v: type(v) in (int, float)),
+    "freeze": ("a name", lambda v: isinstance(v, str)),
+}
+
+
+def read_training(ckpt: Path) -> dict:
+    """A checkpoint's training.json ({} when it has none), each field the card uses checked."""
+    file = ckpt / TRAINING
+    if not file.exists():
+        return {}
+    training = read_json_file(file)
+    if not isinstance(training, dict):
+        raise ValueError(f"{file}: holds a JSON {type(training).__name__}, expected an object")
+    for key, (what, ok) in CARD_FIELDS.items():
+        if key in training and not ok(training[key]):
+            raise ValueError(f"{file}: {key}: {json.dumps(training[key])[:40]} is not {what}")
+    return training
+
+
 def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str = "apache-2.0") -> str:
     cfg = load_config(ckpt)
-    training = read_json_file(ckpt / TRAINING) if (ckpt / TRAINING).exists() else {}
+    training = read_training(ckpt)
     if not isinstance(training, dict):
         raise ValueError(f"{ckpt / TRAINING}: holds a JSON {type(training).__name__}, expected an object")
     header = {
