@@ -225,6 +225,37 @@ def _copy_first_sample(src, dst):
     writer.close()
 
 
+def _first_record(r) -> dict:
+    import io
+
+    from atari_data.publish.tar import members
+
+    with open(_first_shard(r), "rb") as f:
+        return json.loads(next(d for n, d in members(io.BytesIO(f.read()), "x") if n.endswith(".json")))
+
+
+def _edit_record(tar_path, **changes):
+    """The first sample's record JSON in ``tar_path`` with ``changes``."""
+    import io
+
+    from atari_data.publish.tar import members
+
+    with open(tar_path, "rb") as f:
+        first = next(d for n, d in members(io.BytesIO(f.read()), str(tar_path)) if n.endswith(".json"))
+    _edit_member(tar_path, "json", json.dumps({**json.loads(first), **changes}).encode())
+
+
+def _frame_of(r, index: int) -> bytes:
+    """The frame of another sample of the first shard: a valid frame, not this record's."""
+    import io
+
+    from atari_data.publish.tar import members
+
+    with open(_first_shard(r), "rb") as f:
+        frames = [d for n, d in members(io.BytesIO(f.read()), "x") if n.endswith(".png") and ".prev." not in n]
+    return next(d for d in frames[index:] if d != frames[0])
+
+
 def _edit_member(tar_path, ext, data):
     """The shard written again with the first sample's ``ext`` member replaced by ``data`` (or added
     after the sample's last member)."""
@@ -304,6 +335,10 @@ def _image_bytes(fmt, size=(160, 210), **options):
         (lambda r: _edit_member(_first_shard(r), "jpg", _image_bytes("JPEG")), "has its frame twice"),
         (lambda r: _copy_first_sample(_first_shard(r), _first_shard(r, index=1)), "(read twice)"),
         (lambda r: _edit_cell(r, "label", 99), "label: 99 is out of range"),
+        # what the tar says and the Parquet row says must be one record (doctor called this healthy)
+        (lambda r: _edit_record(_first_shard(r), label=0 if _first_record(r)["label"] else 1), "its Parquet row"),
+        (lambda r: _edit_record(_first_shard(r), label=999), "label: 999 is out of range"),
+        (lambda r: _edit_member(_first_shard(r), "png", _frame_of(r, index=5)), "its Parquet row"),
         (
             lambda r: next((r / "data" / "expert2f" / "Breakout").glob("train-*.parquet")).unlink(),
             "examples, the data has",

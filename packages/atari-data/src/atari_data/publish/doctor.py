@@ -8,12 +8,14 @@ of Melting Pot clips is checked by :mod:`atari_data.meltingpot.doctor`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tarfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from atari_data import limits, parquet
@@ -50,7 +52,7 @@ class Doctor:
     counts: dict = field(default_factory=dict)
     _meta_cache: dict = field(default_factory=dict)
     _rules_cache: dict = field(default_factory=dict)
-    _ids: dict = field(default_factory=dict)  # (source, split) -> the Parquet rows' ids
+    _ids: dict = field(default_factory=dict)  # (source, split) -> {id: digest of its Parquet row}
 
     def defect(self, file, fld: str, msg: str) -> None:
         self.defects.append(AtariDataError(msg, file=str(file), field=fld))
@@ -161,10 +163,9 @@ class Doctor:
                     for key in FRAME_FIELDS & set(columns):  # frames as bytes: decoded here, within the limits
                         rows = rows.cast_column(key, HFImage(decode=False))
                     where = self.folder / df["path"]
-                    ids = self._ids.setdefault((source, split), set())
+                    ids = self._ids.setdefault((source, split), {})
                     for row in tqdm(rows, desc=f"doctor {name}/{split}", unit=" rows", disable=None, leave=False):
-                        self._row(where, row, source, metas)
-                        ids.add(row.get("id"))
+                        ids[row.get("id")] = self._row(where, row, source, metas)
                         n += 1
             except Exception as e:  # noqa: BLE001 - whatever `datasets` raises, it is a defect of the repo
                 where = f"configs.{name}.{split}"
@@ -186,10 +187,13 @@ class Doctor:
             if game is None:
                 self._tars(source, split, n)
 
-    def _row(self, where: Path, row: dict, source: str, metas: dict[str, dict]) -> None:
+    def _row(self, where: Path, row: dict, source: str, metas: dict[str, dict]) -> bytes | None:
         """One Parquet row read as a consumer reads it: its frames decoded (only as PNG or JPEG, within
         the frame limit, the previous frame the image's shape), its JSON text parsed, and the record
-        checked against the schema and its game's rules, as validate checks a layout's records."""
+        checked against the schema and its game's rules, as validate checks a layout's records.
+        Returns the digest of the record and its pixels (None when it has a defect), which the same
+        id's WebDataset sample must have."""
+        before = len(self.defects)
         rid = row.get("id")
         rec = {k: v for k, v in row.items() if v is not None and k not in FRAME_FIELDS}
         frames = {}
@@ -214,7 +218,7 @@ class Doctor:
                 rec[key] = json.loads(text) if isinstance(text, str) else text
             except (ValueError, RecursionError) as e:
                 self.defect(where, f"{rid}: {key}", f"is not valid JSON ({str(e)[:120]})")
-                return
+                return None
             # pack writes canonical text (encode_json): only other text is parsed again for repeated keys
             canonical = not isinstance(text, str) or encode_json(rec[key]) == text
             if not canonical and (twice := repeated_key(text.encode("utf-8", "surrogatepass"))):
@@ -222,9 +226,10 @@ class Doctor:
         rules = self._rules(source, rec.get("game"), metas)
         if rules is None:
             self.defect(where, f"{rid}: game", f"{rec.get('game')!r} has no usable meta.json (actions, frames)")
-            return
+            return None
         for fld, msg in rules.check(rec):
             self.defect(where, f"{rid}: {fld}", msg)
+        return record_digest({**rec, **frames}) if len(self.defects) == before else None
 
     def _as_pillow_reads(self, where: Path, fld: str, data: bytes, game, metas: dict[str, dict]) -> None:
         try:
@@ -298,16 +303,19 @@ class Doctor:
             except AtariDataError as e:
                 self.defects.append(e)
             if len(self.defects) == before:  # names and frames fine: read it as the shard helper does
+                digests = self._ids.get((source, split), {})
                 try:
-                    for _ in records([str(t)], split=False):
-                        pass
+                    for rec in records([str(t)], split=False):  # and each sample is its Parquet row
+                        want = digests.get(rec["id"])
+                        if want is not None and record_digest(rec) != want:
+                            self._differs(t, source, rec)
                 except AtariDataError as e:
                     self.defects.append(e)
         if samples != n_rows:
             self.defect(
                 self.folder / repo.WEBDATASET / source, split, f"{samples} samples, the parquet split has {n_rows}"
             )
-        rows = self._ids.get((source, split), set())
+        rows = self._ids.get((source, split), {}).keys()
         for what, ids in (
             ("not in the parquet split", shard_of.keys() - rows),
             ("in no shard", rows - shard_of.keys()),
@@ -315,6 +323,19 @@ class Doctor:
             if ids:
                 first = sorted(ids, key=str)[0]
                 self.defect(self.folder / repo.WEBDATASET / source, split, f"{len(ids)} ids {what}, e.g. {first}")
+
+    def _differs(self, shard: Path, source: str, rec: dict) -> None:
+        """A sample that is not its Parquet row: its own defects as a record, or else that it differs."""
+        rid = rec["id"]
+        plain = {k: v for k, v in rec.items() if not k.startswith("__")}
+        for key in FRAME_FIELDS & plain.keys():
+            plain[key] = image_name(str(rid), ".png", "prev" if key == "prev_image" else "")
+        rules = self._rules(source, plain.get("game"), self._metas(source))
+        problems = rules.check(plain) if rules is not None else [("game", f"{plain.get('game')!r} has no meta.json")]
+        for fld, msg in problems:
+            self.defect(shard, f"{rid}: {fld}", msg)
+        if not problems:
+            self.defect(shard, rid, "is not the record of its Parquet row (the same id): fields or pixels differ")
 
     def _replay(self, listing: dict) -> None:
         base = self.folder / repo.REPLAY
@@ -366,3 +387,17 @@ def _quiet_datasets():
         yield
     finally:
         datasets_logging.set_verbosity(level)
+
+
+def record_digest(rec: dict) -> bytes:
+    """A record as a reader gets it (JSON text parsed, frames decoded), fields and pixels, in 16 bytes:
+    what a Parquet row and the WebDataset sample of its id must share."""
+    h = hashlib.blake2b(digest_size=16)
+    fields = {k: v for k, v in rec.items() if v is not None and k not in FRAME_FIELDS and not k.startswith("__")}
+    h.update(encode_json(fields).encode())  # webdataset's __key__ and __url__ aside
+    for key in sorted(FRAME_FIELDS):
+        pixels = rec.get(key)
+        if pixels is not None:
+            h.update(f"{key}{pixels.shape}{pixels.dtype}".encode())
+            h.update(np.ascontiguousarray(pixels).data)
+    return h.digest()
