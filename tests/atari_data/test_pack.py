@@ -120,6 +120,52 @@ def test_webdataset_shards_read_raw_and_through_the_helper(packed, layout_master
     assert all(not np.shares_memory(a["image"], b["prev_image"]) for a, b in zip(recs, recs[1:], strict=False))
 
 
+def test_the_parquet_reader_gives_what_load_dataset_gives_with_the_frames_decoded(packed, layout_master):
+    from datasets import load_dataset
+
+    from atari_data.publish.parquet_rows import rows
+
+    for config, split in (("expert2f", "train"), ("expert2f-Breakout", "validation"), ("expert", "train")):
+        got = list(rows(packed, config, split, threads=2))
+        want = list(load_dataset(str(packed), config, split=split, streaming=True))
+        assert [r["id"] for r in got] == [r["id"] for r in want] and got
+        for r, w in zip(got, want, strict=True):
+            assert {k: v for k, v in r.items() if k not in ("image", "prev_image")} == {
+                k: v for k, v in w.items() if k not in ("image", "prev_image")
+            }
+            assert np.array_equal(r["image"], np.asarray(w["image"]))
+            if w.get("prev_image") is None:
+                assert r["prev_image"] is None
+            else:
+                assert np.array_equal(r["prev_image"], np.asarray(w["prev_image"]))
+        assert all(
+            r["prev_image"] is None or not np.shares_memory(a["image"], r["prev_image"])
+            for a, r in zip(got, got[1:], strict=False)
+        ), "a frame decoded once for two rows is still each row's own array"
+
+
+def test_the_parquet_reader_refuses_what_is_not_a_packed_row_on_one_line(packed, tmp_path):
+    import pyarrow.parquet as pq
+
+    from atari_data.errors import AtariDataError
+    from atari_data.publish.parquet_rows import rows
+
+    with pytest.raises(AtariDataError, match="'nope' is not a config"):
+        list(rows(packed, "nope"))
+    with pytest.raises(AtariDataError, match="has no split 'test'"):
+        list(rows(packed, "expert2f", "test"))
+    repo = tmp_path / "repo"
+    shutil.copytree(packed, repo)
+    shard = sorted((repo / "data" / "expert2f" / "Breakout").glob("train-*.parquet"))[0]
+    table = pq.read_table(shard)
+    cells = table.column("image").to_pylist()
+    cells[5] = {"bytes": b"not a png", "path": None}
+    table = table.set_column(table.schema.get_field_index("image"), "image", [cells])
+    pq.write_table(table, shard)
+    with pytest.raises(AtariDataError, match=r"row 5: image: .*PNG"):
+        list(rows(repo, "expert2f-Breakout", "train"))
+
+
 @pytest.mark.parametrize("as_text", [False, True])
 def test_a_sample_reads_its_json_as_the_standard_library_does(as_text):
     """Integers past 64 bits stay integers and NaN reads, in the record and in its text fields,
