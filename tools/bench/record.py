@@ -15,8 +15,9 @@ pick instead of `atari-data generate`. One run, one machine, the same work for b
   (:class:`Disk`), and the output says how the disk was.
 - **Read.** Every two-frame sample (frame, previous frame) as uint8 arrays, as a training loader
   draws them: ours through the WebDataset helper, the Parquet reader
-  (`atari_data.publish.parquet_rows.rows`) and `load_dataset(..., streaming=True)` on the pack; Minari's by `iterate_episodes` and by `sample_episodes` (its random access), each
-  episode's observations sliced into (obs[t], obs[t-1]).
+  (`atari_data.publish.parquet_rows.rows`) and `load_dataset(..., streaming=True)` on the pack;
+  Minari's by `iterate_episodes` and by `sample_episodes` (its random access), each episode's
+  observations sliced into (obs[t], obs[t-1]).
 - **Bytes on disk** per record: every file each one wrote (a pack's row: the whole repository but
   the other format's shards).
 
