@@ -233,11 +233,12 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["HF_DATASETS_CACHE"] = str(tmp_path / "hf-cache")
         # The smoke run (the tests) probes the disk but never waits for it.
         disk = Disk(tmp_path / "disk-probes", patience_s=0 if args.smoke else args.disk_patience)
-        if not args.smoke:  # imports and first-use costs out of the comparison: each writer once at toy size
-            ours_write(tmp_path / "warm-up", 20, 20, disk)
-            for data_format in ("hdf5", "arrow"):
-                minari_write(f"bench/warm-up/{data_format}-v0", 20, 20, data_format, True, disk)
-            disk.probes.clear()
+        # Imports and first-use costs out of the comparison: each writer once at toy size (in the smoke
+        # run too, so that a change of what generate accepts breaks the tests, not the next full run).
+        ours_write(tmp_path / "warm-up", 40, 20, disk)
+        for data_format in ("hdf5", "arrow"):
+            minari_write(f"bench/warm-up/{data_format}-v0", 20, 20, data_format, True, disk)
+        disk.probes.clear()
         args.decisions = max(2, args.decisions // args.cap) * args.cap  # whole episodes (see ours_write)
         # Writes are timed best of the repeats too, ours and Minari's taking turns: this disk's
         # file creation time swings 3-15x from one second to the next (kernel writeback).
