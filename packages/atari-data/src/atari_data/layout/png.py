@@ -167,6 +167,13 @@ def plain_rgb_or_grey(data: bytes) -> bool:
 def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
     """(width, height, colour type, IDAT stream) of an 8-bit, non-interlaced grey/RGB/RGBA PNG
     of IHDR, IDAT and IEND alone (what :func:`encode_png` and Pillow write), else None."""
+    if data[8:16] == _IHDR_HEAD and data[37:41] == b"IDAT" and data[-12:] == _IEND:  # one IDAT: no chunk walk
+        (length,) = struct.unpack(">I", data[33:37])
+        if 41 + length + 4 + 12 == len(data):
+            w, h, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
+            if depth == 8 and colour in MODES and not interlace:
+                return w, h, colour, data[41 : 41 + length]
+            return None
     parsed = _chunks(data, strict=False)
     if parsed is None:
         return None
@@ -174,6 +181,10 @@ def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
     if depth != 8 or colour not in MODES or interlace or kinds:  # any other chunk: Pillow reads (and checks) it
         return None
     return w, h, colour, b"".join(idat)
+
+
+_IHDR_HEAD = struct.pack(">I", 13) + b"IHDR"
+_IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
 
 
 def _chunks(data: bytes, strict: bool) -> tuple[tuple, list[bytes], set[bytes]] | None:
