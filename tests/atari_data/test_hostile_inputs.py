@@ -455,6 +455,7 @@ DOCTOR_CASES = {
         "dataset_info:\n", "dataset_info:\n- just a string\n", 1
     ),
     "a splits entry that is a string": lambda t: re.sub(r"(\n  splits:\n)", r"\1  - oops\n", t, count=1),
+    "an empty data_files glob": lambda t: re.sub(r"path: data/\S*", "path: ''", t, count=1),
     "an absolute data_files glob": lambda t: re.sub(r"path: data/", "path: /etc/", t, count=1),
     "a data_files glob that climbs out": lambda t: re.sub(r"path: data/", "path: ../../", t, count=1),
     "configs as a string": lambda t: re.sub(r"configs:\n(- .*\n(  .*\n)*)", "configs: expert2f\n", t, count=1),
@@ -575,6 +576,10 @@ def test_a_png_declaring_a_huge_image_is_refused_before_inflating():
     bomb = real[:8] + chunk + real[33:]  # 100,000 x 100,000 RGB declared; a few bytes of data
     with pytest.raises(ValueError, match="over the frame limit"):
         decode_png(bomb)
+    # Without its signature the declared size went unchecked, and the one-IDAT shortcut asked the
+    # inflater for 30 GB up front (an outside review's finding).
+    with pytest.raises(ValueError, match="is not a PNG"):
+        decode_png(b"NOTAPNG!" + bomb[8:])
 
 
 def test_a_bad_limit_flag_is_one_line(tmp_path):

@@ -125,6 +125,7 @@ def test_an_in_process_policy_raising_anything_fails_its_game_on_one_line(tmp_pa
     [
         ("close_raises", 0, "warning: the policy's close() raised RuntimeError: close failed"),
         ("identity_raises", 2, "policy.identity: RuntimeError: identity failed"),
+        ("identity_exits", 2, "policy.identity: SystemExit"),
         ("identity_not_json", 2, "policy.identity: is not a JSON object of plain data"),
     ],
 )

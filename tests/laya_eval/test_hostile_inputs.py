@@ -219,6 +219,7 @@ def test_a_device_as_results_file_is_one_line(tmp_path):
     "flags,field",
     [
         (["--policy-kwargs", "[1]"], "--policy-kwargs"),
+        (["--policy-kwargs", '{"t": NaN}'], "--policy-kwargs"),  # written into the results, not standard JSON
         (["--games", ""], "--games"),
         (["--games", " , "], "--games"),
         (["--timeout", "-1"], "--timeout"),

@@ -18,3 +18,8 @@ def test_a_refused_pickle_is_named_for_what_it_is_never_with_advice_to_load_it()
     )
     text = cause(e)
     assert "weights_only" not in text and "GLOBAL posix.system" in text and "could run code" in text
+
+
+def test_another_unpickling_error_keeps_its_own_words():
+    """A truncated pickle, or a policy's own UnpicklingError, is not a planted one."""
+    assert cause(pickle.UnpicklingError("pickle data was truncated")) == "UnpicklingError: pickle data was truncated"

@@ -57,9 +57,17 @@ def row_groups(path: Path, columns: Sequence[str] | None = None, dense: bool = T
             table = f.read_row_group(group, columns=names)
         except Exception as e:  # noqa: BLE001 - a damaged row group raises whatever pyarrow meets
             raise AtariDataError(f"unreadable row group ({type(e).__name__}: {e})", file=str(path)) from None
-        size = table.nbytes + sum(_expansion(c) for c in table.columns)
+        try:
+            size = table.nbytes + sum(_expansion(c) for c in table.columns)
+        except Exception as e:  # noqa: BLE001 - a dictionary of another kind than byte strings, ...
+            raise AtariDataError(f"unreadable row group ({type(e).__name__}: {e})", file=str(path)) from None
         limits.check("member", size, file=str(path), field=field, compressed=packed)
-        yield table.cast(schema) if dense else table
+        if dense:
+            try:
+                table = table.cast(schema)  # the dictionaries' table is not kept beside the dense one
+            except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds
+                raise AtariDataError(f"unreadable row group ({type(e).__name__}: {e})", file=str(path)) from None
+        yield table
 
 
 def rows(path: Path, columns: Sequence[str]) -> Iterator[dict]:

@@ -115,6 +115,10 @@ class RunConfig:
                 'expected an object such as {"device": "cuda"}',
                 field="--policy-kwargs",
             )
+        try:  # written into the results, which strict JSON readers must read
+            json.dumps(self.policy_kwargs, allow_nan=False)
+        except ValueError:
+            raise EvalError("holds NaN or Infinity, which is not standard JSON", field="--policy-kwargs") from None
         if not (isinstance(self.timeout, (int, float)) and math.isfinite(self.timeout) and self.timeout > 0):
             raise EvalError(f"{self.timeout} (expected a positive number of seconds)", field="--timeout")
         if self.cap is not None and self.cap < 1:
@@ -256,11 +260,14 @@ def write_results(path: Path, results: dict) -> None:
 
     def write(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1, allow_nan=False)  # standard JSON: NaN was refused upstream
+            json.dump(results, f, indent=1, allow_nan=False)  # standard JSON, readable by strict readers
             f.flush()
             os.fsync(f.fileno())
 
-    replace_file(path, write)
+    try:
+        replace_file(path, write)
+    except ValueError as e:  # NaN or Infinity from a resumed file or --policy-kwargs: nothing is written
+        raise EvalError(f"cannot be written as standard JSON ({cause(e, 80)})", file=str(path)) from None
 
 
 RESULT_KEYS = ("settings", "protocol", "policy", "games", "summary")
@@ -392,7 +399,7 @@ def close_policy(policy) -> None:
         return
     try:
         policy.close()
-    except Exception as e:  # noqa: BLE001 - a third-party policy may raise anything
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a third-party policy may raise anything
         print(f"warning: the policy's close() raised {cause(e)}", file=sys.stderr)
 
 
@@ -400,7 +407,7 @@ def policy_identity(policy) -> dict | None:
     """What the policy says it is (a non-empty ``identity`` mapping), as plain JSON; else None."""
     try:
         identity = getattr(policy, "identity", None)
-    except Exception as e:  # noqa: BLE001 - a property of a third-party policy may raise anything
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a property of a third-party policy may raise anything
         raise EvalError(cause(e), field="policy.identity") from None
     if not isinstance(identity, dict) or not identity:
         return None

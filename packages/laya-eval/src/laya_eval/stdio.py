@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import queue
 import shlex
@@ -47,25 +46,11 @@ import threading
 import numpy as np
 
 from laya_eval.batch import Batch, PolicyError
+from laya_protocol.files import NotStandard, loads_standard
 
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 << 20  # bytes of one answer line, its newline aside
 _TOO_LONG = object()  # what the reader hands on for a line past MAX_LINE, instead of the line
-
-
-class _NotStandard(ValueError):
-    """NaN, Infinity or a number past a float's range: Python's json reads them, strict readers do not."""
-
-
-def _refuse_constant(name: str):
-    raise _NotStandard(name)
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NotStandard(text)
-    return value
 
 
 class _ErrorAnswer(PolicyError):
@@ -153,9 +138,9 @@ class StdioPolicy:
                 ) from None
             raise PolicyError(f"{self.command!r} exited (code {code}) instead of answering {message['type']!r}")
         try:
-            reply = json.loads(line, parse_constant=_refuse_constant, parse_float=_finite)
-        except _NotStandard as e:
-            raise PolicyError(f"answered {line[:80]!r}: {e} is not standard JSON") from None
+            reply = loads_standard(line)
+        except NotStandard as e:
+            raise PolicyError(f"answered {line[:80]!r}: {e}") from None
         except (ValueError, RecursionError):  # RecursionError: nested past the parser
             raise PolicyError(f"answered {line[:80]!r}, not a JSON line") from None
         if not isinstance(reply, dict):

@@ -19,7 +19,7 @@ def cause(e: BaseException, width: int = 200) -> str:
         text = str(e)
     except Exception:  # noqa: BLE001 - a stranger's exception may fail even to say what it is
         text = ""
-    if isinstance(e, pickle.UnpicklingError):
+    if isinstance(e, pickle.UnpicklingError) and "Weights only load failed" in text:
         found = next((line.strip() for line in text.splitlines() if "GLOBAL" in line), "")
         return (
             f"{type(e).__name__}: it holds pickled objects that are not tensors or plain data "

@@ -9,6 +9,7 @@ opened non-blocking and refused by its kind before a byte is read. Each package 
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from typing import BinaryIO
@@ -82,3 +83,24 @@ def parse_json(data: bytes):
         raise Refused(str(e)) from None
     except (ValueError, RecursionError) as e:  # not JSON, a number past 4,300 digits, nested too deep
         raise Refused(f"not JSON: {str(e)[:120] or type(e).__name__}") from None
+
+
+class NotStandard(ValueError):
+    """NaN, Infinity or a number past a float's range: Python's json reads them, strict readers do not."""
+
+
+def _refuse_constant(name: str):
+    raise NotStandard(f"{name} is not standard JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotStandard(f"{text} is not standard JSON (past a float's range)")
+    return value
+
+
+def loads_standard(text: str | bytes):
+    """``json.loads`` refusing what strict readers refuse (NaN, Infinity, 1e999) with :class:`NotStandard`;
+    for what a stranger sends that the judge writes back (answers, policy arguments)."""
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)

@@ -167,7 +167,8 @@ def plain_rgb_or_grey(data: bytes) -> bool:
 def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:
     """(width, height, colour type, IDAT stream) of an 8-bit, non-interlaced grey/RGB/RGBA PNG
     of IHDR, IDAT and IEND alone (what :func:`encode_png` and Pillow write), else None."""
-    if data[8:16] == _IHDR_HEAD and data[37:41] == b"IDAT" and data[-12:] == _IEND:  # one IDAT: no chunk walk
+    one_idat = data[:8] == SIGNATURE and data[8:16] == _IHDR_HEAD and data[37:41] == b"IDAT"
+    if one_idat and data[-12:] == _IEND:  # what encode_png writes: found by offsets, no chunk walk
         (length,) = struct.unpack(">I", data[33:37])
         if 41 + length + 4 + 12 == len(data):
             w, h, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])

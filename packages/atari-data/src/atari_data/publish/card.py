@@ -70,6 +70,10 @@ def read_card(folder: Path) -> dict:
                 "needs a config_name and data_files as a list of {split, path}", file=str(path), field=f"configs.{name}"
             )
         for f in files:
+            if not f["path"].strip():
+                raise AtariDataError(
+                    "is an empty data_files path", file=str(path), field=f"configs.{name}.{f['split']}"
+                )
             if f["path"].startswith("/") or ".." in Path(f["path"]).parts or "\\" in f["path"]:
                 raise AtariDataError(
                     f"{f['path']!r} leaves the repository (data_files are relative globs inside it)",

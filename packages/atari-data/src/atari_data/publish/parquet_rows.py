@@ -4,8 +4,8 @@ decoded, without ``datasets`` in between.
 ``load_dataset(..., streaming=True)`` reads the same files at 1,400-3,100 rows a second on two
 cores (Pillow decodes each frame, and every row passes through its feature casts); this reads a
 row group at a time with pyarrow, after :mod:`atari_data.parquet` checked what it decodes to, and
-decodes frames with atari-data's own decoder, a chunk of rows on each thread (libdeflate lets go
-of the GIL), the previous frame of a row decoded only when it is not the row before's frame.
+decodes frames with atari-data's own decoder, a chunk of rows on each of up to 8 threads (one a
+core; libdeflate lets go of the GIL), the previous frame of a row decoded only when it is not the row before's frame.
 Rows are as ``load_dataset`` gives them (``question`` and ``provenance`` as JSON text), with
 ``image`` and ``prev_image`` as uint8 arrays, each row's its own.
 
@@ -56,7 +56,7 @@ def rows(folder: str | Path, config: str, split: str = "train", threads: int | N
         for path in files(folder, config, split):
             first = 0
             for table in parquet.row_groups(path):
-                frames = {k: _frame_bytes(table, k) for k in FRAME_FIELDS if k in table.column_names}
+                frames = {k: _frame_bytes(table, k, path) for k in FRAME_FIELDS if k in table.column_names}
                 plain = table.drop_columns(list(frames)).to_pylist()
                 ahead: deque = deque()  # two chunks a thread in flight: memory stays a few chunks' frames
                 for start in range(0, len(plain), CHUNK):
@@ -73,8 +73,10 @@ def _joined(plain: list[dict], start: int, decoded) -> Iterator[dict]:
         yield plain[i] | pixels
 
 
-def _frame_bytes(table, key: str) -> list:
+def _frame_bytes(table, key: str, path: Path) -> list:
     column = table.column(key).combine_chunks()
+    if column.type.num_fields and column.type.get_field_index("bytes") < 0:
+        raise AtariDataError("is a struct without frame bytes", file=str(path), field=key)
     return column.field("bytes").to_pylist() if column.type.num_fields else column.to_pylist()
 
 

@@ -127,7 +127,7 @@ def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
         _check_sum(h, url, at)
         name = _text(pax[b"path"]) if b"path" in pax else longname or _name(h)
         size = _pax_size(pax, url, at) if b"size" in pax else _size(h, url, at)
-        if size > cap or (size > record_cap and name.endswith(RECORD_SUFFIX)):
+        if size > cap or (size > record_cap and name.lower().endswith(RECORD_SUFFIX)):  # webdataset lower-cases
             check("record" if size <= cap else "member", size, file=url, field=name)  # raises, naming the limit
         data = read(size)
         pad = -size % BLOCK
