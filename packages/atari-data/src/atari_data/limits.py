@@ -24,8 +24,8 @@ MB = 1 << 20
 #: Sizes in MB: ``frame`` one image's decoded pixels; ``member`` one archive member (or all the
 #: members of one inner archive) read into memory; ``file`` one JSON / JSONL / text file read
 #: whole; ``record`` one JSON line or a shard's ``.json`` member (a record is a few hundred bytes, a
-#: replay-packed episode's line about 250 KB at the data's decision cap; parsed JSON can take 30 times
-#: its text); ``ratio`` how many times a member
+#: replay-packed episode's line one short entry per decision; parsed JSON can take 30 times its
+#: text); ``ratio`` how many times a member
 #: may inflate over its compressed size (real frames, labels and weights inflate 1-10x; a bomb
 #: 1,000x and more).
 DEFAULTS = {"frame": 64, "member": 2048, "file": 1024, "record": 1, "ratio": 200}
