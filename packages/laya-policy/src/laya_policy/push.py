@@ -67,8 +67,6 @@ def read_training(ckpt: Path) -> dict:
 def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str = "apache-2.0") -> str:
     cfg = load_config(ckpt)
     training = read_training(ckpt)
-    if not isinstance(training, dict):
-        raise ValueError(f"{ckpt / TRAINING}: holds a JSON {type(training).__name__}, expected an object")
     header = {
         "library_name": "laya-policy",
         "license": license,

@@ -94,20 +94,31 @@ def read_card(folder: Path) -> dict:
     return card
 
 
-def data_files(folder: Path, card: dict) -> dict[str, list[Path]]:
-    """Per config of a card (as :func:`read_card` returned it), the files its data_files globs match."""
+def data_files(folder: Path, card: dict, split: str | None = None) -> dict[str, list[Path]]:
+    """Per config of a card (as :func:`read_card` returned it), the files its data_files globs match
+    (of ``split`` only, when given)."""
     return {
-        c["config_name"]: sorted({p for df in c.get("data_files", []) for p in folder.glob(df["path"])})
+        c["config_name"]: sorted(
+            {p for df in c.get("data_files", []) if split in (None, df["split"]) for p in folder.glob(df["path"])}
+        )
         for c in card.get("configs") or []
     }
+
+
+_checked: set[tuple] = set()  # (path, size, mtime) of the Parquet files that passed, in this process
 
 
 def check_files(folder: Path) -> None:
     """What reading a local packed repository through ``datasets`` needs first: a card that keeps its
     data_files inside the folder, and Parquet files that decode within the limits
-    (:mod:`atari_data.parquet`; datasets would expand a dictionary bomb whole)."""
+    (:mod:`atari_data.parquet`; datasets would expand a dictionary bomb whole). A file is decoded
+    once a process while it is unchanged: train reads a folder for each split and for calibration."""
     for path in sorted({p for files in data_files(folder, read_card(folder)).values() for p in files}):
-        parquet.check(path)
+        st = path.stat()
+        stamp = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        if stamp not in _checked:
+            parquet.check(path)
+            _checked.add(stamp)
 
 
 #: Hub license ids, by the spelling a source's meta.json may use; anything else is ``other``.

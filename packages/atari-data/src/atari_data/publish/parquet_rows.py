@@ -26,7 +26,7 @@ import numpy as np
 from atari_data import parquet
 from atari_data.errors import AtariDataError
 from atari_data.layout.png import decode_png
-from atari_data.publish.card import read_card
+from atari_data.publish.card import data_files, read_card
 from atari_data.schema import FRAME_FIELDS
 
 #: Rows a thread decodes at a time: smaller chunks spend their time handing work over.
@@ -40,11 +40,10 @@ def files(folder: Path, config: str, split: str) -> list[Path]:
     if conf is None:
         names = ", ".join(c["config_name"] for c in card.get("configs") or [])
         raise AtariDataError(f"{config!r} is not a config of this repository ({names})", file=str(folder))
-    globs = [df["path"] for df in conf.get("data_files", []) if df["split"] == split]
-    if not globs:
-        splits = sorted({df["split"] for df in conf.get("data_files", [])})
+    splits = sorted({df["split"] for df in conf.get("data_files", [])})
+    if split not in splits:
         raise AtariDataError(f"config {config!r} has no split {split!r} ({', '.join(splits)})", file=str(folder))
-    return sorted({p for g in globs for p in folder.glob(g)})
+    return data_files(folder, {"configs": [conf]}, split)[config]
 
 
 def rows(folder: str | Path, config: str, split: str = "train", threads: int | None = None) -> Iterator[dict]:
