@@ -16,6 +16,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
 from atari_data.publish import repo
 from atari_data.publish.card import read_card
+from atari_data.publish import pack as pack_module
 from atari_data.publish.pack import PackConfig, pack, parse_size
 from atari_data.schema import FRAME_FIELDS, RECORD
 
@@ -56,6 +57,24 @@ def test_same_layout_same_bytes(layout_master, packed, tmp_path):
     again = tmp_path / "again"
     pack(PackConfig(root=str(layout_master), out=str(again), shard_size=150_000))
     assert tree(again) == tree(packed)
+
+
+def test_the_same_bytes_at_any_thread_count(layout_master, packed, tmp_path, monkeypatch):
+    """Frames are re-compressed a chunk at a time on threads; chunks of 3 records on 1 and on 3
+    threads (many chunks in flight, finishing out of order) give the packed fixture's bytes."""
+    monkeypatch.setattr(pack_module, "CHUNK", 3)
+    for threads in (1, 3):
+        out = tmp_path / f"threads-{threads}"
+        pack(PackConfig(root=str(layout_master), out=str(out), shard_size=150_000, threads=threads))
+        assert tree(out) == tree(packed)
+
+
+@pytest.mark.parametrize("threads", ["0", "-1", "65"])
+def test_pack_refuses_a_thread_count_it_cannot_use(layout_master, tmp_path, capsys, threads):
+    assert main(["pack", str(layout_master), str(tmp_path / "x"), "--threads", threads]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--threads" in err and "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "x").exists()
 
 
 LOAD = """

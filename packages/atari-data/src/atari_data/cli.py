@@ -175,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
         "fast to inflate, 0.5 ms a record more to pack; tools/bench/load.py)",
     )
     pk.add_argument(
+        "--threads",
+        type=int,
+        help="threads that re-compress frames (default: one a core, at most 8); the output is the same "
+        "bytes at any count",
+    )
+    pk.add_argument(
         "--repo",
         help="the Hub dataset id the card's examples load, e.g. laya/atari (publish writes the id it "
         "publishes to into the uploaded card either way)",
@@ -420,6 +426,7 @@ def cmd_pack(a) -> int:
         replay=a.replay,
         repo=a.repo,
         png_level=_png_level(a.png_level),
+        threads=a.threads,
     )
     summary = pack(cfg)
     if a.json:

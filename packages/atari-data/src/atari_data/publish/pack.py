@@ -20,7 +20,9 @@ import logging
 import os
 import re
 import shutil
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,11 +44,14 @@ from atari_data.schema import (
     hf_features,
     json_schema,
 )
+from atari_data.threads import MAX_THREADS, frame_threads
 from laya_protocol.names import HUB_SPLITS
 
 log = logging.getLogger(__name__)
 
 ROWS_PER_GROUP = 500
+#: Records a thread reads, checks and re-compresses at a time (layout_rows).
+CHUNK = 64
 STATISTICS = ["game", "episode"]
 
 
@@ -79,6 +84,7 @@ class PackConfig:
     # libdeflate level of packed PNGs (1-12), None to copy them as written (generation writes fast);
     # 9: Parquet about a third the size, as fast to inflate, 0.5 ms a record to pack (tools/bench/load.py)
     png_level: int | None = 9
+    threads: int | None = None  # re-compressing threads; None: one a core (atari_data.threads)
     summary: dict = field(default_factory=dict, init=False)
 
 
@@ -93,20 +99,62 @@ def side_paths(rec: dict) -> dict[str, str]:
 
 
 def layout_rows(
-    games: list[GameDir], split: str, level: int | None = None
+    games: list[GameDir], split: str, level: int | None = None, threads: int | None = None
 ) -> Iterator[tuple[dict, bytes, bytes | None, dict[str, bytes]]]:
     """(record, image bytes, previous image bytes, side images by ``<name>.<ext>``) in a fixed order:
-    games sorted, records as written. ``level`` re-compresses PNGs at that libdeflate level (same pixels)."""
+    games sorted, records as written. ``level`` re-compresses PNGs at that libdeflate level (same pixels).
+
+    Frames are read and checked here; their re-compression, libdeflate's work, which lets go of
+    the GIL, runs a chunk of records at a time on ``threads`` threads (one a core by default), at
+    most two chunks a thread ahead; rows come out in order, the same bytes at any thread count."""
+    if level is None:
+        yield from _checked_rows(games, split)
+        return
+    workers = threads or frame_threads()
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="pack-frames")
+    try:
+        ahead: deque = deque()
+        chunk: list = []
+        for row in _checked_rows(games, split):
+            chunk.append(row)
+            if len(chunk) == CHUNK:
+                ahead.append(pool.submit(_recompressed, chunk, level))
+                chunk = []
+                if len(ahead) > 2 * workers:
+                    yield from ahead.popleft().result()
+        if chunk:
+            ahead.append(pool.submit(_recompressed, chunk, level))
+        while ahead:
+            yield from ahead.popleft().result()
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def _checked_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, bytes, bytes | None, dict[str, bytes]]]:
     for g in games:
         m = FRAME_FORMAT_RE.match(g.meta()["frame_format"])
         assert m is not None  # validated before packing
         size = (int(m[3]), int(m[2]))
-        last: dict[bytes, bytes] = {}  # a previous frame is, as a rule, the last record's frame: once
+        last: dict[tuple[str, bytes], bytes] = {}  # a previous frame is, as a rule, the last record's frame
         for rec in g.records(split):
-            prev = _intact(g, rec["prev_image"], size, level, last) if "prev_image" in rec else None
-            image = _intact(g, rec["image"], size, level, last)
-            side = {repo.frame_ext(path, name): _intact(g, path, None, level) for name, path in side_paths(rec).items()}
+            prev = _intact(g, rec["prev_image"], size, last) if "prev_image" in rec else None
+            image = _intact(g, rec["image"], size, last)
+            side = {repo.frame_ext(path, name): _intact(g, path, None) for name, path in side_paths(rec).items()}
             yield rec, image, prev, side
+
+
+def _recompressed(chunk: list[tuple[dict, bytes, bytes | None, dict[str, bytes]]], level: int) -> list:
+    """A chunk of rows with their PNGs re-compressed (one thread's share); a frame that is the
+    previous one's is done once."""
+    out, last, last_out = [], None, b""
+    for rec, image, prev, side in chunk:
+        frames = []
+        for data in (prev, image):
+            if data is not None and data is not last:
+                last, last_out = data, recompress(data, level)
+            frames.append(None if data is None else last_out)
+        out.append((rec, frames[1], frames[0], {k: recompress(v, level) for k, v in side.items()}))
+    return out
 
 
 def recompress(data: bytes, level: int) -> bytes:
@@ -117,18 +165,17 @@ def recompress(data: bytes, level: int) -> bytes:
     return encode_png(decode_png(data), level)
 
 
-def _intact(
-    g: GameDir, rel: str, size: tuple[int, int] | None, level: int | None = None, last: dict | None = None
-) -> bytes:
+def _intact(g: GameDir, rel: str, size: tuple[int, int] | None, last: dict | None = None) -> bytes:
     """A frame's bytes, refused when damaged or not as its name says (:func:`is_intact`: a PNG checked
     whole in one inflate, a JPEG's markers and header, the format its suffix names, its size the
-    game's frame format). With
-    ``level``, re-compressed; ``last`` keeps the latest file's result, keyed by its bytes, so the
-    same frame stored twice (a record's frame, the next one's previous frame) is done once."""
+    game's frame format). ``last`` keeps the latest file's bytes, so the same frame stored twice (a
+    record's frame, the next one's previous frame) is checked once and comes back as the same
+    object (which tells :func:`_recompressed` to re-compress it once)."""
     path = safe_join(g.path, rel)
     data = read_bytes(path, "frame", "image")
-    if last is not None and (path.suffix, data) in last:  # the same bytes under the same kind of name
-        return last[path.suffix, data]
+    key = (path.suffix, data)
+    if last is not None and key in last:  # the same bytes under the same kind of name
+        return last[key]
     if not is_intact(data, size, formats_of(path.name)):  # only the format its name says
         raise AtariDataError(
             f"is not an intact {'frame' if size is None else f'{size[1]}x{size[0]} frame'} "
@@ -136,11 +183,10 @@ def _intact(
             file=str(path),
             field="image",
         )
-    out = data if level is None else recompress(data, level)
     if last is not None:
         last.clear()
-        last[path.suffix, data] = out
-    return out
+        last[key] = data
+    return data
 
 
 def hf_row(rec: dict, image: bytes, prev: bytes | None, names) -> dict:
@@ -267,6 +313,8 @@ def pack(cfg: PackConfig) -> dict:
         )
     if cfg.png_level is not None and cfg.png_level not in LEVELS:
         raise AtariDataError(f"{cfg.png_level} is not a libdeflate level 1-12 (or keep)", field="--png-level")
+    if cfg.threads is not None and (type(cfg.threads) is not int or not 1 <= cfg.threads <= MAX_THREADS):
+        raise AtariDataError(f"{cfg.threads!r} is not a thread count 1-{MAX_THREADS}", field="--threads")
     if cfg.repo is not None and not repo.HUB_ID_RE.match(cfg.repo):
         raise AtariDataError(f"{cfg.repo!r} is not a Hub dataset id ORG/NAME", field="--repo")
     games = list_games(cfg.root, cfg.sources, cfg.games)
@@ -359,7 +407,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
                         writers.append(_TarShards(tmp, source, g.game, hf_split, cfg.shard_size))
                     n, side = 0, 0
                     try:
-                        for row in layout_rows([g], split, cfg.png_level):
+                        for row in layout_rows([g], split, cfg.png_level, cfg.threads):
                             if row[3] and "webdataset" not in cfg.formats:  # refuse at the first, not after
                                 raise AtariDataError(
                                     f"{source} has side images (e.g. masks, record {row[0]['id']}) that only "

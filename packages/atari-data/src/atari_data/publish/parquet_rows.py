@@ -15,7 +15,6 @@ Rows are as ``load_dataset`` gives them (``question`` and ``provenance`` as JSON
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout.png import decode_png
 from atari_data.publish.card import data_files, read_card
 from atari_data.schema import FRAME_FIELDS
+from atari_data.threads import frame_threads
 
 #: Rows a thread decodes at a time: smaller chunks spend their time handing work over.
 CHUNK = 64
@@ -50,7 +50,7 @@ def rows(folder: str | Path, config: str, split: str = "train", threads: int | N
     """Every row of ``config``/``split`` in file order, frames decoded (see the module docstring). A
     row whose frame is missing or does not decode is one AtariDataError naming file, row and field."""
     folder = Path(folder)
-    workers = threads or min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    workers = threads or frame_threads()
     with ThreadPoolExecutor(workers, thread_name_prefix="parquet-frames") as pool:
         for path in files(folder, config, split):
             first = 0

@@ -47,18 +47,29 @@ def header(name: str, size: int, kind: bytes = b"0") -> bytes:
         raise ValueError(f"tar member name {name!r} is empty, holds a NUL or is over 100 bytes")
     if not 0 <= size <= _MAX_SIZE:
         raise ValueError(f"tar member {name!r} of {size:,} bytes is over ustar's 8 GB")
-    h = bytearray(BLOCK)
+    h = bytearray(_FIXED)
     h[0 : len(raw)] = raw
+    h[124:136] = b"%011o\0" % size
+    h[156:157] = kind
+    h[148:156] = b"%06o\0 " % (_FIXED_SUM + sum(raw) + sum(h[124:136]) + kind[0])  # the sum of its bytes
+    return bytes(h)
+
+
+def _fixed() -> bytearray:
+    """A header's bytes that never vary: mode 0644, no owner, mtime 0, the ustar magic, and the
+    checksum field as spaces (the checksum counts its own field so)."""
+    h = bytearray(BLOCK)
     h[100:108] = b"0000644\0"  # mode
     h[108:116] = b"0000000\0"  # uid
     h[116:124] = b"0000000\0"  # gid
-    h[124:136] = b"%011o\0" % size
     h[136:148] = b"00000000000\0"  # mtime
-    h[148:156] = b" " * 8  # the checksum counts its own field as spaces
-    h[156:157] = kind
+    h[148:156] = b" " * 8
     h[257:265] = b"ustar\x0000"
-    h[148:156] = b"%06o\0 " % sum(h)
-    return bytes(h)
+    return h
+
+
+_FIXED = _fixed()
+_FIXED_SUM = sum(_FIXED)
 
 
 def member(name: str, data: bytes) -> bytes:

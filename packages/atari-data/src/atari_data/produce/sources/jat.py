@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +25,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout.png import decode_png, encode_png
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.actions import resolve_game
+from atari_data.threads import frame_threads
 from laya_protocol.games import minimal_actions
 from laya_protocol.seeds import IMPORTED_VAL_FROM
 
@@ -141,8 +141,7 @@ def episode_steps(row: dict, layout: str, n_actions: int, writer: GameWriter) ->
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return ThreadPoolExecutor(min(8, cores), thread_name_prefix="jat-frames")
+    return ThreadPoolExecutor(frame_threads(), thread_name_prefix="jat-frames")
 
 
 def import_game(
