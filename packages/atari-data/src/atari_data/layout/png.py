@@ -52,9 +52,28 @@ def encode_png(frame: np.ndarray, level: int | None = None) -> bytes:
     h, w = frame.shape[:2]
     rows = np.zeros((h, 1 + frame[0].size), np.uint8)  # filter byte 0 (none) before every row
     rows[:, 1:] = frame.reshape(h, -1)
-    header = struct.pack(">IIBBBBB", w, h, 8, 2 if frame.ndim == 3 else 0, 0, 0, 0)
     data = isal_zlib.compress(rows, 1) if level is None else deflate.zlib_compress(rows.tobytes(), level)
-    return SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
+    return _png(w, h, 2 if frame.ndim == 3 else 0, data)
+
+
+def _png(w: int, h: int, colour: int, idat: bytes) -> bytes:
+    header = struct.pack(">IIBBBBB", w, h, 8, colour, 0, 0, 0)
+    return SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
+
+
+def recompress(data: bytes, level: int) -> bytes:
+    """An 8-bit grey or RGB PNG's pixels encoded again at libdeflate ``level``, as :func:`encode_png`
+    writes them; any other image (JPEG, palettes, transparency, 16-bit, 1-bit, interlaced) as it is.
+    Lossless and deterministic. Rows written without filters (what generate writes) are
+    compressed again as they inflate, without building pixels."""
+    plain = _plain_idat(data)
+    if plain is None or plain[2] not in (0, 2):
+        return data
+    w, h, colour, idat = plain
+    rows = _unfiltered(idat, h, 1 + w * SAMPLES[colour])
+    if rows is None:  # filtered rows: unfiltered by the decoder
+        return encode_png(decode_png(data), level)
+    return _png(w, h, colour, deflate.zlib_compress(rows, level))
 
 
 def inflate(data: bytes, size: int) -> bytes | bytearray:
@@ -155,13 +174,6 @@ def _unfiltered(idat: bytes, h: int, stride: int) -> bytes | bytearray | None:
     if len(rows) != h * stride:
         raise ValueError(f"image data ends after {len(rows):,} of {h * stride:,} bytes")
     return None if rows[::stride].strip(b"\0") else rows
-
-
-def plain_rgb_or_grey(data: bytes) -> bool:
-    """Whether a PNG is 8-bit grey or RGB, non-interlaced, without palette or transparency: the
-    images :func:`encode_png` writes, so re-encoding one keeps every pixel and nothing else."""
-    plain = _plain_idat(data)
-    return plain is not None and plain[2] in (0, 2)
 
 
 def _plain_idat(data: bytes) -> tuple[int, int, int, bytes] | None:

@@ -29,7 +29,7 @@ from typing import Any
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
-from atari_data.layout.png import LEVELS, decode_png, encode_png, formats_of, is_intact, plain_rgb_or_grey
+from atari_data.layout.png import LEVELS, formats_of, is_intact, recompress
 from atari_data.layout.records import image_name
 from atari_data.limits import read_bytes
 from atari_data.publish import repo
@@ -155,14 +155,6 @@ def _recompressed(chunk: list[tuple[dict, bytes, bytes | None, dict[str, bytes]]
             frames.append(None if data is None else last_out)
         out.append((rec, frames[1], frames[0], {k: recompress(v, level) for k, v in side.items()}))
     return out
-
-
-def recompress(data: bytes, level: int) -> bytes:
-    """An 8-bit grey or RGB PNG's pixels encoded again at libdeflate ``level``; any other image (JPEG,
-    palettes, transparency, 16-bit, 1-bit, interlaced) as it is. Lossless and deterministic."""
-    if not plain_rgb_or_grey(data):
-        return data
-    return encode_png(decode_png(data), level)
 
 
 def _intact(g: GameDir, rel: str, size: tuple[int, int] | None, last: dict | None = None) -> bytes:
