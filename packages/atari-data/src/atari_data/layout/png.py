@@ -56,7 +56,7 @@ def encode_png(frame: np.ndarray, level: int | None = None) -> bytes:
     return _png(w, h, 2 if frame.ndim == 3 else 0, data)
 
 
-def _png(w: int, h: int, colour: int, idat: bytes) -> bytes:
+def _png(w: int, h: int, colour: int, idat: bytes | bytearray) -> bytes:
     header = struct.pack(">IIBBBBB", w, h, 8, colour, 0, 0, 0)
     return SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
 
