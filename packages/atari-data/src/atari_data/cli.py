@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=str(PackConfig.png_level),
         help="libdeflate level 1-12 the 8-bit grey/RGB PNG frames are re-compressed at (same pixels), or keep "
         "to copy them as generated (default %(default)s: Parquet about a third the size, frames as "
-        "fast to inflate, 0.5 ms a record more to pack; tools/bench/load.py)",
+        "fast to inflate, 0.3 ms a record more to pack on two cores; tools/bench/load.py)",
     )
     pk.add_argument(
         "--threads",

@@ -82,7 +82,8 @@ class PackConfig:
     replay: bool = False  # seeds, moves and frame MD5s instead of frames (atari_data.publish.replay)
     repo: str | None = None  # the Hub dataset id the card's examples load
     # libdeflate level of packed PNGs (1-12), None to copy them as written (generation writes fast);
-    # 9: Parquet about a third the size, as fast to inflate, 0.5 ms a record to pack (tools/bench/load.py)
+    # 9: Parquet about a third the size, as fast to inflate, 0.3 ms a record more to pack on two cores
+    # (tools/bench/load.py, docs/benchmarks.md)
     png_level: int | None = 9
     threads: int | None = None  # re-compressing threads; None: one a core (atari_data.threads)
     summary: dict = field(default_factory=dict, init=False)
