@@ -740,3 +740,18 @@ def test_limit_values_that_are_not_plain_digits_are_one_line(tmp_path, value, mo
     monkeypatch.setenv("ATARI_DATA_LIMITS", f"frame={value}")
     code, err = check_promises(main, ["stats", tmp_path], sandbox=tmp_path, target=None)
     assert code == 2 and "ATARI_DATA_LIMITS:" in err and "--limit" not in err.split(":", 2)[1], err
+
+
+def test_the_torch_dataset_refuses_a_packed_folder_missing_a_shard(packed_master, tmp_path):
+    """A shard deleted from a packed folder: datasets would read the split as a smaller one."""
+    from atari_data.errors import AtariDataError
+    from atari_data.torch import AtariDataset
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    shard = next((repo / "data").glob("*/Pong/train-*.parquet"))
+    source = shard.parent.parent.name
+    assert len(AtariDataset(repo, f"{source}-Pong")) > 0
+    shard.unlink()
+    with pytest.raises(AtariDataError, match=rf"config {source}-Pong: its train files hold 0 rows where the card says"):
+        AtariDataset(repo, f"{source}-Pong")

@@ -428,3 +428,114 @@ def test_generate_into_a_root_that_is_a_file_is_one_line(tmp_path):
     argv = ["generate", "--root", root, "--games", "Pong", "--train-frames", "4", "--baseline-episodes", "0"]
     code, err = check_promises(data_main, argv, sandbox=tmp_path, target=None)
     assert code == 2 and "--root" in err and root.read_text() == "mine\n", err
+
+
+HUB_READ = """
+import hashlib, json, sys
+import numpy as np
+from atari_data.errors import AtariDataError
+from atari_data.torch import AtariDataset
+try:
+    rows = AtariDataset(sys.argv[1], sys.argv[2])
+    print(json.dumps([[r["id"], r["label"], hashlib.md5(np.ascontiguousarray(r["image"])).hexdigest()] for r in rows]))
+except AtariDataError as e:
+    print("refused:", e)
+"""
+
+
+class _Hub:
+    """A test Hub and a client environment of its own (cache included) to run Python in."""
+
+    def __init__(self, server, home):
+        import os
+
+        self.server = server
+        self.env = {
+            **os.environ,
+            "HF_ENDPOINT": server.url,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_TOKEN": "hf_test",
+            "HF_HUB_OFFLINE": "0",
+            "HF_DATASETS_OFFLINE": "0",
+            "HF_HOME": str(home),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+        }
+
+    def run(self, *args, offline: bool = False):
+        import subprocess
+        import sys
+
+        env = {**self.env, "HF_HUB_OFFLINE": str(int(offline)), "HF_DATASETS_OFFLINE": str(int(offline))}
+        return subprocess.run([sys.executable, *map(str, args)], env=env, capture_output=True, text=True, timeout=300)
+
+    def upload(self, folder, repo_id: str) -> None:
+        """As anyone could: plain huggingface_hub, not our publish (which checks first)."""
+        code = (
+            "import sys; from huggingface_hub import HfApi; api = HfApi(); "
+            "api.create_repo(sys.argv[2], repo_type='dataset'); "
+            "api.upload_folder(folder_path=sys.argv[1], repo_id=sys.argv[2], repo_type='dataset')"
+        )
+        done = self.run("-c", code, folder, repo_id)
+        assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.fixture
+def hub(tmp_path):
+    from ..hub_server import HubServer
+
+    with HubServer(tmp_path / "hub") as server:
+        yield _Hub(server, tmp_path / "hf")
+
+
+@pytest.mark.slow
+def test_a_hub_dataset_is_fetched_by_config_read_and_trained_on_online_and_offline(data, hub, tmp_path):
+    """Read by its Hub id, a packed dataset gives the rows its folder gives; only the card and the
+    asked config's Parquet files are fetched; train reads it; offline, both read the cached copy."""
+    from atari_data.publish.pack import PackConfig, pack
+
+    packed = tmp_path / "packed"
+    pack(PackConfig(root=str(data), out=str(packed)))
+    hub.upload(packed, "me/atari")
+    config = f"{next((packed / 'data').glob('*/Pong')).parent.name}-Pong"
+    local = hub.run("-c", HUB_READ, packed, config)
+    assert local.returncode == 0 and local.stdout.startswith("[["), local.stderr[-2000:]
+    fetched = hub.run("-c", HUB_READ, "me/atari", config)
+    assert fetched.returncode == 0 and fetched.stdout == local.stdout, fetched.stdout[-1000:] + fetched.stderr[-2000:]
+    snapshot = next((tmp_path / "hf" / "hub").glob("datasets--me--atari/snapshots/*"))
+    got = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
+    assert got == ["README.md", *sorted(str(p.relative_to(packed)) for p in packed.glob("data/*/Pong/*.parquet"))]
+    trained = hub.run("-m", "laya_policy.cli", "train", "--data", "me/atari", "--out", tmp_path / "run", *TRAIN)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    offline = hub.run("-c", HUB_READ, "me/atari", config, offline=True)
+    assert offline.stdout == local.stdout, offline.stdout[-1000:] + offline.stderr[-2000:]
+    again = hub.run(
+        "-m", "laya_policy.cli", "train", "--data", "me/atari", "--out", tmp_path / "run2", *TRAIN, offline=True
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    next(snapshot.glob("data/*/Pong/train-*.parquet")).unlink()  # a cached copy that lacks a file: huggingface_hub says
+    partial = hub.run("-c", HUB_READ, "me/atari", config, offline=True)
+    assert partial.stdout.startswith("refused:") and "incomplete" in partial.stdout, partial.stdout + partial.stderr
+    assert not [u for u in hub.server.unknown if "/datasets/" in u], hub.server.unknown
+
+
+@pytest.mark.slow
+def test_a_hub_dataset_is_checked_before_datasets_reads_it(data, hub, tmp_path):
+    """A dataset someone else uploaded to the Hub holding a Parquet dictionary bomb: read by its
+    Hub id, it is refused before datasets expands it, by the torch dataset and by train alike, as a
+    local folder is."""
+    from atari_data.publish.pack import PackConfig, pack
+
+    from ..atari_data.test_hostile_inputs import dictionary_bomb
+
+    packed = tmp_path / "packed"
+    pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
+    shard = dictionary_bomb(packed)
+    hub.upload(packed, "evil/atari")
+    read = hub.run("-c", HUB_READ, "evil/atari", f"{shard.parent.parent.name}-Pong")
+    assert read.returncode == 0 and read.stdout.startswith("refused:"), read.stdout[-2000:] + read.stderr[-2000:]
+    assert shard.name in read.stdout and "inflates" in read.stdout, read.stdout
+    trained = hub.run("-m", "laya_policy.cli", "train", "--data", "evil/atari", "--out", tmp_path / "run", *TRAIN)
+    lines = trained.stderr.strip().splitlines()
+    assert trained.returncode == 2 and len(lines) == 1, trained.stderr[-3000:]
+    assert shard.name in lines[0] and "inflates" in lines[0], lines
+    assert not (tmp_path / "run").exists()

@@ -192,16 +192,21 @@ def test_a_packed_repository_trains_like_its_layout(data, tmp_path):
     assert len(load_examples(str(packed), "val")) == len(from_packed) + len(
         load_examples(str(data), "val", games=["Breakout"])
     )
-    # The loader reads the files as they are now: a shard cut to 3 rows, its time kept (`cp -p`), is seen.
+    # The loader reads the files as they are now: a shard cut to 3 rows, its time kept (`cp -p`), is
+    # seen, and refused, as its rows are no longer the card's.
     import os
 
     import pyarrow.parquet as pq
+
+    from atari_data.errors import AtariDataError
 
     shard = next((packed / "data" / "expert2f" / "Pong").glob("validation-*.parquet"))
     stat = shard.stat()
     pq.write_table(pq.read_table(shard).slice(0, 3), shard)
     os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert len(load_examples(str(packed), "val", games=["Pong"])) == 3
+    cut = f"{3 + len(load_examples(str(data), 'val', games=['Breakout']))}"
+    with pytest.raises(AtariDataError, match=f"its validation files hold {cut} rows where the card says"):
+        load_examples(str(packed), "val", games=["Pong"])
 
 
 def test_select_by_play_keeps_the_checkpoint_with_the_best_play_check(data, tmp_path):

@@ -32,6 +32,7 @@ from atari_data.layout import list_games
 from atari_data.layout.png import decode_png
 from atari_data.limits import read_bytes
 from atari_data.publish.card import check_files
+from atari_data.publish.hub import resolve_repo
 from atari_data.publish.repo import is_packed, split_config
 from atari_data.schema import FRAME_FIELDS, JSON_TEXT
 from laya_protocol.games import FULL_ACTIONS
@@ -66,11 +67,16 @@ class AtariDataset(torch.utils.data.Dataset):
             from datasets import load_dataset
 
             # A local folder is built afresh: datasets keys its cache on the folder's name and the card's
-            # patterns, so another folder of that name (or this one re-packed) would read an old build.
+            # patterns, so another folder of that name (or this one re-packed) would read an old build. A
+            # Hub id is fetched first (the card and this config's Parquet files) into the snapshot folder
+            # of its revision, which never changes.
             fresh = "force_redownload" if Path(data).is_dir() else None
-            if fresh:  # its card and files were written by someone: checked before datasets reads them
-                check_files(Path(data))
-            self._rows = _frames_as_bytes(load_dataset(str(data), config, split=split, download_mode=fresh))
+            configs = None if config is None else [config]
+            folder = Path(data) if fresh else resolve_repo(str(data), tars=False, configs=configs)
+            check_files(
+                folder, configs
+            )  # its card and files were written by someone: checked before datasets reads them
+            self._rows = _frames_as_bytes(load_dataset(str(folder), config, split=split, download_mode=fresh))
         else:
             self._rows = _frames_as_bytes(data)
         self._own = not isinstance(data, (str, Path))  # a Dataset the caller built: its frame paths are theirs

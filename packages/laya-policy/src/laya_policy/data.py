@@ -6,8 +6,11 @@
 A layout root is read record by record (frames decoded from its PNGs when a batch needs them). A
 packed repository (a folder written by ``atari-data pack``, or its Hub id) is read through
 ``datasets.load_dataset(path, config)`` -- the same Parquet path users load, the source's config or,
-with games named, those games' own configs. A folder is streamed, so rows come from its files as
-they are, never from a cache of an older build; a Hub id goes through the cache of its revision.
+with games named, those games' own configs. A Hub id's card is fetched first, then only those
+configs' Parquet files (or both are found in the Hub cache, offline), into the snapshot folder of
+its revision; a folder's card and Parquet files are checked (``atari_data.publish.card.check_files``)
+before ``datasets`` reads them, and streamed, so rows come from its files as they are, never from a
+cache of an older build.
 Frames stay PNG bytes, decoded per batch, so memory holds compressed frames.
 """
 
@@ -26,6 +29,7 @@ from atari_data.layout.png import decode_png
 from atari_data.layout.records import GameRules, image_name
 from atari_data.publish import repo
 from atari_data.publish.card import check_files
+from atari_data.publish.hub import hub_configs, resolve_repo
 from atari_data.publish.repo import split_config
 from atari_data.publish.teardown import streaming
 from atari_data.schema import JSON_TEXT, RECORD
@@ -116,12 +120,15 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
 
     hf_split = HUB_SPLITS[split]
     out = []
-    if Path(data).is_dir():  # its card and files were written by someone: checked before datasets reads them
-        check_files(Path(data))
-    try:
-        configs = get_dataset_config_names(data)
-    except Exception as e:  # noqa: BLE001 - datasets raises several kinds (offline, missing repo, bad card)
-        raise ValueError(f"{data}: cannot read the dataset's configurations ({type(e).__name__}: {e})") from None
+    hub_id = None if Path(data).is_dir() else data
+    if hub_id is not None:  # only its card is fetched until the configs are chosen
+        configs = hub_configs(hub_id)
+    else:
+        check_files(Path(data))  # its card and files were written by someone: checked before datasets reads them
+        try:
+            configs = get_dataset_config_names(data)
+        except Exception as e:  # noqa: BLE001 - datasets raises several kinds (a card it cannot read)
+            raise ValueError(f"{data}: cannot read the dataset's configurations ({type(e).__name__}: {e})") from None
     # A source's own config, or with games named, only those games' configs (only their files are read).
     # Streamed: rows come from the files as they are now, never from a cache of an older build.
     pairs = {split_config(c): c for c in configs}  # (source, game or None) -> config name
@@ -132,7 +139,9 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
         named = [g for g in games or () if (source, g) in pairs]
         if (game is None and not named) or (game is not None and game in named):
             wanted.append(name)
-    local = Path(data).is_dir()
+    if hub_id is not None:  # those configs' Parquet files, fetched (or found in the cache) and checked as a folder's
+        data = str(resolve_repo(hub_id, tars=False, configs=wanted))
+        check_files(Path(data), wanted)
     questions: dict = {}  # (game, actions) -> the questions its platforms ask
     for name in wanted:
         try:
@@ -140,11 +149,9 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
                 continue
         except Exception:  # noqa: BLE001, S110 - unknown here (e.g. offline): load_dataset says what is wrong
             pass
-        # A local folder is streamed (its files as they are now); a Hub id goes through the cache of
-        # its immutable revision, which also works offline.
-        if local:
-            streaming()  # the command's end frees the readers (atari_data.publish.teardown)
-        ds = load_dataset(data, name, split=hf_split, streaming=local)
+        # Streamed: a folder's files as they are now (a Hub id's are its revision's snapshot folder).
+        streaming()  # the command's end frees the readers (atari_data.publish.teardown)
+        ds = load_dataset(data, name, split=hf_split, streaming=True)
         ds = ds.cast_column("image", Image(decode=False))
         has_prev = "prev_image" in (ds.features or {})
         if has_prev:

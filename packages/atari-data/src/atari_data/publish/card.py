@@ -105,20 +105,42 @@ def data_files(folder: Path, card: dict, split: str | None = None) -> dict[str, 
     }
 
 
-_checked: set[tuple] = set()  # (path, size, mtime) of the Parquet files that passed, in this process
+_checked: dict[tuple, int] = {}  # (path, size, mtime) -> rows, of the Parquet files that passed, in this process
 
 
-def check_files(folder: Path) -> None:
+def check_files(folder: Path, configs: list[str] | None = None) -> None:
     """What reading a local packed repository through ``datasets`` needs first: a card that keeps its
-    data_files inside the folder, and Parquet files that decode within the limits
-    (:mod:`atari_data.parquet`; datasets would expand a dictionary bomb whole). A file is decoded
-    once a process while it is unchanged: train reads a folder for each split and for calibration."""
-    for path in sorted({p for files in data_files(folder, read_card(folder)).values() for p in files}):
+    data_files inside the folder, Parquet files that decode within the limits
+    (:mod:`atari_data.parquet`; datasets would expand a dictionary bomb whole), and for each of
+    ``configs`` (all by default) and split, the rows its files hold being the rows the card's
+    dataset_info says: a shard missing (deleted, or not in a partial copy of a Hub dataset) would
+    otherwise read as a smaller split. A file is decoded once a process while it is unchanged:
+    train reads a folder for each split and for calibration."""
+    card = read_card(folder)
+    rows: dict[Path, int] = {}
+    for path in sorted({p for files in data_files(folder, card).values() for p in files}):
         st = path.stat()
         stamp = (str(path.resolve()), st.st_size, st.st_mtime_ns)
         if stamp not in _checked:
-            parquet.check(path)
-            _checked.add(stamp)
+            _checked[stamp] = parquet.check(path)
+        rows[path] = _checked[stamp]
+    declared = {info.get("config_name"): info["splits"] for info in card.get("dataset_info") or []}
+    for conf in card.get("configs") or []:
+        name = conf["config_name"]
+        if configs is not None and name not in configs:
+            continue
+        for split in declared.get(name) or []:
+            want = split.get("num_examples")
+            if not isinstance(want, int) or not isinstance(split.get("name"), str):
+                continue  # a count the card does not give cannot be compared
+            got = sum(rows[p] for p in data_files(folder, {"configs": [conf]}, split["name"])[name])
+            if got != want:
+                raise AtariDataError(
+                    f"its {split['name']} files hold {got:,} rows where the card says {want:,} "
+                    "(a shard missing, or not fetched: offline?)",
+                    file=str(folder),
+                    field=f"config {name}",
+                )
 
 
 #: Hub license ids, by the spelling a source's meta.json may use; anything else is ``other``.

@@ -122,22 +122,41 @@ def _same(local: Path | bytes, remote) -> bool:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == remote.blob_id
 
 
-def resolve_repo(target: str, tars: bool = True) -> Path:
-    """A local folder, or a Hub dataset repo id downloaded to the local cache (without its
-    WebDataset shards unless ``tars``: they repeat the Parquet rows and are most of its bytes)."""
+def resolve_repo(target: str, tars: bool = True, configs: list[str] | None = None) -> Path:
+    """A local folder, or a Hub dataset repo id downloaded to the local cache: without its
+    WebDataset shards unless ``tars`` (they repeat the Parquet rows and are most of its bytes), and
+    with ``configs`` named, only the card and those configs' Parquet files (the card is read first,
+    and an unknown config is an error naming the ones there are). Offline, the cached copy, which
+    may lack files: :func:`atari_data.publish.card.check_files` compares the rows with the card's."""
     path = Path(target)
     if path.exists():
         return path
     from huggingface_hub import snapshot_download
 
+    patterns = None
+    if configs is not None:
+        card = read_card(_snapshot(snapshot_download, target, [repo_mod.CARD]))
+        known = {c["config_name"]: c for c in card.get("configs") or []}
+        for name in configs:
+            if name not in known:
+                raise AtariDataError(
+                    f"has no config {name!r} (it has {', '.join(sorted(known)) or 'none'})", file=target, field="config"
+                )
+        patterns = [repo_mod.CARD, *(df["path"] for name in configs for df in known[name]["data_files"])]
+    ignore = None if tars else [f"{repo_mod.WEBDATASET}/*"]
+    return _snapshot(snapshot_download, target, patterns, ignore)
+
+
+def _snapshot(download, target: str, patterns: list[str] | None, ignore: list[str] | None = None) -> Path:
     try:
-        return Path(
-            snapshot_download(
-                target, repo_type="dataset", ignore_patterns=None if tars else [f"{repo_mod.WEBDATASET}/*"]
-            )
-        )
+        return Path(download(target, repo_type="dataset", allow_patterns=patterns, ignore_patterns=ignore))
     except Exception as e:  # noqa: BLE001 - offline, missing repo, auth
         why = _scrub(str(e)).splitlines()[0] if str(e) else ""
         raise AtariDataError(
             f"is neither a folder nor a reachable Hub dataset ({type(e).__name__}: {why})", file=target, field="repo"
         ) from None
+
+
+def hub_configs(target: str) -> list[str]:
+    """The config names the card of Hub dataset ``target`` declares (only its card is fetched)."""
+    return [c["config_name"] for c in read_card(resolve_repo(target, configs=[])).get("configs") or []]
