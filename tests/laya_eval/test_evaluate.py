@@ -392,8 +392,11 @@ def test_the_full_action_set_adds_no_auto_fire_to_a_game_without_fire(tmp_path):
     assert np.array_equal(first["minimal"], first["full"]), "the same screen at the first decision: no FIRE pressed"
 
 
-def test_a_killed_policy_takes_its_children_with_it(tmp_path):
-    res = run(tmp_path, unruly(tmp_path, "forks"), timeout=1.5, episodes=1, random_episodes=0)
+@pytest.mark.parametrize("mode", ["forks", "setsid", "daemon"])
+def test_a_killed_policy_takes_its_children_with_it(tmp_path, mode):
+    """Its child in its process group, in a session of its own (found by parentage), and in one of
+    its own after its parent exited (found by the mark in its environment): each is ended."""
+    res = run(tmp_path, unruly(tmp_path, mode), timeout=1.5, episodes=1, random_episodes=0)
     assert "no answer to 'act'" in res["games"]["Pong"]["error"]
     child = int((tmp_path / "child.pid").read_text())
     for _ in range(50):  # the kill is immediate; a killed child waits as a zombie until init reaps it

@@ -4,6 +4,8 @@ deaf      answers hello and reset, then never reads its input again (the frames 
 crash     exits with code 3 at its first act, the first time it runs; behaves when started again
 stray     prints a stray line before its first answer to act, the first time it runs
 forks     starts a child that would live an hour, writes its pid, then never answers act
+setsid    as forks, its child in a session of its own (out of the policy's process group)
+daemon    as setsid, started by a launcher that exits at once (a double fork: the child has no parent)
 odd       answers its first act with an object that has neither actions nor probs, the first time it runs
 mute      closes its output at its first act and lives on without a word
 deep      answers hello with an array nested 100,000 deep
@@ -60,9 +62,19 @@ for line in sys.stdin.buffer:
             sys.stdout.flush()
             first_life = False
             continue
-        if mode == "forks":
-            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        if mode in ("forks", "setsid"):
+            sleeper = [sys.executable, "-c", "import time; time.sleep(3600)"]
+            child = subprocess.Popen(sleeper, start_new_session=mode == "setsid")
             (scratch / "child.pid").write_text(str(child.pid))
+            time.sleep(3600)
+        if mode == "daemon":
+            launch = (
+                "import subprocess, sys; "
+                "sleeper = [sys.executable, '-c', 'import time; time.sleep(3600)']; "
+                "p = subprocess.Popen(sleeper, start_new_session=True); "
+                "open(sys.argv[1], 'w').write(str(p.pid))"
+            )
+            subprocess.run([sys.executable, "-c", launch, str(scratch / "child.pid")], check=True)
             time.sleep(3600)
         reply = {"actions": [0] * msg["n"]}
     else:

@@ -26,8 +26,8 @@ line at most 64 MB (probabilities for 10,000 episodes are about 4 MB). Standard 
 through. A line the evaluator did not ask for (a second answer to one
 message) fails the game, since answers out of turn would make every later action stale. Every
 exchange is bounded by the timeout: a policy that does not read a message (and its frames) or
-does not answer within it is killed, with its whole process group, and the game is recorded as
-failed. Each game starts from a clean protocol state: after a
+does not answer within it is killed, with everything it started (:mod:`laya_eval.processes`),
+and the game is recorded as failed. Each game starts from a clean protocol state: after a
 failure (killed, exited, a line that is not the answer) the next ``reset`` starts a fresh process
 and says ``hello`` again, so one failure is charged to the game it happened in, not to the rest.
 """
@@ -39,13 +39,13 @@ import json
 import os
 import queue
 import shlex
-import signal
 import subprocess
 import threading
 
 import numpy as np
 
 from laya_eval.batch import Batch, PolicyError
+from laya_eval.processes import MARK, end_all, new_mark
 from laya_protocol.files import NotStandard, loads_standard
 
 PROTOCOL_VERSION = 1
@@ -73,13 +73,15 @@ class StdioPolicy:
         self._broken = False  # the last exchange failed: the next game starts a fresh process
 
     def _start(self) -> None:
-        try:  # its own process group, so whatever it starts is ended with it
+        self._mark = new_mark()
+        try:  # its own process group and a mark in its environment: whatever it starts is ended with it
             self.proc = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 bufsize=0,
                 start_new_session=True,
+                env={**os.environ, MARK: self._mark},
             )
         except OSError as e:
             raise PolicyError(f"cannot start {self.command!r}: {e}") from None
@@ -230,10 +232,7 @@ class StdioPolicy:
                 pass
             if self.proc is None:  # the write timed out and killed it
                 return
-        try:  # the policy and whatever it started: its process group
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass  # the group is gone already
+        end_all(self.proc.pid, self._mark)  # the policy and whatever it started (laya_eval.processes)
         self.proc.wait()
         self.proc = None
 
