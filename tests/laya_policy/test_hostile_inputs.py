@@ -4,6 +4,7 @@ or hostile, keep the promises of ``tests/promises.py`` (a planted ``state.pt`` i
 import json
 import shutil
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -430,17 +431,38 @@ def test_generate_into_a_root_that_is_a_file_is_one_line(tmp_path):
     assert code == 2 and "--root" in err and root.read_text() == "mine\n", err
 
 
-HUB_READ = """
-import hashlib, json, sys
+HUB_CLIENT = """
+import contextlib, hashlib, io, json, sys
 import numpy as np
 from atari_data.errors import AtariDataError
 from atari_data.torch import AtariDataset
+from laya_policy.cli import main
+repo, config, out = sys.argv[1:4]
+got = {}
 try:
-    rows = AtariDataset(sys.argv[1], sys.argv[2])
-    print(json.dumps([[r["id"], r["label"], hashlib.md5(np.ascontiguousarray(r["image"])).hexdigest()] for r in rows]))
+    got["rows"] = [[r["id"], r["label"], hashlib.md5(np.ascontiguousarray(r["image"])).hexdigest()]
+                   for r in AtariDataset(repo, config)]
 except AtariDataError as e:
-    print("refused:", e)
+    got["refused"] = str(e)
+if out != "-":
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        got["train"] = main(["train", "--data", repo, "--out", out, *sys.argv[4:]])
+    got["train_stderr"] = err.getvalue()
+print(json.dumps(got))
 """
+
+
+def rows_of(repo, config) -> list:
+    """What HUB_CLIENT prints as ``rows``, read here (a local folder needs no Hub)."""
+    import hashlib
+
+    from atari_data.torch import AtariDataset
+
+    return [
+        [r["id"], r["label"], hashlib.md5(np.ascontiguousarray(r["image"])).hexdigest()]
+        for r in AtariDataset(repo, config)
+    ]
 
 
 class _Hub:
@@ -478,6 +500,13 @@ class _Hub:
         done = self.run("-c", code, folder, repo_id)
         assert done.returncode == 0, done.stderr[-2000:]
 
+    def client(self, repo_id: str, config: str, out="-", offline: bool = False) -> dict:
+        """HUB_CLIENT's findings: AtariDataset's rows (or why it refused), then train's exit code and
+        standard error when ``out`` is a folder."""
+        done = self.run("-c", HUB_CLIENT, repo_id, config, out, *TRAIN, offline=offline)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
 
 @pytest.fixture
 def hub(tmp_path):
@@ -497,24 +526,17 @@ def test_a_hub_dataset_is_fetched_by_config_read_and_trained_on_online_and_offli
     pack(PackConfig(root=str(data), out=str(packed)))
     hub.upload(packed, "me/atari")
     config = f"{next((packed / 'data').glob('*/Pong')).parent.name}-Pong"
-    local = hub.run("-c", HUB_READ, packed, config)
-    assert local.returncode == 0 and local.stdout.startswith("[["), local.stderr[-2000:]
-    fetched = hub.run("-c", HUB_READ, "me/atari", config)
-    assert fetched.returncode == 0 and fetched.stdout == local.stdout, fetched.stdout[-1000:] + fetched.stderr[-2000:]
+    local = rows_of(packed, config)
+    online = hub.client("me/atari", config, tmp_path / "run")
+    assert online.get("rows") == local and online["train"] == 0, online
     snapshot = next((tmp_path / "hf" / "hub").glob("datasets--me--atari/snapshots/*"))
     got = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
     assert got == ["README.md", *sorted(str(p.relative_to(packed)) for p in packed.glob("data/*/Pong/*.parquet"))]
-    trained = hub.run("-m", "laya_policy.cli", "train", "--data", "me/atari", "--out", tmp_path / "run", *TRAIN)
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    offline = hub.run("-c", HUB_READ, "me/atari", config, offline=True)
-    assert offline.stdout == local.stdout, offline.stdout[-1000:] + offline.stderr[-2000:]
-    again = hub.run(
-        "-m", "laya_policy.cli", "train", "--data", "me/atari", "--out", tmp_path / "run2", *TRAIN, offline=True
-    )
-    assert again.returncode == 0, again.stderr[-3000:]
+    offline = hub.client("me/atari", config, tmp_path / "run2", offline=True)
+    assert offline.get("rows") == local and offline["train"] == 0, offline
     next(snapshot.glob("data/*/Pong/train-*.parquet")).unlink()  # a cached copy that lacks a file: huggingface_hub says
-    partial = hub.run("-c", HUB_READ, "me/atari", config, offline=True)
-    assert partial.stdout.startswith("refused:") and "incomplete" in partial.stdout, partial.stdout + partial.stderr
+    partial = hub.client("me/atari", config, offline=True)
+    assert "incomplete" in partial.get("refused", ""), partial
     assert not [u for u in hub.server.unknown if "/datasets/" in u], hub.server.unknown
 
 
@@ -531,11 +553,9 @@ def test_a_hub_dataset_is_checked_before_datasets_reads_it(data, hub, tmp_path):
     pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
     shard = dictionary_bomb(packed)
     hub.upload(packed, "evil/atari")
-    read = hub.run("-c", HUB_READ, "evil/atari", f"{shard.parent.parent.name}-Pong")
-    assert read.returncode == 0 and read.stdout.startswith("refused:"), read.stdout[-2000:] + read.stderr[-2000:]
-    assert shard.name in read.stdout and "inflates" in read.stdout, read.stdout
-    trained = hub.run("-m", "laya_policy.cli", "train", "--data", "evil/atari", "--out", tmp_path / "run", *TRAIN)
-    lines = trained.stderr.strip().splitlines()
-    assert trained.returncode == 2 and len(lines) == 1, trained.stderr[-3000:]
+    got = hub.client("evil/atari", f"{shard.parent.parent.name}-Pong", tmp_path / "run")
+    assert shard.name in got.get("refused", "") and "inflates" in got["refused"], got
+    lines = got["train_stderr"].strip().splitlines()
+    assert got["train"] == 2 and len(lines) == 1, got
     assert shard.name in lines[0] and "inflates" in lines[0], lines
     assert not (tmp_path / "run").exists()
