@@ -461,6 +461,20 @@ DOCTOR_CASES = {
     "configs as a string": lambda t: re.sub(r"configs:\n(- .*\n(  .*\n)*)", "configs: expert2f\n", t, count=1),
     "data_files as a string": lambda t: re.sub(r"data_files:\n(  - .*\n(    .*\n)*)+", "data_files: x\n", t, count=1),
 }
+#: Cards whose configs make datasets read other files than their patterns name (a reviewer hid a
+#: dictionary bomb where only datasets looked), or whose dataset_info is malformed in a new way.
+CARD_TRICKS = {
+    "a config with a data_dir": lambda t: t.replace("- config_name: ", "- data_dir: hidden\n  config_name: "),
+    "a data_files URL": lambda t: re.sub(r"path: data/", "path: file:///tmp/data/", t),
+    "a data_files folder": lambda t: re.sub(r"(path: data/\S*)", r"\1/", t),
+    "a chained data_files path": lambda t: re.sub(r"path: data/", "path: zip://x::data/", t),
+    "a dataset_info entry without splits": lambda t: re.sub(r"\n  splits:\n(  - .*\n(    .*\n)*)+", "\n", t),
+    "a dataset_info config_name that is a list": lambda t: re.sub(
+        r"(dataset_info:\n- config_name: )(\S+)", r"\1[\2]", t
+    ),
+    "a config name with a newline": lambda t: re.sub(r"- config_name: (\S+)", r'- config_name: "\1\\nb"', t, count=1),
+}
+DOCTOR_CASES.update(CARD_TRICKS)
 
 
 @pytest.mark.parametrize("case", DOCTOR_CASES)
@@ -753,5 +767,29 @@ def test_the_torch_dataset_refuses_a_packed_folder_missing_a_shard(packed_master
     source = shard.parent.parent.name
     assert len(AtariDataset(repo, f"{source}-Pong")) > 0
     shard.unlink()
-    with pytest.raises(AtariDataError, match=rf"config {source}-Pong: its train files hold 0 rows where the card says"):
+    with pytest.raises(AtariDataError, match=rf"config '{source}-Pong': its 'train' patterns match no file"):
         AtariDataset(repo, f"{source}-Pong")
+
+
+@pytest.mark.parametrize("case", CARD_TRICKS)
+def test_the_torch_dataset_reads_only_the_files_it_checked(packed_master, tmp_path, case):
+    """A dictionary bomb under hidden/, where a data_dir would send datasets: each trick is one
+    AtariDataError, or the rows read are the checked files' own (before, the bomb was read whole)."""
+    from atari_data.errors import AtariDataError
+    from atari_data.torch import AtariDataset
+
+    repo, bombed = tmp_path / "repo", tmp_path / "bombed"
+    shutil.copytree(packed_master, repo)
+    shutil.copytree(packed_master, bombed)
+    bomb = dictionary_bomb(bombed)
+    hidden = repo / "hidden" / bomb.relative_to(bombed)
+    hidden.parent.mkdir(parents=True)
+    shutil.move(bomb, hidden)
+    _card(repo, CARD_TRICKS[case])
+    source = bomb.parent.parent.name
+    try:
+        rows = AtariDataset(repo, f"{source}-Pong")
+    except AtariDataError as e:
+        assert "\n" not in str(e)
+        return
+    assert len(rows) > 0 and all(rows[i]["image"].shape == (210, 160, 3) for i in range(len(rows)))

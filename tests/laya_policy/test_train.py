@@ -205,7 +205,7 @@ def test_a_packed_repository_trains_like_its_layout(data, tmp_path):
     pq.write_table(pq.read_table(shard).slice(0, 3), shard)
     os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     cut = f"{3 + len(load_examples(str(data), 'val', games=['Breakout']))}"
-    with pytest.raises(AtariDataError, match=f"its validation files hold {cut} rows where the card says"):
+    with pytest.raises(AtariDataError, match=f"its 'validation' files hold {cut} rows where the card says"):
         load_examples(str(packed), "val", games=["Pong"])
 
 

@@ -31,7 +31,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
 from atari_data.layout.png import decode_png
 from atari_data.limits import read_bytes
-from atari_data.publish.card import check_files
+from atari_data.publish.card import check_files, default_config, read_card
 from atari_data.publish.hub import resolve_repo
 from atari_data.publish.repo import is_packed, split_config
 from atari_data.schema import FRAME_FIELDS, JSON_TEXT
@@ -66,17 +66,24 @@ class AtariDataset(torch.utils.data.Dataset):
         elif isinstance(data, (str, Path)):
             from datasets import load_dataset
 
-            # A local folder is built afresh: datasets keys its cache on the folder's name and the card's
-            # patterns, so another folder of that name (or this one re-packed) would read an old build. A
-            # Hub id is fetched first (the card and this config's Parquet files) into the snapshot folder
-            # of its revision, which never changes.
+            # A Hub id is fetched first (the card and this config's Parquet files) into the snapshot folder
+            # of its revision. Its card and files were written by someone: checked, then exactly those
+            # files are read. A local folder is built afresh: datasets keys its cache of local files on
+            # their paths, so this folder re-packed would otherwise be read from an old build.
             fresh = "force_redownload" if Path(data).is_dir() else None
-            configs = None if config is None else [config]
-            folder = Path(data) if fresh else resolve_repo(str(data), tars=False, configs=configs)
-            check_files(
-                folder, configs
-            )  # its card and files were written by someone: checked before datasets reads them
-            self._rows = _frames_as_bytes(load_dataset(str(folder), config, split=split, download_mode=fresh))
+            folder = (
+                Path(data)
+                if fresh
+                else resolve_repo(str(data), tars=False, configs=None if config is None else [config])
+            )
+            name = config or default_config(read_card(folder))
+            files = check_files(folder, [name])[name]
+            if split not in files:
+                raise AtariDataError(f"config {name!r} has no {split} split ({', '.join(files)})", file=str(data))
+            paths = [str(p) for p in files[split]]
+            self._rows = _frames_as_bytes(
+                load_dataset("parquet", data_files={split: paths}, split=split, download_mode=fresh)
+            )
         else:
             self._rows = _frames_as_bytes(data)
         self._own = not isinstance(data, (str, Path))  # a Dataset the caller built: its frame paths are theirs

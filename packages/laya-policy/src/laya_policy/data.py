@@ -116,21 +116,15 @@ def _packed_frame(current: bytes, previous: bytes | None, where: str, prev: bool
 
 
 def _packed_examples(data, split, sources, games) -> list[Example]:
-    from datasets import Image, get_dataset_config_names, get_dataset_split_names, load_dataset
+    from datasets import Image, load_dataset
 
     hf_split = HUB_SPLITS[split]
     out = []
     hub_id = None if Path(data).is_dir() else data
-    if hub_id is not None:  # only its card is fetched until the configs are chosen
-        configs = hub_configs(hub_id)
-    else:
-        check_files(Path(data))  # its card and files were written by someone: checked before datasets reads them
-        try:
-            configs = get_dataset_config_names(data)
-        except Exception as e:  # noqa: BLE001 - datasets raises several kinds (a card it cannot read)
-            raise ValueError(f"{data}: cannot read the dataset's configurations ({type(e).__name__}: {e})") from None
+    # A folder's card and files were written by someone: checked, then exactly those files are read. A
+    # Hub id's card is fetched first, then only the configs chosen from it.
+    configs = hub_configs(hub_id) if hub_id is not None else list(check_files(Path(data)))
     # A source's own config, or with games named, only those games' configs (only their files are read).
-    # Streamed: rows come from the files as they are now, never from a cache of an older build.
     pairs = {split_config(c): c for c in configs}  # (source, game or None) -> config name
     wanted = []
     for (source, game), name in pairs.items():
@@ -139,19 +133,17 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
         named = [g for g in games or () if (source, g) in pairs]
         if (game is None and not named) or (game is not None and game in named):
             wanted.append(name)
-    if hub_id is not None:  # those configs' Parquet files, fetched (or found in the cache) and checked as a folder's
+    if hub_id is not None:  # into the snapshot folder of its revision (or found there, offline)
         data = str(resolve_repo(hub_id, tars=False, configs=wanted))
-        check_files(Path(data), wanted)
+    checked = check_files(Path(data), wanted)
     questions: dict = {}  # (game, actions) -> the questions its platforms ask
     for name in wanted:
-        try:
-            if hf_split not in get_dataset_split_names(data, name):  # e.g. a game without validation rows
-                continue
-        except Exception:  # noqa: BLE001, S110 - unknown here (e.g. offline): load_dataset says what is wrong
-            pass
-        # Streamed: a folder's files as they are now (a Hub id's are its revision's snapshot folder).
+        if hf_split not in checked[name]:  # e.g. a game without validation rows
+            continue
+        # Streamed: the files as they are now, never a cache of an older build.
         streaming()  # the command's end frees the readers (atari_data.publish.teardown)
-        ds = load_dataset(data, name, split=hf_split, streaming=True)
+        files = {hf_split: [str(p) for p in checked[name][hf_split]]}
+        ds = load_dataset("parquet", data_files=files, split=hf_split, streaming=True)
         ds = ds.cast_column("image", Image(decode=False))
         has_prev = "prev_image" in (ds.features or {})
         if has_prev:

@@ -35,6 +35,10 @@ CITATIONS = """```bibtex
 ```"""
 
 
+#: The keys of a card's config: anything else (data_dir, ...) changes what datasets reads.
+CONFIG_KEYS = frozenset({"config_name", "data_files", "default"})
+
+
 def read_card(folder: Path) -> dict:
     path = folder / repo.CARD
     try:
@@ -58,6 +62,13 @@ def read_card(folder: Path) -> dict:
     for c in configs:
         name = c.get("config_name")
         files = c.get("data_files", [])
+        other = sorted(map(str, c.keys() - CONFIG_KEYS))
+        if other:  # e.g. data_dir: datasets would read other files than the patterns name
+            raise AtariDataError(
+                f"has {', '.join(other)}: a config here is {', '.join(sorted(CONFIG_KEYS))} only",
+                file=str(path),
+                field=f"configs.{name!r}",
+            )
         if (
             not isinstance(name, str)
             or not isinstance(files, list)
@@ -74,9 +85,14 @@ def read_card(folder: Path) -> dict:
                 raise AtariDataError(
                     "is an empty data_files path", file=str(path), field=f"configs.{name}.{f['split']}"
                 )
-            if f["path"].startswith("/") or ".." in Path(f["path"]).parts or "\\" in f["path"]:
+            if (
+                f["path"].startswith("/")
+                or ".." in Path(f["path"]).parts
+                or any(x in f["path"] for x in ("\\", "://", "::"))
+                or f["path"].endswith("/")
+            ):  # a URL, a chained path or a folder: datasets would read what a glob here does not name
                 raise AtariDataError(
-                    f"{f['path']!r} leaves the repository (data_files are relative globs inside it)",
+                    f"{f['path']!r} leaves the repository (data_files are relative globs of files inside it)",
                     file=str(path),
                     field=f"configs.{name}.{f['split']}",
                 )
@@ -84,10 +100,14 @@ def read_card(folder: Path) -> dict:
         if key in card and not isinstance(card[key], dict if key != "dataset_info" else list):
             raise AtariDataError(f"is a {type(card[key]).__name__}", file=str(path), field=key)
     for n, info in enumerate(card.get("dataset_info") or []):
-        splits = info.get("splits", []) if isinstance(info, dict) else None
-        if not isinstance(splits, list) or not all(isinstance(x, dict) for x in splits):
+        splits = info.get("splits") if isinstance(info, dict) else None
+        if (
+            not isinstance(splits, list)
+            or not isinstance(info.get("config_name"), str)
+            or not all(isinstance(x, dict) and isinstance(x.get("name"), str) for x in splits)
+        ):
             raise AtariDataError(
-                "is not a {config_name, features, splits} mapping with splits as a list of mappings",
+                "is not a {config_name, features, splits} mapping with splits as a list of {name, ...} mappings",
                 file=str(path),
                 field=f"dataset_info[{n}]",
             )
@@ -108,39 +128,63 @@ def data_files(folder: Path, card: dict, split: str | None = None) -> dict[str, 
 _checked: dict[tuple, int] = {}  # (path, size, mtime) -> rows, of the Parquet files that passed, in this process
 
 
-def check_files(folder: Path, configs: list[str] | None = None) -> None:
-    """What reading a local packed repository through ``datasets`` needs first: a card that keeps its
-    data_files inside the folder, Parquet files that decode within the limits
-    (:mod:`atari_data.parquet`; datasets would expand a dictionary bomb whole), and for each of
-    ``configs`` (all by default) and split, the rows its files hold being the rows the card's
-    dataset_info says: a shard missing (deleted, or not in a partial copy of a Hub dataset) would
-    otherwise read as a smaller split. A file is decoded once a process while it is unchanged:
-    train reads a folder for each split and for calibration."""
+def check_files(folder: Path, configs: list[str] | None = None) -> dict[str, dict[str, list[Path]]]:
+    """What reading a packed repository folder through ``datasets`` needs first, and the files to
+    hand it: per config of ``configs`` (all by default), its files per split, each named by its
+    card's patterns, decoded within the limits (:mod:`atari_data.parquet`; datasets would expand a
+    dictionary bomb whole), and holding the rows the card's dataset_info says (a shard missing,
+    deleted or not in a partial copy of a Hub dataset, would read as a smaller split). Read them
+    with ``load_dataset("parquet", data_files=...)``, not by the folder: then no other file is read
+    than these. A file is decoded once a process while it is unchanged: train reads a folder for
+    each split and for calibration."""
     card = read_card(folder)
-    rows: dict[Path, int] = {}
-    for path in sorted({p for files in data_files(folder, card).values() for p in files}):
-        st = path.stat()
-        stamp = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-        if stamp not in _checked:
-            _checked[stamp] = parquet.check(path)
-        rows[path] = _checked[stamp]
-    declared = {info.get("config_name"): info["splits"] for info in card.get("dataset_info") or []}
-    for conf in card.get("configs") or []:
-        name = conf["config_name"]
+    known = {c["config_name"]: c for c in card.get("configs") or []}
+    for name in configs or ():
+        if name not in known:
+            raise AtariDataError(
+                f"has no config {name!r} (it has {', '.join(sorted(known)) or 'none'})",
+                file=str(folder),
+                field="config",
+            )
+    declared = {info["config_name"]: info["splits"] for info in card.get("dataset_info") or []}
+    out: dict[str, dict[str, list[Path]]] = {}
+    for name, conf in known.items():
         if configs is not None and name not in configs:
             continue
-        for split in declared.get(name) or []:
-            want = split.get("num_examples")
-            if not isinstance(want, int) or not isinstance(split.get("name"), str):
-                continue  # a count the card does not give cannot be compared
-            got = sum(rows[p] for p in data_files(folder, {"configs": [conf]}, split["name"])[name])
-            if got != want:
+        splits = sorted({df["split"] for df in conf.get("data_files", [])})
+        out[name] = {split: data_files(folder, {"configs": [conf]}, split)[name] for split in splits}
+        for split, files in out[name].items():
+            if not files:
                 raise AtariDataError(
-                    f"its {split['name']} files hold {got:,} rows where the card says {want:,} "
+                    f"its {split!r} patterns match no file", file=str(folder), field=f"config {name!r}"
+                )
+            got = sum(_rows(path) for path in files)
+            want = next((x.get("num_examples") for x in declared.get(name, []) if x.get("name") == split), None)
+            if type(want) is int and got != want:  # a count the card does not give cannot be compared
+                raise AtariDataError(
+                    f"its {split!r} files hold {got:,} rows where the card says {want:,} "
                     "(a shard missing, or not fetched: offline?)",
                     file=str(folder),
-                    field=f"config {name}",
+                    field=f"config {name!r}",
                 )
+    return out
+
+
+def _rows(path: Path) -> int:
+    st = path.stat()
+    stamp = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if stamp not in _checked:
+        _checked[stamp] = parquet.check(path)
+    return _checked[stamp]
+
+
+def default_config(card: dict) -> str:
+    """The config ``load_dataset(folder)`` reads when none is named: the one marked default, or the only one."""
+    configs = card.get("configs") or []
+    marked = [c["config_name"] for c in configs if c.get("default") is True]
+    if len(marked) == 1 or len(configs) == 1:
+        return marked[0] if marked else configs[0]["config_name"]
+    raise AtariDataError("name a config: the card marks no single default", field="config")
 
 
 #: Hub license ids, by the spelling a source's meta.json may use; anything else is ``other``.

@@ -125,9 +125,10 @@ def _same(local: Path | bytes, remote) -> bool:
 def resolve_repo(target: str, tars: bool = True, configs: list[str] | None = None) -> Path:
     """A local folder, or a Hub dataset repo id downloaded to the local cache: without its
     WebDataset shards unless ``tars`` (they repeat the Parquet rows and are most of its bytes), and
-    with ``configs`` named, only the card and those configs' Parquet files (the card is read first,
-    and an unknown config is an error naming the ones there are). Offline, the cached copy, which
-    may lack files: :func:`atari_data.publish.card.check_files` compares the rows with the card's."""
+    with ``configs`` named, only the card and the files those configs' patterns name (read first
+    from the card; huggingface_hub's ``*`` also crosses folders, so a pattern may fetch more than it
+    names, never less). Offline, the cached copy. Read it through
+    :func:`atari_data.publish.card.check_files`, which checks the files and their rows."""
     path = Path(target)
     if path.exists():
         return path
@@ -136,13 +137,11 @@ def resolve_repo(target: str, tars: bool = True, configs: list[str] | None = Non
     patterns = None
     if configs is not None:
         card = read_card(_snapshot(snapshot_download, target, [repo_mod.CARD]))
-        known = {c["config_name"]: c for c in card.get("configs") or []}
-        for name in configs:
-            if name not in known:
-                raise AtariDataError(
-                    f"has no config {name!r} (it has {', '.join(sorted(known)) or 'none'})", file=target, field="config"
-                )
-        patterns = [repo_mod.CARD, *(df["path"] for name in configs for df in known[name]["data_files"])]
+        known = {c["config_name"]: c for c in card.get("configs") or []}  # an unknown one: check_files says so
+        patterns = [
+            repo_mod.CARD,
+            *(df["path"] for name in configs if name in known for df in known[name]["data_files"]),
+        ]
     ignore = None if tars else [f"{repo_mod.WEBDATASET}/*"]
     return _snapshot(snapshot_download, target, patterns, ignore)
 
