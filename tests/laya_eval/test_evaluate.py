@@ -411,6 +411,26 @@ def test_a_killed_policy_takes_its_children_with_it(tmp_path, mode):
         pytest.fail(f"the policy's child {child} outlived it")
 
 
+def test_only_marked_processes_are_ended_once_the_policy_was_reaped(tmp_path):
+    """A reaped policy's number may be another process's: with none given, only the mark counts."""
+    import subprocess
+
+    from laya_eval.processes import MARK, end_all, new_mark
+
+    mark = new_mark()
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    marked = subprocess.Popen(sleep, env={**os.environ, MARK: mark})
+    other = subprocess.Popen(sleep)
+    try:
+        end_all(None, mark)
+        assert marked.wait(timeout=10) == -signal.SIGKILL
+        assert other.poll() is None, "an unmarked process was ended"
+    finally:
+        for p in (marked, other):
+            p.kill()
+            p.wait()
+
+
 def test_policy_specs():
     assert type(load_policy("constant:FIRE")).__name__ == "ConstantPolicy"
     assert callable(load_policy("tests.laya_eval.fake_policies:slow", {"seconds": 0}))

@@ -3,9 +3,10 @@
 A policy runs in a session of its own, so killing its process group ends whatever stayed in it.
 On Linux, a process that left the group (``setsid``) is found too: by its parentage, read from
 ``/proc``, while its parent lives, and by a mark in its environment, ``LAYA_EVAL_POLICY=<token>``,
-which every descendant inherits, once its parent is gone (a double fork, as daemons start). Only a
-process that both loses its parent and clears its environment is out of reach: run a policy you
-do not trust in a container. Without ``/proc`` only the process group is killed.
+which every descendant inherits, once its parent is gone (a double fork, as daemons start). Out of
+reach: a process that both loses its parent and clears its environment, and one that forks and
+exits in a loop faster than a pass over ``/proc`` (its number changes before it is signalled). Run
+a policy you do not trust in a container. Without ``/proc`` only the process group is killed.
 """
 
 from __future__ import annotations
@@ -25,19 +26,23 @@ def new_mark() -> str:
     return f"{os.getpid()}-{secrets.token_hex(8)}"
 
 
-def end_all(pid: int, mark: str) -> None:
+def end_all(pid: int | None, mark: str) -> None:
     """SIGKILL the process group of ``pid``, then every live process descended from it or carrying
-    ``mark``; what forks meanwhile is found in the next round (a few at most)."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is gone already
+    ``mark``; what forks meanwhile is found in the next round (a few at most). ``pid`` is None once
+    the process was reaped: its number may be another process's by then, so only the mark counts."""
+    if pid is not None:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is gone already
     if not _PROC.is_dir():
         return
     needle, me = f"{MARK}={mark}".encode(), os.getpid()
     for _ in range(5):
         parents = _live_processes()
-        found = _descendants(pid, parents) | {p for p in parents if p == pid or _marked(p, needle)}
+        found = {p for p in parents if p == pid or _marked(p, needle)}
+        if pid is not None:
+            found |= _descendants(pid, parents)
         found -= {me, 1}
         if not found:
             return

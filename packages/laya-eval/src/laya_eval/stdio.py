@@ -232,7 +232,9 @@ class StdioPolicy:
                 pass
             if self.proc is None:  # the write timed out and killed it
                 return
-        end_all(self.proc.pid, self._mark)  # the policy and whatever it started (laya_eval.processes)
+        # The policy and whatever it started (laya_eval.processes); once reaped, its number is no longer
+        # its own (a zombie's is, so poll() first: what it reports exited is reaped now).
+        end_all(self.proc.pid if self.proc.poll() is None else None, self._mark)
         self.proc.wait()
         self.proc = None
 
