@@ -4,13 +4,13 @@
     ex.rec["question"], ex.rec["label"], ex.rec.get("target"); ex.frames(2)  # uint8 [2, H, W, 3]
 
 A layout root is read record by record (frames decoded from its PNGs when a batch needs them). A
-packed repository (a folder written by ``atari-data pack``, or its Hub id) is read through
-``datasets.load_dataset(path, config)`` -- the same Parquet path users load, the source's config or,
-with games named, those games' own configs. A Hub id's card is fetched first, then only those
-configs' Parquet files (or both are found in the Hub cache, offline), into the snapshot folder of
-its revision; a folder's card and Parquet files are checked (``atari_data.publish.card.check_files``)
-before ``datasets`` reads them, and streamed, so rows come from its files as they are, never from a
-cache of an older build.
+packed repository (a folder written by ``atari-data pack``, or its Hub id) is read by its configs:
+the source's config or, with games named, those games' own configs. A Hub id's card is fetched
+first, then those configs' Parquet files (or both are found in the Hub cache, offline), into the
+snapshot folder of its revision. The card and the files its configs name are checked
+(``atari_data.publish.card.check_files``), and exactly those files are streamed through
+``datasets.load_dataset("parquet", data_files=...)``, so rows come from them as they are, never
+from a cache of an older build.
 Frames stay PNG bytes, decoded per batch, so memory holds compressed frames.
 """
 
