@@ -31,7 +31,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
 from atari_data.layout.png import decode_png
 from atari_data.limits import read_bytes
-from atari_data.publish.card import check_files, default_config, read_card
+from atari_data.publish.card import check_files, default_config, read_card, split_files
 from atari_data.publish.hub import resolve_repo
 from atari_data.publish.repo import is_packed, split_config
 from atari_data.schema import FRAME_FIELDS, JSON_TEXT
@@ -77,10 +77,7 @@ class AtariDataset(torch.utils.data.Dataset):
                 else resolve_repo(str(data), tars=False, configs=None if config is None else [config])
             )
             name = config or default_config(read_card(folder))
-            files = check_files(folder, [name])[name]
-            if split not in files:
-                raise AtariDataError(f"config {name!r} has no {split} split ({', '.join(files)})", file=str(data))
-            paths = [str(p) for p in files[split]]
+            paths = [str(p) for p in split_files(check_files(folder, [name])[name], name, split, folder)]
             self._rows = _frames_as_bytes(
                 load_dataset("parquet", data_files={split: paths}, split=split, download_mode=fresh)
             )

@@ -28,8 +28,8 @@ from atari_data.layout import list_games, read_jsonl
 from atari_data.layout.png import decode_png
 from atari_data.layout.records import GameRules, image_name
 from atari_data.publish import repo
-from atari_data.publish.card import check_files
-from atari_data.publish.hub import hub_configs, resolve_repo
+from atari_data.publish.card import check_files, read_card
+from atari_data.publish.hub import resolve_repo
 from atari_data.publish.repo import split_config
 from atari_data.publish.teardown import streaming
 from atari_data.schema import JSON_TEXT, RECORD
@@ -121,9 +121,13 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
     hf_split = HUB_SPLITS[split]
     out = []
     hub_id = None if Path(data).is_dir() else data
-    # A folder's card and files were written by someone: checked, then exactly those files are read. A
-    # Hub id's card is fetched first, then only the configs chosen from it.
-    configs = hub_configs(hub_id) if hub_id is not None else list(check_files(Path(data)))
+    # The card and files were written by someone: checked, and exactly the files checked are read. A
+    # folder is checked whole; a Hub id's card is fetched alone, then only the configs chosen from it.
+    if hub_id is None:
+        checked = check_files(Path(data))
+        configs = list(checked)
+    else:
+        configs = [c["config_name"] for c in read_card(resolve_repo(hub_id, configs=[])).get("configs") or []]
     # A source's own config, or with games named, only those games' configs (only their files are read).
     pairs = {split_config(c): c for c in configs}  # (source, game or None) -> config name
     wanted = []
@@ -135,7 +139,7 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
             wanted.append(name)
     if hub_id is not None:  # into the snapshot folder of its revision (or found there, offline)
         data = str(resolve_repo(hub_id, tars=False, configs=wanted))
-    checked = check_files(Path(data), wanted)
+        checked = check_files(Path(data), wanted)
     questions: dict = {}  # (game, actions) -> the questions its platforms ask
     for name in wanted:
         if hf_split not in checked[name]:  # e.g. a game without validation rows

@@ -27,25 +27,26 @@ class Refused(ValueError):
 def open_regular(path: str | os.PathLike) -> BinaryIO:
     """``path`` opened for reading, unbuffered, when it is a regular file; anything else is refused.
     A link is followed (a Hub snapshot is links into its blobs). OSError as ``os.open`` raises it."""
-    fd = _open_regular_fd(path)
+    fd, _ = _open_regular_fd(path)
     return open(fd, "rb", buffering=0)
 
 
-def _open_regular_fd(path: str | os.PathLike) -> int:
+def _open_regular_fd(path: str | os.PathLike) -> tuple[int, int]:
+    """(descriptor, size) of a regular file opened for reading."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise Refused("not a regular file: a device, pipe or socket?")
-    return fd
+    return fd, st.st_size
 
 
 def read_capped(path: str | os.PathLike, cap: int) -> bytes:
     """A whole regular file of at most ``cap`` bytes, refused by its size before it is read. At most
     ``cap + 1`` bytes are read whatever the file does meanwhile (one that grows, or says 0 as /proc
     does, is read on up to the cap)."""
-    fd = _open_regular_fd(path)  # a bare descriptor: a file object costs a third again on a small frame
+    fd, size = _open_regular_fd(path)  # a bare descriptor: a file object costs a third again on a small frame
     try:
-        size = os.fstat(fd).st_size
         if size > cap:
             raise Refused(f"{size:,} bytes, over the {_mb(cap)} it may be", size)
         chunks, total, want = [], 0, size + 1  # sized reads: no cap-sized buffer for a small file

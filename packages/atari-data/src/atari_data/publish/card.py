@@ -128,32 +128,49 @@ def data_files(folder: Path, card: dict, split: str | None = None) -> dict[str, 
 _checked: dict[tuple, int] = {}  # (path, size, mtime) -> rows, of the Parquet files that passed, in this process
 
 
-def check_files(folder: Path, configs: list[str] | None = None) -> dict[str, dict[str, list[Path]]]:
-    """What reading a packed repository folder through ``datasets`` needs first, and the files to
-    hand it: per config of ``configs`` (all by default), its files per split, each named by its
-    card's patterns, decoded within the limits (:mod:`atari_data.parquet`; datasets would expand a
-    dictionary bomb whole), and holding the rows the card's dataset_info says (a shard missing,
-    deleted or not in a partial copy of a Hub dataset, would read as a smaller split). Read them
-    with ``load_dataset("parquet", data_files=...)``, not by the folder: then no other file is read
-    than these. A file is decoded once a process while it is unchanged: train reads a folder for
-    each split and for calibration."""
-    card = read_card(folder)
+def config_files(folder: Path, card: dict, configs: list[str] | None = None) -> dict[str, dict[str, list[Path]]]:
+    """Per config of ``configs`` (all by default), the files its patterns match per split it names;
+    a config the card does not have is an error naming those it has."""
     known = {c["config_name"]: c for c in card.get("configs") or []}
     for name in configs or ():
         if name not in known:
             raise AtariDataError(
-                f"has no config {name!r} (it has {', '.join(sorted(known)) or 'none'})",
+                f"{name!r} is not a config of this repository (it has {', '.join(sorted(known)) or 'none'})",
                 file=str(folder),
                 field="config",
             )
+    return {
+        name: {
+            split: data_files(folder, {"configs": [conf]}, split)[name]
+            for split in sorted({df["split"] for df in conf.get("data_files", [])})
+        }
+        for name, conf in known.items()
+        if configs is None or name in configs
+    }
+
+
+def split_files(files: dict[str, list[Path]], config: str, split: str, folder: Path) -> list[Path]:
+    """One split's files of a config's (as :func:`config_files` gives them); a split it does not name
+    is an error naming those it does."""
+    if split not in files:
+        raise AtariDataError(f"config {config!r} has no split {split!r} ({', '.join(files)})", file=str(folder))
+    return files[split]
+
+
+def check_files(folder: Path, configs: list[str] | None = None) -> dict[str, dict[str, list[Path]]]:
+    """What reading a packed repository folder through ``datasets`` needs first, and the files to
+    hand it: per config of ``configs`` (all by default), its files per split, each named by its
+    card's patterns (:func:`config_files`), decoded within the limits (:mod:`atari_data.parquet`;
+    datasets would expand a dictionary bomb whole), and holding the rows the card's dataset_info
+    says (a shard missing, deleted or not in a partial copy of a Hub dataset, would read as a
+    smaller split). Read them with ``load_dataset("parquet", data_files=...)``, not by the folder:
+    then no other file is read than these. A file is decoded once a process while it is unchanged:
+    train reads a folder for each split and for calibration."""
+    card = read_card(folder)
     declared = {info["config_name"]: info["splits"] for info in card.get("dataset_info") or []}
-    out: dict[str, dict[str, list[Path]]] = {}
-    for name, conf in known.items():
-        if configs is not None and name not in configs:
-            continue
-        splits = sorted({df["split"] for df in conf.get("data_files", [])})
-        out[name] = {split: data_files(folder, {"configs": [conf]}, split)[name] for split in splits}
-        for split, files in out[name].items():
+    out = config_files(folder, card, configs)
+    for name, splits in out.items():
+        for split, files in splits.items():
             if not files:
                 raise AtariDataError(
                     f"its {split!r} patterns match no file", file=str(folder), field=f"config {name!r}"

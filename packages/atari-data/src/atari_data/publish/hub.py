@@ -154,8 +154,3 @@ def _snapshot(download, target: str, patterns: list[str] | None, ignore: list[st
         raise AtariDataError(
             f"is neither a folder nor a reachable Hub dataset ({type(e).__name__}: {why})", file=target, field="repo"
         ) from None
-
-
-def hub_configs(target: str) -> list[str]:
-    """The config names the card of Hub dataset ``target`` declares (only its card is fetched)."""
-    return [c["config_name"] for c in read_card(resolve_repo(target, configs=[])).get("configs") or []]

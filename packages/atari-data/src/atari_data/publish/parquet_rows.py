@@ -25,7 +25,7 @@ import numpy as np
 from atari_data import parquet
 from atari_data.errors import AtariDataError
 from atari_data.layout.png import decode_png
-from atari_data.publish.card import data_files, read_card
+from atari_data.publish.card import config_files, read_card, split_files
 from atari_data.schema import FRAME_FIELDS
 from atari_data.threads import frame_threads
 
@@ -35,15 +35,7 @@ CHUNK = 64
 
 def files(folder: Path, config: str, split: str) -> list[Path]:
     """The Parquet files the card of ``folder`` names for ``config`` and ``split``."""
-    card = read_card(folder)
-    conf = next((c for c in card.get("configs") or [] if c["config_name"] == config), None)
-    if conf is None:
-        names = ", ".join(c["config_name"] for c in card.get("configs") or [])
-        raise AtariDataError(f"{config!r} is not a config of this repository ({names})", file=str(folder))
-    splits = sorted({df["split"] for df in conf.get("data_files", [])})
-    if split not in splits:
-        raise AtariDataError(f"config {config!r} has no split {split!r} ({', '.join(splits)})", file=str(folder))
-    return data_files(folder, {"configs": [conf]}, split)[config]
+    return split_files(config_files(folder, read_card(folder), [config])[config], config, split, folder)
 
 
 def rows(folder: str | Path, config: str, split: str = "train", threads: int | None = None) -> Iterator[dict]:
