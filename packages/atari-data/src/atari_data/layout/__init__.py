@@ -76,10 +76,14 @@ class GameDir:
 
 def safe_join(base: Path, rel: str, field: str = "image") -> Path:
     """``base / rel``, refusing paths that would leave ``base``."""
-    p = Path(rel)
-    if p.is_absolute() or ".." in p.parts:
-        raise AtariDataError(f"path {rel!r} leaves its folder", file=str(base), field=field)
-    return base / p
+    return Path(join_inside(str(base), rel, field))
+
+
+def join_inside(base: str, rel: str, field: str = "image") -> str:
+    """:func:`safe_join` on strings (no Path objects: pack joins two a record)."""
+    if rel.startswith("/") or ".." in rel.split("/"):
+        raise AtariDataError(f"path {rel!r} leaves its folder", file=base, field=field)
+    return f"{base}/{rel}"
 
 
 def list_games(root: str | os.PathLike, sources=None, games=None, ready_only: bool = True) -> list[GameDir]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import FileLock, GameDir, list_games, safe_join, swap_into_place
+from atari_data.layout import FileLock, GameDir, join_inside, list_games, swap_into_place
 from atari_data.layout.png import LEVELS, formats_of, is_intact, recompress
 from atari_data.layout.records import image_name
 from atari_data.limits import read_bytes
@@ -136,11 +136,12 @@ def _checked_rows(games: list[GameDir], split: str) -> Iterator[tuple[dict, byte
         m = FRAME_FORMAT_RE.match(g.meta()["frame_format"])
         assert m is not None  # validated before packing
         size = (int(m[3]), int(m[2]))
+        base = str(g.path)
         last: dict[tuple[str, bytes], bytes] = {}  # a previous frame is, as a rule, the last record's frame
         for rec in g.records(split):
-            prev = _intact(g, rec["prev_image"], size, last) if "prev_image" in rec else None
-            image = _intact(g, rec["image"], size, last)
-            side = {repo.frame_ext(path, name): _intact(g, path, None) for name, path in side_paths(rec).items()}
+            prev = _intact(base, rec["prev_image"], size, last) if "prev_image" in rec else None
+            image = _intact(base, rec["image"], size, last)
+            side = {repo.frame_ext(path, name): _intact(base, path, None) for name, path in side_paths(rec).items()}
             yield rec, image, prev, side
 
 
@@ -158,22 +159,23 @@ def _recompressed(chunk: list[tuple[dict, bytes, bytes | None, dict[str, bytes]]
     return out
 
 
-def _intact(g: GameDir, rel: str, size: tuple[int, int] | None, last: dict | None = None) -> bytes:
+def _intact(base: str, rel: str, size: tuple[int, int] | None, last: dict | None = None) -> bytes:
     """A frame's bytes, refused when damaged or not as its name says (:func:`is_intact`: a PNG checked
     whole in one inflate, a JPEG's markers and header, the format its suffix names, its size the
     game's frame format). ``last`` keeps the latest file's bytes, so the same frame stored twice (a
     record's frame, the next one's previous frame) is checked once and comes back as the same
     object (which tells :func:`_recompressed` to re-compress it once)."""
-    path = safe_join(g.path, rel)
+    path = join_inside(base, rel)
     data = read_bytes(path, "frame", "image")
-    key = (path.suffix, data)
+    formats = formats_of(rel)
+    key = (formats, data)
     if last is not None and key in last:  # the same bytes under the same kind of name
         return last[key]
-    if not is_intact(data, size, formats_of(path.name)):  # only the format its name says
+    if not is_intact(data, size, formats):  # only the format its name says
         raise AtariDataError(
             f"is not an intact {'frame' if size is None else f'{size[1]}x{size[0]} frame'} "
             "(run `atari-data validate --images`)",
-            file=str(path),
+            file=path,
             field="image",
         )
     if last is not None:
@@ -278,7 +280,7 @@ class _TarShards:
         for name in JSON_TEXT & body.keys():  # mappings as text, as in Parquet: keys never vary
             body[name] = encode_json(body[name])
         members = {
-            repo.RECORD_EXT: json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+            repo.RECORD_EXT: encode_json(body).encode(),
             repo.frame_ext(rec["image"]): image,
             **side,
         }

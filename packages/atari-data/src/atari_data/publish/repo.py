@@ -121,7 +121,9 @@ def member_role(ext: str) -> str | None:
 
 def frame_ext(path: str, role: str | None = None) -> str:
     """The member extension of a frame stored at ``path``: ``png``, ``prev.png``, ``mask.png``..."""
-    suffix = Path(path).suffix.lstrip(".")
+    name = path.rpartition("/")[2]
+    i = name.rfind(".")
+    suffix = name[i + 1 :] if 0 < i < len(name) - 1 else ""  # Path(path).suffix, without a Path a frame
     return f"{role}.{suffix}" if role else suffix
 
 

@@ -242,6 +242,11 @@ def check_structure(value, obj: Object = RECORD) -> list[Defect]:
     return out
 
 
+# one encoder for every call: json.dumps with options builds a new one each time (pack encodes
+# several texts a record)
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+
 def encode_json(value) -> str:
     """Canonical JSON text, as stored for free-keyed mappings in shards and HF rows."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    return _COMPACT.encode(value)
