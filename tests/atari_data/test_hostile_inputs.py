@@ -488,14 +488,14 @@ def test_doctor_refuses_a_hostile_card_on_one_line(packed_master, tmp_path, case
     assert code == 2
 
 
-def dictionary_bomb(repo: Path, rows: int = 400, size: int = 256 << 10) -> Path:
-    """Pong's train Parquet of a pack rewritten as ``rows`` rows whose frames are one random value,
-    stored once in the dictionary page: the file holds ``size`` bytes of it, a reader that expands
-    the dictionary ``rows`` times that."""
+def dictionary_bomb(repo: Path, rows: int = 400, size: int = 256 << 10, source: str = "*") -> Path:
+    """Pong's train Parquet of a pack (of ``source``) rewritten as ``rows`` rows whose frames are one
+    random value, stored once in the dictionary page: the file holds ``size`` bytes of it, a reader
+    that expands the dictionary ``rows`` times that."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    shard = next((repo / "data").glob("*/Pong/train-*.parquet"))
+    shard = next((repo / "data").glob(f"{source}/Pong/train-*.parquet"))
     table = pq.read_table(shard)
     table = table.take([i % table.num_rows for i in range(rows)])
     value = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8).tobytes()

@@ -352,6 +352,36 @@ def test_train_refuses_a_packed_parquet_dictionary_bomb_before_datasets_expands_
     assert code == 2 and shard.name in err and "inflates" in err, err
 
 
+def test_train_checks_and_reads_only_the_configs_it_trains_on(data, tmp_path):
+    """A packed folder with a second source whose shard is a dictionary bomb: train on the first
+    source reads and checks that source's files alone (one game of a 57-game folder costs that
+    game's files), and refuses the bomb once it is asked for."""
+    from atari_data.publish.pack import PackConfig, pack
+
+    from ..atari_data.test_hostile_inputs import dictionary_bomb
+
+    packed = tmp_path / "packed"
+    pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
+    source = next((packed / "data").iterdir()).name
+    shutil.copytree(packed / "data" / source, packed / "data" / "other")
+    shard = dictionary_bomb(packed, source="other")
+    card = (packed / "README.md").read_text()
+    other = (
+        "- config_name: other\n  data_files:\n  - split: train\n    path: data/other/*/train-*.parquet\n"
+        "  - split: validation\n    path: data/other/*/validation-*.parquet\n"
+    )
+    (packed / "README.md").write_text(card.replace("dataset_info:\n", other + "dataset_info:\n", 1))
+    out = tmp_path / "run"
+    assert main(["train", "--data", str(packed), "--sources", source, "--out", str(out), *TRAIN]) == 0
+    code, err = check_promises(
+        main,
+        ["train", "--data", packed, "--sources", "other", "--out", tmp_path / "run2", *TRAIN],
+        sandbox=tmp_path,
+        target=tmp_path / "run2",
+    )
+    assert code == 2 and shard.name in err and "inflates" in err, err
+
+
 @pytest.mark.parametrize(
     "edit",
     [

@@ -121,13 +121,11 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
     hf_split = HUB_SPLITS[split]
     out = []
     hub_id = None if Path(data).is_dir() else data
-    # The card and files were written by someone: checked, and exactly the files checked are read. A
-    # folder is checked whole; a Hub id's card is fetched alone, then only the configs chosen from it.
-    if hub_id is None:
-        checked = check_files(Path(data))
-        configs = list(checked)
-    else:
-        configs = [c["config_name"] for c in read_card(resolve_repo(hub_id, configs=[])).get("configs") or []]
+    # The card and files were written by someone: checked, and exactly the files checked are read: the
+    # card first (a Hub id's fetched alone), then only the configs chosen from it, so one game of a
+    # 57-game folder costs that game's files.
+    card = read_card(Path(data) if hub_id is None else resolve_repo(hub_id, configs=[]))
+    configs = [c["config_name"] for c in card.get("configs") or []]
     # A source's own config, or with games named, only those games' configs (only their files are read).
     pairs = {split_config(c): c for c in configs}  # (source, game or None) -> config name
     wanted = []
@@ -139,7 +137,7 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
             wanted.append(name)
     if hub_id is not None:  # into the snapshot folder of its revision (or found there, offline)
         data = str(resolve_repo(hub_id, tars=False, configs=wanted))
-        checked = check_files(Path(data), wanted)
+    checked = check_files(Path(data), wanted)
     questions: dict = {}  # (game, actions) -> the questions its platforms ask
     for name in wanted:
         if hf_split not in checked[name]:  # e.g. a game without validation rows
