@@ -136,7 +136,10 @@ def resolve_repo(target: str, tars: bool = True, configs: list[str] | None = Non
 
     patterns = None
     if configs is not None:
-        card = read_card(_snapshot(snapshot_download, target, [repo_mod.CARD]))
+        first = _snapshot(snapshot_download, target, [repo_mod.CARD])
+        if not configs:  # the card alone
+            return first
+        card = read_card(first)
         known = {c["config_name"]: c for c in card.get("configs") or []}  # an unknown one: check_files says so
         patterns = [
             repo_mod.CARD,
