@@ -121,6 +121,39 @@ def test_a_jsonl_line_over_the_record_limit_is_refused_before_it_is_parsed(layou
         assert code == 2 and "train.jsonl:3" in out + err and "over the record limit" in out + err, out + err
 
 
+@pytest.mark.parametrize(
+    "key, setup",
+    [
+        ("mask", None),  # named, never written
+        ("m\x00", None),  # a NUL in the name: os.open raises ValueError
+        ("mask", lambda image: image.mkdir()),  # a folder where the image should be
+        ("q/", lambda image: image.parent.mkdir()),  # images/<id>_q/.png, its folder there
+        ("mask", lambda image: image.write_bytes(b"not a png")),
+    ],
+    ids=["missing", "nul", "folder", "slash", "broken"],
+)
+def test_a_side_image_the_provenance_names_is_checked_by_validate_and_pack(layout_master, tmp_path, key, setup):
+    """A record's provenance naming a side image (``images/<id>_<name>.png``, as importers write
+    masks) that is missing, not a file or broken: validate says so on its line, and pack refuses on
+    one line (before, a FileNotFoundError traceback from pack, and validate passed)."""
+    root = tmp_path / "root"
+    shutil.copytree(layout_master, root)
+    game = root / "expert2f/Breakout"
+    lines = (game / "train.jsonl").read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec.setdefault("provenance", {})[key] = f"images/{rec['id']}_{key}.png"
+    lines[1] = json.dumps(rec)
+    (game / "train.jsonl").write_text("\n".join(lines) + "\n")
+    if setup:
+        setup(game / rec["provenance"][key])
+    code, err = check_promises(main, ["validate", root, "--images"], sandbox=tmp_path, target=None, report=True)
+    assert code == 2, err
+    out = tmp_path / "packed"
+    code, err = check_promises(main, ["pack", root, out], sandbox=tmp_path, target=out)
+    assert code == 2 and ("train.jsonl" in err or f"{rec['id']}_" in err), err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("which", ["expert2f/Breakout/meta.json", "expert2f/Breakout/train.jsonl", "png"])
 def test_a_fifo_in_a_layout_is_one_line_not_a_wait(layout_master, tmp_path, which):
     """read_bytes opened the file before asking what it was: open() on a FIFO waits for a writer."""
@@ -793,3 +826,23 @@ def test_the_torch_dataset_reads_only_the_files_it_checked(packed_master, tmp_pa
         assert "\n" not in str(e)
         return
     assert len(rows) > 0 and all(rows[i]["image"].shape == (210, 160, 3) for i in range(len(rows)))
+
+
+def test_a_checked_file_named_like_a_glob_is_refused(packed_master, tmp_path):
+    """A card pattern ``t[*].parquet`` matches a file literally named ``t*.parquet``, which is
+    checked; datasets, handed that name, globs it again and would read ``tbomb.parquet`` too (a
+    reviewer's 440 rows, a dictionary bomb expanded). Files named with glob characters are refused."""
+    from atari_data.errors import AtariDataError
+    from atari_data.torch import AtariDataset
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    shard = next((repo / "data").glob("*/Pong/train-*.parquet"))
+    shutil.copy(shard, shard.with_name("t*.parquet"))  # the intact rows, under a glob's name
+    bomb = dictionary_bomb(repo)
+    bomb.rename(bomb.with_name("tbomb.parquet"))
+    source = bomb.parent.parent.name
+    _card(repo, lambda t: re.sub(r"path: (data/\S+/)train-\*\.parquet", r"path: \1t[*].parquet", t))
+    with pytest.raises(AtariDataError, match=r"t\*\.parquet.*glob") as e:
+        AtariDataset(repo, f"{source}-Pong")
+    assert "\n" not in str(e.value)

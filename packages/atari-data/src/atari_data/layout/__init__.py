@@ -83,7 +83,7 @@ def join_inside(base: str, rel: str, field: str = "image") -> str:
     """:func:`safe_join` on strings (no Path objects: pack joins two a record)."""
     if rel.startswith("/") or ".." in rel.split("/"):
         raise AtariDataError(f"path {rel!r} leaves its folder", file=base, field=field)
-    return f"{base}/{rel}"
+    return os.path.join(base, rel)  # "" stays relative, "/" gives no "//"
 
 
 def list_games(root: str | os.PathLike, sources=None, games=None, ready_only: bool = True) -> list[GameDir]:

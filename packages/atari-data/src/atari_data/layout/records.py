@@ -23,6 +23,21 @@ def image_name(rid: str, suffix: str = ".png", beside: str = "") -> str:
     return f"images/{rid}{'_' + beside if beside else ''}{suffix}"
 
 
+def side_paths(rec: dict) -> dict[str, str]:
+    """The side images a record's provenance references (name -> layout path), as the writer names
+    them: ``images/<id>_<name>.png`` (or ``.jpg``) under the provenance key ``<name>``."""
+    out = {}
+    provenance = rec.get("provenance")
+    for name, value in provenance.items() if isinstance(provenance, dict) else ():
+        if (
+            isinstance(value, str)
+            and value.startswith("images/")
+            and value in (image_name(rec["id"], ext, name) for ext in IMAGE_SUFFIXES)
+        ):
+            out[name] = value
+    return out
+
+
 @dataclass
 class GameRules:
     """What every record of one (source, game) folder must satisfy."""

@@ -16,8 +16,8 @@ import orjson
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import META, READY, GameDir, list_games, swap_into_place, write_atomic
-from atari_data.layout.png import formats_of, frame_mode_size, pillow_frame
-from atari_data.layout.records import GameRules
+from atari_data.layout.png import formats_of, frame_mode_size, is_intact, pillow_frame
+from atari_data.layout.records import GameRules, side_paths
 from atari_data.limits import check as check_size
 from atari_data.limits import limit, read_bytes
 from atari_data.schema import META as META_SCHEMA
@@ -180,6 +180,9 @@ class _GameCheck:
             label = rec.get("label")
             if type(label) is int and 0 <= label < len(label_counts):
                 label_counts[label] += 1
+            side = side_paths(rec)
+            if side:
+                self._side_images(side, path, n, present)
             image, prev = rec["image"], rec.get("prev_image")
             if (
                 images
@@ -209,6 +212,22 @@ class _GameCheck:
                     "differs from image on the episode's first step (expected a copy of the current frame)",
                     n,
                 )
+
+    def _side_images(self, side: dict[str, str], path: Path, n: int, present: set) -> None:
+        """Images the provenance names beside the frame (pack carries them): present, and with
+        ``--images`` whole images of the format their names say (any size)."""
+        for name, rel in side.items():
+            fld = f"provenance.{name!r}"
+            if rel not in present:
+                self.defect(path, fld, f"{rel!r} does not exist", n)
+            elif self.images:
+                try:
+                    ok = is_intact(read_bytes(self.g.path / rel, "frame", fld), None, formats_of(rel))
+                except AtariDataError as e:
+                    self.defect(path, fld, f"{rel!r} {e.message}", n)
+                    continue
+                if not ok:
+                    self.defect(path, fld, f"{rel!r} is not an intact image", n)
 
     def _decode(self, file: Path, path: Path, n: int, fld: str, size) -> None:
         mode, wh = size

@@ -116,13 +116,34 @@ def read_card(folder: Path) -> dict:
 
 def data_files(folder: Path, card: dict, split: str | None = None) -> dict[str, list[Path]]:
     """Per config of a card (as :func:`read_card` returned it), the files its data_files globs match
-    (of ``split`` only, when given)."""
+    (of ``split`` only, when given). A file named with a glob's characters is refused: ``datasets``,
+    handed its name, would glob it again and read files that were never checked."""
     return {
         c["config_name"]: sorted(
-            {p for df in c.get("data_files", []) if split in (None, df["split"]) for p in folder.glob(df["path"])}
+            {
+                _plain(folder, p)
+                for df in c.get("data_files", [])
+                if split in (None, df["split"])
+                for p in folder.glob(df["path"])
+            }
         )
         for c in card.get("configs") or []
     }
+
+
+_GLOB_CHARS = re.compile(r"[*?\[\]{}\\]")
+
+
+def _plain(folder: Path, path: Path) -> Path:
+    rel = str(path.relative_to(folder))
+    if _GLOB_CHARS.search(rel):
+        raise AtariDataError(
+            f"names {rel!r}, a file whose name holds a glob's characters (*?[]{{}}\\), which a reader "
+            "would match again as a pattern",
+            file=str(folder),
+            field="data_files",
+        )
+    return path
 
 
 _checked: dict[tuple, int] = {}  # (path, size, mtime) -> rows, of the Parquet files that passed, in this process

@@ -30,14 +30,13 @@ from typing import Any
 from atari_data.errors import AtariDataError
 from atari_data.layout import FileLock, GameDir, join_inside, list_games, swap_into_place
 from atari_data.layout.png import LEVELS, formats_of, is_intact, recompress
-from atari_data.layout.records import image_name
+from atari_data.layout.records import side_paths
 from atari_data.limits import read_bytes
 from atari_data.publish import repo
 from atari_data.publish.tar import TarWriter
 from atari_data.schema import (
     FRAME_FIELDS,
     FRAME_FORMAT_RE,
-    IMAGE_SUFFIXES,
     JSON_TEXT,
     SCHEMA_VERSION,
     encode_json,
@@ -87,16 +86,6 @@ class PackConfig:
     png_level: int | None = 9
     threads: int | None = None  # re-compressing threads; None: one a core (atari_data.threads)
     summary: dict = field(default_factory=dict, init=False)
-
-
-def side_paths(rec: dict) -> dict[str, str]:
-    """The side images a record's provenance references (name -> layout path), as the writer names
-    them: ``images/<id>_<name>.png`` (or ``.jpg``) under the provenance key ``<name>``."""
-    out = {}
-    for name, value in (rec.get("provenance") or {}).items():
-        if isinstance(value, str) and value in (image_name(rec["id"], ext, name) for ext in IMAGE_SUFFIXES):
-            out[name] = value
-    return out
 
 
 def layout_rows(
@@ -166,7 +155,12 @@ def _intact(base: str, rel: str, size: tuple[int, int] | None, last: dict | None
     record's frame, the next one's previous frame) is checked once and comes back as the same
     object (which tells :func:`_recompressed` to re-compress it once)."""
     path = join_inside(base, rel)
-    data = read_bytes(path, "frame", "image")
+    try:
+        data = read_bytes(path, "frame", "image")
+    except FileNotFoundError:
+        raise AtariDataError("is missing", file=path, field="image") from None
+    except (OSError, ValueError) as e:  # a folder in its place, a NUL in its name
+        raise AtariDataError(f"cannot be read ({e})", file=path, field="image") from None
     formats = formats_of(rel)
     key = (formats, data)
     if last is not None and key in last:  # the same bytes under the same kind of name
