@@ -79,9 +79,15 @@ def safe_join(base: Path, rel: str, field: str = "image") -> Path:
     return Path(join_inside(str(base), rel, field))
 
 
+def leaves_folder(rel: str) -> bool:
+    """Whether a relative path (a record's image, a card's pattern, a tar member's name) could
+    name something outside its folder: absolute, or with a ``..`` part."""
+    return rel.startswith("/") or ".." in rel.split("/")
+
+
 def join_inside(base: str, rel: str, field: str = "image") -> str:
     """:func:`safe_join` on strings (no Path objects: pack joins two a record)."""
-    if rel.startswith("/") or ".." in rel.split("/"):
+    if leaves_folder(rel):
         raise AtariDataError(f"path {rel!r} leaves its folder", file=base, field=field)
     return os.path.join(base, rel)  # "" stays relative, "/" gives no "//"
 

@@ -13,6 +13,7 @@ import yaml
 
 from atari_data import limits, parquet
 from atari_data.errors import AtariDataError
+from atari_data.layout import leaves_folder
 from atari_data.publish import repo
 from atari_data.schema import RECORD, SCHEMA_VERSION, hf_features, markdown_table
 from laya_protocol.names import score_key, scores_key
@@ -86,10 +87,7 @@ def read_card(folder: Path) -> dict:
                     "is an empty data_files path", file=str(path), field=f"configs.{name}.{f['split']}"
                 )
             if (
-                f["path"].startswith("/")
-                or ".." in Path(f["path"]).parts
-                or any(x in f["path"] for x in ("\\", "://", "::"))
-                or f["path"].endswith("/")
+                leaves_folder(f["path"]) or any(x in f["path"] for x in ("\\", "://", "::")) or f["path"].endswith("/")
             ):  # a URL, a chained path or a folder: datasets would read what a glob here does not name
                 raise AtariDataError(
                     f"{f['path']!r} leaves the repository (data_files are relative globs of files inside it)",

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from atari_data import limits, parquet
 from atari_data.errors import AtariDataError
-from atari_data.layout import read_json
+from atari_data.layout import leaves_folder, read_json
 from atari_data.layout.png import decode_png, formats_of, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import REPEATED, repeated_key
@@ -272,7 +272,7 @@ class Doctor:
                         if m.size > limits.limit("member"):
                             self.defect(t, m.name, f"declares {m.size:,} bytes, over the member limit")
                             continue
-                        if not m.isfile() or m.name.startswith("/") or ".." in m.name.split("/") or "/" in m.name:
+                        if not m.isfile() or leaves_folder(m.name) or "/" in m.name:
                             self.defect(t, m.name, "is not a plain file at the top of the shard (path traversal?)")
                             continue
                         key, ext = repo.split_member(m.name)
