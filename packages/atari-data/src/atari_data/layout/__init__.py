@@ -117,23 +117,25 @@ def read_jsonl(path: Path, field: str = "(record)") -> Iterator[tuple[int, Any]]
     from atari_data.limits import check, limit
 
     cap = limit("record")
-    for n, line in enumerate(_read(path).split(b"\n"), 1):
+    for n, line in enumerate(read_file(path).split(b"\n"), 1):
         if len(line) > cap:  # checked before it is parsed, into up to 30 times its size
             check("record", len(line), file=str(path), line=n, field=field)
         if line.strip():
             yield n, parse_json_line(line, str(path), n, field)
 
 
-def _read(path: Path) -> bytes:
-    """A whole text file within the file limit; missing or unreadable is one AtariDataError."""
+def read_file(path: Path | str, kind: str = "file", field: str = "(file)") -> bytes:
+    """A whole file within the limit of ``kind``; missing or unreadable (a folder in its place, a NUL
+    in its name) is one AtariDataError."""
     from atari_data.limits import read_bytes
 
     try:
-        return read_bytes(path)
+        return read_bytes(path, kind, field)
     except FileNotFoundError:
-        raise AtariDataError("is missing", file=str(path), field="(file)") from None
-    except OSError as e:
-        raise AtariDataError(f"cannot be read ({e.strerror or e})", file=str(path), field="(file)") from None
+        raise AtariDataError("is missing", file=str(path), field=field) from None
+    except (OSError, ValueError) as e:
+        why = getattr(e, "strerror", None) or e
+        raise AtariDataError(f"cannot be read ({why})", file=str(path), field=field) from None
 
 
 def parse_json_line(line: bytes, file: str, n: int | None, field: str):
@@ -156,7 +158,7 @@ def parse_json_line(line: bytes, file: str, n: int | None, field: str):
 def read_json(path: Path) -> dict:
     """A JSON object from ``path``; anything else (missing, too big, not UTF-8, not JSON, nested past
     Python's recursion limit, a number past its digit limit, not an object) is one AtariDataError."""
-    value = parse_json_line(_read(path), str(path), None, "(file)")
+    value = parse_json_line(read_file(path), str(path), None, "(file)")
     if not isinstance(value, dict):
         raise AtariDataError(f"holds a JSON {type(value).__name__}, expected an object", file=str(path), field="(file)")
     return value

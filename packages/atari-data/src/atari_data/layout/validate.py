@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import META, READY, GameDir, list_games, swap_into_place, write_atomic
+from atari_data.layout import META, READY, GameDir, list_games, read_file, swap_into_place, write_atomic
 from atari_data.layout.png import formats_of, frame_mode_size, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, side_paths
 from atari_data.limits import check as check_size
@@ -222,7 +222,7 @@ class _GameCheck:
                 self.defect(path, fld, f"{rel!r} does not exist", n)
             elif self.images:
                 try:
-                    ok = is_intact(read_bytes(self.g.path / rel, "frame", fld), None, formats_of(rel))
+                    ok = is_intact(read_file(self.g.path / rel, "frame", fld), None, formats_of(rel))
                 except AtariDataError as e:
                     self.defect(path, fld, f"{rel!r} {e.message}", n)
                     continue

@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import FileLock, GameDir, join_inside, list_games, swap_into_place
+from atari_data.layout import FileLock, GameDir, join_inside, list_games, read_file, swap_into_place
 from atari_data.layout.png import LEVELS, formats_of, is_intact, recompress
 from atari_data.layout.records import side_paths
-from atari_data.limits import read_bytes
 from atari_data.publish import repo
 from atari_data.publish.tar import TarWriter
 from atari_data.schema import (
@@ -155,12 +154,7 @@ def _intact(base: str, rel: str, size: tuple[int, int] | None, last: dict | None
     record's frame, the next one's previous frame) is checked once and comes back as the same
     object (which tells :func:`_recompressed` to re-compress it once)."""
     path = join_inside(base, rel)
-    try:
-        data = read_bytes(path, "frame", "image")
-    except FileNotFoundError:
-        raise AtariDataError("is missing", file=path, field="image") from None
-    except (OSError, ValueError) as e:  # a folder in its place, a NUL in its name
-        raise AtariDataError(f"cannot be read ({e})", file=path, field="image") from None
+    data = read_file(path, "frame", "image")
     formats = formats_of(rel)
     key = (formats, data)
     if last is not None and key in last:  # the same bytes under the same kind of name
