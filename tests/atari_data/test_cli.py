@@ -84,6 +84,16 @@ def test_games_and_schema(capsys):
     assert "schema_version" in json.loads(capsys.readouterr().out)["properties"]
 
 
+def test_games_lists_only_the_games_asked_for_and_an_unknown_one_is_one_line(capsys):
+    assert main(["games", "--games", "pong,BREAKOUT"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["Pong", "Breakout"], "the asked order, canonical names"
+    assert lines[1].split()[1:] == ["NOOP", "FIRE", "RIGHT", "LEFT"]
+    assert main(["games", "--games", "Pong,Pongg"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "'Pongg'" in err and "Pong" in err
+
+
 def test_core_package_imports_without_torch_or_ray():
     code = (
         "import sys, atari_data.cli, atari_data.produce.generate, atari_data.produce.dagger, "

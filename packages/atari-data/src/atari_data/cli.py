@@ -237,7 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--json", action="store_true", help="print the verdict, row counts and defects as JSON")
     dr.add_argument("--tars", action="store_true", help="for a Hub id: download and check the WebDataset shards too")
 
-    sub.add_parser("games", help="list the ALE v5 games and their minimal action sets")
+    ga = sub.add_parser(
+        "games",
+        help="list the ALE v5 games and their minimal action sets",
+        description="Print each game's ALE v5 name and its minimal action set in ALE's order. Listing "
+        "every game loads every ROM (about 0.2 s each); --games lists only those.",
+    )
+    ga.add_argument("--games", "--game", dest="games", type=csv, help="only these games (comma-separated)")
 
     sc = sub.add_parser("schema", help="print the frozen schema (JSON Schema or the docs table)")
     sc.add_argument("--of", choices=("record", "meta"), default="record", help="(default %(default)s)")
@@ -516,9 +522,10 @@ def cmd_rebuild(a) -> int:
 
 
 def cmd_games(a) -> int:
+    from atari_data.play.actions import resolve_game
     from laya_protocol.games import all_games, minimal_actions
 
-    for game in all_games():
+    for game in [resolve_game(g) for g in a.games] if a.games else all_games():  # every name checked first
         print(f"{game:<20} {' '.join(minimal_actions(game))}")
     return 0
 
