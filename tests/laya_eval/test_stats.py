@@ -134,3 +134,49 @@ def test_probability_of_improvement_takes_memory_in_proportion_to_the_episodes()
     wins = sum(int((y < a).sum()) + 0.5 * int((y == a).sum()) for a in x[:500])  # the definition, on a slice
     assert probability_of_improvement([x[:500]], [y]) == pytest.approx(wins / (500 * len(y)), abs=1e-12)
     assert 0.45 < p < 0.55
+
+
+def test_every_statistic_takes_resamples_stacked_on_a_leading_axis():
+    """The bootstrap hands a statistic every resample at once: each game an array [resamples, episodes]
+    (games of different lengths, ties, one episode); row k of the answer is the statistic of row k."""
+    from laya_eval.stats import mean_of_means
+
+    rng = np.random.default_rng(3)
+    x = [rng.integers(0, 4, (7, n)).astype(float) for n in (1, 5, 12)]
+    y = [rng.normal(size=(7, n)) for n in (3, 5, 2)]
+    for stat in (iqm, mean, mean_of_means, median_of_means, optimality_gap):
+        got = stat(x)
+        assert np.shape(got) == (7,), stat.__name__
+        assert np.allclose(got, [stat([g[k] for g in x]) for k in range(7)], rtol=0, atol=1e-12), stat.__name__
+    got = probability_of_improvement(x, y)
+    assert np.allclose(got, [probability_of_improvement([g[k] for g in x], [g[k] for g in y]) for k in range(7)])
+
+
+def test_the_bootstrap_asks_for_the_statistic_once_per_block_of_resamples_not_per_resample():
+    """A 57-game run summarised after every game spent 526 s calling the statistics 2,000 times each."""
+    calls = []
+
+    def counted(scores):
+        calls.append(1)
+        return mean(scores)
+
+    games = [RNG.normal(0.5, 0.3, 10) for _ in range(57)]
+    lo, hi = stratified_bootstrap_ci(counted, games)
+    assert lo < mean(games) < hi and len(calls) <= 4, len(calls)
+
+
+@pytest.mark.parametrize("lengths", [(6, 6, 6), (6, 3, 9)], ids=["equal-episodes", "unequal-episodes"])
+def test_the_task_bootstrap_draws_games_then_episodes_in_both_of_its_ways(lengths):
+    """Games of equal episode counts are resampled a block at a time, others one resample at a time;
+    both pair the groups' games and give the interval the draws imply."""
+    from laya_eval.stats import mean_of_means, task_bootstrap_ci
+
+    games = [np.full(n, float(i)) for i, n in enumerate(lengths)]  # no episode noise: game means 0, 1, 2
+    lo, hi = task_bootstrap_ci(mean_of_means, games, reps=4000)
+    assert (lo, hi) == (0.0, 2.0), "the same game drawn three times, 1 in 27 each way: beyond the 2.5% tails"
+    same = task_bootstrap_ci(lambda x, y: np.asarray(mean_of_means(x)) - mean_of_means(y), games, games)
+    assert same == (0.0, 0.0), "the same games drawn for both groups"
+    noisy = [RNG.normal(0.5, 0.3, n) for n in lengths]
+    assert task_bootstrap_ci(mean_of_means, noisy, seed=2) == task_bootstrap_ci(mean_of_means, noisy, seed=2)
+    lo, hi = task_bootstrap_ci(mean_of_means, noisy, seed=2)
+    assert lo < mean_of_means(noisy) < hi

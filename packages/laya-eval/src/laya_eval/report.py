@@ -18,7 +18,7 @@ import numpy as np
 
 from laya_eval.errors import EvalError
 from laya_eval.jsonfile import replace_file
-from laya_eval.stats import bootstrap_ci, performance_profile
+from laya_eval.stats import bootstrap_ci, mean_of_means, performance_profile
 
 AGGREGATES = (
     ("median", "median normalised"),
@@ -156,9 +156,7 @@ def _per_game(plt, runs: list[dict]):
         xs = [i + (k - (len(runs) - 1) / 2) * width for i, game in enumerate(games) if game in by]
         gs = [by[game] for game in games if game in by]
         means = np.array([g["normalised"] for g in gs])
-        cis = np.array([bootstrap_ci(lambda s: float(np.mean(s[0])), [g["normalised_scores"]]) for g in gs]).reshape(
-            -1, 2
-        )
+        cis = np.array([bootstrap_ci(mean_of_means, [g["normalised_scores"]]) for g in gs]).reshape(-1, 2)
         err = np.abs(cis.T - means)
         bars = ax.bar(xs, means, width, color=colours[k % 10], edgecolor=colours[k % 10], yerr=err, capsize=3)
         for bar, g in zip(bars, gs, strict=True):

@@ -15,27 +15,46 @@ import numpy as np
 
 Scores = Sequence[np.ndarray]  # one 1-D array of episode scores per game
 
+# Every statistic also takes a block of bootstrap resamples at once: each game's array then has a
+# leading axis of resamples ([resamples, episodes]) and the answer is one value per resample. Scoring
+# 2,000 resamples one call at a time cost 15 s per summary of 57 games, and a run summarises after
+# every game.
 
-def iqm(scores: Scores) -> float:
+
+def _pooled(scores: Scores) -> np.ndarray:
+    """Every game's scores side by side on the last axis."""
+    return np.concatenate([np.asarray(s, float) for s in scores], axis=-1)
+
+
+def _game_means(scores: Scores) -> np.ndarray:
+    return np.stack([np.asarray(s, float).mean(-1) for s in scores], axis=-1)
+
+
+def _value(x):
+    """A float for one sample of scores, an array for a block of resamples."""
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def iqm(scores: Scores):
     """Interquartile mean of all pooled scores: the mean of the middle 50% (25% trimmed each side)."""
-    x = np.sort(np.concatenate([np.asarray(s, float) for s in scores]))
-    cut = int(np.floor(0.25 * len(x)))  # as scipy.stats.trim_mean(x, 0.25)
-    return float(x[cut : len(x) - cut].mean())
+    x = np.sort(_pooled(scores), axis=-1)
+    n = x.shape[-1]
+    cut = int(np.floor(0.25 * n))  # as scipy.stats.trim_mean(x, 0.25)
+    return _value(x[..., cut : n - cut].mean(-1))
 
 
-def mean(scores: Scores) -> float:
-    return float(np.concatenate([np.asarray(s, float) for s in scores]).mean())
+def mean(scores: Scores):
+    return _value(_pooled(scores).mean(-1))
 
 
-def median_of_means(scores: Scores) -> float:
+def median_of_means(scores: Scores):
     """Median over games of each game's mean score."""
-    return float(np.median([np.mean(s) for s in scores]))
+    return _value(np.median(_game_means(scores), axis=-1))
 
 
-def optimality_gap(scores: Scores, gamma: float = 1.0) -> float:
+def optimality_gap(scores: Scores, gamma: float = 1.0):
     """How far below ``gamma`` (the expert) the pooled scores fall, on average; above counts as 0."""
-    x = np.concatenate([np.asarray(s, float) for s in scores])
-    return float(np.mean(np.maximum(gamma - x, 0.0)))
+    return _value(np.maximum(gamma - _pooled(scores), 0.0).mean(-1))
 
 
 def performance_profile(scores: Scores, taus: np.ndarray) -> np.ndarray:
@@ -44,39 +63,73 @@ def performance_profile(scores: Scores, taus: np.ndarray) -> np.ndarray:
     return (x[None, :] > np.asarray(taus, float)[:, None]).mean(1)
 
 
-def probability_of_improvement(x: Scores, y: Scores) -> float:
+def probability_of_improvement(x: Scores, y: Scores):
     """P(X > Y) averaged over games: per game, the chance a random episode of X beats one of Y
     (ties count half), i.e. the Mann-Whitney U statistic over m*n."""
-    per_game = []
-    for a, b in zip(x, y, strict=True):
-        a, b = np.asarray(a, float), np.sort(np.asarray(b, float))
+    per_game = [_beats(np.asarray(a, float), np.asarray(b, float)) for a, b in zip(x, y, strict=True)]
+    return _value(np.mean(per_game, axis=0))
+
+
+#: Pairs compared at once when a block of resamples is compared pair by pair (2 MiB of booleans).
+PAIRS = 1 << 21
+
+
+def _beats(a: np.ndarray, b: np.ndarray):
+    """One game's P(a > b), ties at half; a row per resample when ``a`` and ``b`` have a leading axis."""
+    m, n = a.shape[-1], b.shape[-1]
+    if a.ndim == 1:
         # By ranks, not an m x n table (9.3 GiB at 100,000 episodes): Y below each a, and ties at half.
+        b = np.sort(b)
         below, up_to = np.searchsorted(b, a, "left"), np.searchsorted(b, a, "right")
-        per_game.append(float((below.sum() + up_to.sum()) / (2 * len(a) * len(b))))
-    return float(np.mean(per_game))
+        return float((below.sum() + up_to.sum()) / (2 * m * n))
+    if m * n > PAIRS:  # too many pairs for one resample's table: by ranks, a resample at a time
+        return np.array([_beats(ra, rb) for ra, rb in zip(a, b, strict=True)])
+    rows = max(1, PAIRS // (m * n))
+    out = np.empty(len(a))
+    for i in range(0, len(a), rows):
+        ra, rb = a[i : i + rows, :, None], b[i : i + rows, None, :]
+        out[i : i + rows] = ((ra > rb).sum((1, 2)) + 0.5 * (ra == rb).sum((1, 2))) / (m * n)
+    return out
 
 
 #: Bootstrap resamples and the interval's tail (95% intervals).
 REPS, ALPHA = 2000, 0.05
+#: Resampled scores held at once (32 MiB of float64): the resamples are drawn and scored in blocks
+#: that big, whatever the number of episodes.
+BLOCK = 1 << 22
 
 
 def stratified_bootstrap_ci(
     stat: Callable[..., float], *groups: Scores, reps: int = REPS, alpha: float = ALPHA, seed: int = 0
 ) -> tuple[float, float]:
-    """Percentile interval of ``stat(*groups)`` with episodes resampled within each game."""
+    """Percentile interval of ``stat(*groups)`` with episodes resampled within each game. ``stat`` is
+    handed a block of resamples at once (each game an array [resamples, episodes]) and must return one
+    value per resample, as every statistic of this module does."""
     rng = np.random.default_rng(seed)
     arrays = [[np.asarray(s, float) for s in g] for g in groups]
-    values = np.empty(reps)
-    for r in range(reps):
-        resampled = [[s[rng.integers(len(s), size=len(s))] for s in g] for g in arrays]
-        values[r] = stat(*resampled)
+    block = max(1, BLOCK // max(1, sum(len(s) for g in arrays for s in g)))
+    values = []
+    for start in range(0, reps, block):
+        k = min(block, reps - start)
+        drawn = [[s[rng.integers(len(s), size=(k, len(s)))] for s in g] for g in arrays]
+        values.append(_per_resample(stat(*drawn), k))
+    return _interval(np.concatenate(values), alpha)
+
+
+def _per_resample(value, k: int) -> np.ndarray:
+    if np.shape(value) != (k,):
+        raise ValueError(f"a bootstrap statistic must return one value per resample ({k}), got shape {np.shape(value)}")
+    return np.asarray(value, float)
+
+
+def _interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
     lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
 
 
-def mean_of_means(scores: Scores) -> float:
+def mean_of_means(scores: Scores):
     """Mean over games of each game's mean score (every game weighs the same)."""
-    return float(np.mean([np.mean(s) for s in scores]))
+    return _value(_game_means(scores).mean(-1))
 
 
 #: How intervals resample: ``episode`` within each game (stratified; the games are fixed), or
@@ -93,13 +146,24 @@ def task_bootstrap_ci(
     rng = np.random.default_rng(seed)
     arrays = [[np.asarray(s, float) for s in g] for g in groups]
     n = len(arrays[0])
-    values = np.empty(reps)
-    for r in range(reps):
+    if len({len(s) for g in arrays for s in g}) == 1:  # every game as many episodes: blocks of resamples
+        tables = [np.stack(g) for g in arrays]  # [games, episodes] per group
+        block = max(1, BLOCK // sum(t.size for t in tables))
+        values = []
+        for start in range(0, reps, block):
+            k = min(block, reps - start)
+            games = rng.integers(n, size=(k, n, 1))  # broadcasts against the episodes drawn: [k, n, episodes]
+            drawn = [
+                list(np.moveaxis(t[games, rng.integers(t.shape[1], size=(k, n, t.shape[1]))], 1, 0)) for t in tables
+            ]
+            values.append(_per_resample(stat(*drawn), k))
+        return _interval(np.concatenate(values), alpha)
+    values_one = np.empty(reps)
+    for r in range(reps):  # the drawn games differ in episodes from one resample to the next: one at a time
         games = rng.integers(n, size=n)
-        resampled = [[g[i][rng.integers(len(g[i]), size=len(g[i]))] for i in games] for g in arrays]
-        values[r] = stat(*resampled)
-    lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
+        resampled = [[g[i][rng.integers(len(g[i]), size=(1, len(g[i])))] for i in games] for g in arrays]
+        values_one[r] = _per_resample(stat(*resampled), 1)[0]
+    return _interval(values_one, alpha)
 
 
 def bootstrap_ci(stat: Callable[..., float], *groups: Scores, kind: str = "episode", seed: int = 0):
