@@ -94,9 +94,9 @@ def _beats(a: np.ndarray, b: np.ndarray):
 
 #: Bootstrap resamples and the interval's tail (95% intervals).
 REPS, ALPHA = 2000, 0.05
-#: Resampled scores held at once (32 MiB of float64): the resamples are drawn and scored in blocks
+#: Resampled scores held at once (8 MiB of float64): the resamples are drawn and scored in blocks
 #: that big, whatever the number of episodes.
-BLOCK = 1 << 22
+BLOCK = 1 << 20
 
 
 def stratified_bootstrap_ci(
