@@ -142,14 +142,17 @@ def test_every_statistic_takes_resamples_stacked_on_a_leading_axis():
     from laya_eval.stats import mean_of_means
 
     rng = np.random.default_rng(3)
-    x = [rng.integers(0, 4, (7, n)).astype(float) for n in (1, 5, 12)]
-    y = [rng.normal(size=(7, n)) for n in (3, 5, 2)]
+    lengths = [1, 5, 12, 2, 3, 7, 1, 4, 9, 6]  # ten games: sums over games must add in the 1-D order too
+    x = [rng.integers(0, 4, (7, n)).astype(float) for n in lengths]
+    y = [rng.normal(size=(7, n)) for n in lengths[::-1]]
     for stat in (iqm, mean, mean_of_means, median_of_means, optimality_gap):
         got = stat(x)
         assert np.shape(got) == (7,), stat.__name__
-        assert np.allclose(got, [stat([g[k] for g in x]) for k in range(7)], rtol=0, atol=1e-12), stat.__name__
-    got = probability_of_improvement(x, y)
-    assert np.allclose(got, [probability_of_improvement([g[k] for g in x], [g[k] for g in y]) for k in range(7)])
+        assert np.array_equal(got, [stat([g[k] for g in x]) for k in range(7)]), stat.__name__
+    big = ([np.tile(rng.normal(size=150), (7, 1))], [rng.normal(size=(7, 60))])  # 9,000 pairs: by ranks
+    for a, b in ((x, y), ([g * 0 for g in x], [g * 0 for g in x]), big):  # then all ties
+        got = probability_of_improvement(a, b)
+        assert np.array_equal(got, [probability_of_improvement([g[k] for g in a], [g[k] for g in b]) for k in range(7)])
 
 
 def test_the_bootstrap_asks_for_the_statistic_once_per_block_of_resamples_not_per_resample():

@@ -10,6 +10,7 @@ episode-to-episode noise of this set of games. The task bootstrap also resamples
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,12 +31,12 @@ def _game_means(scores: Scores) -> np.ndarray:
     return np.stack([np.asarray(s, float).mean(-1) for s in scores], axis=-1)
 
 
-def _value(x):
-    """A float for one sample of scores, an array for a block of resamples."""
+def _value(x) -> Any:
+    """A float for one sample of scores, an array for a block of resamples (so the statistics return Any)."""
     return float(x) if np.ndim(x) == 0 else x
 
 
-def iqm(scores: Scores):
+def iqm(scores: Scores) -> Any:
     """Interquartile mean of all pooled scores: the mean of the middle 50% (25% trimmed each side)."""
     x = np.sort(_pooled(scores), axis=-1)
     n = x.shape[-1]
@@ -43,16 +44,16 @@ def iqm(scores: Scores):
     return _value(x[..., cut : n - cut].mean(-1))
 
 
-def mean(scores: Scores):
+def mean(scores: Scores) -> Any:
     return _value(_pooled(scores).mean(-1))
 
 
-def median_of_means(scores: Scores):
+def median_of_means(scores: Scores) -> Any:
     """Median over games of each game's mean score."""
     return _value(np.median(_game_means(scores), axis=-1))
 
 
-def optimality_gap(scores: Scores, gamma: float = 1.0):
+def optimality_gap(scores: Scores, gamma: float = 1.0) -> Any:
     """How far below ``gamma`` (the expert) the pooled scores fall, on average; above counts as 0."""
     return _value(np.maximum(gamma - _pooled(scores), 0.0).mean(-1))
 
@@ -63,18 +64,19 @@ def performance_profile(scores: Scores, taus: np.ndarray) -> np.ndarray:
     return (x[None, :] > np.asarray(taus, float)[:, None]).mean(1)
 
 
-def probability_of_improvement(x: Scores, y: Scores):
+def probability_of_improvement(x: Scores, y: Scores) -> Any:
     """P(X > Y) averaged over games: per game, the chance a random episode of X beats one of Y
     (ties count half), i.e. the Mann-Whitney U statistic over m*n."""
     per_game = [_beats(np.asarray(a, float), np.asarray(b, float)) for a, b in zip(x, y, strict=True)]
-    return _value(np.mean(per_game, axis=0))
+    return _value(np.stack(per_game, axis=-1).mean(-1))  # games on the last axis: summed as in 1-D
 
 
-#: Pairs compared at once when a block of resamples is compared pair by pair (2 MiB of booleans).
-PAIRS = 1 << 21
+#: A block of resamples is compared pair by pair where a game has at most this many pairs (about where
+#: counting all pairs stops beating counting by ranks), in tables of at most ``PAIRS`` (2 MiB of booleans).
+PAIRWISE, PAIRS = 1 << 13, 1 << 21
 
 
-def _beats(a: np.ndarray, b: np.ndarray):
+def _beats(a: np.ndarray, b: np.ndarray) -> Any:
     """One game's P(a > b), ties at half; a row per resample when ``a`` and ``b`` have a leading axis."""
     m, n = a.shape[-1], b.shape[-1]
     if a.ndim == 1:
@@ -82,7 +84,7 @@ def _beats(a: np.ndarray, b: np.ndarray):
         b = np.sort(b)
         below, up_to = np.searchsorted(b, a, "left"), np.searchsorted(b, a, "right")
         return float((below.sum() + up_to.sum()) / (2 * m * n))
-    if m * n > PAIRS:  # too many pairs for one resample's table: by ranks, a resample at a time
+    if m * n > PAIRWISE:  # by ranks, a resample at a time
         return np.array([_beats(ra, rb) for ra, rb in zip(a, b, strict=True)])
     rows = max(1, PAIRS // (m * n))
     out = np.empty(len(a))
@@ -100,7 +102,7 @@ BLOCK = 1 << 20
 
 
 def stratified_bootstrap_ci(
-    stat: Callable[..., float], *groups: Scores, reps: int = REPS, alpha: float = ALPHA, seed: int = 0
+    stat: Callable[..., Any], *groups: Scores, reps: int = REPS, alpha: float = ALPHA, seed: int = 0
 ) -> tuple[float, float]:
     """Percentile interval of ``stat(*groups)`` with episodes resampled within each game. ``stat`` is
     handed a block of resamples at once (each game an array [resamples, episodes]) and must return one
@@ -127,7 +129,7 @@ def _interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def mean_of_means(scores: Scores):
+def mean_of_means(scores: Scores) -> Any:
     """Mean over games of each game's mean score (every game weighs the same)."""
     return _value(_game_means(scores).mean(-1))
 
@@ -139,7 +141,7 @@ BOOTSTRAPS = ("episode", "task")
 
 
 def task_bootstrap_ci(
-    stat: Callable[..., float], *groups: Scores, reps: int = REPS, alpha: float = ALPHA, seed: int = 0
+    stat: Callable[..., Any], *groups: Scores, reps: int = REPS, alpha: float = ALPHA, seed: int = 0
 ) -> tuple[float, float]:
     """Percentile interval of ``stat(*groups)`` with games resampled with replacement (the same draw
     for every group, so paired comparisons stay paired), then episodes within each drawn game."""
@@ -166,7 +168,7 @@ def task_bootstrap_ci(
     return _interval(values_one, alpha)
 
 
-def bootstrap_ci(stat: Callable[..., float], *groups: Scores, kind: str = "episode", seed: int = 0):
+def bootstrap_ci(stat: Callable[..., Any], *groups: Scores, kind: str = "episode", seed: int = 0):
     """The interval of ``stat`` by the bootstrap ``kind`` (:data:`BOOTSTRAPS`)."""
     if kind == "task":
         return task_bootstrap_ci(stat, *groups, seed=seed)
