@@ -9,7 +9,7 @@ starts (a standing cluster's case): a warm-up run at toy size goes first on each
 2-worker runs include spawning their pool, as every `generate --workers 2` does.
 
     uv run python tools/bench/fan_out.py [--records 1500]
-    uv run python tools/bench/fan_out.py --smoke   # 30 records a game (the tests run it)
+    uv run python tools/bench/fan_out.py --smoke   # two games, 30 records each (the tests run it)
 
 The planner fans out by episode rather than by game; this measures the game fan-out only.
 """
@@ -27,12 +27,12 @@ from laya_protocol.ray import connect
 GAMES = ["Pong", "Breakout", "Freeway", "Boxing"]  # four, so that two workers share them evenly
 
 
-def rate(records: int, cap: int, executor: str, workers: int) -> float:
+def rate(records: int, cap: int, executor: str, workers: int, games: list[str]) -> float:
     """Records/s of one generate run."""
     with tempfile.TemporaryDirectory(dir=".", prefix=".bench-fan-out-") as root:
         cfg = GenerateConfig(
             root=str(Path(root).resolve()),  # Ray's workers may run in another directory
-            games=GAMES,
+            games=games,
             source="expert2f",
             train_frames=records,
             val_frames=min(cap, records),
@@ -53,10 +53,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--records", type=int, default=1500, help="train records per game (default 1500)")
     ap.add_argument("--cap", type=int, default=500, help="decisions per episode at most (default 500)")
     ap.add_argument("--repeats", type=int, default=2, help="best of this many runs (default 2)")
-    ap.add_argument("--smoke", action="store_true", help="30 records a game, one run: checks the bench runs")
+    ap.add_argument("--smoke", action="store_true", help="two games, 30 records each, one run: checks the bench runs")
     args = ap.parse_args(argv)
-    if args.smoke:
-        args.records, args.cap, args.repeats = 30, 30, 1
+    games = GAMES
+    if args.smoke:  # two games still share two workers evenly
+        args.records, args.cap, args.repeats, games = 30, 30, 1, GAMES[:2]
     rows = []
     for executor in ("local", "ray"):
         rates = {}
@@ -64,12 +65,12 @@ def main(argv: list[str] | None = None) -> None:
             if executor == "ray":  # as `--executor ray` starts it, on a local instance of `workers` CPUs
                 ray = connect(num_cpus=workers)
             if not args.smoke and (executor == "ray" or workers == 1):
-                rate(10, 10, executor, workers)  # imports (and Ray's worker start-up) out of the timing
-            rates[workers] = max(rate(args.records, args.cap, executor, workers) for _ in range(args.repeats))
+                rate(10, 10, executor, workers, games)  # imports (and Ray's worker start-up) out of the timing
+            rates[workers] = max(rate(args.records, args.cap, executor, workers, games) for _ in range(args.repeats))
             if executor == "ray":
                 ray.shutdown()
         rows.append((executor, rates[1], rates[2], rates[2] / (2 * rates[1])))
-    print(f"expert2f, {', '.join(GAMES)}, {args.records} train records a game, episodes of at most {args.cap}\n")
+    print(f"expert2f, {', '.join(games)}, {args.records} train records a game, episodes of at most {args.cap}\n")
     serial = rows[0][1]
     print(
         "| executor | 1 worker (records/s) | 2 workers (records/s) | fan-out efficiency "
