@@ -53,6 +53,11 @@ def median_of_means(scores: Scores) -> Any:
     return _value(np.median(_game_means(scores), axis=-1))
 
 
+def mean_of_means(scores: Scores) -> Any:
+    """Mean over games of each game's mean score (every game weighs the same)."""
+    return _value(_game_means(scores).mean(-1))
+
+
 def optimality_gap(scores: Scores, gamma: float = 1.0) -> Any:
     """How far below ``gamma`` (the expert) the pooled scores fall, on average; above counts as 0."""
     return _value(np.maximum(gamma - _pooled(scores), 0.0).mean(-1))
@@ -60,8 +65,7 @@ def optimality_gap(scores: Scores, gamma: float = 1.0) -> Any:
 
 def performance_profile(scores: Scores, taus: np.ndarray) -> np.ndarray:
     """Fraction of pooled scores above each threshold tau."""
-    x = np.concatenate([np.asarray(s, float) for s in scores])
-    return (x[None, :] > np.asarray(taus, float)[:, None]).mean(1)
+    return (_pooled(scores)[None, :] > np.asarray(taus, float)[:, None]).mean(1)
 
 
 def probability_of_improvement(x: Scores, y: Scores) -> Any:
@@ -109,13 +113,18 @@ def stratified_bootstrap_ci(
     value per resample, as every statistic of this module does."""
     rng = np.random.default_rng(seed)
     arrays = [[np.asarray(s, float) for s in g] for g in groups]
-    block = max(1, BLOCK // max(1, sum(len(s) for g in arrays for s in g)))
-    values = []
-    for start in range(0, reps, block):
-        k = min(block, reps - start)
-        drawn = [[s[rng.integers(len(s), size=(k, len(s)))] for s in g] for g in arrays]
-        values.append(_per_resample(stat(*drawn), k))
-    return _interval(np.concatenate(values), alpha)
+
+    def draw(k: int) -> list:
+        return [[s[rng.integers(len(s), size=(k, len(s)))] for s in g] for g in arrays]
+
+    return _interval(_scored(stat, draw, reps, BLOCK // max(1, sum(len(s) for g in arrays for s in g))), alpha)
+
+
+def _scored(stat: Callable[..., Any], draw: Callable[[int], list], reps: int, block: int) -> np.ndarray:
+    """``stat`` of ``reps`` resamples, ``draw(k)`` giving the groups of the next ``k`` (at most ``block``)."""
+    block = max(1, block)
+    sizes = [min(block, reps - i) for i in range(0, reps, block)]
+    return np.concatenate([_per_resample(stat(*draw(k)), k) for k in sizes])
 
 
 def _per_resample(value, k: int) -> np.ndarray:
@@ -127,11 +136,6 @@ def _per_resample(value, k: int) -> np.ndarray:
 def _interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
     lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
-
-
-def mean_of_means(scores: Scores) -> Any:
-    """Mean over games of each game's mean score (every game weighs the same)."""
-    return _value(_game_means(scores).mean(-1))
 
 
 #: How intervals resample: ``episode`` within each game (stratified; the games are fixed), or
@@ -150,22 +154,22 @@ def task_bootstrap_ci(
     n = len(arrays[0])
     if len({len(s) for g in arrays for s in g}) == 1:  # every game as many episodes: blocks of resamples
         tables = [np.stack(g) for g in arrays]  # [games, episodes] per group
-        block = max(1, BLOCK // sum(t.size for t in tables))
-        values = []
-        for start in range(0, reps, block):
-            k = min(block, reps - start)
+        block = BLOCK // sum(t.size for t in tables)
+
+        def draw(k: int) -> list:
             games = rng.integers(n, size=(k, n, 1))  # broadcasts against the episodes drawn: [k, n, episodes]
-            drawn = [
+            return [
                 list(np.moveaxis(t[games, rng.integers(t.shape[1], size=(k, n, t.shape[1]))], 1, 0)) for t in tables
             ]
-            values.append(_per_resample(stat(*drawn), k))
-        return _interval(np.concatenate(values), alpha)
-    values_one = np.empty(reps)
-    for r in range(reps):  # the drawn games differ in episodes from one resample to the next: one at a time
-        games = rng.integers(n, size=n)
-        resampled = [[g[i][rng.integers(len(g[i]), size=(1, len(g[i])))] for i in games] for g in arrays]
-        values_one[r] = _per_resample(stat(*resampled), 1)[0]
-    return _interval(values_one, alpha)
+
+    else:  # the drawn games differ in episodes from one resample to the next: one at a time
+        block = 1
+
+        def draw(k: int) -> list:
+            games = rng.integers(n, size=n)
+            return [[g[i][rng.integers(len(g[i]), size=(1, len(g[i])))] for i in games] for g in arrays]
+
+    return _interval(_scored(stat, draw, reps, block), alpha)
 
 
 def bootstrap_ci(stat: Callable[..., Any], *groups: Scores, kind: str = "episode", seed: int = 0):
