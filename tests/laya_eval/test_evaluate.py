@@ -411,6 +411,41 @@ def test_a_killed_policy_takes_its_children_with_it(tmp_path, mode):
         pytest.fail(f"the policy's child {child} outlived it")
 
 
+def test_a_policy_child_that_forks_and_exits_in_a_loop_is_ended(tmp_path):
+    """Its number changes every fork, faster than a pass over /proc: only a reaper that every orphan
+    falls to can end it. The loop ends itself after 20 s, so a failure leaves nothing behind for long."""
+    res = run(tmp_path, unruly(tmp_path, "forkloop"), timeout=1.5, episodes=1, random_episodes=0)
+    assert "no answer to 'act'" in res["games"]["Pong"]["error"]
+    beat = tmp_path / "loop.pid"
+    first = beat.read_bytes()
+    time.sleep(1.0)
+    assert beat.read_bytes() == first, "the fork loop outlived the judge"
+
+
+def test_a_judge_killed_mid_run_takes_the_policy_and_its_children_with_it(tmp_path):
+    """SIGKILL runs no cleanup in the judge; the policy's reaper sees its control pipe close."""
+    cmd = [sys.executable, "-m", "laya_eval.cli", "run", "--policy", unruly(tmp_path, "setsid"), "--games", "Pong"]
+    cmd += ["--episodes", "1", "--random-episodes", "0", "--out", str(tmp_path / "r.json")]
+    judge = subprocess.Popen(cmd, env=ENV, stderr=subprocess.DEVNULL)
+    pid_file, deadline = tmp_path / "child.pid", time.time() + 60
+    while time.time() < deadline and not pid_file.exists():
+        time.sleep(0.05)
+    time.sleep(0.2)  # the pid is written before the file closes
+    judge.kill()
+    judge.wait()
+    child = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            if Path(f"/proc/{child}/stat").read_text().split(") ")[-1].startswith(("Z", "X")):
+                break
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail(f"the policy's child {child} outlived the judge")
+
+
 def test_only_marked_processes_are_ended_once_the_policy_was_reaped(tmp_path):
     """A reaped policy's number may be another process's: with none given, only the mark counts."""
     import subprocess

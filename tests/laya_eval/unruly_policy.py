@@ -6,6 +6,8 @@ stray     prints a stray line before its first answer to act, the first time it 
 forks     starts a child that would live an hour, writes its pid, then never answers act
 setsid    as forks, its child in a session of its own (out of the policy's process group)
 daemon    as setsid, started by a launcher that exits at once (a double fork: the child has no parent)
+forkloop  as setsid, its child forking and exiting in a loop, so its number keeps changing; each
+          writes its pid to <scratch>/loop.pid, and the loop ends itself 20 s after it began
 odd       answers its first act with an object that has neither actions nor probs, the first time it runs
 mute      closes its output at its first act and lives on without a word
 deep      answers hello with an array nested 100,000 deep
@@ -75,6 +77,16 @@ for line in sys.stdin.buffer:
                 "open(sys.argv[1], 'w').write(str(p.pid))"
             )
             subprocess.run([sys.executable, "-c", launch, str(scratch / "child.pid")], check=True)
+            time.sleep(3600)
+        if mode == "forkloop":
+            loop = (
+                "import os, sys, time; "
+                "os.setsid(); fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT); end = time.time() + 20\n"
+                "while time.time() < end:\n"
+                "    os.pwrite(fd, b'%-12d' % os.getpid(), 0)\n"
+                "    if os.fork(): os._exit(0)\n"
+            )
+            subprocess.Popen([sys.executable, "-c", loop, str(scratch / "loop.pid")])
             time.sleep(3600)
         reply = {"actions": [0] * msg["n"]}
     else:

@@ -1,12 +1,15 @@
-"""Ending a stdio policy and every process it started.
+"""Ending a stdio policy and every process it started: the judge's own search.
 
-A policy runs in a session of its own, so killing its process group ends whatever stayed in it.
-On Linux, a process that left the group (``setsid``) is found too: by its parentage, read from
-``/proc``, while its parent lives, and by a mark in its environment, ``LAYA_EVAL_POLICY=<token>``,
-which every descendant inherits, once its parent is gone (a double fork, as daemons start). Out of
-reach: a process that both loses its parent and clears its environment, and one that forks and
-exits in a loop faster than a pass over ``/proc`` (its number changes before it is signalled). Run
-a policy you do not trust in a container. Without ``/proc`` only the process group is killed.
+On Linux a policy runs under a reaper (:mod:`laya_eval.reaper`), to which every orphan it leaves
+falls, and which ends them all when the policy is closed; what follows is the judge's second line,
+for a policy that killed its reaper, and the only one elsewhere. A policy runs in a session of its
+own, so killing its process group ends whatever stayed in it. On Linux, a process that left the
+group (``setsid``) is found too: by its parentage, read from ``/proc``, while its parent lives, and
+by a mark in its environment, ``LAYA_EVAL_POLICY=<token>``, which every descendant inherits, once
+its parent is gone (a double fork, as daemons start). Out of this search's reach (not the
+reaper's): a process that both loses its parent and clears its environment, and one that forks and
+exits in a loop faster than a pass over ``/proc`` (its number changes before it is signalled).
+Without ``/proc`` only the process group is killed.
 """
 
 from __future__ import annotations

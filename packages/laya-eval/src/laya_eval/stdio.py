@@ -26,7 +26,8 @@ line at most 64 MB (probabilities for 10,000 episodes are about 4 MB). Standard 
 through. A line the evaluator did not ask for (a second answer to one
 message) fails the game, since answers out of turn would make every later action stale. Every
 exchange is bounded by the timeout: a policy that does not read a message (and its frames) or
-does not answer within it is killed, with everything it started (:mod:`laya_eval.processes`),
+does not answer within it is killed, with everything it started (on Linux it runs under
+:mod:`laya_eval.reaper`, then :mod:`laya_eval.processes` searches for what is left),
 and the game is recorded as failed. Each game starts from a clean protocol state: after a
 failure (killed, exited, a line that is not the answer) the next ``reset`` starts a fresh process
 and says ``hello`` again, so one failure is charged to the game it happened in, not to the rest.
@@ -39,13 +40,17 @@ import json
 import os
 import queue
 import shlex
+import shutil
 import subprocess
+import sys
 import threading
 
 import numpy as np
 
 from laya_eval.batch import Batch, PolicyError
 from laya_eval.processes import MARK, end_all, new_mark
+from laya_eval.reaper import SETTLE as REAPER_SETTLE
+from laya_eval.reaper import __file__ as REAPER
 from laya_protocol.files import NotStandard, loads_standard
 
 PROTOCOL_VERSION = 1
@@ -71,20 +76,31 @@ class StdioPolicy:
         self.proc: subprocess.Popen | None = None
         self.identity: dict = {}
         self._broken = False  # the last exchange failed: the next game starts a fresh process
+        self._control: int | None = None  # the reaper's control pipe: closing it ends the policy's processes
 
     def _start(self) -> None:
         self._mark = new_mark()
+        if shutil.which(self.argv[0]) is None:  # found as the exec will look it up, so the error is this one line
+            raise PolicyError(f"cannot start {self.command!r}: no program {self.argv[0]!r} (searched PATH)")
+        argv, control = self.argv, None
+        if sys.platform.startswith("linux"):  # under a reaper, which ends whatever the policy started
+            control, self._control = os.pipe()
+            argv = [sys.executable, "-I", str(REAPER), str(control), *self.argv]
         try:  # its own process group and a mark in its environment: whatever it starts is ended with it
             self.proc = subprocess.Popen(
-                self.argv,
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 bufsize=0,
                 start_new_session=True,
                 env={**os.environ, MARK: self._mark},
+                pass_fds=() if control is None else (control,),
             )
         except OSError as e:
             raise PolicyError(f"cannot start {self.command!r}: {e}") from None
+        finally:
+            if control is not None:
+                os.close(control)
         self._lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc.stdout, self._lines), daemon=True).start()
         self.identity = self._ask({"type": "hello", "protocol": PROTOCOL_VERSION})
@@ -232,8 +248,16 @@ class StdioPolicy:
                 pass
             if self.proc is None:  # the write timed out and killed it
                 return
-        # The policy and whatever it started (laya_eval.processes); once reaped, its number is no longer
-        # its own (a zombie's is, so poll() first: what it reports exited is reaped now).
+        if self._control is not None:  # the reaper ends the policy and all it started, then exits
+            os.close(self._control)
+            self._control = None
+            try:
+                self.proc.wait(timeout=REAPER_SETTLE + 5)
+            except subprocess.TimeoutExpired:
+                pass
+        # Then the judge's own search, for what outlived a reaper the policy killed, or where there is
+        # none (laya_eval.processes); once reaped, its number is no longer its own (a zombie's is, so
+        # poll() first: what it reports exited is reaped now).
         end_all(self.proc.pid if self.proc.poll() is None else None, self._mark)
         self.proc.wait()
         self.proc = None
