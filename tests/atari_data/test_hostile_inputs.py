@@ -177,6 +177,33 @@ def test_a_fifo_in_a_layout_is_one_line_not_a_wait(layout_master, tmp_path, whic
     assert done, f"stats waited on the FIFO {which}"
 
 
+@pytest.mark.parametrize("which", ["frame", "images"])
+def test_a_frame_reached_through_a_symlink_is_refused_by_validate_and_pack(layout_master, tmp_path, which):
+    """A frame (or the images folder) that is a symlink to an intact copy elsewhere on the machine:
+    pack would publish whatever it points at, so both refuse it, naming the record and field."""
+    root = tmp_path / "root"
+    shutil.copytree(layout_master, root)
+    game = root / "expert2f/Breakout"
+    rec = json.loads((game / "train.jsonl").read_text().splitlines()[2])
+    elsewhere = tmp_path / "elsewhere"
+    if which == "frame":
+        elsewhere.mkdir()
+        frame = game / rec["image"]
+        shutil.move(frame, elsewhere / frame.name)
+        frame.symlink_to(elsewhere / frame.name)
+    else:
+        shutil.move(game / "images", elsewhere)
+        (game / "images").symlink_to(elsewhere)
+    code, out, err = run_cli(main, ["validate", root, "--images"])
+    assert code == 2 and "symbolic link" in out and "Traceback" not in out + err, out + err
+    if which == "frame":
+        assert "train.jsonl:3: image:" in out, out
+    out = tmp_path / "packed"
+    code, err = check_promises(main, ["pack", root, out], sandbox=tmp_path, target=out)
+    assert code == 2 and "symbolic link" in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
 # -- replay-packed repositories: rebuild ----------------------------------------------------------------
 
 

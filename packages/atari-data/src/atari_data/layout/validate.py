@@ -60,6 +60,7 @@ def check_game(g: GameDir, images: bool = True) -> list[AtariDataError]:
 class _GameCheck:
     def __init__(self, g: GameDir, images: bool, report: Report):
         self.g, self.images, self.report = g, images, report
+        self.linked: set[str] = set()  # names in images/ that are symbolic links
 
     def defect(self, file: Path, field: str, msg: str, line: int | None = None) -> None:
         self.report.defects.append(AtariDataError(msg, file=str(file), line=line, field=field))
@@ -75,11 +76,16 @@ class _GameCheck:
         rules = GameRules(g.source, g.game, tuple(actions or ()), frames, str(meta.get("platform", "ale")))
         size = frame_size(meta.get("frame_format"))
 
-        try:
-            present = {"images/" + n for n in os.listdir(g.path / "images")}
-        except OSError:
-            present = set()
-            self.defect(g.path / "images", "(folder)", "is missing")
+        present: set[str] = set()
+        if (g.path / "images").is_symlink():
+            self.defect(g.path / "images", "(folder)", LINKED)
+        else:
+            try:
+                with os.scandir(g.path / "images") as entries:
+                    for e in entries:
+                        (self.linked if e.is_symlink() else present).add("images/" + e.name)
+            except OSError:
+                self.defect(g.path / "images", "(folder)", "is missing")
         ids: set[str] = set()
         seen = {}
         for split in SPLITS:
@@ -200,7 +206,7 @@ class _GameCheck:
             names.append(("prev_image", rec["prev_image"]))
         for fld, rel in names:
             if rel not in present:
-                self.defect(path, fld, f"{rel} does not exist", n)
+                self.defect(path, fld, f"{rel} {self._absent(rel)}", n)
             elif self.images and size is not None:
                 self._decode(self.g.path / rel, path, n, fld, size)
         if rec["step"] == 0 and len(names) == 2 and all(r in present for _, r in names):
@@ -219,7 +225,7 @@ class _GameCheck:
         for name, rel in side.items():
             fld = f"provenance.{name!r}"
             if rel not in present:
-                self.defect(path, fld, f"{rel!r} does not exist", n)
+                self.defect(path, fld, f"{rel!r} {self._absent(rel)}", n)
             elif self.images:
                 try:
                     ok = is_intact(read_file(self.g.path / rel, "frame", fld), None, formats_of(rel))
@@ -228,6 +234,9 @@ class _GameCheck:
                     continue
                 if not ok:
                     self.defect(path, fld, f"{rel!r} is not an intact image", n)
+
+    def _absent(self, rel: str) -> str:
+        return LINKED if rel in self.linked else "does not exist"
 
     def _decode(self, file: Path, path: Path, n: int, fld: str, size) -> None:
         mode, wh = size
@@ -271,6 +280,7 @@ class _GameCheck:
                 self.defect(path, f"{split}.labels", f"{stated['labels']} differ from the records' {dict(labels)}")
 
 
+LINKED = "is a symbolic link (frames are files in their game folder: pack would publish what a link points at)"
 _KEY_FIELDS = frozenset(("id", "image", "prev_image", "episode", "step"))
 
 
