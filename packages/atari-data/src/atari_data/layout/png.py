@@ -22,7 +22,7 @@ from isal import isal_zlib
 from PIL import Image
 
 from atari_data.limits import limit
-from atari_data.schema import IMAGE_FORMATS
+from atari_data.schema import IMAGE_FORMATS, image_suffix
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVELS = range(1, 13)  # libdeflate's levels, for re-compressing (pack's --png-level)
@@ -34,8 +34,8 @@ FRAME_FORMATS = tuple(IMAGE_FORMATS.values())  # what a frame may be (Pillow's n
 def formats_of(name: str) -> tuple[str, ...]:
     """The one format a frame file or member named ``name`` may hold, by its suffix (the schema's
     IMAGE_FORMATS); none for another suffix, so nothing decodes it."""
-    fmt = IMAGE_FORMATS.get("." + name.rpartition(".")[2])
-    return (fmt,) if fmt else ()
+    suffix = image_suffix(name)
+    return (IMAGE_FORMATS[suffix],) if suffix else ()
 
 
 def _chunk(kind: bytes, data: bytes | bytearray) -> bytes:

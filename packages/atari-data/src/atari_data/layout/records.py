@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from atari_data.schema import IMAGE_SUFFIXES, RECORD, Defect
+from atari_data.schema import IMAGE_SUFFIXES, RECORD, Defect, image_suffix
 from atari_data.schema.questions import game_question
 
 TARGET_TOLERANCE = 1e-4
@@ -122,8 +122,8 @@ class GameRules:
         if rec["id"] != rid:
             out.append(("id", f"{rec['id']!r} does not match source, game, episode and step (expected {rid!r})"))
         image = rec["image"]
-        suffix = image[-4:] if type(image) is str else ""
-        if suffix not in IMAGE_SUFFIXES or image != image_name(rid, suffix):
+        suffix = image_suffix(image) if type(image) is str else ""
+        if not suffix or image != image_name(rid, suffix):
             out.append(("image", f"{image!r} is not images/<id>.png or .jpg (expected {image_name(rid)!r})"))
             suffix = ".png"
         prev = rec.get("prev_image")

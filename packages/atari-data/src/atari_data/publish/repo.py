@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from atari_data.schema import IMAGE_SUFFIXES
+from atari_data.schema import IMAGE_SUFFIXES, image_suffix
 
 CARD = "README.md"
 DATA, WEBDATASET, META, SCHEMA, REPLAY = "data", "webdataset", "meta", "schema", "replay"
@@ -121,9 +121,7 @@ def member_role(ext: str) -> str | None:
 
 def frame_ext(path: str, role: str | None = None) -> str:
     """The member extension of a frame stored at ``path``: ``png``, ``prev.png``, ``mask.png``..."""
-    name = path.rpartition("/")[2]
-    i = name.rfind(".")
-    suffix = name[i + 1 :] if 0 < i < len(name) - 1 else ""  # Path(path).suffix, without a Path a frame
+    suffix = image_suffix(path)[1:]
     return f"{role}.{suffix}" if role else suffix
 
 

@@ -32,6 +32,13 @@ IMAGE_FORMATS = {".png": "PNG", ".jpg": "JPEG"}
 IMAGE_SUFFIXES = tuple(IMAGE_FORMATS)
 
 
+def image_suffix(name: str) -> str:
+    """The frame suffix (``.png``, ``.jpg``) a file name or a tar member's extension (``png``,
+    ``prev.png``) ends in: what follows its last dot, or all of it; "" when that is no frame's."""
+    suffix = "." + name.rpartition(".")[2]
+    return suffix if suffix in IMAGE_FORMATS else ""
+
+
 def frame_size(fmt) -> tuple[str, tuple[int, int]] | None:
     """(Pillow's mode, (width, height)) that a meta.json ``frame_format`` names, or None."""
     m = FRAME_FORMAT_RE.match(fmt) if isinstance(fmt, str) else None
