@@ -76,8 +76,9 @@ class AtariDataset(torch.utils.data.Dataset):
                 if fresh
                 else resolve_repo(str(data), tars=False, configs=None if config is None else [config])
             )
-            name = config or default_config(read_card(folder))
-            paths = [str(p) for p in split_files(check_files(folder, [name])[name], name, split, folder)]
+            card = read_card(folder)  # once: the config chosen and the files checked come from one reading
+            name = config or default_config(card)
+            paths = [str(p) for p in split_files(check_files(folder, [name], card)[name], name, split, folder)]
             self._rows = _frames_as_bytes(
                 load_dataset("parquet", data_files={split: paths}, split=split, download_mode=fresh)
             )

@@ -176,7 +176,9 @@ def split_files(files: dict[str, list[Path]], config: str, split: str, folder: P
     return files[split]
 
 
-def check_files(folder: Path, configs: list[str] | None = None) -> dict[str, dict[str, list[Path]]]:
+def check_files(
+    folder: Path, configs: list[str] | None = None, card: dict | None = None
+) -> dict[str, dict[str, list[Path]]]:
     """What reading a packed repository folder through ``datasets`` needs first, and the files to
     hand it: per config of ``configs`` (all by default), its files per split, each named by its
     card's patterns (:func:`config_files`), decoded within the limits (:mod:`atari_data.parquet`;
@@ -184,8 +186,9 @@ def check_files(folder: Path, configs: list[str] | None = None) -> dict[str, dic
     says (a shard missing, deleted or not in a partial copy of a Hub dataset, would read as a
     smaller split). Read them with ``load_dataset("parquet", data_files=...)``, not by the folder:
     then no other file is read than these. A file is decoded once a process while it is unchanged:
-    train reads a folder for each split and for calibration."""
-    card = read_card(folder)
+    train reads a folder for each split and for calibration. ``card``: the folder's, when the
+    caller has read it already (:func:`read_card`)."""
+    card = read_card(folder) if card is None else card
     declared = {info["config_name"]: info["splits"] for info in card.get("dataset_info") or []}
     out = config_files(folder, card, configs)
     for name, splits in out.items():
