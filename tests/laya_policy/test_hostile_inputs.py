@@ -103,7 +103,7 @@ def test_a_parquet_row_without_image_bytes_is_one_line(data, tmp_path):
     code, err = check_promises(
         main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path, target=tmp_path / "run"
     )
-    assert code == 2 and "row 3: image: has no image bytes" in err, err
+    assert code == 2 and ": expert2f/train row 3: image: has no image bytes" in err, err  # file, config, row, field
 
 
 @pytest.mark.parametrize(
@@ -317,7 +317,7 @@ def test_train_checks_every_packed_row_as_the_validator_checks_a_record(data, tm
     code, err = check_promises(
         main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path, target=tmp_path / "run"
     )
-    assert code == 2 and "row 3" in err and f": {field}" in err, err
+    assert code == 2 and ": expert2f/train row 3: " in err and f": {field}" in err, err
 
 
 @pytest.mark.parametrize(

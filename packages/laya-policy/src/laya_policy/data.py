@@ -155,11 +155,11 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
         for i, row in enumerate(ds):
             where = f"{data}: {name}/{hf_split} row {i}"
             image, prev = row.pop("image"), row.pop("prev_image", None) if has_prev else None
-            for name, value in (("image", image), ("prev_image", prev)):
-                if (value is not None or name == "image") and not (
+            for key, value in (("image", image), ("prev_image", prev)):
+                if (value is not None or key == "image") and not (
                     isinstance(value, dict) and isinstance(value.get("bytes"), bytes) and value["bytes"]
                 ):
-                    raise ValueError(f"{where}: {name}: has no image bytes")
+                    raise ValueError(f"{where}: {key}: has no image bytes")
             rec = {k: v for k, v in row.items() if v is not None}
             try:
                 rec["question"] = json.loads(rec["question"])
