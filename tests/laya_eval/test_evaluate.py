@@ -398,17 +398,7 @@ def test_a_killed_policy_takes_its_children_with_it(tmp_path, mode):
     its own after its parent exited (found by the mark in its environment): each is ended."""
     res = run(tmp_path, unruly(tmp_path, mode), timeout=1.5, episodes=1, random_episodes=0)
     assert "no answer to 'act'" in res["games"]["Pong"]["error"]
-    child = int((tmp_path / "child.pid").read_text())
-    for _ in range(50):  # the kill is immediate; a killed child waits as a zombie until init reaps it
-        try:
-            if Path(f"/proc/{child}/stat").read_text().split(") ")[-1].startswith(("Z", "X")):
-                break
-        except (FileNotFoundError, ProcessLookupError):
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(child, signal.SIGKILL)
-        pytest.fail(f"the policy's child {child} outlived it")
+    assert_ended(int((tmp_path / "child.pid").read_text()))
 
 
 def test_a_policy_child_that_forks_and_exits_in_a_loop_is_ended(tmp_path):
@@ -422,9 +412,25 @@ def test_a_policy_child_that_forks_and_exits_in_a_loop_is_ended(tmp_path):
     assert beat.read_bytes() == first, "the fork loop outlived the judge"
 
 
-def test_a_judge_killed_mid_run_takes_the_policy_and_its_children_with_it(tmp_path):
-    """SIGKILL runs no cleanup in the judge; the policy's reaper sees its control pipe close."""
-    cmd = [sys.executable, "-m", "laya_eval.cli", "run", "--policy", unruly(tmp_path, "setsid"), "--games", "Pong"]
+def assert_ended(pid: int) -> None:
+    """``pid`` ends within 5 s (a killed process waits as a zombie until its parent reaps it); else it
+    is killed here and the test fails."""
+    for _ in range(50):
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith(("Z", "X")):
+                return
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    pytest.fail(f"the policy's child {pid} outlived it")
+
+
+@pytest.mark.parametrize("mode", ["setsid", "holdfd"])
+def test_a_judge_killed_mid_run_takes_the_policy_and_its_children_with_it(tmp_path, mode):
+    """SIGKILL runs no cleanup in the judge; the policy's reaper sees its end of the socket close, which
+    a policy cannot open again through /proc as it could a pipe (holdfd)."""
+    cmd = [sys.executable, "-m", "laya_eval.cli", "run", "--policy", unruly(tmp_path, mode), "--games", "Pong"]
     cmd += ["--episodes", "1", "--random-episodes", "0", "--out", str(tmp_path / "r.json")]
     judge = subprocess.Popen(cmd, env=ENV, stderr=subprocess.DEVNULL)
     pid_file, deadline = tmp_path / "child.pid", time.time() + 60
@@ -433,17 +439,68 @@ def test_a_judge_killed_mid_run_takes_the_policy_and_its_children_with_it(tmp_pa
     time.sleep(0.2)  # the pid is written before the file closes
     judge.kill()
     judge.wait()
-    child = int(pid_file.read_text())
-    for _ in range(50):
-        try:
-            if Path(f"/proc/{child}/stat").read_text().split(") ")[-1].startswith(("Z", "X")):
-                break
-        except (FileNotFoundError, ProcessLookupError):
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(child, signal.SIGKILL)
-        pytest.fail(f"the policy's child {child} outlived the judge")
+    assert_ended(int(pid_file.read_text()))
+
+
+def test_a_policy_that_kills_its_own_group_at_close_leaves_nothing(tmp_path):
+    """A shell policy's `trap 'kill 0' EXIT` signals its process group; had the reaper been in it, the
+    child it left (out of the group, its environment empty: nothing else finds it) would live on."""
+    res = run(tmp_path, unruly(tmp_path, "groupkill"), episodes=1, random_episodes=0)
+    assert res["games"]["Pong"]["error"] is None, res["games"]["Pong"]
+    assert_ended(int((tmp_path / "child.pid").read_text()))
+
+
+def test_a_policy_starts_with_the_default_signal_actions(tmp_path):
+    """Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec; a policy
+    started from Python must not inherit that (a shell policy's `producer | head -1` would never end).
+    A shell policy, since a Python one ignores SIGPIPE of its own accord."""
+    from laya_eval.stdio import StdioPolicy
+
+    script = tmp_path / "policy.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        "read line\n"
+        'printf \'{"name": "sh", "ignored": "%s"}\\n\' "$(awk \'/^SigIgn/ {print $2}\' /proc/self/status)"\n'
+        'while read line; do case "$line" in *close*) exit 0;; esac; echo \'{"ok": true}\'; done\n'
+    )
+    script.chmod(0o755)
+    policy = StdioPolicy(str(script), timeout=30)
+    try:
+        policy.reset("Pong", ["NOOP"])
+        ignored = int(policy.identity["ignored"], 16)
+    finally:
+        policy.close()
+    assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), hex(ignored)
+
+
+def test_why_a_policy_cannot_start_is_said(tmp_path):
+    from laya_eval.batch import PolicyError
+    from laya_eval.stdio import StdioPolicy
+
+    script = tmp_path / "policy.py"
+    script.write_text("print('never')\n")  # not executable
+    for command, why in ((str(tmp_path / "nope"), "No such file or directory"), (str(script), "Permission denied")):
+        with pytest.raises(PolicyError, match=f"cannot start .*{why}"):
+            StdioPolicy(command, timeout=30).reset("Pong", ["NOOP"])
+
+
+def test_a_policy_plays_when_the_judge_holds_more_than_1024_descriptors(tmp_path):
+    """select() refuses a descriptor past 1023; the judge's end and the reaper's come after all the
+    judge holds open."""
+    from laya_eval.stdio import StdioPolicy
+
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.dup(0))
+        policy = StdioPolicy(f"{sys.executable} {ROOT / 'packages/laya-eval/examples/stdio_policy.py'}", timeout=30)
+        policy.reset("Pong", ["NOOP", "FIRE"])
+        time.sleep(0.5)  # a reaper that failed has exited by now (a game would then fail on its next act)
+        assert policy.proc is not None and policy.proc.poll() is None, "the policy's parent exited"
+        policy.close()
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def test_only_marked_processes_are_ended_once_the_policy_was_reaped(tmp_path):

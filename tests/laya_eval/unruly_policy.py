@@ -6,6 +6,10 @@ stray     prints a stray line before its first answer to act, the first time it 
 forks     starts a child that would live an hour, writes its pid, then never answers act
 setsid    as forks, its child in a session of its own (out of the policy's process group)
 daemon    as setsid, started by a launcher that exits at once (a double fork: the child has no parent)
+groupkill starts a child in a session of its own with an empty environment, writes its pid and plays
+          on; at close it kills its own process group (a shell's `trap 'kill 0' EXIT`)
+holdfd    as setsid, its child's environment empty, after opening for writing whatever of its
+          parent's descriptors /proc lets it (to keep the judge's end of a pipe open)
 forkloop  as setsid, its child forking and exiting in a loop, so its number keeps changing; each
           writes its pid to <scratch>/loop.pid, and the loop ends itself 20 s after it began
 odd       answers its first act with an object that has neither actions nor probs, the first time it runs
@@ -28,9 +32,12 @@ from pathlib import Path
 mode, scratch = sys.argv[1], Path(sys.argv[2])
 first_life = not (scratch / f"{mode}.ran").exists()
 (scratch / f"{mode}.ran").write_text("")
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(3600)"]
 for line in sys.stdin.buffer:
     msg = json.loads(line)
     if msg["type"] == "close":
+        if mode == "groupkill":
+            os.killpg(0, 15)
         break
     if msg["type"] == "act":
         if mode == "deaf":
@@ -77,6 +84,20 @@ for line in sys.stdin.buffer:
                 "open(sys.argv[1], 'w').write(str(p.pid))"
             )
             subprocess.run([sys.executable, "-c", launch, str(scratch / "child.pid")], check=True)
+            time.sleep(3600)
+        if mode == "groupkill" and first_life:
+            child = subprocess.Popen(SLEEPER, start_new_session=True, env={})
+            (scratch / "child.pid").write_text(str(child.pid))
+            first_life = False
+        if mode == "holdfd":
+            held = []
+            for fd in os.listdir(f"/proc/{os.getppid()}/fd"):
+                try:
+                    held.append(os.open(f"/proc/{os.getppid()}/fd/{fd}", os.O_WRONLY))
+                except OSError:
+                    pass
+            child = subprocess.Popen(SLEEPER, start_new_session=True, env={})
+            (scratch / "child.pid").write_text(str(child.pid))
             time.sleep(3600)
         if mode == "forkloop":
             loop = (

@@ -2,7 +2,7 @@
 
 On Linux a policy runs under a reaper (:mod:`laya_eval.reaper`), to which every orphan it leaves
 falls, and which ends them all when the policy is closed; what follows is the judge's second line,
-for a policy that killed its reaper, and the only one elsewhere. A policy runs in a session of its
+for a policy that killed or stopped its reaper, and the only one elsewhere. A policy runs in a session of its
 own, so killing its process group ends whatever stayed in it. On Linux, a process that left the
 group (``setsid``) is found too: by its parentage, read from ``/proc``, while its parent lives, and
 by a mark in its environment, ``LAYA_EVAL_POLICY=<token>``, which every descendant inherits, once

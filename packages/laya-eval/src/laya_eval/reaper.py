@@ -1,86 +1,95 @@
 """The parent a stdio policy runs under on Linux, so that nothing it starts outlives it.
 
-Run as a script (``python -I reaper.py CONTROL_FD COMMAND [ARGS...]``; standard library only). It
-becomes a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): every process the policy starts
-whose parent exits is handed to this one, not to init, however it left (``setsid``, a double
-fork, a cleared environment). It starts the policy with its own standard input and output, keeps
-neither, and waits. When the policy exits, or the judge closes ``CONTROL_FD`` (or dies), it kills
-each of its children, takes each orphan that falls to it, and repeats until it has none: a
-process cannot fork once killed, and one that exits first leaves its children here, where the next
-round finds them. A killed or exited child keeps its number until it is reaped here, so no number
-signalled can be another process's. It exits with the policy's code (128 + N for signal N).
+Run as a script (``python -I reaper.py CONTROL_FD COMMAND [ARGS...]``; standard library only), with
+``CONTROL_FD`` its end of a socket pair whose other end the judge holds. It becomes a child
+subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): every process the policy starts whose parent exits
+is handed to this one, not to init, however it left (``setsid``, a double fork, a cleared
+environment). It starts the policy in a session of its own, with this process's standard input
+and output, keeps neither, and tells the judge ``ok`` or why the policy could not start. It then
+waits until the policy exits, the judge closes its end (or dies: the end closes, or this process's
+parent changes), and kills each of its children, takes each orphan that falls to it, and repeats
+until it has none: a process cannot fork once killed, and one that exits first leaves its children
+here, where the next round finds them. A child keeps its number until it is reaped here, so no
+number signalled can be another process's. It exits as the policy did: with its code, or killed
+by the same signal.
 
-What it cannot stop: a policy that kills this process first (it may; it runs as the same user).
-The judge's own search (:mod:`laya_eval.processes`) still runs after it.
+It ignores the signals a policy's cleanup sends its group or parent (``kill 0``). What it cannot
+stop: a policy that kills (SIGKILL) or stops (SIGSTOP) this process first, as the same user may.
+Where the subreaper cannot be set, it still ends the policy; the judge's own search
+(:mod:`laya_eval.processes`) runs after it in any case.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import select
 import signal
+import socket
+import subprocess
 import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 SETTLE = 10.0  # seconds the final rounds may take before it gives up on what is left
+_SHRUGGED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
-def main(argv: list[str]) -> int:
-    control, command = int(argv[0]), argv[1:]
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        os.close(control)
-        os.execvp(command[0], command)  # not a reaper here: the policy runs as it would without one
+def main(argv: list[str]) -> None:
+    control, command = socket.socket(fileno=int(argv[0])), argv[1:]
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # else: the policy alone
+    for sig in _SHRUGGED:  # handlers, not SIG_IGN: the policy starts with the default actions
+        signal.signal(sig, lambda *_: None)
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD writes to the wake pipe
-    try:
-        policy = os.fork()
-    except OSError as e:
-        print(f"laya-eval reaper: cannot fork: {e}", file=sys.stderr)
-        return 127
-    if policy == 0:
-        try:
-            os.close(control)
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            os.execvp(command[0], command)
-        except OSError as e:
-            print(f"cannot start {command[0]!r}: {e}", file=sys.stderr)
-        os._exit(127)
+    parent = os.getppid()
+    try:  # subprocess restores SIGPIPE and SIGXFSZ, which Python ignores, and reports a failed exec
+        policy = subprocess.Popen(command, start_new_session=True).pid
+    except (OSError, ValueError) as e:
+        _tell(control, f"error {e}")
+        sys.exit(127)
+    _tell(control, "ok")
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)  # the policy alone holds the pipes: its exit is their end
     os.dup2(null, 1)
-    code = None
-    while code is None:
-        readable, _, _ = select.select([control, wake_r], [], [])
-        if wake_r in readable:
+    poller = select.poll()  # not select(): a descriptor past 1023 is fine
+    for fd in (control.fileno(), wake_r):
+        poller.register(fd, select.POLLIN)
+    status = None
+    while status is None:
+        ready = {fd for fd, _ in poller.poll(1000)}  # each second at least, the parent is looked at
+        if wake_r in ready:
             _drain(wake_r)
-        code = _reap(policy)
-        if control in readable and code is None:
-            break  # the judge closed it, or died
-    _end_children()
-    return 1 if code is None else code
+        status = _reap(policy)
+        if status is None and (control.fileno() in ready or os.getppid() != parent):
+            break  # the judge closed its end, or died
+    status = _end_children(policy, status)
+    _exit_as(status)
 
 
-def _reap(policy: int) -> int | None:
-    """Reap every child that has exited; the policy's exit code if it was one of them."""
-    code = None
+def _tell(control: socket.socket, line: str) -> None:
+    try:
+        control.sendall(line.encode(errors="replace") + b"\n")
+    except OSError:  # the judge is gone: the loop below sees its end closed
+        pass
+
+
+def _reap(policy: int, status: int | None = None) -> int | None:
+    """Reap every child that has exited; the policy's exit code (-N for signal N) once it is reaped."""
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, raw = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return code
+            return status
         if pid == 0:
-            return code
+            return status
         if pid == policy:
-            code = os.waitstatus_to_exitcode(status)
-            code = 128 - code if code < 0 else code
+            status = os.waitstatus_to_exitcode(raw)
 
 
-def _end_children() -> None:
+def _end_children(policy: int, status: int | None) -> int | None:
     deadline = time.monotonic() + SETTLE
     while time.monotonic() < deadline:
         for pid in _children():
@@ -89,11 +98,14 @@ def _end_children() -> None:
             except ProcessLookupError:
                 pass
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, raw = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return  # none left, not even an orphan on its way here
-        if pid == 0:
+            break  # none left, not even an orphan on its way here
+        if pid == policy:
+            status = os.waitstatus_to_exitcode(raw)
+        elif pid == 0:
             time.sleep(0.001)
+    return status
 
 
 def _children() -> list[int]:
@@ -116,6 +128,20 @@ def _children() -> list[int]:
     return found
 
 
+def _exit_as(status: int | None) -> None:
+    """Exit with the policy's code, or die of its signal (no core file), as the judge would have seen
+    it without a parent in between."""
+    if status is None or status >= 0:
+        sys.exit(1 if status is None else status)
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(-status, signal.SIG_DFL)  # SIGKILL has no handler to reset: refused, and not needed
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), -status)
+    os._exit(128 - status)  # not reached: the signal ended the process
+
+
 def _drain(fd: int) -> None:
     try:
         while os.read(fd, 512):
@@ -125,4 +151,4 @@ def _drain(fd: int) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])

@@ -40,7 +40,7 @@ import json
 import os
 import queue
 import shlex
-import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -49,11 +49,11 @@ import numpy as np
 
 from laya_eval.batch import Batch, PolicyError
 from laya_eval.processes import MARK, end_all, new_mark
-from laya_eval.reaper import SETTLE as REAPER_SETTLE
 from laya_eval.reaper import __file__ as REAPER
 from laya_protocol.files import NotStandard, loads_standard
 
 PROTOCOL_VERSION = 1
+REAPER_WAIT = 5.0  # seconds the judge waits for the reaper to end a policy's processes before it kills it too
 MAX_LINE = 64 << 20  # bytes of one answer line, its newline aside
 _TOO_LONG = object()  # what the reader hands on for a line past MAX_LINE, instead of the line
 
@@ -76,34 +76,65 @@ class StdioPolicy:
         self.proc: subprocess.Popen | None = None
         self.identity: dict = {}
         self._broken = False  # the last exchange failed: the next game starts a fresh process
-        self._control: int | None = None  # the reaper's control pipe: closing it ends the policy's processes
+        self._control: socket.socket | None = None  # the judge's end of the reaper's: closing it ends them all
 
     def _start(self) -> None:
         self._mark = new_mark()
-        if shutil.which(self.argv[0]) is None:  # found as the exec will look it up, so the error is this one line
-            raise PolicyError(f"cannot start {self.command!r}: no program {self.argv[0]!r} (searched PATH)")
-        argv, control = self.argv, None
-        if sys.platform.startswith("linux"):  # under a reaper, which ends whatever the policy started
-            control, self._control = os.pipe()
-            argv = [sys.executable, "-I", str(REAPER), str(control), *self.argv]
-        try:  # its own process group and a mark in its environment: whatever it starts is ended with it
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                bufsize=0,
-                start_new_session=True,
-                env={**os.environ, MARK: self._mark},
-                pass_fds=() if control is None else (control,),
-            )
-        except OSError as e:
-            raise PolicyError(f"cannot start {self.command!r}: {e}") from None
-        finally:
-            if control is not None:
-                os.close(control)
+        env = {**os.environ, MARK: self._mark}  # a mark every process it starts inherits
+        if not sys.platform.startswith("linux"):
+            try:  # its own session: whatever stays in its process group is ended with it
+                self.proc = subprocess.Popen(
+                    self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, start_new_session=True, env=env
+                )
+            except OSError as e:
+                raise PolicyError(f"cannot start {self.command!r}: {e}") from None
+        else:  # under a reaper, which ends whatever the policy started (laya_eval.reaper)
+            self._control, theirs = socket.socketpair()
+            try:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-I", REAPER, str(theirs.fileno()), *self.argv],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    bufsize=0,
+                    start_new_session=True,
+                    env=env,
+                    pass_fds=(theirs.fileno(),),
+                )
+            except OSError as e:
+                self._control.close()
+                self._control = None
+                raise PolicyError(
+                    f"cannot start {self.command!r}: its reaper ({sys.executable}) did not start: {e}"
+                ) from None
+            finally:
+                theirs.close()
+            started = self._started()
+            if started != "ok":
+                self.close(kill=True)
+                raise PolicyError(f"cannot start {self.command!r}: {started}")
         self._lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc.stdout, self._lines), daemon=True).start()
         self.identity = self._ask({"type": "hello", "protocol": PROTOCOL_VERSION})
+
+    def _started(self) -> str:
+        """The reaper's first line: ``ok`` once the policy started, else why it did not."""
+        assert self._control is not None and self.proc is not None
+        self._control.settimeout(self.timeout)
+        line = b""
+        try:
+            while not line.endswith(b"\n") and len(line) < 4096:
+                chunk = self._control.recv(4096)
+                if not chunk:
+                    break
+                line += chunk
+        except OSError:  # timed out
+            return f"its reaper said nothing within {self.timeout:g}s"
+        text = line.decode(errors="replace").strip()
+        if text == "ok":
+            return text
+        if text.startswith("error "):
+            return text[len("error ") :]
+        return f"its reaper exited (code {self.proc.wait()})"
 
     @staticmethod
     def _read(stream, lines: queue.Queue) -> None:
@@ -249,11 +280,11 @@ class StdioPolicy:
             if self.proc is None:  # the write timed out and killed it
                 return
         if self._control is not None:  # the reaper ends the policy and all it started, then exits
-            os.close(self._control)
+            self._control.close()
             self._control = None
             try:
-                self.proc.wait(timeout=REAPER_SETTLE + 5)
-            except subprocess.TimeoutExpired:
+                self.proc.wait(timeout=REAPER_WAIT)
+            except subprocess.TimeoutExpired:  # stopped, or slow: what follows kills it and searches
                 pass
         # Then the judge's own search, for what outlived a reaper the policy killed, or where there is
         # none (laya_eval.processes); once reaped, its number is no longer its own (a zombie's is, so
