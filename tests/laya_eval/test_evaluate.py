@@ -473,6 +473,16 @@ def test_a_policy_starts_with_the_default_signal_actions(tmp_path):
     assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), hex(ignored)
 
 
+def test_a_policy_that_exits_at_once_is_reported_with_its_code():
+    """Its exit may come before its parent is ready to see it (a race: twenty tries)."""
+    from laya_eval.batch import PolicyError
+    from laya_eval.stdio import StdioPolicy
+
+    for _ in range(20):
+        with pytest.raises(PolicyError, match=r"code 3\b"):
+            StdioPolicy('sh -c "exit 3"', timeout=30).reset("Pong", ["NOOP"])
+
+
 def test_why_a_policy_cannot_start_is_said(tmp_path):
     from laya_eval.batch import PolicyError
     from laya_eval.stdio import StdioPolicy

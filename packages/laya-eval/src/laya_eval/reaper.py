@@ -46,11 +46,13 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD writes to the wake pipe
     parent = os.getppid()
     try:  # subprocess restores SIGPIPE and SIGXFSZ, which Python ignores, and reports a failed exec
-        policy = subprocess.Popen(command, start_new_session=True).pid
+        # Held to the end: a Popen let go reaps its process if it has exited, and its status is lost.
+        started = subprocess.Popen(command, start_new_session=True)
     except (OSError, ValueError) as e:
         _tell(control, f"error {e}")
         sys.exit(127)
     _tell(control, "ok")
+    policy = started.pid
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)  # the policy alone holds the pipes: its exit is their end
     os.dup2(null, 1)

@@ -238,7 +238,11 @@ class StdioPolicy:
                 f"killed {self.command!r}"
             )
         if failed:
-            raise PolicyError(f"{self.command!r} closed its input (exit code {proc.poll()})")
+            try:  # an exit is seen a moment later through the reaper
+                code = proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                code = None
+            raise PolicyError(f"{self.command!r} closed its input (exit code {code})")
 
     def reset(self, game: str, actions) -> None:
         if self._broken or (self.proc is not None and self.proc.poll() is not None):
