@@ -194,6 +194,8 @@ def real_stacks(game, keep, grey, n=6):
     return np.stack(stacks[-n:])
 
 
+# A read-only array made a tensor warned on the user's terminal (torch: writing to it is undefined).
+@pytest.mark.filterwarnings("error:The given NumPy array is not writable")
 @pytest.mark.parametrize("arch", ["nature", "impala"])
 def test_cleanrl_logits_match_numpy_reference(tmp_path, arch):
     net = cleanrl_nature(4) if arch == "nature" else cleanrl_impala()

@@ -287,8 +287,8 @@ def _set(param, value, where: str, name: str) -> None:
     """Copy a checkpoint tensor into ``param``, refusing (at load, not at play) a missing one, a
     non-tensor, a wrong shape or non-finite values."""
     torch = _torch()
-    if isinstance(value, np.ndarray):
-        value = torch.from_numpy(np.ascontiguousarray(value))
+    if isinstance(value, np.ndarray):  # a copy only when read-only (a file's buffer) or strided
+        value = torch.from_numpy(np.require(value, requirements=("C_CONTIGUOUS", "WRITEABLE")))
     if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.dtype == torch.bfloat16):
         raise AtariDataError(
             f"is {type(value).__name__ if value is not None else 'missing'}, expected a float "
