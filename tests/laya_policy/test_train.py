@@ -8,6 +8,8 @@ from laya_eval.evaluate import RunConfig, evaluate
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.train import CrashForTesting, TrainConfig, lr_factor, train
 
+from ..promises import run_cli
+
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
@@ -84,6 +86,12 @@ def test_the_trained_checkpoint_plays_in_laya_eval(data, tmp_path):
         progress=False,
     )
     assert res["games"]["Pong"]["error"] is None
+    from laya_eval.cli import main as judge
+
+    # The run's folder, as a user would first pass it: one line naming the checkpoint inside it.
+    argv = ["run", "--policy", f"laya:{out}", "--games", "Pong", "--out", str(tmp_path / "r2.json")]
+    code, _, err = run_cli(judge, argv)
+    assert code == 2 and err.count("\n") == 1 and f"the run's checkpoint is {out / 'final'}" in err, err
 
 
 def test_restart_starts_over(data, tmp_path):

@@ -35,6 +35,7 @@ from laya_protocol.errors import cause
 from laya_protocol.files import Refused, parse_json, read_capped
 
 CONFIG = "vlm_agent_config.json"
+FINAL = "final"  # the checkpoint a training run leaves in its folder
 CNN = "cnn"  # the backbone name of the reference CNN, and the stem of its weights file
 
 
@@ -233,7 +234,8 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
 
     path = resolve_checkpoint(path)
     if not (path / CONFIG).is_file():
-        raise FileNotFoundError(f"{path} is not a laya-policy checkpoint (no {CONFIG})")
+        inside = f"; the run's checkpoint is {path / FINAL}" if (path / FINAL / CONFIG).is_file() else ""
+        raise FileNotFoundError(f"{path} is not a laya-policy checkpoint (no {CONFIG}){inside}")
     check_files(path)
     cfg = load_config(path)
     if cfg.backbone == CNN:

@@ -143,13 +143,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"{summary['game']}: {summary['decisions']} decisions, score {summary['score']:g} -> {summary['video']}"
             )
         if args.command == "train":
+            from laya_policy.checkpoint import FINAL
             from laya_policy.train import TrainConfig, train
 
             summary = train(from_args(TrainConfig, args))
             if summary:  # other ranks of a distributed run return nothing
                 print(
                     f"{summary['steps']} steps in {summary['minutes']:.1f} min ({summary['samples_per_s']} "
-                    f"samples/s); best {summary['best']}; checkpoint {args.out}/final"
+                    f"samples/s); best {summary['best']}; checkpoint {args.out}/{FINAL}"
                 )
         if args.command == "dagger":
             from atari_data.produce.dagger import DaggerConfig, write_dagger_round

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from atari_data.layout import write_atomic
-from laya_policy.checkpoint import read_json_file
+from laya_policy.checkpoint import FINAL, read_json_file
 from laya_protocol.config import option
 from laya_protocol.names import HUB_SPLITS
 from laya_protocol.protocol import EVAL_DECISION_CAP
@@ -215,7 +215,7 @@ class Quickstart:
         video = {}
         if best is not None:
             video = record_episode(
-                LayaPolicy(str(self.run_dir / "final"), device=self.cfg.device),
+                LayaPolicy(str(self.run_dir / FINAL), device=self.cfg.device),
                 best["game"],
                 self.out / f"{best['game']}.gif",
                 max_decisions=self.cfg.video_decisions,

@@ -31,6 +31,7 @@ from atari_data.limits import check_torch_zip, open_regular
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import (
     CNN,
+    FINAL,
     HUB_SPEC,
     TEMPERATURES,
     AgentConfig,
@@ -784,7 +785,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
         "groups": sorted(s.train),
         "calibration": calibration,
     }
-    save_checkpoint(s.model, agent_config(s, temperature), out / "final", training)
+    save_checkpoint(s.model, agent_config(s, temperature), out / FINAL, training)
     summary = {
         "steps": done["step"],
         "planned_steps": s.total,
