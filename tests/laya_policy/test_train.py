@@ -92,6 +92,10 @@ def test_the_trained_checkpoint_plays_in_laya_eval(data, tmp_path):
     argv = ["run", "--policy", f"laya:{out}", "--games", "Pong", "--out", str(tmp_path / "r2.json")]
     code, _, err = run_cli(judge, argv)
     assert code == 2 and err.count("\n") == 1 and f"the run's checkpoint is {out / 'final'}" in err, err
+    from laya_policy.cli import main
+
+    code, _, err = run_cli(main, ["push", str(out), "--repo", "me/x", "--dry-run", str(tmp_path / "staged")])
+    assert code == 2 and err.count("\n") == 1 and f"the run's checkpoint is {out / 'final'}" in err, err
 
 
 def test_restart_starts_over(data, tmp_path):

@@ -174,8 +174,18 @@ def check_files(path: Path) -> None:
             raise ValueError(f"{p}: is {size:,} bytes; a checkpoint's file other than weights is at most 64 MB")
 
 
+def checkpoint_folder(spec: str | Path) -> Path:
+    """The folder :func:`resolve_checkpoint` finds, refused unless it holds a checkpoint's config (a
+    training run's folder: the error names the checkpoint inside it)."""
+    path = resolve_checkpoint(spec)
+    if not (path / CONFIG).is_file():
+        inside = f"; the run's checkpoint is {path / FINAL}" if (path / FINAL / CONFIG).is_file() else ""
+        raise FileNotFoundError(f"{path} is not a laya-policy checkpoint (no {CONFIG}){inside}")
+    return path
+
+
 def load_config(path: str | Path) -> AgentConfig:
-    file = resolve_checkpoint(path) / CONFIG
+    file = checkpoint_folder(path) / CONFIG
     raw = read_json_file(file)
     if not isinstance(raw, dict):
         raise ValueError(f"{file}: holds a JSON {type(raw).__name__}, expected an object")
@@ -232,10 +242,7 @@ def load_config(path: str | Path) -> AgentConfig:
 def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | NatureCNN, AgentConfig]:
     from transformers import AutoTokenizer, Idefics3Model
 
-    path = resolve_checkpoint(path)
-    if not (path / CONFIG).is_file():
-        inside = f"; the run's checkpoint is {path / FINAL}" if (path / FINAL / CONFIG).is_file() else ""
-        raise FileNotFoundError(f"{path} is not a laya-policy checkpoint (no {CONFIG}){inside}")
+    path = checkpoint_folder(path)
     check_files(path)
     cfg = load_config(path)
     if cfg.backbone == CNN:
