@@ -184,7 +184,7 @@ class Quickstart:
         c = self.cfg
         results = evaluate(
             RunConfig(
-                policy=f"laya:{self.run_dir / 'final'}",
+                policy=f"laya:{self.run_dir / FINAL}",
                 games=c.games,
                 episodes=c.episodes,
                 cap=c.cap,
