@@ -56,14 +56,16 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
 
 def test_the_quickstart_runs_the_reference_cnn_through_the_same_stages(tmp_path, capsys):
     out = tmp_path / "qs-cnn"
-    assert main(["quickstart", "--out", str(out), *TOY, "--model", "cnn"]) == 0
+    assert main(["quickstart", "--out", str(out), *TOY, "--model", "cnn", "--sample"]) == 0
     printed = capsys.readouterr().out
     assert all(f"{stage}: done in" in printed for stage in STAGES)
     final = out / "train" / "final"
     assert (final / "cnn.safetensors").is_file() and not (final / "backbone").exists()
     assert json.loads((final / "vlm_agent_config.json").read_text())["backbone"] == "cnn"
-    played = json.loads((out / "eval" / "results.json").read_text())["games"]["Pong"]
+    results = json.loads((out / "eval" / "results.json").read_text())
+    played = results["games"]["Pong"]
     assert played["error"] is None and len(played["scores"]) == 1, "laya-eval played the CNN checkpoint"
+    assert results["settings"]["greedy"] is False, "--sample: each move drawn from the policy's probabilities"
 
 
 def test_what_a_quickstart_folder_holds_is_read_as_untrusted(tmp_path):

@@ -51,6 +51,11 @@ class QuickstartConfig:
         "machine too) gives the same weights",
     )
     episodes: int = option(5, "evaluation episodes per game")
+    sample: bool = option(
+        False,
+        "judge by drawing each move from the policy's probabilities (laya-eval --sample), not its top choice: "
+        "better for the tiny VLM, worse for the CNN (packages/laya-policy/README.md)",
+    )
     cap: int = option(EVAL_DECISION_CAP, "evaluation decisions per episode at most (the protocol's)")
     video_decisions: int = option(300, "decisions in the report's video")
     device: str = option("cpu", "torch device")
@@ -188,6 +193,7 @@ class Quickstart:
                 games=c.games,
                 episodes=c.episodes,
                 cap=c.cap,
+                greedy=not c.sample,
                 random_episodes=c.episodes,
                 baselines=str(self.data),
                 policy_kwargs={"device": c.device},
@@ -219,6 +225,7 @@ class Quickstart:
                 best["game"],
                 self.out / f"{best['game']}.gif",
                 max_decisions=self.cfg.video_decisions,
+                greedy=not self.cfg.sample,  # as it was judged
             )
         from atari_data.layout.stats import stats_table
 
