@@ -33,6 +33,14 @@ mode, scratch = sys.argv[1], Path(sys.argv[2])
 first_life = not (scratch / f"{mode}.ran").exists()
 (scratch / f"{mode}.ran").write_text("")
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(3600)"]
+
+
+def start_child(**popen) -> None:
+    """A child that would live an hour, its pid written where the test looks for it."""
+    child = subprocess.Popen(SLEEPER, **popen)
+    (scratch / "child.pid").write_text(str(child.pid))
+
+
 for line in sys.stdin.buffer:
     msg = json.loads(line)
     if msg["type"] == "close":
@@ -72,9 +80,7 @@ for line in sys.stdin.buffer:
             first_life = False
             continue
         if mode in ("forks", "setsid"):
-            sleeper = [sys.executable, "-c", "import time; time.sleep(3600)"]
-            child = subprocess.Popen(sleeper, start_new_session=mode == "setsid")
-            (scratch / "child.pid").write_text(str(child.pid))
+            start_child(start_new_session=mode == "setsid")
             time.sleep(3600)
         if mode == "daemon":
             launch = (
@@ -86,8 +92,7 @@ for line in sys.stdin.buffer:
             subprocess.run([sys.executable, "-c", launch, str(scratch / "child.pid")], check=True)
             time.sleep(3600)
         if mode == "groupkill" and first_life:
-            child = subprocess.Popen(SLEEPER, start_new_session=True, env={})
-            (scratch / "child.pid").write_text(str(child.pid))
+            start_child(start_new_session=True, env={})
             first_life = False
         if mode == "holdfd":
             held = []
@@ -96,8 +101,7 @@ for line in sys.stdin.buffer:
                     held.append(os.open(f"/proc/{os.getppid()}/fd/{fd}", os.O_WRONLY))
                 except OSError:
                     pass
-            child = subprocess.Popen(SLEEPER, start_new_session=True, env={})
-            (scratch / "child.pid").write_text(str(child.pid))
+            start_child(start_new_session=True, env={})
             time.sleep(3600)
         if mode == "forkloop":
             loop = (
