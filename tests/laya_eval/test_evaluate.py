@@ -483,6 +483,52 @@ def test_a_policy_that_exits_at_once_is_reported_with_its_code():
             StdioPolicy('sh -c "exit 3"', timeout=30).reset("Pong", ["NOOP"])
 
 
+def test_a_policy_started_from_a_thread_that_blocks_signals_dies_of_its_own_signal():
+    """A thread's blocked signals pass to what it starts: the policy's SIGTERM to itself did nothing
+    (nor would SIGCHLD reach its parent), so its death went unseen and its code was wrong."""
+    import threading
+
+    from laya_eval.batch import PolicyError
+    from laya_eval.stdio import StdioPolicy
+
+    said: list = []
+
+    def judge() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
+        try:
+            StdioPolicy("sh -c 'kill -TERM $$; sleep 10'", timeout=30).reset("Pong", ["NOOP"])
+        except PolicyError as e:
+            said.append(str(e))
+
+    t = threading.Thread(target=judge)
+    t.start()
+    t.join(60)
+    assert said and "code -15" in said[0], said
+
+
+def test_a_judge_with_its_standard_streams_closed_gives_the_policy_none_of_its_own():
+    """With descriptors 0 and 2 closed, the judge's socket to the reaper took number 2, which became
+    the policy's stderr: a policy that wrote there filled a socket nobody reads, and stopped."""
+    import subprocess
+
+    noisy = ROOT / "tests/laya_eval/noisy_policy.py"
+    judge = (
+        "import sys; from laya_eval.stdio import StdioPolicy\n"
+        f"p = StdioPolicy(sys.executable + ' {noisy}', timeout=10)\n"
+        "for _ in range(8): p.reset('Pong', ['NOOP'])\n"
+        "p.close(); print('played')\n"
+    )
+
+    def close_0_and_2() -> None:
+        os.close(0)
+        os.close(2)
+
+    done = subprocess.run(
+        [sys.executable, "-c", judge], env=ENV, stdout=subprocess.PIPE, preexec_fn=close_0_and_2, timeout=120
+    )
+    assert done.returncode == 0 and b"played" in done.stdout, done
+
+
 def test_why_a_policy_cannot_start_is_said(tmp_path):
     from laya_eval.batch import PolicyError
     from laya_eval.stdio import StdioPolicy

@@ -32,11 +32,13 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+PR_SET_DUMPABLE = 4
 SETTLE = 10.0  # seconds the final rounds may take before it gives up on what is left
 _SHRUGGED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def main(argv: list[str]) -> None:
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())  # a mask the judge's thread had would hide SIGCHLD, and pass on
     control, command = socket.socket(fileno=int(argv[0])), argv[1:]
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # else: the policy alone
     for sig in _SHRUGGED:  # handlers, not SIG_IGN: the policy starts with the default actions
@@ -135,7 +137,8 @@ def _exit_as(status: int | None) -> None:
     it without a parent in between."""
     if status is None or status >= 0:
         sys.exit(1 if status is None else status)
-    try:
+    try:  # not dumpable: no core file, nor a crash report piped to systemd-coredump or apport
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         signal.signal(-status, signal.SIG_DFL)  # SIGKILL has no handler to reset: refused, and not needed
     except (OSError, ValueError):

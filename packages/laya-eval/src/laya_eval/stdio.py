@@ -89,16 +89,22 @@ class StdioPolicy:
             except OSError as e:
                 raise PolicyError(f"cannot start {self.command!r}: {e}") from None
         else:  # under a reaper, which ends whatever the policy started (laya_eval.reaper)
-            self._control, theirs = socket.socketpair()
+            import fcntl  # POSIX only
+
+            self._control, pair = socket.socketpair()
+            # Numbered 3 or above: a judge started with its standard streams closed would otherwise hand
+            # the socket on as one of the policy's (its stderr filling a socket nobody reads).
+            theirs = fcntl.fcntl(pair.fileno(), fcntl.F_DUPFD_CLOEXEC, 3)
+            pair.close()
             try:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-I", REAPER, str(theirs.fileno()), *self.argv],
+                    [sys.executable, "-I", REAPER, str(theirs), *self.argv],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     bufsize=0,
                     start_new_session=True,
                     env=env,
-                    pass_fds=(theirs.fileno(),),
+                    pass_fds=(theirs,),
                 )
             except OSError as e:
                 self._control.close()
@@ -107,7 +113,7 @@ class StdioPolicy:
                     f"cannot start {self.command!r}: its reaper ({sys.executable}) did not start: {e}"
                 ) from None
             finally:
-                theirs.close()
+                os.close(theirs)
             started = self._started()
             if started != "ok":
                 self.close(kill=True)
