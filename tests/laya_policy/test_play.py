@@ -37,15 +37,23 @@ def test_checkpoint_round_trip_restores_the_same_logits(ckpt):
     assert torch.allclose(a, b, atol=1e-5)
 
 
-def test_loading_a_checkpoint_draws_no_library_progress_bar(ckpt, capsys):
+@pytest.mark.filterwarnings("error:Cannot enable progress bars")
+def test_loading_a_checkpoint_draws_no_library_progress_bar(ckpt, capsys, monkeypatch):
     """transformers' "Loading weights" bar went into every log that loaded a policy (laya-eval's
-    included); loading keeps it off, and leaves the library's own setting as it found it."""
+    included); loading keeps it off, and leaves the library's own setting as it found it, without a
+    warning where HF_HUB_DISABLE_PROGRESS_BARS=1 is set (as atari-data sets it when not on a terminal)."""
     from transformers.utils import logging
 
     logging.enable_progress_bar()  # as a fresh process has it (a CLI test may have turned it off)
     capsys.readouterr()
     load_checkpoint(ckpt[0])
     assert "Loading weights" not in capsys.readouterr().err
+    assert logging.is_progress_bar_enabled()
+    import importlib
+
+    hub_bars = importlib.import_module("huggingface_hub.utils.tqdm")  # reads the variable once, at import
+    monkeypatch.setattr(hub_bars, "HF_HUB_DISABLE_PROGRESS_BARS", True)
+    load_checkpoint(ckpt[0])
     assert logging.is_progress_bar_enabled()
 
 

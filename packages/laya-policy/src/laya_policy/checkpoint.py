@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -68,8 +69,10 @@ def _no_library_bars() -> Iterator[None]:
     try:
         yield
     finally:
-        if shown:
-            logging.enable_progress_bar()
+        if shown:  # transformers' own switch back on; the Hub client's stays off where its variable says so
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Cannot enable progress bars")
+                logging.enable_progress_bar()
 
 
 def save_checkpoint(
