@@ -19,6 +19,8 @@ import secrets
 import signal
 from pathlib import Path
 
+from laya_eval.reaper import live_processes
+
 MARK = "LAYA_EVAL_POLICY"
 _PROC = Path("/proc")
 _ENVIRON_CAP = 4 << 20  # an environment is at most a few MB (the kernel's argument limit)
@@ -42,7 +44,7 @@ def end_all(pid: int | None, mark: str) -> None:
         return
     needle, me = f"{MARK}={mark}".encode(), os.getpid()
     for _ in range(5):
-        parents = _live_processes()
+        parents = live_processes()
         found = {p for p in parents if p == pid or _marked(p, needle)}
         if pid is not None:
             found |= _descendants(pid, parents)
@@ -54,23 +56,6 @@ def end_all(pid: int | None, mark: str) -> None:
                 os.kill(p, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-
-
-def _live_processes() -> dict[int, int]:
-    """pid -> parent pid of every process that is not a zombie (a killed process stays one until
-    its parent reaps it)."""
-    out = {}
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_bytes()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()  # after the name, which may hold spaces and parentheses
-        if fields and fields[0] not in (b"Z", b"X"):
-            out[int(entry.name)] = int(fields[1])
-    return out
 
 
 def _descendants(pid: int, parents: dict[int, int]) -> set[int]:

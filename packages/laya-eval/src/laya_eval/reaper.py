@@ -66,7 +66,7 @@ def main(argv: list[str]) -> None:
         ready = {fd for fd, _ in poller.poll(1000)}  # each second at least, the parent is looked at
         if wake_r in ready:
             _drain(wake_r)
-        status = _reap(policy)
+        status, _ = _reap(policy, status)
         if status is None and (control.fileno() in ready or os.getppid() != parent):
             break  # the judge closed its end, or died
     status = _end_children(policy, status)
@@ -80,15 +80,16 @@ def _tell(control: socket.socket, line: str) -> None:
         pass
 
 
-def _reap(policy: int, status: int | None = None) -> int | None:
-    """Reap every child that has exited; the policy's exit code (-N for signal N) once it is reaped."""
+def _reap(policy: int, status: int | None) -> tuple[int | None, bool]:
+    """Reap every child that has exited: the policy's exit code (-N for signal N) once it is reaped,
+    else ``status``; and whether any child is left (alive, or an orphan on its way here)."""
     while True:
         try:
             pid, raw = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return status
+            return status, False
         if pid == 0:
-            return status
+            return status, True
         if pid == policy:
             status = os.waitstatus_to_exitcode(raw)
 
@@ -101,14 +102,10 @@ def _end_children(policy: int, status: int | None) -> int | None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        try:
-            pid, raw = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break  # none left, not even an orphan on its way here
-        if pid == policy:
-            status = os.waitstatus_to_exitcode(raw)
-        elif pid == 0:
-            time.sleep(0.001)
+        status, left = _reap(policy, status)
+        if not left:
+            break
+        time.sleep(0.001)  # the killed die, and their orphans reach this process
     return status
 
 
@@ -117,19 +114,27 @@ def _children() -> list[int]:
     try:
         with open(f"/proc/{me}/task/{me}/children", "rb") as f:
             return [int(p) for p in f.read().split()]
-    except OSError:  # a kernel without the children file: the parent of every process, from /proc
-        pass
-    found = []
+    except OSError:  # a kernel without the children file: every process's parent, from /proc
+        return [pid for pid, parent in live_processes().items() if parent == me]
+
+
+def live_processes() -> dict[int, int]:
+    """pid -> parent pid of every process that is not a zombie (a killed process stays one until its
+    parent reaps it), from ``/proc``. Here, standard library only, for this script; the judge's own
+    search (:mod:`laya_eval.processes`) uses it too."""
+    out = {}
     for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            if int(stat[stat.rfind(b")") + 2 :].split()[1]) == me:
-                found.append(int(name))
-    return found
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # after the name, which may hold spaces and parentheses
+        if fields and fields[0] not in (b"Z", b"X"):
+            out[int(name)] = int(fields[1])
+    return out
 
 
 def _exit_as(status: int | None) -> None:

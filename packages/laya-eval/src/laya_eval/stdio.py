@@ -80,15 +80,8 @@ class StdioPolicy:
 
     def _start(self) -> None:
         self._mark = new_mark()
-        env = {**os.environ, MARK: self._mark}  # a mark every process it starts inherits
-        if not sys.platform.startswith("linux"):
-            try:  # its own session: whatever stays in its process group is ended with it
-                self.proc = subprocess.Popen(
-                    self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, start_new_session=True, env=env
-                )
-            except OSError as e:
-                raise PolicyError(f"cannot start {self.command!r}: {e}") from None
-        else:  # under a reaper, which ends whatever the policy started (laya_eval.reaper)
+        argv, theirs = self.argv, None
+        if sys.platform.startswith("linux"):  # under a reaper, which ends whatever the policy started
             import fcntl  # POSIX only
 
             self._control, pair = socket.socketpair()
@@ -96,28 +89,30 @@ class StdioPolicy:
             # the socket on as one of the policy's (its stderr filling a socket nobody reads).
             theirs = fcntl.fcntl(pair.fileno(), fcntl.F_DUPFD_CLOEXEC, 3)
             pair.close()
-            try:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-I", REAPER, str(theirs), *self.argv],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    bufsize=0,
-                    start_new_session=True,
-                    env=env,
-                    pass_fds=(theirs,),
-                )
-            except OSError as e:
+            argv = [sys.executable, "-I", REAPER, str(theirs), *self.argv]
+        try:  # its own session, and a mark in its environment that every process it starts inherits
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                bufsize=0,
+                start_new_session=True,
+                env={**os.environ, MARK: self._mark},
+                pass_fds=() if theirs is None else (theirs,),
+            )
+        except OSError as e:
+            why = str(e)
+            if self._control is not None:
                 self._control.close()
                 self._control = None
-                raise PolicyError(
-                    f"cannot start {self.command!r}: its reaper ({sys.executable}) did not start: {e}"
-                ) from None
-            finally:
+                why = f"its reaper ({sys.executable}) did not start: {e}"
+            raise PolicyError(f"cannot start {self.command!r}: {why}") from None
+        finally:
+            if theirs is not None:
                 os.close(theirs)
-            started = self._started()
-            if started != "ok":
-                self.close(kill=True)
-                raise PolicyError(f"cannot start {self.command!r}: {started}")
+        if self._control is not None and (started := self._started()) != "ok":
+            self.close(kill=True)
+            raise PolicyError(f"cannot start {self.command!r}: {started}")
         self._lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc.stdout, self._lines), daemon=True).start()
         self.identity = self._ask({"type": "hello", "protocol": PROTOCOL_VERSION})
