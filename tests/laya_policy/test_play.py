@@ -42,16 +42,19 @@ def test_loading_a_checkpoint_draws_no_library_progress_bar(ckpt, capsys, monkey
     """transformers' "Loading weights" bar went into every log that loaded a policy (laya-eval's
     included); loading keeps it off, and leaves the library's own setting as it found it, without a
     warning where HF_HUB_DISABLE_PROGRESS_BARS=1 is set (as atari-data sets it when not on a terminal)."""
+    import importlib
+
     from transformers.utils import logging
 
+    # The Hub client reads its variable once, at import: in this worker an earlier atari-data command
+    # may have set it first. Without it, then with it, whatever ran before.
+    hub_bars = importlib.import_module("huggingface_hub.utils.tqdm")
+    monkeypatch.setattr(hub_bars, "HF_HUB_DISABLE_PROGRESS_BARS", None)  # unset
     logging.enable_progress_bar()  # as a fresh process has it (a CLI test may have turned it off)
     capsys.readouterr()
     load_checkpoint(ckpt[0])
     assert "Loading weights" not in capsys.readouterr().err
     assert logging.is_progress_bar_enabled()
-    import importlib
-
-    hub_bars = importlib.import_module("huggingface_hub.utils.tqdm")  # reads the variable once, at import
     monkeypatch.setattr(hub_bars, "HF_HUB_DISABLE_PROGRESS_BARS", True)
     load_checkpoint(ckpt[0])
     assert logging.is_progress_bar_enabled()
