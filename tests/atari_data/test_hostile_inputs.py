@@ -177,30 +177,66 @@ def test_a_fifo_in_a_layout_is_one_line_not_a_wait(layout_master, tmp_path, whic
     assert done, f"stats waited on the FIFO {which}"
 
 
-@pytest.mark.parametrize("which", ["frame", "images"])
-def test_a_frame_reached_through_a_symlink_is_refused_by_validate_and_pack(layout_master, tmp_path, which):
-    """A frame (or the images folder) that is a symlink to an intact copy elsewhere on the machine:
-    pack would publish whatever it points at, so both refuse it, naming the record and field."""
+LINKABLE = ["frame", "images", "game", "source", "train.jsonl", "val.jsonl", "meta.json", "episodes.jsonl"]
+
+
+@pytest.mark.parametrize("which", LINKABLE)
+def test_anything_in_a_layout_reached_through_a_symlink_is_refused_by_validate_and_pack(layout_master, tmp_path, which):
+    """A frame, a game's file or any folder of the layout that is a symlink to an intact copy
+    elsewhere on the machine: pack would publish whatever it points at, so both refuse it, naming
+    it (and, for a frame, the record and field)."""
     root = tmp_path / "root"
     shutil.copytree(layout_master, root)
     game = root / "expert2f/Breakout"
     rec = json.loads((game / "train.jsonl").read_text().splitlines()[2])
+    linked = {"frame": game / rec["image"], "images": game / "images", "game": game, "source": game.parent}
+    linked = linked.get(which, game / which)
     elsewhere = tmp_path / "elsewhere"
-    if which == "frame":
-        elsewhere.mkdir()
-        frame = game / rec["image"]
-        shutil.move(frame, elsewhere / frame.name)
-        frame.symlink_to(elsewhere / frame.name)
-    else:
-        shutil.move(game / "images", elsewhere)
-        (game / "images").symlink_to(elsewhere)
+    elsewhere.mkdir()
+    shutil.move(linked, elsewhere / linked.name)
+    linked.symlink_to(elsewhere / linked.name)
     code, out, err = run_cli(main, ["validate", root, "--images"])
     assert code == 2 and "symbolic link" in out and "Traceback" not in out + err, out + err
-    if which == "frame":
-        assert "train.jsonl:3: image:" in out, out
+    assert ("train.jsonl:3: image:" if which == "frame" else f"{linked}: (") in out, out
     out = tmp_path / "packed"
-    code, err = check_promises(main, ["pack", root, out], sandbox=tmp_path, target=out)
-    assert code == 2 and "symbolic link" in err and err.count("\n") == 1, err
+    for argv in (["pack", root, out], ["pack", root, out, "--replay"]):
+        code, err = check_promises(main, argv, sandbox=tmp_path, target=out)
+        assert code == 2 and "symbolic link" in err and err.count("\n") == 1, err
+        assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "which, replay",
+    [("frame", False), ("meta.json", False), ("train.jsonl", False), ("frame", True), ("episodes.jsonl", True)],
+)
+def test_a_file_swapped_for_a_symlink_after_validate_is_refused_by_pack(
+    layout_master, tmp_path, monkeypatch, which, replay
+):
+    """pack validates, then reads: a game's file swapped for a link to an intact copy elsewhere in
+    between (by anything else that can write the layout) is refused by the read itself, not published."""
+    import atari_data.layout.validate as validate_module
+
+    box = tmp_path / "box"
+    root = box / "root"
+    shutil.copytree(layout_master, root)
+    game = root / "expert2f/Breakout"
+    rec = json.loads((game / "train.jsonl").read_text().splitlines()[2])
+    swapped = game / rec["image"] if which == "frame" else game / which
+    elsewhere = tmp_path / "elsewhere" / swapped.name
+    elsewhere.parent.mkdir()
+    shutil.copyfile(swapped, elsewhere)
+    real = validate_module.validate
+
+    def validate_then_swap(*args, **kwargs):
+        report = real(*args, **kwargs)
+        swapped.unlink()
+        swapped.symlink_to(elsewhere)
+        return report
+
+    monkeypatch.setattr(validate_module, "validate", validate_then_swap)
+    out = box / "packed"
+    code, err = check_promises(main, ["pack", root, out, *(["--replay"] if replay else [])], sandbox=box, target=out)
+    assert code == 2 and "symbolic link" in err and swapped.name in err, err
     assert not out.exists()
 
 
@@ -701,12 +737,14 @@ def test_a_planted_lock_symlink_is_refused_and_its_target_untouched(tmp_path):
 
 @pytest.mark.parametrize("which", ["expert2f/Breakout/val.jsonl", "expert2f/Breakout/meta.json"])
 def test_a_device_in_a_layout_is_refused_not_read_forever(layout, tmp_path, which):
+    """A link to a device: validate reports both the link and the device it would read (it follows
+    links to report them); stats reads a game's files as GameDir does, refusing the link itself."""
     (layout / which).unlink()
     (layout / which).symlink_to("/dev/zero")
     code, out, err = run_cli(main, ["validate", layout])
-    assert code == 2 and "is not a regular file" in out, out + err
+    assert code == 2 and "is not a regular file" in out and "is a symbolic link" in out, out + err
     code, err = check_promises(main, ["stats", layout], sandbox=tmp_path, target=None)
-    assert code in (0, 2) and (code == 0 or "regular file" in err), err
+    assert code in (0, 2) and (code == 0 or "regular file" in err or "symbolic link" in err), err
 
 
 def test_playjev_frames_outside_their_shard_are_refused(tmp_path):

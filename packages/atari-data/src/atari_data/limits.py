@@ -96,12 +96,13 @@ def open_regular(path: os.PathLike | str, field: str = "(file)") -> BinaryIO:
         raise AtariDataError(f"is {e}", file=str(path), field=field) from None
 
 
-def read_bytes(path: os.PathLike | str, kind: str = "file", field: str = "(file)") -> bytes:
+def read_bytes(path: os.PathLike | str, kind: str = "file", field: str = "(file)", follow: bool = True) -> bytes:
     """A whole regular file, refused before reading when it is larger than the limit of ``kind``. A
     device, FIFO or socket (``/dev/zero``, a pipe) is refused too: its size says nothing, and reading
-    it could block or never end. At most the limit is read, whatever the file does meanwhile."""
+    it could block or never end. At most the limit is read, whatever the file does meanwhile.
+    ``follow`` False refuses a symbolic link (a layout's own files)."""
     try:
-        return files.read_capped(path, limit(kind))
+        return files.read_capped(path, limit(kind), follow)
     except files.Refused as e:
         if e.size is not None:
             check(kind, e.size, file=str(path), field=field)

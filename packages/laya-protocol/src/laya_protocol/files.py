@@ -8,11 +8,15 @@ opened non-blocking and refused by its kind before a byte is read. Each package 
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import stat
 from typing import BinaryIO
+
+#: What a file read with ``follow`` False was refused for.
+LINK = "a symbolic link"
 
 
 class Refused(ValueError):
@@ -31,9 +35,15 @@ def open_regular(path: str | os.PathLike) -> BinaryIO:
     return open(fd, "rb", buffering=0)
 
 
-def _open_regular_fd(path: str | os.PathLike) -> tuple[int, int]:
-    """(descriptor, size) of a regular file opened for reading."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+def _open_regular_fd(path: str | os.PathLike, follow: bool = True) -> tuple[int, int]:
+    """(descriptor, size) of a regular file opened for reading; with ``follow`` False a link in the
+    name's last part is refused by the same open that reads it (no check-then-open race)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
+    except OSError as e:
+        if not follow and e.errno == errno.ELOOP:
+            raise Refused(LINK) from None
+        raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
@@ -41,11 +51,11 @@ def _open_regular_fd(path: str | os.PathLike) -> tuple[int, int]:
     return fd, st.st_size
 
 
-def read_capped(path: str | os.PathLike, cap: int) -> bytes:
+def read_capped(path: str | os.PathLike, cap: int, follow: bool = True) -> bytes:
     """A whole regular file of at most ``cap`` bytes, refused by its size before it is read. At most
     ``cap + 1`` bytes are read whatever the file does meanwhile (one that grows, or says 0 as /proc
-    does, is read on up to the cap)."""
-    fd, size = _open_regular_fd(path)  # a bare descriptor: a file object costs a third again on a small frame
+    does, is read on up to the cap). ``follow`` False refuses a symbolic link."""
+    fd, size = _open_regular_fd(path, follow)  # a bare descriptor: a file object costs a third again on a small frame
     try:
         if size > cap:
             raise Refused(f"{size:,} bytes, over the {_mb(cap)} it may be", size)

@@ -53,12 +53,14 @@ class GameDir:
     def split_file(self, split: str) -> Path:
         return self.path / f"{split}.jsonl"
 
+    # A game's own files are read without following a link (``follow=False``): validate refuses a
+    # link in a layout, and a file swapped for one after it is refused by the read itself.
     def meta(self) -> dict:
-        return read_json(self.path / META)
+        return read_json(self.path / META, follow=False)
 
     def records(self, split: str = "train") -> Iterator[dict]:
         """The records of one split, in file order."""
-        for _, rec in read_jsonl(self.split_file(split), "(record)"):
+        for _, rec in read_jsonl(self.split_file(split), "(record)", follow=False):
             yield rec
 
     def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
@@ -69,7 +71,8 @@ class GameDir:
         rel = rec["prev_image" if prev else "image"]
         path = safe_join(self.path, rel)
         try:
-            return decode_png(read_bytes(path, "frame", "image"), formats_of(path.name))  # as its name says
+            data = read_bytes(path, "frame", "image", follow=False)
+            return decode_png(data, formats_of(path.name))  # as its name says
         except (OSError, ValueError, zlib.error) as e:
             raise AtariDataError(f"cannot read frame ({e})", file=str(path), field="image") from None
 
@@ -110,27 +113,27 @@ def list_games(root: str | os.PathLike, sources=None, games=None, ready_only: bo
     return out
 
 
-def read_jsonl(path: Path, field: str = "(record)") -> Iterator[tuple[int, Any]]:
+def read_jsonl(path: Path, field: str = "(record)", follow: bool = True) -> Iterator[tuple[int, Any]]:
     """(line number, value) of every non-blank line of a JSONL file read within the file limit, each
     line within the record limit. Lines split on ``\\n`` only: JSON text may hold other line
     separators (U+2028) verbatim."""
     from atari_data.limits import check, limit
 
     cap = limit("record")
-    for n, line in enumerate(read_file(path).split(b"\n"), 1):
+    for n, line in enumerate(read_file(path, follow=follow).split(b"\n"), 1):
         if len(line) > cap:  # checked before it is parsed, into up to 30 times its size
             check("record", len(line), file=str(path), line=n, field=field)
         if line.strip():
             yield n, parse_json_line(line, str(path), n, field)
 
 
-def read_file(path: Path | str, kind: str = "file", field: str = "(file)") -> bytes:
+def read_file(path: Path | str, kind: str = "file", field: str = "(file)", follow: bool = True) -> bytes:
     """A whole file within the limit of ``kind``; missing or unreadable (a folder in its place, a NUL
-    in its name) is one AtariDataError."""
+    in its name, a link where ``follow`` is False) is one AtariDataError."""
     from atari_data.limits import read_bytes
 
     try:
-        return read_bytes(path, kind, field)
+        return read_bytes(path, kind, field, follow)
     except FileNotFoundError:
         raise AtariDataError("is missing", file=str(path), field=field) from None
     except (OSError, ValueError) as e:
@@ -155,10 +158,17 @@ def parse_json_line(line: bytes, file: str, n: int | None, field: str):
         ) from None
 
 
-def read_json(path: Path) -> dict:
+def copy_plain(src: Path, dest: Path, follow: bool = False) -> None:
+    """Copy one small file as it is read here (a regular file within the file limit), never a FIFO
+    or device; a link is refused unless ``follow`` (a game's own files are read as :class:`GameDir`
+    reads them, so what is published is what was checked)."""
+    dest.write_bytes(read_file(src, follow=follow))
+
+
+def read_json(path: Path, follow: bool = True) -> dict:
     """A JSON object from ``path``; anything else (missing, too big, not UTF-8, not JSON, nested past
     Python's recursion limit, a number past its digit limit, not an object) is one AtariDataError."""
-    value = parse_json_line(read_file(path), str(path), None, "(file)")
+    value = parse_json_line(read_file(path, follow=follow), str(path), None, "(file)")
     if not isinstance(value, dict):
         raise AtariDataError(f"holds a JSON {type(value).__name__}, expected an object", file=str(path), field="(file)")
     return value

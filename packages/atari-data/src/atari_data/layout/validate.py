@@ -15,13 +15,14 @@ from pathlib import Path
 import orjson
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import META, READY, GameDir, list_games, read_file, swap_into_place, write_atomic
+from atari_data.layout import EPISODES, META, READY, GameDir, list_games, read_file, swap_into_place, write_atomic
 from atari_data.layout.png import formats_of, frame_mode_size, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, side_paths
 from atari_data.limits import check as check_size
 from atari_data.limits import limit, read_bytes
 from atari_data.schema import META as META_SCHEMA
 from atari_data.schema import check_structure, frame_size
+from laya_protocol.files import LINK
 from laya_protocol.games import all_games, minimal_actions
 from laya_protocol.names import SPLITS
 
@@ -41,7 +42,12 @@ class Report:
 def validate(root, sources=None, games=None, images: bool = False) -> Report:
     """Validate every ready game under ``root`` (optionally only some sources and games)."""
     report = Report()
+    linked: set[Path] = set()
     for g in list_games(root, sources, games, ready_only=False):
+        source = g.root / g.source
+        if source.is_symlink() and source not in linked:  # once, not once per game in it
+            linked.add(source)
+            report.defects.append(AtariDataError(LINKED, file=str(source), field="(folder)"))
         if not g.ready:
             report.not_ready.append(g)
             continue
@@ -67,6 +73,12 @@ class _GameCheck:
 
     def run(self) -> None:
         g = self.g
+        for path in (g.path, g.path / "images"):
+            if path.is_symlink():
+                self.defect(path, "(folder)", LINKED)
+        for path in (g.path / META, g.path / READY, g.path / EPISODES, *map(g.split_file, SPLITS)):
+            if path.is_symlink():
+                self.defect(path, "(file)", LINKED)
         meta_path = g.path / META
         meta = self._meta(meta_path)
         actions = meta.get("actions")
@@ -77,9 +89,7 @@ class _GameCheck:
         size = frame_size(meta.get("frame_format"))
 
         present: set[str] = set()
-        if (g.path / "images").is_symlink():
-            self.defect(g.path / "images", "(folder)", LINKED)
-        else:
+        if not (g.path / "images").is_symlink():
             try:
                 with os.scandir(g.path / "images") as entries:
                     for e in entries:
@@ -280,7 +290,7 @@ class _GameCheck:
                 self.defect(path, f"{split}.labels", f"{stated['labels']} differ from the records' {dict(labels)}")
 
 
-LINKED = "is a symbolic link (frames are files in their game folder: pack would publish what a link points at)"
+LINKED = f"is {LINK} (a layout is plain files and folders: pack would publish what a link points at)"
 _KEY_FIELDS = frozenset(("id", "image", "prev_image", "episode", "step"))
 
 

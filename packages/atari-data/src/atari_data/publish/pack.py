@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import FileLock, GameDir, join_inside, list_games, read_file, swap_into_place
+from atari_data.layout import META, FileLock, GameDir, copy_plain, join_inside, list_games, read_file, swap_into_place
 from atari_data.layout.png import LEVELS, formats_of, is_intact, recompress
 from atari_data.layout.records import side_paths
 from atari_data.publish import repo
@@ -154,7 +154,7 @@ def _intact(base: str, rel: str, size: tuple[int, int] | None, last: dict | None
     record's frame, the next one's previous frame) is checked once and comes back as the same
     object (which tells :func:`_recompressed` to re-compress it once)."""
     path = join_inside(base, rel)
-    data = read_file(path, "frame", "image")
+    data = read_file(path, "frame", "image", follow=False)  # a frame swapped for a link since validate
     formats = formats_of(rel)
     key = (formats, data)
     if last is not None and key in last:  # the same bytes under the same kind of name
@@ -372,7 +372,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
             frames = frames.pop()
             for g in gs:
                 (tmp / repo.meta_file(source, g.game)).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(g.path / "meta.json", tmp / repo.meta_file(source, g.game))
+                copy_plain(g.path / META, tmp / repo.meta_file(source, g.game))
             conf: dict = {
                 "frames": frames,
                 "splits": {

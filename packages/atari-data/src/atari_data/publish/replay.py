@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import EPISODES, META, GameDir, GameLock, read_json, read_jsonl, staged_game
+from atari_data.layout import EPISODES, META, GameDir, GameLock, copy_plain, read_json, read_jsonl, staged_game
 from atari_data.layout.png import encode_png
 from atari_data.layout.records import GameRules
 from atari_data.layout.validate import commit_game
@@ -54,8 +53,8 @@ def write_replay_game(g: GameDir, dest: Path) -> int:
             field="--replay",
         )
     dest.mkdir(parents=True)
-    shutil.copyfile(g.path / META, dest / META)
-    shutil.copyfile(g.path / EPISODES, dest / EPISODES)
+    copy_plain(g.path / META, dest / META)
+    copy_plain(g.path / EPISODES, dest / EPISODES)
     n = 0
     for split in SPLITS:
         lines = []
@@ -221,8 +220,8 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
                 for r in rows[s]
             )
             (staged.path / f"{s}.jsonl").write_text(text, encoding="utf-8")
-        shutil.copyfile(src / META, staged.path / META)
-        shutil.copyfile(src / EPISODES, staged.path / EPISODES)
+        copy_plain(src / META, staged.path / META, follow=True)  # a Hub snapshot is links into its blobs
+        copy_plain(src / EPISODES, staged.path / EPISODES, follow=True)
         commit_game(staged, images=True, file=str(src))
     res.written = True
     return res
