@@ -177,7 +177,7 @@ def test_a_fifo_in_a_layout_is_one_line_not_a_wait(layout_master, tmp_path, whic
     assert done, f"stats waited on the FIFO {which}"
 
 
-LINKABLE = ["frame", "images", "game", "source", "train.jsonl", "val.jsonl", "meta.json", "episodes.jsonl"]
+LINKABLE = ["frame", "images", "game", "source", "train.jsonl", "val.jsonl", "meta.json", "episodes.jsonl", "_READY"]
 
 
 @pytest.mark.parametrize("which", LINKABLE)

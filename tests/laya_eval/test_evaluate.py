@@ -473,6 +473,33 @@ def test_a_policy_starts_with_the_default_signal_actions(tmp_path):
     assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), hex(ignored)
 
 
+def test_a_policy_gets_the_judges_environment_and_its_mark(tmp_path, monkeypatch):
+    """The reaper runs isolated (`python -I`), which ignores PYTHONCOERCECLOCALE=0: under the C
+    locale it set LC_CTYPE=C.UTF-8 in its own environment, and the policy inherited it."""
+    from laya_eval.stdio import MARK, StdioPolicy
+
+    for name in ("LC_ALL", "LC_CTYPE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "C")
+    monkeypatch.setenv("PYTHONCOERCECLOCALE", "0")
+    script = tmp_path / "policy.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "sys.stdin.readline()\n"
+        "print(json.dumps({'name': 'env', 'env': dict(os.environ)}), flush=True)\n"
+        "for line in sys.stdin:\n"
+        "    if 'close' in line: break\n"
+        "    print('{\"ok\": true}', flush=True)\n"
+    )
+    policy = StdioPolicy(f"{sys.executable} {script}", timeout=30)
+    try:
+        policy.reset("Pong", ["NOOP"])
+        env = policy.identity["env"]
+    finally:
+        policy.close()
+    assert env.pop(MARK, None) and env == dict(os.environ), sorted(set(env.items()) ^ set(os.environ.items()))
+
+
 def test_a_policy_that_exits_at_once_is_reported_with_its_code():
     """Its exit may come before its parent is ready to see it (a race: twenty tries)."""
     from laya_eval.batch import PolicyError

@@ -49,6 +49,7 @@ import numpy as np
 
 from laya_eval.batch import Batch, PolicyError
 from laya_eval.processes import MARK, end_all, new_mark
+from laya_eval.reaper import NO_LC_CTYPE
 from laya_eval.reaper import __file__ as REAPER
 from laya_protocol.files import NotStandard, loads_standard
 
@@ -81,6 +82,7 @@ class StdioPolicy:
     def _start(self) -> None:
         self._mark = new_mark()
         argv, theirs = self.argv, None
+        env = {**os.environ, MARK: self._mark}
         if sys.platform.startswith("linux"):  # under a reaper, which ends whatever the policy started
             import fcntl  # POSIX only
 
@@ -90,6 +92,8 @@ class StdioPolicy:
             theirs = fcntl.fcntl(pair.fileno(), fcntl.F_DUPFD_CLOEXEC, 3)
             pair.close()
             argv = [sys.executable, "-I", REAPER, str(theirs), *self.argv]
+            if "LC_CTYPE" not in env:
+                env[NO_LC_CTYPE] = "1"
         try:  # its own session, and a mark in its environment that every process it starts inherits
             self.proc = subprocess.Popen(
                 argv,
@@ -97,7 +101,7 @@ class StdioPolicy:
                 stdout=subprocess.PIPE,
                 bufsize=0,
                 start_new_session=True,
-                env={**os.environ, MARK: self._mark},
+                env=env,
                 pass_fds=() if theirs is None else (theirs,),
             )
         except OSError as e:
