@@ -157,3 +157,69 @@ def test_damaged_frames_are_counted_drops_not_copied(record, tmp_path):
     assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 0
     assert list_games(tmp_path / "out")[0].meta()["dropped"]["bad_image"] == 2
     assert validate(tmp_path / "out", images=True).ok
+
+
+def _rewrite(path, edit):
+    """The game zip rewritten with ``edit(members)`` -> members ((name, bytes) pairs)."""
+    with zipfile.ZipFile(path) as z:
+        members = [(n, z.read(n)) for n in z.namelist()]
+    with zipfile.ZipFile(path, "w") as z:
+        for n, data in edit(members):
+            z.writestr(n, data)
+
+
+def _meta_header(kind: int, size: int) -> bytes:
+    """A trial's tar.bz2 that opens with a pax or GNU long-name header declaring ``size`` bytes of
+    body, and holds them (zeros: a few bytes of bz2): tarfile reads such a body whole."""
+    import bz2
+
+    info = tarfile.TarInfo("././@LongLink")
+    info.type, info.size = kind, size
+    return bz2.compress(info.tobuf(format=tarfile.USTAR_FORMAT) + bytes(size + (-size) % 512 + 1024), 1)
+
+
+def _flag_txt_members(path, offset_local: int, offset_central: int, value: bytes) -> None:
+    """Patch a field of every .txt member's local and central headers (raw zip surgery)."""
+    import re
+
+    data = bytearray(path.read_bytes())
+    for sig, at, name_len, name_at in ((b"PK\x03\x04", offset_local, 26, 30), (b"PK\x01\x02", offset_central, 28, 46)):
+        for m in re.finditer(re.escape(sig), bytes(data)):
+            n = int.from_bytes(data[m.start() + name_len : m.start() + name_len + 2], "little")
+            if data[m.start() + name_at : m.start() + name_at + n].endswith(b".txt"):
+                data[m.start() + at : m.start() + at + len(value)] = value
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["pax_bomb", "longname_bomb", "two_trials_one_number", "encrypted", "unknown_method", "load_trial_digit", "fifo"],
+)
+def test_hostile_records_are_one_line_errors(record, tmp_path, capsys, hostile):
+    """Each was a traceback, a silently dropped trial, memory without bound or a wait for ever."""
+    import os
+
+    from atari_data.limits import limit
+
+    path = record / ZIP
+    if hostile in ("pax_bomb", "longname_bomb"):  # a little over the record limit: the cap is what is tested
+        kind = tarfile.XHDTYPE if hostile == "pax_bomb" else tarfile.GNUTYPE_LONGNAME
+        bomb = _meta_header(kind, limit("record") + 4096)
+        _rewrite(path, lambda ms: [(n, bomb if n.endswith(".tar.bz2") else d) for n, d in ms])
+    elif hostile == "two_trials_one_number":  # 101 of another subject: one of the two was dropped unsaid
+        _rewrite(path, lambda ms: ms + [(n.replace("_RZ_", "_KM_"), d) for n, d in ms if "/101_" in n])
+    elif hostile == "encrypted":
+        _flag_txt_members(path, 6, 8, b"\x01")
+    elif hostile == "unknown_method":
+        _flag_txt_members(path, 8, 10, (97).to_bytes(2, "little"))
+    elif hostile == "load_trial_digit":  # "²".isdigit() is True; int("²") is a ValueError
+        meta = record / "meta_data.csv"
+        meta.write_text(meta.read_text().replace("breakout,102,RZ,101", "breakout,102,RZ,\u00b2"))
+    else:
+        path.unlink()
+        os.mkfifo(path)
+    assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    assert "record limit" in err or not hostile.endswith("_bomb"), err  # refused before its body is read
+    assert not (tmp_path / "out" / "atari_head" / GAME / "_READY").exists()

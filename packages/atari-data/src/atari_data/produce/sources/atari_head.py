@@ -35,7 +35,8 @@ REPO = None  # on Zenodo, not the Hub
 LICENSE = "CC-BY-4.0"
 HEADER = ["frame_id", "episode_id", "score", "duration(ms)", "unclipped_reward", "action", "gaze_positions"]
 VAL_FRACTION = 0.05
-STEM = re.compile(r"^(\d+)_([A-Za-z]+)_(\d+)_(.+)$")  # <trial>_<subject>_<UTID>_<date>
+TRIAL_NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits, as many as an int holds
+STEM = re.compile(r"^([0-9]{1,9})_([A-Za-z]+)_([0-9]+)_(.+)$")  # <trial>_<subject>_<UTID>_<date>
 
 
 @dataclass
@@ -114,10 +115,16 @@ def trials_in(archive: zipfile.ZipFile, where: str) -> dict[int, Trial]:
     names = archive.namelist()
     tars = {Path(n).name[: -len(".tar.bz2")]: n for n in names if n.endswith(".tar.bz2")}
     txts = {Path(n).name[: -len(".txt")]: n for n in names if n.endswith(".txt")}
-    trials = {}
+    trials: dict[int, Trial] = {}
     for stem in sorted(set(tars) & set(txts)):
         m = STEM.match(stem)
         if m:
+            if int(m[1]) in trials:  # meta_data.csv links trials by number: two would be one
+                raise AtariDataError(
+                    f"trial {int(m[1])} twice ({trials[int(m[1])].stem} and {stem}); one number a trial",
+                    file=where,
+                    field="(member)",
+                )
             trials[int(m[1])] = Trial(int(m[1]), stem, tars[stem], txts[stem])
     if not trials:
         raise AtariDataError("no trial (<trial>_<subject>_<UTID>_<date>.tar.bz2 with its .txt) found", file=where)
@@ -130,7 +137,7 @@ def frames_of(archive: zipfile.ZipFile, trial: Trial, where: str) -> dict[str, b
     try:
         info = archive.getinfo(trial.frames_tar)
         limits.check("member", info.file_size, file=name, field="(member)", compressed=info.compress_size)
-        with archive.open(info) as raw, tarfile.open(fileobj=raw, mode="r|bz2") as tar:  # streamed, not read whole
+        with archive.open(info) as raw, tarfile.open(fileobj=raw, mode="r|bz2", tarinfo=_CappedTarInfo) as tar:
             out, inflated = {}, 0
             for member in tar:
                 inflated += tarfile.BLOCKSIZE + member.size  # what the bz2 stream inflates to, declared up front
@@ -139,8 +146,23 @@ def frames_of(archive: zipfile.ZipFile, trial: Trial, where: str) -> dict[str, b
                     limits.check("frame", member.size, file=f"{name}!{member.name}", field="image")
                     out[Path(member.name).stem] = tar.extractfile(member).read()  # type: ignore[union-attr]  # isfile()
             return out
-    except (tarfile.TarError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as e:
+    except (*UNREADABLE, tarfile.TarError) as e:
         raise AtariDataError(f"{trial.frames_tar}: unreadable archive ({type(e).__name__}: {e})", file=where) from None
+
+
+#: What reading a zip member may raise: damage, and (RuntimeError, NotImplementedError) a member
+#: encrypted or compressed in a way zipfile does not read.
+UNREADABLE = (EOFError, OSError, zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError)
+
+
+class _CappedTarInfo(tarfile.TarInfo):
+    """A tar header whose own extension (a pax header, a GNU long name) is refused by its declared
+    size before tarfile reads its body whole into memory; member bodies are checked by the caller."""
+
+    def _proc_member(self, tarfile_):
+        if self.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, *tarfile.GNU_TYPES[:2]):
+            limits.check("record", self.size, file=self.name, field="(tar header)")
+        return super()._proc_member(tarfile_)
 
 
 def _member_text(archive: zipfile.ZipFile, member: str, where: str) -> str:
@@ -149,7 +171,7 @@ def _member_text(archive: zipfile.ZipFile, member: str, where: str) -> str:
         return limits.zip_member(archive, member, "file", where, "(member)").decode("utf-8")
     except UnicodeDecodeError as e:
         raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=where, field="(file)") from None
-    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+    except UNREADABLE as e:
         raise AtariDataError(f"unreadable ({type(e).__name__}: {e})", file=where, field="(member)") from None
 
 
@@ -186,8 +208,18 @@ def load_trial_links(root: Path, game: str) -> dict[int, int]:
                 same = resolve_game(name) == game
             except AtariDataError:
                 same = False
-            if same and row["load_trial"].strip().isdigit() and int(row["load_trial"]) > 0:
-                if not row["trial_id"].strip().isdigit():
+            if not same:
+                continue
+            load = row["load_trial"].strip() or "0"
+            if not TRIAL_NUMBER.fullmatch(load):  # isdigit() takes "²", which int() refuses
+                raise AtariDataError(
+                    f"{row['load_trial'][:40]!r} is not a trial number",
+                    file=str(path),
+                    line=reader.line_num,
+                    field="load_trial",
+                )
+            if int(load) > 0:
+                if not TRIAL_NUMBER.fullmatch(row["trial_id"].strip()):
                     raise AtariDataError(
                         f"{row['trial_id']!r} is not a trial number",
                         file=str(path),
@@ -252,11 +284,13 @@ def import_game(
     ) as writer:
         if writer.complete:
             return None
+        raw = limits.open_regular(path)  # a FIFO would hold ZipFile's open() for ever
         try:
-            archive = zipfile.ZipFile(path)
+            archive = zipfile.ZipFile(raw)
         except (zipfile.BadZipFile, OSError) as e:
+            raw.close()
             raise AtariDataError(f"not a readable zip ({type(e).__name__}: {e})", file=str(path)) from None
-        with archive:
+        with raw, archive:
             trials = trials_in(archive, str(path))
             for t in trials.values():
                 t.rows = parse_labels(
