@@ -114,3 +114,90 @@ def test_pack_lmdb_bad_source_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "holds no <game>/data.mdb folders" in err
     assert not (tmp_path / "out").exists()
+
+
+class _Call:
+    """Pickles as a call of ``func(*args)``: what a hostile row can ask the unpickler to run."""
+
+    def __init__(self, func, *args):
+        self.func, self.args = func, args
+
+    def __reduce__(self):
+        return self.func, self.args
+
+
+def _reconstruct():
+    from numpy._core.multiarray import _reconstruct as f
+
+    return f
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("video_latents", lambda: _Call(np.ndarray, (1, 16, 64, 1024), "f2")),  # 2 MB uninitialised, any size alike
+        ("video_latents", lambda: _Call(_reconstruct(), np.ndarray, (1, 16, 64, 1024), b"f2")),
+        ("prompt", lambda: _Call(bytes, 64 << 20)),  # 64 MB of zeros from a few bytes
+        ("prompt", lambda: _Call(bytearray, 64 << 20)),
+        ("video_latents", lambda: np.full((5, 16, 8, 8), np.nan, np.float16)),
+        ("frame_coords", lambda: np.full((5, 2, 2), np.inf, np.float32)),
+        ("actions", lambda: np.full((2, 16), -7, np.int64)),
+        ("orientations", lambda: np.full((5, 2), 9, np.int64)),
+    ],
+)
+def test_hostile_rows_are_refused_with_their_key(tmp_path, capsys, field, value):
+    """Rows that built arrays or bytes of any size from a few bytes (an uninitialised array could
+    carry stale memory into a published dataset), or values off the schema, are refused."""
+    row = clip(np.random.default_rng(2))
+    row[field] = value()
+    write_lmdb(tmp_path / "src" / "coins", [row])
+    out = tmp_path / "out"
+    assert main(["pack-lmdb", str(tmp_path / "src"), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "row 3030303030303030" in err, err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["src"], "nothing left beside OUT"
+
+
+@pytest.mark.parametrize("which", ["src", "inside src", "file", "symlink", "not packed", "rows 0", "rows -1"])
+def test_pack_lmdb_refuses_an_out_it_may_not_replace(src, tmp_path, capsys, which):
+    """OUT equal to the source or inside it replaced (deleted) the source LMDBs; a file or symlink
+    OUT was a traceback; a folder that is not a packed repository was replaced without a word."""
+    before = {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
+    out, argv = tmp_path / "out", []
+    if which == "src":
+        out = src
+    elif which == "inside src":
+        out = src / "coins"
+    elif which == "file":
+        out.write_text("precious")
+    elif which == "symlink":
+        (tmp_path / "elsewhere").mkdir()
+        out.symlink_to(tmp_path / "elsewhere")
+    elif which == "not packed":
+        out.mkdir()
+        (out / "notes.txt").write_text("precious")
+    else:
+        argv = ["--rows-per-shard", which.split()[1]]
+    assert main(["pack-lmdb", str(src), str(out), *argv, "--force"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    assert {p: p.read_bytes() for p in src.rglob("*") if p.is_file()} == before
+    assert not list(tmp_path.glob(".*partial")), "no staging folder left"
+    if which in ("file", "not packed"):
+        assert (out.read_text() if which == "file" else (out / "notes.txt").read_text()) == "precious"
+
+
+def test_pack_lmdb_replaces_its_own_pack_only_with_force_and_one_at_a_time(src, tmp_path, capsys):
+    from atari_data.layout import FileLock
+
+    out = tmp_path / "out"
+    assert main(["pack-lmdb", str(src), str(out)]) == 0
+    assert main(["pack-lmdb", str(src), str(out)]) == 2
+    assert "--force" in capsys.readouterr().err
+    lock = FileLock(tmp_path / ".out.lock", str(out))  # another pack-lmdb into OUT, mid-way
+    try:
+        assert main(["pack-lmdb", str(src), str(out), "--force"]) == 2
+        assert ".out.lock" in capsys.readouterr().err
+    finally:
+        lock.release()
+    assert main(["pack-lmdb", str(src), str(out), "--force"]) == 0

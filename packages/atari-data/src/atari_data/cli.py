@@ -251,14 +251,17 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser(
         "pack-lmdb",
         help="re-shard Melting Pot world-model LMDBs into WebDataset shards + a card",
-        description="Read every <SRC>/<game>/data.mdb with an unpickler that builds numpy arrays and "
-        "plain builtins only (a row needing anything else is refused with its key), check each row "
-        "against the guide's schema, and write WebDataset shards (json + one .npy per array, no "
-        "pickle) with a dataset card to OUT. Then `atari-data doctor OUT` and `atari-data publish "
-        "OUT --repo ORG/NAME`.",
+        description="Read every <SRC>/<game>/data.mdb with an unpickler that builds numpy arrays from "
+        "the bytes a row holds, and sets, only (a row needing anything else is refused with its key), "
+        "check each row against the guide's schema (finite floats, actions >= 0, orientations 0-3), and "
+        "write WebDataset shards (json + one .npy per array, no pickle) with a dataset card to OUT. "
+        "Then `atari-data doctor OUT` and `atari-data publish OUT --repo ORG/NAME`.",
     )
     pl.add_argument("src", help="folder of per-game LMDB folders")
-    pl.add_argument("out", help="output repository folder (replaced whole when done)")
+    pl.add_argument(
+        "out", help="output repository folder, built beside it and swapped in whole (never SRC, inside or around it)"
+    )
+    pl.add_argument("--force", action="store_true", help="replace OUT when it is a packed repository already")
     pl.add_argument("--rows-per-shard", type=int, default=500, help="(default %(default)s)")
     pl.add_argument("--name", default="meltingpot", help="the card's title (default %(default)s)")
     im = sub.add_parser(
@@ -533,7 +536,7 @@ def cmd_games(a) -> int:
 def cmd_pack_lmdb(a) -> int:
     from atari_data.meltingpot.lmdb import pack_lmdb
 
-    counts = pack_lmdb(a.src, a.out, a.rows_per_shard, a.name)
+    counts = pack_lmdb(a.src, a.out, a.rows_per_shard, a.name, a.force)
     for game, n in counts.items():
         print(f"{game}: {n} clips")
     print(f"wrote {a.out} ({sum(counts.values())} clips, {len(counts)} games)")

@@ -11,17 +11,20 @@ game folder (``data.mdb``); every row a pickled dict (the guide's schema)::
     num_players        int                          the game's real S
     prompt             str                          the game's slug
 
-Unpickling runs code, so rows are read with an unpickler that builds numpy arrays, dtypes and
-plain builtins only; a row that needs anything else is refused with its key. ``pack_lmdb`` writes
-WebDataset shards (``.json`` + one ``.npy`` per array, no pickle) and a card, for ``publish`` and
-``doctor``.
+Unpickling runs code, so rows are read with an unpickler that builds numpy arrays (from the bytes
+the row holds), dtypes and sets only; a row that needs anything else, or that would have a few
+bytes call for memory of any size (``numpy.ndarray(shape)``, ``bytes(n)``), is refused with its
+key. ``pack_lmdb`` writes WebDataset shards (``.json`` + one ``.npy`` per array, no pickle) and a
+card, for ``publish`` and ``doctor``.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
+import re
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
+from atari_data.layout import remove, swap_into_place
 from atari_data.publish import repo
 
 ARRAYS = {
@@ -39,30 +43,64 @@ ARRAYS = {
     "initial_positions": (2, np.float32),
 }
 SCALARS = {"num_players": int, "prompt": str}
-SAFE = (
-    {("numpy", "ndarray"), ("numpy", "dtype")}
-    | {(m, n) for m in ("numpy.core.multiarray", "numpy._core.multiarray") for n in ("_reconstruct", "scalar")}
-    | {(m, "_frombuffer") for m in ("numpy.core.numeric", "numpy._core.numeric")}
-)
-SAFE_BUILTINS = {
-    "dict",
-    "list",
-    "tuple",
-    "set",
-    "frozenset",
-    "str",
-    "bytes",
-    "bytearray",
-    "int",
-    "float",
-    "complex",
-    "bool",
+_CORE = ("numpy.core", "numpy._core")
+
+
+class _Refused(pickle.UnpicklingError):
+    pass
+
+
+class _ArrayType:
+    """What ``numpy.ndarray`` unpickles as: an argument for :func:`_reconstruct`, never a call
+    (``ndarray(shape)`` is an uninitialised array of any size, from a few bytes)."""
+
+    def __call__(self, *_args, **_kwargs):
+        raise _Refused("refused to call numpy.ndarray (an array comes with its data)")
+
+
+_ARRAY = _ArrayType()
+
+
+def _reconstruct(subtype, shape, _dtype):
+    """numpy's ``_reconstruct`` as numpy pickles an array: an empty one, which the row's bytes then
+    fill (``__setstate__`` checks they are as many as the shape needs); any other shape is memory
+    asked for, not data given."""
+    if subtype is not _ARRAY or tuple(shape) != (0,):
+        raise _Refused("refused numpy _reconstruct other than of an empty array")
+    return np.empty(0, np.uint8)
+
+
+def _of(kinds: tuple, call):
+    """``call`` taking only arguments of ``kinds`` (``bytes(n)`` and ``bytearray(n)`` are n zeros)."""
+
+    def checked(*args):
+        if len(args) > 1 or any(not isinstance(a, kinds) for a in args):
+            raise _Refused(f"refused {call.__name__}() of {[type(a).__name__ for a in args]}")
+        return call(*args)
+
+    return checked
+
+
+#: Every callable a row's pickle may name, as built here.
+SAFE = {
+    ("numpy", "ndarray"): _ARRAY,
+    ("numpy", "dtype"): np.dtype,
+    **{(f"{m}.multiarray", "_reconstruct"): _reconstruct for m in _CORE},
+    ("builtins", "set"): _of((list, tuple), set),
+    ("builtins", "frozenset"): _of((list, tuple), frozenset),
+    ("builtins", "bytearray"): _of((bytes,), bytearray),
 }
+
+
+#: numpy's own, as they are: what they build is bounded by the bytes they are given.
+_NUMPY = {(f"{m}.multiarray", "scalar") for m in _CORE} | {(f"{m}.numeric", "_frombuffer") for m in _CORE}
 
 
 class _SafeUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
-        if (module, name) in SAFE or (module == "builtins" and name in SAFE_BUILTINS):
+        if (module, name) in SAFE:
+            return SAFE[(module, name)]
+        if (module, name) in _NUMPY:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"refused to load {module}.{name}")
 
@@ -103,6 +141,13 @@ def check_row(row, where: str, key: str) -> dict:
         )
     if not 1 <= row["num_players"] <= s:
         raise bad("num_players", f"{row['num_players']} with {s} player rows")
+    for name in ("video_latents", "frame_coords", "initial_positions"):
+        if not np.isfinite(row[name]).all():
+            raise bad(name, "holds NaN or infinity")
+    if acts.size and acts.min() < 0:
+        raise bad("actions", f"holds {acts.min()}, expected action ids >= 0 (0 is NOOP padding)")
+    if ori.size and not (0 <= ori.min() and ori.max() <= 3):
+        raise bad("orientations", f"holds {ori.min()}..{ori.max()}, expected 0..3 (N, E, S, W)")
     return row
 
 
@@ -120,18 +165,29 @@ def read_lmdb(folder: str | Path) -> Iterator[tuple[str, dict]]:
         env = lmdb.open(str(folder), readonly=True, lock=False, readahead=False, subdir=True)
     except lmdb.Error as e:
         raise AtariDataError(f"is not a readable LMDB ({e})", file=str(folder)) from None
-    with env, env.begin() as txn:
-        for raw_key, value in txn.cursor():
-            key = raw_key.hex()
-            try:
-                row = safe_loads(value)
-            except Exception as e:  # noqa: BLE001 - UnpicklingError for refused classes, others for damaged bytes
-                raise AtariDataError(
-                    f"row {key}: not loadable without running code ({type(e).__name__}: {e})",
-                    file=str(folder),
-                    field="(row)",
-                ) from None
-            yield key, check_row(row, str(folder), key)
+    try:
+        with env, env.begin() as txn:
+            yield from _rows(txn, str(folder))
+    except lmdb.Error as e:  # a damaged page, found as the cursor reaches it
+        raise AtariDataError(f"is not a readable LMDB ({type(e).__name__}: {e})", file=str(folder)) from None
+
+
+def _rows(txn, folder: str) -> Iterator[tuple[str, dict]]:
+    from atari_data import limits
+
+    for raw_key, value in txn.cursor():
+        key = raw_key.hex()
+        limits.check("member", len(value), file=folder, field=f"row {key}")  # before it is unpickled
+        try:
+            row = safe_loads(value)
+        except Exception as e:  # noqa: BLE001 - UnpicklingError for refused classes, others for damaged bytes
+            why = (
+                f"refused ({e})"
+                if isinstance(e, _Refused)
+                else f"not loadable without running code ({type(e).__name__}: {e})"
+            )
+            raise AtariDataError(f"row {key}: {why}", file=folder, field="(row)") from None
+        yield key, check_row(row, folder, key)
 
 
 def load_sample(row: dict, subjects: int, canvas_size: int = 512) -> dict:
@@ -175,49 +231,68 @@ def _npy(a: np.ndarray) -> bytes:
 SOURCE = "meltingpot"
 
 
-def pack_lmdb(src: str | Path, out: str | Path, rows_per_shard: int = 500, name: str = "meltingpot") -> dict:
+def pack_lmdb(
+    src: str | Path, out: str | Path, rows_per_shard: int = 500, name: str = "meltingpot", force: bool = False
+) -> dict:
     """Every ``<src>/<game>/`` LMDB as WebDataset shards ``<out>/webdataset/meltingpot/<game>/train-NNNNNN.tar``
-    plus ``<out>/README.md``; written beside ``out`` and renamed into place. Returns rows per game."""
-    import shutil
+    plus ``<out>/README.md``; written beside ``out`` and swapped into place, one pack into ``out`` at
+    a time, which may replace only a packed repository (with ``force``). Returns rows per game."""
+    from atari_data.layout import FileLock
 
-    src, out = Path(src), Path(out)
+    src, out = Path(src), Path(os.path.abspath(out))
+    if type(rows_per_shard) is not int or rows_per_shard < 1:
+        raise AtariDataError(f"{rows_per_shard!r} is not a row count >= 1", field="--rows-per-shard")
     games = sorted(p.name for p in src.iterdir() if (p / "data.mdb").is_file()) if src.is_dir() else []
     if not games:
         raise AtariDataError("holds no <game>/data.mdb folders", file=str(src))
-    tmp = out.with_name(f".{out.name}.partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    counts = {}
     for game in games:
-        (tmp / repo.tar_dir(SOURCE, game)).mkdir(parents=True)
-        n, tar = 0, None
-        for key, row in read_lmdb(src / game):
-            if n % rows_per_shard == 0:
+        if not GAME_FOLDER.fullmatch(game):  # it names shards, a config and a card line
+            raise AtariDataError(f"{game!r} is not a game folder name ({GAME_FOLDER.pattern})", file=str(src / game))
+    repo.check_target(src, out, force, "source")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out.with_name(f".{out.name}.lock"), str(out))
+    try:
+        return _pack_lmdb(src, games, out, rows_per_shard, name)
+    finally:
+        lock.release()
+
+
+#: What a game folder of LMDBs may be called.
+GAME_FOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def _pack_lmdb(src: Path, games: list[str], out: Path, rows_per_shard: int, name: str) -> dict:
+    tmp = out.with_name(f".{out.name}.partial")
+    remove(tmp)
+    try:  # a refused or interrupted pack leaves no staging folder behind
+        counts = {}
+        for game in games:
+            (tmp / repo.tar_dir(SOURCE, game)).mkdir(parents=True)
+            n, tar = 0, None
+            try:
+                for key, row in read_lmdb(src / game):
+                    if n % rows_per_shard == 0:
+                        if tar is not None:
+                            tar.close()
+                        shard = tmp / repo.tar_file(SOURCE, game, "train", n // rows_per_shard)
+                        tar = tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT)
+                    assert tar is not None
+                    sample = f"{game}-{n:06d}"
+                    record = {"game": game, "lmdb_key": key, "num_players": row["num_players"], "prompt": row["prompt"]}
+                    _add(tar, f"{sample}.json", json.dumps(record).encode())
+                    for field in ARRAYS:
+                        _add(tar, f"{sample}.{field}.npy", _npy(row[field]))
+                    n += 1
+            finally:
                 if tar is not None:
                     tar.close()
-                tar = tarfile.open(
-                    tmp / repo.tar_file(SOURCE, game, "train", n // rows_per_shard), "w", format=tarfile.USTAR_FORMAT
-                )
-            assert tar is not None
-            sample = f"{game}-{n:06d}"
-            _add(
-                tar,
-                f"{sample}.json",
-                json.dumps(
-                    {"game": game, "lmdb_key": key, "num_players": row["num_players"], "prompt": row["prompt"]}
-                ).encode(),
-            )
-            for field in ARRAYS:
-                _add(tar, f"{sample}.{field}.npy", _npy(row[field]))
-            n += 1
-        if tar is not None:
-            tar.close()
-        counts[game] = n
-    _write_card(tmp / repo.CARD, name, counts)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return counts
+            counts[game] = n
+        _write_card(tmp / repo.CARD, name, counts)
+        swap_into_place(tmp, out)
+        return counts
+    except BaseException:
+        remove(tmp)
+        raise
 
 
 def _write_card(path: Path, name: str, counts: dict) -> None:

@@ -311,34 +311,13 @@ def pack(cfg: PackConfig) -> dict:
             field="root",
         )
     out = Path(cfg.out)
-    _check_target(Path(cfg.root), out, cfg.force)
+    repo.check_target(Path(cfg.root), out, cfg.force)
     out.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(out.with_name(f".{out.name}.lock"), str(out))  # one pack into OUT at a time
     try:
         return _pack(cfg, games, out)
     finally:
         lock.release()
-
-
-def _check_target(root: Path, out: Path, force: bool) -> None:
-    """OUT may be replaced only when it is a packed repository of its own: never the layout, a folder
-    holding it or inside it, a file, or a symlink."""
-    if out.is_symlink():
-        raise AtariDataError("is a symlink; pass the folder it points to", file=str(out), field="OUT")
-    r, o = root.resolve(), out.resolve()
-    if r == o or r in o.parents or o in r.parents:
-        raise AtariDataError(
-            f"overlaps the layout {root} (OUT must be neither it, inside it, nor around it)", file=str(out), field="OUT"
-        )
-    if out.exists():
-        if not force:
-            raise AtariDataError("exists; use --force to replace it", file=str(out), field="OUT")
-        if not out.is_dir() or not repo.is_packed(out):
-            raise AtariDataError(
-                "exists and is not a packed repository (README.md with data/ or replay/); refusing to replace it",
-                file=str(out),
-                field="OUT",
-            )
 
 
 def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:

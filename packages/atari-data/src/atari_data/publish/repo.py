@@ -126,8 +126,35 @@ def frame_ext(path: str, role: str | None = None) -> str:
 
 
 def is_packed(folder: Path) -> bool:
-    """A folder laid out as above (a card with data or replay files)."""
-    return (folder / CARD).is_file() and ((folder / DATA).is_dir() or (folder / REPLAY).is_dir())
+    """A folder laid out as above (a card with data, replay or WebDataset files)."""
+    return (folder / CARD).is_file() and any((folder / d).is_dir() for d in (DATA, REPLAY, WEBDATASET))
+
+
+def check_target(source: Path, out: Path, force: bool, what: str = "layout") -> None:
+    """OUT, where a pack is about to go, may be replaced only when it is a packed repository of its
+    own: never the ``source`` it packs (``what``: its name in the message), a folder holding it or
+    inside it, a file, or a symlink."""
+    from atari_data.errors import AtariDataError
+
+    if out.is_symlink():
+        raise AtariDataError("is a symlink; pass the folder it points to", file=str(out), field="OUT")
+    r, o = source.resolve(), out.resolve()
+    if r == o or r in o.parents or o in r.parents:
+        raise AtariDataError(
+            f"overlaps the {what} {source} (OUT must be neither it, inside it, nor around it)",
+            file=str(out),
+            field="OUT",
+        )
+    if out.exists():
+        if not force:
+            raise AtariDataError("exists; use --force to replace it", file=str(out), field="OUT")
+        if not out.is_dir() or not is_packed(out):
+            raise AtariDataError(
+                "exists and is not a packed repository (README.md with data/, replay/ or webdataset/); "
+                "refusing to replace it",
+                file=str(out),
+                field="OUT",
+            )
 
 
 def unexpected(folder: Path) -> list[tuple[Path, str, str]]:
