@@ -134,7 +134,7 @@ def test_broken_records_are_one_line_errors(record, tmp_path, capsys, damage, me
 
 def test_damaged_frames_are_counted_drops_not_copied(record, tmp_path):
     """A frame cut short and one with a flipped bit keep a valid header: only checking the whole
-    PNG (chunk CRCs, the inflated size) tells them from good ones."""
+    PNG (chunk CRCs, the inflated size) tells them from good ones. A grey frame is not the game's."""
     path = record / ZIP
     with zipfile.ZipFile(path) as z:
         items = {n: z.read(n) for n in z.namelist()}
@@ -148,6 +148,8 @@ def test_damaged_frames_are_counted_drops_not_copied(record, tmp_path):
                 data = data[: len(data) - 20]
             elif i == 1:
                 data = data[:60] + bytes([data[60] ^ 0x10]) + data[61:]
+            elif i == 2:  # intact and of the right size, but grey: validate --images refused the game
+                data = encode_png(np.zeros((210, 160), np.uint8))
             m.size = len(data)
             tar.addfile(m, io.BytesIO(data))
     items[name] = out.getvalue()
@@ -155,7 +157,7 @@ def test_damaged_frames_are_counted_drops_not_copied(record, tmp_path):
         for n, data in items.items():
             z.writestr(n, data)
     assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 0
-    assert list_games(tmp_path / "out")[0].meta()["dropped"]["bad_image"] == 2
+    assert list_games(tmp_path / "out")[0].meta()["dropped"]["bad_image"] == 3
     assert validate(tmp_path / "out", images=True).ok
 
 

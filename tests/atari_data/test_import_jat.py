@@ -18,6 +18,7 @@ from atari_data.layout.validate import validate
 from atari_data.produce.sources import jat
 from laya_protocol.seeds import IMPORTED_VAL_FROM
 
+from ..promises import returns_within, run_cli
 from .conftest import tree_bytes
 
 TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -113,11 +114,15 @@ def test_bad_frames_and_actions_are_counted_drops(tmp_path):
     frames = frames_of_a_game(rng, 20)
     imgs, acts = stacks(frames), rng.integers(0, 4, 20).tolist()
     imgs[7] = b"\x89PNG\r\n\x1a\n broken"
+    buf = io.BytesIO()  # an intact stack of the wrong size: it was kept, and failed validate --images
+    Image.fromarray(rng.integers(0, 256, (100, 100, 4), dtype=np.uint8), "RGBA").save(buf, format="PNG")
+    imgs[19] = buf.getvalue()
     acts[11] = 9  # Breakout's minimal set has 4 actions
     write_config(root, "atari-breakout", "train", [(imgs, acts)])
     meta = jat.import_game(root, tmp_path / "out", "Breakout")
-    assert meta["dropped"] == {"action_out_of_range": 1, "corrupt_image": 1}
-    assert meta["train"]["records"] == 18
+    assert meta["dropped"] == {"action_out_of_range": 1, "corrupt_image": 2}
+    assert meta["train"]["records"] == 17
+    assert validate(tmp_path / "out", images=True).ok
 
 
 @pytest.mark.parametrize(
@@ -323,3 +328,23 @@ def test_ray_executor_gives_the_local_bytes(source, tmp_path, capsys, ray_local)
     assert printed.index("jat/Breakout") < printed.index("jat/KungFuMaster"), "summaries in game order"
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a readable Parquet file" in err
+
+
+def test_a_fifo_for_a_parquet_file_is_one_line_not_a_wait(tmp_path):
+    folder = tmp_path / "src" / "atari-breakout"
+    folder.mkdir(parents=True)
+    fifo = folder / "train-00000-of-00001.parquet"
+    os.mkfifo(fifo)
+    argv = ["import", "jat", "--from", str(tmp_path / "src"), "--root", str(tmp_path / "out")]
+    done, got = returns_within(60, lambda: run_cli(main, argv), [fifo])
+    assert done, "the import waited on the FIFO"
+    code, _, err = got
+    assert code == 2 and err.count("\n") == 1 and "not a regular file" in err, err
+
+
+def test_an_error_is_one_line_whatever_it_quotes():
+    """pyarrow's messages end in a newline; a file name may hold one."""
+    from atari_data.errors import AtariDataError
+
+    text = AtariDataError("not a readable Parquet file (OSError: no more data.\n)", file="a\nb.parquet").render()
+    assert "\n" not in text and "b.parquet" in text and "no more data" in text

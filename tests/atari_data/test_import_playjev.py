@@ -112,3 +112,54 @@ def test_a_broken_records_line_is_a_one_line_error(copy, tmp_path, capsys):
     assert main(["import", "playjev", "--from", str(copy), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "records.jsonl:37: (record): is not valid JSON" in err
+
+
+def _replace_frame(folder, episode: int, step: int, data: bytes | None, link_to=None, prev: bool = False) -> None:
+    """Swap one frame on disk (its MD5 in records.jsonl kept true), or make it a symlink."""
+    path = folder / "records.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    rec = next(r for r in recs if (r["episode"], r["step"]) == (episode, step))
+    frame = folder / rec["prev_frame" if prev else "frame"]
+    frame.unlink()
+    if link_to is not None:
+        frame.symlink_to(link_to)
+        data = link_to.read_bytes()
+    else:
+        frame.write_bytes(data)
+    if not prev:
+        rec["frame_md5"] = hashlib.md5(data).hexdigest()
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+@pytest.mark.parametrize("hostile", ["twice_the_size", "not_a_jpeg", "grey", "frame_link", "prev_frame_link"])
+def test_frames_not_as_the_game_are_drops_and_links_are_refused(tmp_path, capsys, hostile):
+    """A frame of another size or mode, or one that does not decode, was copied and the game marked
+    ready, failing validate --images; a frame or previous frame that is a symlink was followed out
+    of the shard (the previous frame has no MD5 to catch it)."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", rng)
+    folder = root / "floppy_bird" / "clone_a"
+    if hostile in ("twice_the_size", "grey"):
+        buf = io.BytesIO()
+        shape = (96, 128, 3) if hostile == "twice_the_size" else (48, 64)
+        Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8)).save(buf, format="JPEG")
+        _replace_frame(folder, 1, 4, buf.getvalue())
+    elif hostile == "not_a_jpeg":
+        _replace_frame(folder, 1, 4, b"\xff\xd8\xff" + b"not a jpeg" * 10 + b"\xff\xd9")
+    else:
+        secret = tmp_path / "private.jpg"
+        secret.write_bytes(jpeg(rng))
+        _replace_frame(folder, 1, 4, None, link_to=secret, prev=hostile == "prev_frame_link")
+    out = tmp_path / "out"
+    code = main(["import", "playjev", "--from", str(root), "--root", str(out)])
+    err = capsys.readouterr().err
+    if hostile.endswith("_link"):
+        assert code == 2 and err.count("\n") == 1 and "symbolic link" in err, err
+        assert not list(out.rglob("_READY"))
+        return
+    assert code == 0, err
+    report = validate(out, images=True)
+    assert report.ok, [d.render() for d in report.defects]
+    # the next step's previous frame is the same file
+    assert list_games(out)[0].meta()["dropped"] == {"bad_frame": 1, "bad_prev_frame": 1}

@@ -21,4 +21,6 @@ class AtariDataError(Exception):
         where = ""
         if self.file is not None:
             where = str(self.file) + (f":{self.line}" if self.line is not None else "") + ": "
-        return f"{where}{self.field + ': ' if self.field else ''}{self.message}"
+        text = f"{where}{self.field + ': ' if self.field else ''}{self.message.strip()}"
+        # One line whatever it quotes: a library's message ending in a newline, a file name holding one.
+        return text.replace("\r", "\\r").replace("\n", "\\n")

@@ -31,6 +31,7 @@ def row_groups(path: Path, columns: Sequence[str] | None = None, dense: bool = T
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    limits.open_regular(path).close()  # a FIFO would hold pyarrow's open() for ever
     try:
         f = pq.ParquetFile(path)
         names = list(columns) if columns is not None else f.schema_arrow.names

@@ -304,6 +304,25 @@ def frame_mode_size(data: bytes) -> tuple[str, tuple[int, int]] | None:
     return MODES[colour], (w, h)
 
 
+def frame_defect(data: bytes, formats: tuple[str, ...], want: tuple[str, tuple[int, int]]) -> str | None:
+    """What is wrong with a frame against its game's (mode, (width, height)), as ``validate --images``
+    says it, or None: a PNG checked whole in one inflate, anything else decoded by Pillow as the
+    ``formats`` its name says."""
+    try:
+        got = frame_mode_size(data) if formats == ("PNG",) else None
+        if got is None:  # not a PNG, or a whole PNG of another kind: Pillow decodes it
+            im = pillow_frame(data, formats)
+            got = im.mode, im.size
+    except ValueError as e:  # what pillow_frame and the PNG checks say
+        return f"does not decode ({e})"
+    except Exception as e:  # noqa: BLE001 - any decoder failure is a defect of the frame
+        return f"does not decode ({type(e).__name__}: {e})"
+    (mode, (w, h)), (got_mode, (got_w, got_h)) = want, got
+    if (got_mode, got_w, got_h) != (mode, w, h):
+        return f"is {got_mode} {got_h}x{got_w}, expected {mode} {h}x{w} (meta.json frame_format)"
+    return None
+
+
 def is_intact(data: bytes, size: tuple[int, int] | None = None, formats: tuple[str, ...] = FRAME_FORMATS) -> bool:
     """Whether ``data`` is, in one of ``formats``, a whole JPEG or an intact PNG (every check of
     :func:`png_size`), of ``size`` (width, height) when given; one inflate for a plain PNG, a JPEG's

@@ -16,7 +16,7 @@ import orjson
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import EPISODES, META, READY, GameDir, list_games, read_file, swap_into_place, write_atomic
-from atari_data.layout.png import formats_of, frame_mode_size, is_intact, pillow_frame
+from atari_data.layout.png import formats_of, frame_defect, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, side_paths
 from atari_data.limits import check as check_size
 from atari_data.limits import limit, read_bytes
@@ -249,29 +249,14 @@ class _GameCheck:
         return LINKED if rel in self.linked else "does not exist"
 
     def _decode(self, file: Path, path: Path, n: int, fld: str, size) -> None:
-        mode, wh = size
         try:
             data = read_bytes(file, "frame", fld)
-            formats = formats_of(file.name)
-            got = frame_mode_size(data) if formats == ("PNG",) else None  # a PNG checked whole in one inflate
-            if got is None:  # not a PNG, or a whole PNG of another kind: Pillow decodes it as its name says
-                im = pillow_frame(data, formats)
-                got = im.mode, im.size
-            got_mode, got_size = got
-        except ValueError as e:  # what pillow_frame and the PNG checks say
-            self.defect(path, fld, f"{file.name} does not decode ({e})", n)
-            return
-        except Exception as e:  # noqa: BLE001 - any decoder failure is a defect of this file
+        except Exception as e:  # noqa: BLE001 - unreadable is a defect of this file
             self.defect(path, fld, f"{file.name} does not decode ({type(e).__name__}: {e})", n)
             return
-        if got_mode != mode or got_size != wh:
-            self.defect(
-                path,
-                fld,
-                f"{file.name} is {got_mode} {got_size[1]}x{got_size[0]}, expected "
-                f"{mode} {wh[1]}x{wh[0]} (meta.json frame_format)",
-                n,
-            )
+        why = frame_defect(data, formats_of(file.name), size)
+        if why:
+            self.defect(path, fld, f"{file.name} {why}", n)
 
     def _meta_matches(self, path: Path, meta: dict, seen: dict) -> None:
         caps = meta["caps"] if isinstance(meta.get("caps"), dict) else {}

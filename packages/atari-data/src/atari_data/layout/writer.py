@@ -21,10 +21,10 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import EPISODES, META, GameDir, GameLock, staged_game
-from atari_data.layout.png import encode_png
+from atari_data.layout.png import encode_png, formats_of, frame_defect
 from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import commit_game
-from atari_data.schema import FRAME_FORMAT_RE, SCHEMA_VERSION, check_structure
+from atari_data.schema import FRAME_FORMAT_RE, SCHEMA_VERSION, check_structure, frame_size
 from atari_data.schema import META as META_SCHEMA
 from laya_protocol.games import emulator, minimal_actions
 from laya_protocol.names import SPLITS
@@ -152,6 +152,7 @@ class GameWriter:
         if not m:
             raise AtariDataError(f"{self.frame_format!r} is not <rgb|gray>_<height>x<width>", field="frame_format")
         self._shape = (int(m[2]), int(m[3])) + ((3,) if m[1] == "rgb" else ())
+        self._mode_size = frame_size(self.frame_format)
         unknown = set(self.caps) - set(SPLITS)
         if unknown:
             raise AtariDataError(f"unknown split {sorted(unknown)} (expected train, val)", field="caps")
@@ -240,7 +241,19 @@ class GameWriter:
                 f"{self._shape} for {self.frame_format}",
                 field="image",
             )
+        why = self.frame_defect(frame) if isinstance(frame, bytes) else None
+        if why:  # a source that copies frames drops what is not the game's first (frame_defect)
+            raise AtariDataError(f"episode {episode} step {step}: frame {why}", field="image")
         return frame
+
+    def frame_defect(self, data: bytes) -> str | None:
+        """What ``validate --images`` would say of an encoded frame in this game, or None: a source
+        that copies frames asks first, and drops (counts) the ones that are not the game's."""
+        try:
+            formats = formats_of("frame" + _suffix(data))
+        except AtariDataError as e:
+            return e.message
+        return frame_defect(data, formats, self._mode_size)
 
     def finish(self, baselines: dict | None = None) -> dict:
         """Write the game folder, then ``_READY``, and release the lock; returns the meta.json written."""

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from atari_data import limits
 from atari_data.errors import AtariDataError
-from atari_data.layout.png import png_size
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.actions import resolve_game
 from laya_protocol.games import FULL_ACTIONS, minimal_actions
@@ -173,11 +172,6 @@ def _member_text(archive: zipfile.ZipFile, member: str, where: str) -> str:
         raise AtariDataError(f"is not UTF-8 (byte {e.start})", file=where, field="(file)") from None
     except UNREADABLE as e:
         raise AtariDataError(f"unreadable ({type(e).__name__}: {e})", file=where, field="(member)") from None
-
-
-def _is_frame(png: bytes) -> bool:
-    """An intact PNG of 160 x 210 (frames are copied, not decoded: ``png_size`` checks them)."""
-    return png_size(png) == (160, 210)
 
 
 def load_trial_links(root: Path, game: str) -> dict[int, int]:
@@ -329,7 +323,7 @@ def _steps(rows, frames, index, trial: Trial, episode, writer: GameWriter) -> It
         if png is None:
             writer.drop("missing_image")
             continue
-        if not _is_frame(png):
+        if writer.frame_defect(png):
             writer.drop("bad_image")
             continue
         yield Step(

@@ -34,6 +34,8 @@ REPO = "jat-project/jat-dataset"
 ORIGIN = REPO
 LICENSE = "Apache-2.0"
 COLUMNS = ("image_observations", "discrete_actions", "rewards")
+FRAME_FORMAT = "gray_84x84"  # the newest frame of each stack
+STACK = (84, 84, 4)  # an RGBA image holding four 84x84 grey frames
 # Config names that are not the ALE v5 name with its capitals removed.
 QUIRKS = {
     "asteroid": "Asteroids",
@@ -104,7 +106,7 @@ def _decode(obs) -> np.ndarray | None:
         img = decode_png(data)
     except Exception:  # noqa: BLE001 - a corrupt PNG is a counted drop, not a crash
         return None
-    return img if img.ndim == 3 and img.shape[-1] == 4 else None
+    return img if img.shape == STACK else None  # another size passed here, and failed validate --images
 
 
 def _newest_pngs(observations: list, layout: str) -> list[bytes | None]:
@@ -162,7 +164,7 @@ def import_game(
         out,
         SOURCE,
         game,
-        frame_format="gray_84x84",
+        frame_format=FRAME_FORMAT,
         frames=1,
         actions=actions,
         origin=f"{REPO} ({config_of(game)})",

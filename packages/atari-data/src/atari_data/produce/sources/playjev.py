@@ -155,9 +155,12 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
         if not frame.is_file():
             writer.drop("frame_missing")
             continue
-        data = limits.read_bytes(frame, "frame", "frame")
+        data = limits.read_bytes(frame, "frame", "frame", follow=False)  # a link would reach past the shard
         if hashlib.md5(data).hexdigest() != rec["frame_md5"]:
             writer.drop("frame_md5_mismatch")
+            continue
+        if writer.frame_defect(data):
+            writer.drop("bad_frame")
             continue
         prev = None
         if rec.get("prev_frame"):
@@ -165,7 +168,10 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
             if not p.is_file():
                 writer.drop("prev_frame_missing")
                 continue
-            prev = limits.read_bytes(p, "frame", "prev_frame")
+            prev = limits.read_bytes(p, "frame", "prev_frame", follow=False)  # it has no MD5 to check
+            if writer.frame_defect(prev):
+                writer.drop("bad_prev_frame")
+                continue
         probs = rec.get("teacher_probs")
         if probs is not None and (
             not isinstance(probs, list)
