@@ -348,3 +348,45 @@ def test_an_error_is_one_line_whatever_it_quotes():
 
     text = AtariDataError("not a readable Parquet file (OSError: no more data.\n)", file="a\nb.parquet").render()
     assert "\n" not in text and "b.parquet" in text and "no more data" in text
+
+
+@pytest.mark.parametrize(
+    "planted",
+    ["root is a file", "source is a file", "source links out", "stage links out", "stage dangles", "game links out"],
+)
+def test_odd_things_in_the_target_are_one_line_or_replaced_never_written_through(source, tmp_path, capsys, planted):
+    """Each was a traceback (a file where a folder goes, a planted staging link), a game left
+    unready with a stray `.Breakout.old` that failed every rerun (the game folder a link), or a game
+    written outside the root (the source folder a link)."""
+    src, _ = source
+    root, outside = tmp_path / "out", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("precious")
+    root.mkdir()
+    where = {
+        "root is a file": root,
+        "source is a file": root / "jat",
+        "source links out": root / "jat",
+        "stage links out": root / "jat" / ".Breakout.partial",
+        "stage dangles": root / "jat" / ".Breakout.partial",
+        "game links out": root / "jat" / "Breakout",
+    }[planted]
+    if planted == "root is a file":
+        root.rmdir()
+    where.parent.mkdir(parents=True, exist_ok=True)
+    if planted.endswith("is a file"):
+        where.write_text("precious")
+    else:
+        where.symlink_to(tmp_path / "nowhere" if planted == "stage dangles" else outside)
+    argv = ["import", "jat", "--from", str(src), "--root", str(root), "--games", "Breakout"]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and sorted(p.name for p in outside.iterdir()) == ["keep.txt"], err
+    assert (outside / "keep.txt").read_text() == "precious"
+    if planted in ("root is a file", "source is a file", "source links out"):
+        assert code == 2 and err.count("\n") == 1, err
+        assert planted == "source links out" or where.read_text() == "precious"
+        return
+    assert code == 0, err
+    assert validate(root, images=True).ok and not list((root / "jat").glob(".Breakout.*"))
+    assert main([*argv, "--force"]) == 0, capsys.readouterr().err  # and again

@@ -163,3 +163,23 @@ def test_frames_not_as_the_game_are_drops_and_links_are_refused(tmp_path, capsys
     assert report.ok, [d.render() for d in report.defects]
     # the next step's previous frame is the same file
     assert list_games(out)[0].meta()["dropped"] == {"bad_frame": 1, "bad_prev_frame": 1}
+
+
+@pytest.mark.parametrize("hostile", ["empty", "blank", "step_twice", "train_frames_negative"])
+def test_odd_records_and_flags_are_one_line(tmp_path, capsys, hostile):
+    """An empty records.jsonl was an IndexError traceback, a repeated (episode, step) an extra
+    record, a negative --train-frames a ValueError traceback."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", rng)
+    path = root / "floppy_bird" / "clone_a" / "records.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text(
+        {"empty": "", "blank": "\n\n", "step_twice": "\n".join([*lines, lines[0]]) + "\n"}.get(
+            hostile, path.read_text()
+        )
+    )
+    flags = ["--train-frames", "-1"] if hostile == "train_frames_negative" else []
+    assert main(["import", "playjev", "--from", str(root), "--root", str(tmp_path / "out"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: "), err

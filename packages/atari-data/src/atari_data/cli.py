@@ -544,9 +544,11 @@ def cmd_pack_lmdb(a) -> int:
 
 
 def cmd_import(a) -> int:
+    from atari_data.produce.generate import check_counts
     from atari_data.produce.importing import importer, plan, run_jobs
     from atari_data.produce.sources import local_copy
 
+    check_counts(("--train-frames", a.train_frames, 0), ("--val-frames", a.val_frames, 0), ("--workers", a.workers, 1))
     source = importer(a.source)
     if source.REPO is None and a.from_.startswith("hub:"):
         raise AtariDataError(

@@ -179,7 +179,16 @@ def GameLock(root: str | os.PathLike, source: str, game: str) -> _FileLock:  # n
     assembles it: a second writer is refused at once with one line rather than racing the first over
     the same staging folder."""
     parent = Path(root) / source
-    parent.mkdir(parents=True, exist_ok=True)
+    if parent.is_symlink():  # the game would be written wherever it points, outside the root
+        raise AtariDataError(
+            "is a symbolic link (a layout is plain files and folders; pass the folder it points to as the root)",
+            file=str(parent),
+            field="(folder)",
+        )
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a file where the root or the source folder goes
+        raise AtariDataError(f"cannot be made a folder ({e.strerror})", file=str(parent), field="(folder)") from None
     return FileLock(parent / f".{game}.lock", f"{source}/{game}")
 
 
@@ -193,13 +202,11 @@ def swap_into_place(new: Path, final: Path) -> None:
     only once the new one is in place, so a kill at any moment leaves ``final`` whole (old or new) or,
     between the two renames, absent with the old one intact beside it as ``.<name>.old``."""
     old = final.with_name(f".{final.name}.old")
-    if old.exists():
-        shutil.rmtree(old)
-    if final.exists():
+    remove(old)  # a link or a file there goes itself, never what it points at
+    if final.exists() or final.is_symlink():
         os.replace(final, old)
     os.replace(new, final)
-    if old.exists():
-        shutil.rmtree(old)
+    remove(old)
 
 
 @contextmanager
@@ -207,8 +214,7 @@ def staged_game(root: str | os.PathLike, source: str, game: str, kind: str) -> I
     """A fresh one-game layout ``<root>/<source>/.<Game>.<kind>/<source>/<Game>/`` (with ``images/``)
     to assemble a game in; removed on the way out, whatever happened (a committed game has left it)."""
     stage = Path(root) / source / f".{game}.{kind}"
-    if stage.exists():
-        shutil.rmtree(stage)
+    remove(stage)  # a planted link goes itself, never what it points at
     staged = GameDir(stage, source, game)
     (staged.path / "images").mkdir(parents=True)
     try:

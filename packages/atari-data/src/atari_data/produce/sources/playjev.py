@@ -73,6 +73,13 @@ def _read_shard(shard: Path) -> dict[object, list[tuple[int, dict]]]:
         episodes.setdefault(rec["episode"], []).append((n, rec))
     for steps in episodes.values():
         steps.sort(key=lambda x: x[1]["step"])
+        for (_, a), (n, b) in zip(steps, steps[1:], strict=False):
+            if a["step"] == b["step"]:  # one step twice would be two records of one decision
+                raise AtariDataError(
+                    f"episode {b['episode']} step {b['step']} appears twice", file=str(path), line=n, field="step"
+                )
+    if not episodes:
+        raise AtariDataError("holds no records", file=str(path), field="(file)")
     return episodes
 
 
