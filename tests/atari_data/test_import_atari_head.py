@@ -225,3 +225,20 @@ def test_hostile_records_are_one_line_errors(record, tmp_path, capsys, hostile):
     assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
     assert "record limit" in err or not hostile.endswith("_bomb"), err  # refused before its body is read
     assert not (tmp_path / "out" / "atari_head" / GAME / "_READY").exists()
+
+
+def test_a_label_file_that_would_parse_past_the_member_limit_is_refused(record, tmp_path, capsys, monkeypatch):
+    """A label file is held parsed, about 25 times its text: within the file limit, a 46 MB one took
+    1.1 GB. Its parsed size is charged to the member limit, here lowered to 1 MB."""
+    monkeypatch.setenv("ATARI_DATA_LIMITS", "member=1")
+    rows = "".join(f"2394101_{i},0,0,0,0,0\n" for i in range(4000))  # ~80 KB: ~2.4 MB parsed
+    _rewrite(
+        record / ZIP,
+        lambda ms: [
+            (n, (d.decode().splitlines()[0] + "\n" + rows).encode() if "/101_" in n and n.endswith(".txt") else d)
+            for n, d in ms
+        ],
+    )
+    assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "parsed, over the member limit" in err, err

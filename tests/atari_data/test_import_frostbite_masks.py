@@ -115,3 +115,17 @@ def test_missing_columns_are_a_one_line_error(tmp_path, capsys):
     assert main(["import", "frostbite_masks", "--from", str(folder), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "missing column(s) ['mask', 'action'" in err
+
+
+def test_a_life_longer_than_any_episode_is_refused_not_held(tmp_path):
+    """Without terminal flags every row of a split was held as one life, in memory (1.9 GB for a
+    76 MB file); a life is at most the protocol's frame cap, so one past it is refused."""
+    from atari_data.errors import AtariDataError
+    from atari_data.produce.sources.frostbite_masks import lives
+
+    folder = tmp_path / "f"
+    write_split(folder, "train", 12, np.random.default_rng(0), terminal_at=(3,))
+    files = sorted(folder.glob("*.parquet"))
+    assert [len(run) for _, _, run in lives(files, longest=8)] == [4, 8]  # the last ends the file
+    with pytest.raises(AtariDataError, match="rows 4-11: no terminal flag in 8 rows"):
+        list(lives(files, longest=7))

@@ -87,6 +87,23 @@ def check_ratio(size: int, compressed: int, *, file: str, field: str) -> None:
         )
 
 
+#: How many times its text parsed JSON or CSV may take, held as Python objects (a short row of
+#: numbers as a dict: ~25 times, measured on Atari-HEAD label lines).
+PARSED = 30
+
+
+def check_parsed(text_bytes: int, *, file: str, field: str = "(file)") -> None:
+    """Refuse a text that a reader will hold parsed, whole, when that would pass the member limit."""
+    cap = limit("member")
+    if text_bytes * PARSED > cap:
+        raise AtariDataError(
+            f"{text_bytes:,} bytes of text would take about {text_bytes * PARSED:,} parsed, over the member "
+            f"limit of {cap // MB:,} MB (raise it with --limit member=MB if this is real)",
+            file=file,
+            field=field,
+        )
+
+
 def open_regular(path: os.PathLike | str, field: str = "(file)") -> BinaryIO:
     """``path`` opened for reading when it is a regular file; a device, FIFO or socket is refused
     (:func:`laya_protocol.files.open_regular`: opened non-blocking, so a FIFO cannot hold open())."""

@@ -165,7 +165,8 @@ class _CappedTarInfo(tarfile.TarInfo):
 
 
 def _member_text(archive: zipfile.ZipFile, member: str, where: str) -> str:
-    """A text member of the zip, within the size limits, as UTF-8."""
+    """A text member of the zip, within the size limits (its rows are held parsed), as UTF-8."""
+    limits.check_parsed(archive.getinfo(member).file_size, file=where, field="(member)")
     try:
         return limits.zip_member(archive, member, "file", where, "(member)").decode("utf-8")
     except UnicodeDecodeError as e:

@@ -23,6 +23,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout.png import png_size
 from atari_data.layout.writer import GameWriter, Step
 from laya_protocol.games import FULL_ACTIONS, minimal_actions
+from laya_protocol.protocol import FRAME_CAP
 from laya_protocol.seeds import IMPORTED_VAL_FROM
 
 SOURCE = "frostbite_masks"
@@ -41,15 +42,23 @@ def available_games(root: Path) -> list[str]:
     return [GAME] if parquet_files(root, "train") else []
 
 
-def lives(files: list[Path]) -> Iterator[tuple[int, int, list[dict]]]:
+def lives(files: list[Path], longest: int = FRAME_CAP) -> Iterator[tuple[int, int, list[dict]]]:
     """(game index, life index, rows) per life: a run of rows ending at a terminal flag. Each row
-    also gets ``row``, its index in the split."""
+    also gets ``row``, its index in the split. A life is held whole, so one longer than ``longest``
+    rows (ALE's frame cap on an episode; these rows are single frames) is refused, not held."""
     game = life = n = 0
     run: list[dict] = []
     for path in files:
         for row in parquet.rows(path, COLUMNS):
             row["row"], n = n, n + 1
             run.append(row)
+            if len(run) > longest:
+                raise AtariDataError(
+                    f"rows {run[0]['row']}-{row['row']}: no terminal flag in {len(run)} rows, longer than any "
+                    f"episode ({longest} frames); are the terminated/truncated flags missing?",
+                    file=str(path),
+                    field="terminated",
+                )
             if row["terminated"] or row["truncated"]:
                 yield game, life, run
                 run, life = [], life + 1
@@ -102,7 +111,7 @@ def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer:
         if not isinstance(obs, bytes) or not isinstance(mask, bytes):
             writer.drop("bad_observation" if not isinstance(obs, bytes) else "bad_mask")
             continue
-        if not obs or png_size(obs) != (128, 128):
+        if not obs or writer.frame_defect(obs):  # intact, RGB, 128x128: what validate --images asks
             writer.drop("bad_observation")
             continue
         if not mask or png_size(mask) != (128, 128):

@@ -60,6 +60,8 @@ def _read_shard(shard: Path) -> dict[object, list[tuple[int, dict]]]:
     """Records by the source's episode, in first-appearance order, each episode by step."""
     path = shard / "records.jsonl"
     episodes: dict[object, list[tuple[int, dict]]] = {}
+    if path.is_file():  # every record is held parsed; a missing file is read_jsonl's one line
+        limits.check_parsed(path.stat().st_size, file=str(path))
     for n, rec in read_jsonl(path):
         missing = [k for k in REQUIRED if k not in rec] if isinstance(rec, dict) else ["(record)"]
         if missing:
