@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from atari_data.cli import main
+from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
 from atari_data.layout.png import encode_png
 from atari_data.layout.validate import validate
@@ -242,3 +243,23 @@ def test_a_label_file_that_would_parse_past_the_member_limit_is_refused(record, 
     assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "parsed, over the member limit" in err, err
+
+
+@pytest.mark.parametrize("edit", ["fractional_action", "nan_score", "inf_gaze", "frame_twice"])
+def test_label_values_are_checked_where_they_are(edit):
+    """A fractional action id became the id it truncates to; NaN or infinity was named later in the
+    output's train.jsonl, not in the label file; a frame id twice made two records of one frame."""
+    head = ",".join(atari_head.HEADER)
+    line = {
+        "fractional_action": "1_2,0,5,50,0,1.9",
+        "nan_score": "1_2,0,nan,50,0,1",
+        "inf_gaze": "1_2,0,5,50,0,1,10.0,inf",
+        "frame_twice": "1_1,0,5,50,0,1",
+    }[edit]
+    text = f"{head}\n1_1,0,0,50,0,3\n{line}\n"
+    if edit == "fractional_action":
+        assert atari_head.parse_labels(text, "x.txt")[1]["action"] is None  # counted as invalid_action
+        return
+    with pytest.raises(AtariDataError) as e:
+        atari_head.parse_labels(text, "x.txt")
+    assert e.value.render().startswith("x.txt:3: "), e.value.render()

@@ -390,3 +390,12 @@ def test_odd_things_in_the_target_are_one_line_or_replaced_never_written_through
     assert code == 0, err
     assert validate(root, images=True).ok and not list((root / "jat").glob(".Breakout.*"))
     assert main([*argv, "--force"]) == 0, capsys.readouterr().err  # and again
+
+
+def test_a_game_named_twice_is_imported_once(source, tmp_path, capsys):
+    """`--games Breakout,Breakout --workers 2` started two writers of one game; the second was
+    refused by the first's lock."""
+    root, _ = source
+    argv = ["import", "jat", "--from", str(root), "--root", str(tmp_path / "out"), "--games", "Breakout,Breakout"]
+    assert main([*argv, "--workers", "2"]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.count("jat/Breakout:") == 1

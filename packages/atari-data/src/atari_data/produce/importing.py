@@ -85,7 +85,7 @@ def plan(
     source: str, root: str | Path, out: str | Path, games: Sequence[str] | None, caps: dict, force: bool = False
 ) -> list[ImportJob]:
     """The jobs for ``games`` (None: every game in ``root``, a local copy)."""
-    units = importer(source).units(Path(root), games)
+    units = list(dict.fromkeys(importer(source).units(Path(root), games)))  # Pong,Pong: one writer, not two
     if not units:
         raise AtariDataError(f"no games found (a local copy of {source})", file=str(root), field="--from")
     return [

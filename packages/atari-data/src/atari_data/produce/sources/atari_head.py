@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 import tarfile
 import zipfile
@@ -78,7 +79,7 @@ def parse_labels(text: str, where: str) -> list[dict]:
     lines = text.splitlines()
     if not lines or [h.strip() for h in lines[0].split(",")] != HEADER:
         raise AtariDataError(f"header is not {','.join(HEADER)}", file=where, field="header")
-    rows = []
+    rows, seen = [], set()
     for n, line in enumerate(lines[1:], 2):
         if not line.strip():
             continue
@@ -86,24 +87,35 @@ def parse_labels(text: str, where: str) -> list[dict]:
         if len(parts) < 6:
             raise AtariDataError(f"{len(parts)} fields (expected at least 6)", file=where, line=n, field="(row)")
         frame_id, episode, score, duration, reward, action = map(_value, parts[:6])
+        if frame_id in seen:  # one frame, two records
+            raise AtariDataError(f"{frame_id!r} is on an earlier line too", file=where, line=n, field="frame_id")
+        seen.add(frame_id)
         tail = [_value(x) for x in parts[6:]]
         try:
-            nums = [float(x) for x in tail if x is not None]
+            nums = [_finite(x) for x in tail if x is not None]
             gaze = [[nums[i], nums[i + 1]] for i in range(0, len(nums) - 1, 2)]
             rows.append(
                 {
                     "frame_id": frame_id,
                     "episode": None if episode is None else int(float(episode)),
-                    "score": None if score is None else float(score),
-                    "duration_ms": None if duration is None else float(duration),
-                    "unclipped_reward": None if reward is None else float(reward),
-                    "action": None if action is None else int(float(action)),
+                    "score": None if score is None else _finite(score),
+                    "duration_ms": None if duration is None else _finite(duration),
+                    "unclipped_reward": None if reward is None else _finite(reward),
+                    # a fractional id is no action (counted as invalid), not the one it rounds to
+                    "action": None if action is None or not float(action).is_integer() else int(float(action)),
                     "gaze": gaze,
                 }
             )
         except (ValueError, OverflowError) as e:  # OverflowError: int(float("inf"))
             raise AtariDataError(f"unparseable value ({e})", file=where, line=n, field="(row)") from None
     return rows
+
+
+def _finite(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):  # named here, with its line, not later by the record check of the output
+        raise ValueError(f"{text!r} is not a finite number")
+    return x
 
 
 # -- the archive -----------------------------------------------------------------------------------
