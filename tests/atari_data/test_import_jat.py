@@ -399,3 +399,11 @@ def test_a_game_named_twice_is_imported_once(source, tmp_path, capsys):
     argv = ["import", "jat", "--from", str(root), "--root", str(tmp_path / "out"), "--games", "Breakout,Breakout"]
     assert main([*argv, "--workers", "2"]) == 0, capsys.readouterr().err
     assert capsys.readouterr().out.count("jat/Breakout:") == 1
+
+
+def test_a_folder_that_is_no_game_is_named(source, tmp_path, capsys):
+    root, _ = source
+    (root / "atari-notagame").mkdir()
+    assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "atari-notagame: (folder):" in err, err

@@ -90,7 +90,16 @@ def parquet_files(root: Path, game: str, split: str) -> list[Path]:
 
 
 def available_games(root: Path) -> list[str]:
-    return sorted(game_of(p.name) for p in root.glob("atari-*") if p.is_dir())
+    games = []
+    for p in sorted(root.glob("atari-*")):
+        if p.is_dir():
+            try:
+                games.append(game_of(p.name))
+            except AtariDataError as e:  # name the folder: the game alone does not say where it came from
+                raise AtariDataError(
+                    f"{e.message} (a folder of the copy is atari-<game>)", file=str(p), field="(folder)"
+                ) from None
+    return sorted(games)
 
 
 def rows(path: Path) -> Iterator[tuple[int, dict]]:
