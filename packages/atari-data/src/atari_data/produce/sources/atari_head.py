@@ -101,14 +101,19 @@ def parse_labels(text: str, where: str) -> list[dict]:
                     "score": None if score is None else _finite(score),
                     "duration_ms": None if duration is None else _finite(duration),
                     "unclipped_reward": None if reward is None else _finite(reward),
-                    # a fractional id is no action (counted as invalid), not the one it rounds to
-                    "action": None if action is None or not float(action).is_integer() else int(float(action)),
+                    "action": None if action is None else _action(action),
                     "gaze": gaze,
                 }
             )
         except (ValueError, OverflowError) as e:  # OverflowError: int(float("inf"))
             raise AtariDataError(f"unparseable value ({e})", file=where, line=n, field="(row)") from None
     return rows
+
+
+def _action(text: str) -> int | None:
+    """An action id; a fractional one is no action (counted as invalid), not the id it truncates to."""
+    x = _finite(text)
+    return int(x) if x.is_integer() else None
 
 
 def _finite(text: str) -> float:
