@@ -201,3 +201,87 @@ def test_pack_lmdb_replaces_its_own_pack_only_with_force_and_one_at_a_time(src, 
     finally:
         lock.release()
     assert main(["pack-lmdb", str(src), str(out), "--force"]) == 0
+
+
+def _raw(body: bytes) -> bytes:
+    return b"\x80\x04" + body + b"."
+
+
+def _scalar_of(n: int) -> bytes:
+    """``numpy scalar(dtype('V<n>'))``: n zero bytes from a few, had scalar been allowed as numpy has it."""
+
+    def s(text: str) -> bytes:
+        return b"\x8c" + bytes([len(text)]) + text.encode()
+
+    return (
+        s("numpy._core.multiarray")
+        + s("scalar")
+        + b"\x93"
+        + s("numpy")
+        + s("dtype")
+        + b"\x93"
+        + s(f"V{n}")
+        + b"\x85R\x85R"
+    )
+
+
+def _tampered_dtype(flags: int, metadata=None):
+    """An int64 array whose dtype's pickled state carries other flags or metadata: equal to int64,
+    but numpy's loops then fail on it."""
+    from numpy._core.multiarray import _reconstruct as rebuild
+
+    class Dtype:
+        def __reduce__(self):
+            return np.dtype, ("i8", False, True), (3, "<", None, None, None, -1, -1, flags, metadata)
+
+    a = np.arange(32, dtype=np.int64).reshape(2, 16) % 5
+    return _Reduced(rebuild, (np.ndarray, (0,), b"b"), (1, a.shape, Dtype(), False, a.tobytes()))
+
+
+class _Reduced:
+    def __init__(self, func, args, state):
+        self.r = (func, args, state)
+
+    def __reduce__(self):
+        return self.r
+
+
+@pytest.mark.parametrize(
+    "value,why",
+    [
+        (lambda: _raw(_scalar_of(64 << 20)), "refused numpy scalar"),  # 64 MB of zeros from 60 bytes
+        (lambda: _raw(b"N\x94" + b"r" + (1 << 27).to_bytes(4, "little")), "memo index"),  # a 2 GB memo
+        (lambda: _raw(b"(" + b"}" * 20_000 + b"l"), "opcodes"),  # 20 kB, 64x that once built
+        (lambda: {**clip(np.random.default_rng(2)), "actions": _tampered_dtype(1)}, "refused dtype int64"),
+        (lambda: {**clip(np.random.default_rng(2)), "actions": _tampered_dtype(4)}, "refused dtype int64"),
+        (lambda: {**clip(np.random.default_rng(2)), "actions": _tampered_dtype(0, {"m": 1})}, "refused dtype int64"),
+        (lambda: {**clip(np.random.default_rng(2)), 1: 2, "a": 3}, "unknown"),
+        (lambda: clip(np.random.default_rng(2), t_lat=0, t_act=0), "no time steps"),
+    ],
+)
+def test_rows_that_grow_or_break_numpy_are_one_line_errors(tmp_path, capfd, value, why):
+    """A few bytes that would ask for memory of any size are refused before it is asked for; a
+    dtype tampered with, keys of mixed types and a clip of no time steps are one line, not a
+    traceback or a warning."""
+    v = value()
+    write_lmdb(tmp_path / "src" / "coins", [v if isinstance(v, bytes) else pickle.dumps(v, 4)])
+    out = tmp_path / "out"
+    assert main(["pack-lmdb", str(tmp_path / "src"), str(out)]) == 2
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "row 3030303030303030" in err and why in err, err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["src"], "nothing left beside OUT"
+
+
+def test_a_truncated_lmdb_is_a_one_line_error_not_a_crash(src, tmp_path):
+    """Reading a page past the end of a memory-mapped file is SIGBUS: checked before any read."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad" / "coins"
+    bad.mkdir(parents=True)
+    (bad / "data.mdb").write_bytes((src / "coins" / "data.mdb").read_bytes()[:8192])
+    out = tmp_path / "out"
+    code = f"from atari_data.cli import main; raise SystemExit(main(['pack-lmdb', {str(bad.parent)!r}, {str(out)!r}]))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "shorter than" in run.stderr, run
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "src"], "nothing left beside OUT"

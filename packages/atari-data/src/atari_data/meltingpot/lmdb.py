@@ -24,6 +24,7 @@ import io
 import json
 import os
 import pickle
+import pickletools
 import re
 import tarfile
 from collections.abc import Iterator
@@ -92,11 +93,39 @@ SAFE = {
 }
 
 
-#: numpy's own, as they are: what they build is bounded by the bytes they are given.
-_NUMPY = {(f"{m}.multiarray", "scalar") for m in _CORE} | {(f"{m}.numeric", "_frombuffer") for m in _CORE}
+def _scalar(dtype, data=None):
+    """numpy's ``scalar`` given its bytes: without them ``scalar(dtype('V<n>'))`` is n zero bytes."""
+    from numpy._core.multiarray import scalar
+
+    if not isinstance(dtype, np.dtype) or not isinstance(data, bytes) or len(data) != dtype.itemsize:
+        raise _Refused("refused numpy scalar other than of its own bytes")
+    return scalar(dtype, data)
 
 
-class _SafeUnpickler(pickle.Unpickler):
+SAFE.update({(f"{m}.multiarray", "scalar"): _scalar for m in _CORE})
+
+#: numpy's own, as it is: what it builds is bounded by the bytes it is given.
+_NUMPY = {(f"{m}.numeric", "_frombuffer") for m in _CORE}
+
+#: A row's pickle is a dict of seven entries (about 200 opcodes at protocols 3-5); each opcode can
+#: build an object many times its byte (``}`` is an empty dict), so their number is capped.
+MAX_OPCODES = 4096
+
+
+def _prescan(data: bytes) -> None:
+    """Refuse, before anything is built, what would grow past the row's bytes: too many opcodes,
+    or a memo index past the opcodes read (the C unpickler sizes its memo from the index)."""
+    for n, (op, arg, _) in enumerate(pickletools.genops(data)):
+        if n >= MAX_OPCODES:
+            raise _Refused(f"refused a pickle of more than {MAX_OPCODES} opcodes")
+        if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and not (isinstance(arg, int) and 0 <= arg <= n):
+            raise _Refused(f"refused memo index {arg} at opcode {n}")
+
+
+class _SafeUnpickler(pickle._Unpickler):
+    """The standard library's Python unpickler (its memo a dict, and its BUILD step open to a
+    check), naming only the callables above."""
+
     def find_class(self, module: str, name: str):
         if (module, name) in SAFE:
             return SAFE[(module, name)]
@@ -104,8 +133,19 @@ class _SafeUnpickler(pickle.Unpickler):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"refused to load {module}.{name}")
 
+    def load_build(self):
+        # A dtype's state can set flags or metadata that leave it equal to the schema's dtype while
+        # numpy's loops fail on it, even as the array is freed: only a dtype's own state passes.
+        inst = self.stack[-2] if len(self.stack) >= 2 else None
+        if isinstance(inst, np.dtype) and self.stack[-1] != inst.__reduce__()[2]:
+            raise _Refused(f"refused dtype {inst} with state {self.stack[-1]!r}")
+        super().load_build()
+
+    dispatch = {**pickle._Unpickler.dispatch, pickle.BUILD[0]: load_build}
+
 
 def safe_loads(data: bytes):
+    _prescan(data)
     return _SafeUnpickler(io.BytesIO(data)).load()
 
 
@@ -120,7 +160,8 @@ def check_row(row, where: str, key: str) -> dict:
     expected = set(ARRAYS) | set(SCALARS)
     missing, unknown = expected - set(row), set(row) - expected
     if missing or unknown:
-        raise bad(sorted(missing or unknown)[0], f"missing {sorted(missing)}, unknown {sorted(unknown)}")
+        names = sorted(missing, key=repr), sorted(unknown, key=repr)  # keys of any type
+        raise bad(str((names[0] or names[1])[0]), f"missing {names[0]}, unknown {names[1]}")
     for name, (ndim, dtype) in ARRAYS.items():
         a = row[name]
         if not isinstance(a, np.ndarray) or a.ndim != ndim or a.dtype != dtype:
@@ -131,6 +172,8 @@ def check_row(row, where: str, key: str) -> dict:
             raise bad(name, f"is {type(row[name]).__name__}, expected {typ.__name__}")
     vl, acts, fc, ori, ip = (row[k] for k in ARRAYS)
     t_lat, s = vl.shape[0], acts.shape[0]
+    if 0 in vl.shape or 0 in acts.shape:
+        raise bad("video_latents", f"has no time steps: video_latents {vl.shape}, actions {acts.shape}")
     if vl.shape[1] != 16:
         raise bad("video_latents", f"has {vl.shape[1]} channels, expected 16")
     if fc.shape != (t_lat, s, 2) or ori.shape != (t_lat, s) or ip.shape != (s, 2):
@@ -166,8 +209,17 @@ def read_lmdb(folder: str | Path) -> Iterator[tuple[str, dict]]:
     except lmdb.Error as e:
         raise AtariDataError(f"is not a readable LMDB ({e})", file=str(folder)) from None
     try:
-        with env, env.begin() as txn:
-            yield from _rows(txn, str(folder))
+        with env:
+            # A page past the end of the mapped file is SIGBUS, not an error: LMDB reads no page past
+            # the meta page's last one, so the file must hold that many.
+            pages, size = env.info()["last_pgno"] + 1, (folder / "data.mdb").stat().st_size
+            if pages * env.stat()["psize"] > size:
+                raise AtariDataError(
+                    f"is shorter than its {pages} pages of {env.stat()['psize']} bytes ({size} bytes): truncated",
+                    file=str(folder / "data.mdb"),
+                )
+            with env.begin() as txn:
+                yield from _rows(txn, str(folder))
     except lmdb.Error as e:  # a damaged page, found as the cursor reaches it
         raise AtariDataError(f"is not a readable LMDB ({type(e).__name__}: {e})", file=str(folder)) from None
 
