@@ -141,7 +141,7 @@ class _SafeUnpickler(pickle._Unpickler):
             raise _Refused(f"refused dtype {inst} with state {self.stack[-1]!r}")
         super().load_build()
 
-    dispatch = {**pickle._Unpickler.dispatch, pickle.BUILD[0]: load_build}
+    dispatch = {**pickle._Unpickler.dispatch, pickle.BUILD[0]: load_build}  # type: ignore[dict-item]
 
 
 def safe_loads(data: bytes):
