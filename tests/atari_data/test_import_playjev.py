@@ -131,11 +131,14 @@ def _replace_frame(folder, episode: int, step: int, data: bytes | None, link_to=
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
 
 
-@pytest.mark.parametrize("hostile", ["twice_the_size", "not_a_jpeg", "grey", "frame_link", "prev_frame_link"])
+@pytest.mark.parametrize(
+    "hostile", ["twice_the_size", "not_a_jpeg", "grey", "frame_link", "prev_frame_link", "frames_folder_link"]
+)
 def test_frames_not_as_the_game_are_drops_and_links_are_refused(tmp_path, capsys, hostile):
     """A frame of another size or mode, or one that does not decode, was copied and the game marked
     ready, failing validate --images; a frame or previous frame that is a symlink was followed out
-    of the shard (the previous frame has no MD5 to catch it)."""
+    of the shard (the previous frame has no MD5 to catch it), and so was a folder of frames that is
+    a symlink (no-follow opens look at the last part of a path only)."""
     rng = np.random.default_rng(0)
     root = tmp_path / "PlayJev-data"
     write_shard(root, "floppy_bird", "clone_a", rng)
@@ -147,6 +150,9 @@ def test_frames_not_as_the_game_are_drops_and_links_are_refused(tmp_path, capsys
         _replace_frame(folder, 1, 4, buf.getvalue())
     elif hostile == "not_a_jpeg":
         _replace_frame(folder, 1, 4, b"\xff\xd8\xff" + b"not a jpeg" * 10 + b"\xff\xd9")
+    elif hostile == "frames_folder_link":
+        (folder / "frames").rename(tmp_path / "private")
+        (folder / "frames").symlink_to(tmp_path / "private")
     else:
         secret = tmp_path / "private.jpg"
         secret.write_bytes(jpeg(rng))

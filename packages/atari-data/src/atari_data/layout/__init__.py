@@ -82,6 +82,18 @@ def safe_join(base: Path, rel: str, field: str = "image") -> Path:
     return Path(join_inside(str(base), rel, field))
 
 
+def plain_join(base: Path, rel: str, field: str = "image") -> Path:
+    """:func:`safe_join`, refusing also a folder on the way that is a symlink: a no-follow open
+    looks at the path's last part only, and a linked folder would reach past ``base``."""
+    from laya_protocol.files import LINK
+
+    path = safe_join(base, rel, field)
+    for folder in reversed(path.parents[: len(path.relative_to(base).parts) - 1]):
+        if folder.is_symlink():
+            raise AtariDataError(f"{folder.relative_to(base)} is {LINK}", file=str(base), field=field)
+    return path
+
+
 def leaves_folder(rel: str) -> bool:
     """Whether a relative path (a record's image, a card's pattern, a tar member's name) could
     name something outside its folder: absolute, or with a ``..`` part."""

@@ -21,7 +21,7 @@ from PIL import Image
 
 from atari_data import limits
 from atari_data.errors import AtariDataError
-from atari_data.layout import read_jsonl, safe_join
+from atari_data.layout import plain_join, read_jsonl
 from atari_data.layout.writer import GameWriter, Step, assign_splits
 
 REPO = "OmniJev/PlayJev-data"
@@ -132,8 +132,8 @@ def _frame_format(episodes) -> str:
     """``rgb_<h>x<w>`` of the first frame on disk (every frame is checked against it on validate)."""
     for shard, _, steps in episodes:
         for _, rec in steps:
-            path = safe_join(shard, rec["frame"], "frame")
-            if path.is_file() and path.stat().st_size <= limits.limit("frame"):
+            path = plain_join(shard, rec["frame"], "frame")
+            if path.is_file() and not path.is_symlink() and path.stat().st_size <= limits.limit("frame"):
                 try:
                     with Image.open(path) as im:
                         return f"{'gray' if im.mode == 'L' else 'rgb'}_{im.height}x{im.width}"
@@ -160,7 +160,7 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
         if label is None or taken is None:
             writer.drop("bad_move")
             continue
-        frame = safe_join(shard, rec["frame"], "frame")  # never a file outside the shard
+        frame = plain_join(shard, rec["frame"], "frame")  # never a file outside the shard
         if not frame.is_file():
             writer.drop("frame_missing")
             continue
@@ -173,7 +173,7 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
             continue
         prev = None
         if rec.get("prev_frame"):
-            p = safe_join(shard, rec["prev_frame"], "prev_frame")
+            p = plain_join(shard, rec["prev_frame"], "prev_frame")
             if not p.is_file():
                 writer.drop("prev_frame_missing")
                 continue
