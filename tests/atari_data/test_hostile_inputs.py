@@ -240,6 +240,29 @@ def test_a_file_swapped_for_a_symlink_after_validate_is_refused_by_pack(
     assert not out.exists()
 
 
+def test_a_layout_of_symlinks_trains_but_is_not_published(layout_master, tmp_path):
+    """A copy whose every file is a link (``cp -rs``, as git-annex or DVC caches hold data) is read
+    for training as it was before links were refused, while validate and pack still refuse it."""
+    import numpy as np
+
+    from atari_data.torch import AtariDataset
+
+    farm = tmp_path / "farm"
+    for path in sorted(layout_master.rglob("*")):
+        target = farm / path.relative_to(layout_master)
+        if path.is_dir():
+            target.mkdir(parents=True)
+        else:
+            target.symlink_to(path)
+    linked, plain = AtariDataset(farm, "expert2f"), AtariDataset(layout_master, "expert2f")
+    assert len(linked) == len(plain) > 0
+    for i in (0, len(plain) - 1):
+        a, b = linked[i], plain[i]
+        assert a.keys() == b.keys() and all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
+    code, out, err = run_cli(main, ["validate", farm])
+    assert code == 2 and "symbolic link" in out, out + err
+
+
 # -- replay-packed repositories: rebuild ----------------------------------------------------------------
 
 

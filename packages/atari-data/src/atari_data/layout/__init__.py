@@ -33,11 +33,15 @@ EPISODES = "episodes.jsonl"
 
 @dataclass(frozen=True)
 class GameDir:
-    """One (source, game) folder of a layout."""
+    """One (source, game) folder of a layout. ``follow=False`` (validate, pack) reads a game's own
+    files without following a link: validate refuses a link in a layout, and a file swapped for one
+    after it is refused by the read itself. Readers for training follow links (a copy made of
+    links, as git-annex or DVC keep data, trains as it is)."""
 
     root: Path
     source: str
     game: str
+    follow: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "root", Path(self.root))
@@ -53,14 +57,12 @@ class GameDir:
     def split_file(self, split: str) -> Path:
         return self.path / f"{split}.jsonl"
 
-    # A game's own files are read without following a link (``follow=False``): validate refuses a
-    # link in a layout, and a file swapped for one after it is refused by the read itself.
     def meta(self) -> dict:
-        return read_json(self.path / META, follow=False)
+        return read_json(self.path / META, follow=self.follow)
 
     def records(self, split: str = "train") -> Iterator[dict]:
         """The records of one split, in file order."""
-        for _, rec in read_jsonl(self.split_file(split), "(record)", follow=False):
+        for _, rec in read_jsonl(self.split_file(split), "(record)", follow=self.follow):
             yield rec
 
     def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
@@ -71,7 +73,7 @@ class GameDir:
         rel = rec["prev_image" if prev else "image"]
         path = safe_join(self.path, rel)
         try:
-            data = read_bytes(path, "frame", "image", follow=False)
+            data = read_bytes(path, "frame", "image", follow=self.follow)
             return decode_png(data, formats_of(path.name))  # as its name says
         except (OSError, ValueError, zlib.error) as e:
             raise AtariDataError(f"cannot read frame ({e})", file=str(path), field="image") from None
@@ -107,8 +109,11 @@ def join_inside(base: str, rel: str, field: str = "image") -> str:
     return os.path.join(base, rel)  # "" stays relative, "/" gives no "//"
 
 
-def list_games(root: str | os.PathLike, sources=None, games=None, ready_only: bool = True) -> list[GameDir]:
-    """The game folders under ``root``, sorted by (source, game); only ready ones by default."""
+def list_games(
+    root: str | os.PathLike, sources=None, games=None, ready_only: bool = True, follow: bool = True
+) -> list[GameDir]:
+    """The game folders under ``root``, sorted by (source, game); only ready ones by default;
+    ``follow`` as :class:`GameDir` has it."""
     root = Path(root)
     if not root.is_dir():
         raise AtariDataError("is not a directory", file=str(root), field="root")
@@ -119,7 +124,7 @@ def list_games(root: str | os.PathLike, sources=None, games=None, ready_only: bo
         for gdir in sorted(p for p in sdir.iterdir() if p.is_dir() and GAME_RE.match(p.name)):
             if games and gdir.name not in games:
                 continue
-            g = GameDir(root, sdir.name, gdir.name)
+            g = GameDir(root, sdir.name, gdir.name, follow)
             if g.ready or not ready_only:
                 out.append(g)
     return out

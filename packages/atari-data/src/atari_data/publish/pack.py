@@ -300,7 +300,7 @@ def pack(cfg: PackConfig) -> dict:
         raise AtariDataError(f"{cfg.threads!r} is not a thread count 1-{MAX_THREADS}", field="--threads")
     if cfg.repo is not None and not repo.HUB_ID_RE.match(cfg.repo):
         raise AtariDataError(f"{cfg.repo!r} is not a Hub dataset id ORG/NAME", field="--repo")
-    games = list_games(cfg.root, cfg.sources, cfg.games)
+    games = list_games(cfg.root, cfg.sources, cfg.games, follow=False)
     if not games:
         raise AtariDataError("has no ready games to pack", file=str(cfg.root), field="root")
     report = validate(cfg.root, cfg.sources, cfg.games)
