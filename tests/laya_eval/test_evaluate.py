@@ -473,13 +473,17 @@ def test_a_policy_starts_with_the_default_signal_actions(tmp_path):
     assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), hex(ignored)
 
 
-def test_a_policy_gets_the_judges_environment_and_its_mark(tmp_path, monkeypatch):
+@pytest.mark.parametrize("lc_ctype", [None, "C"])
+def test_a_policy_gets_the_judges_environment_and_its_mark(tmp_path, monkeypatch, lc_ctype):
     """The reaper runs isolated (`python -I`), which ignores PYTHONCOERCECLOCALE=0: under the C
-    locale it set LC_CTYPE=C.UTF-8 in its own environment, and the policy inherited it."""
+    locale it set LC_CTYPE=C.UTF-8 in its own environment (or in place of LC_CTYPE=C), and the
+    policy inherited it."""
     from laya_eval.stdio import MARK, StdioPolicy
 
     for name in ("LC_ALL", "LC_CTYPE"):
         monkeypatch.delenv(name, raising=False)
+    if lc_ctype is not None:
+        monkeypatch.setenv("LC_CTYPE", lc_ctype)
     monkeypatch.setenv("LANG", "C")
     monkeypatch.setenv("PYTHONCOERCECLOCALE", "0")
     script = tmp_path / "policy.py"

@@ -34,9 +34,10 @@ import time
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 PR_SET_DUMPABLE = 4
 SETTLE = 10.0  # seconds the final rounds may take before it gives up on what is left
-#: Set by the judge when its environment has no LC_CTYPE: isolated (``-I``), this Python ignored
-#: PYTHONCOERCECLOCALE=0 and may have set one (C.UTF-8, under the C locale), which the policy must not get.
-NO_LC_CTYPE = "LAYA_EVAL_REAPER_NO_LC_CTYPE"
+#: The judge's LC_CTYPE, as ``=VALUE``, or empty where it had none: isolated (``-I``), this Python
+#: ignored PYTHONCOERCECLOCALE=0 and may have set or changed it (to C.UTF-8, under the C locale),
+#: which the policy must not get.
+JUDGE_LC_CTYPE = "LAYA_EVAL_REAPER_LC_CTYPE"
 _SHRUGGED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -50,8 +51,12 @@ def main(argv: list[str]) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD writes to the wake pipe
     parent = os.getppid()
-    if os.environ.pop(NO_LC_CTYPE, None):  # the policy gets the judge's environment as it was
-        os.environ.pop("LC_CTYPE", None)
+    was = os.environ.pop(JUDGE_LC_CTYPE, None)
+    if was is not None:  # the policy gets the judge's environment as it was
+        if was.startswith("="):
+            os.environ["LC_CTYPE"] = was[1:]
+        else:
+            os.environ.pop("LC_CTYPE", None)
     try:  # subprocess restores SIGPIPE and SIGXFSZ, which Python ignores, and reports a failed exec
         # Held to the end: a Popen let go reaps its process if it has exited, and its status is lost.
         started = subprocess.Popen(command, start_new_session=True)

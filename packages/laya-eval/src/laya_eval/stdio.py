@@ -49,7 +49,7 @@ import numpy as np
 
 from laya_eval.batch import Batch, PolicyError
 from laya_eval.processes import MARK, end_all, new_mark
-from laya_eval.reaper import NO_LC_CTYPE
+from laya_eval.reaper import JUDGE_LC_CTYPE
 from laya_eval.reaper import __file__ as REAPER
 from laya_protocol.files import NotStandard, loads_standard
 
@@ -92,8 +92,7 @@ class StdioPolicy:
             theirs = fcntl.fcntl(pair.fileno(), fcntl.F_DUPFD_CLOEXEC, 3)
             pair.close()
             argv = [sys.executable, "-I", REAPER, str(theirs), *self.argv]
-            if "LC_CTYPE" not in env:
-                env[NO_LC_CTYPE] = "1"
+            env[JUDGE_LC_CTYPE] = "=" + env["LC_CTYPE"] if "LC_CTYPE" in env else ""
         try:  # its own session, and a mark in its environment that every process it starts inherits
             self.proc = subprocess.Popen(
                 argv,
