@@ -285,3 +285,12 @@ def test_a_truncated_lmdb_is_a_one_line_error_not_a_crash(src, tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "shorter than" in run.stderr, run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "src"], "nothing left beside OUT"
+
+
+def test_folders_without_an_lmdb_are_named_not_skipped_silently(src, tmp_path, caplog):
+    """A game folder whose LMDB sits one level deeper, or was not copied, was left out unsaid."""
+    (src / "harvest" / "nested").mkdir(parents=True)
+    (src / ".cache").mkdir()  # hidden: not a game
+    assert pack_lmdb(src, tmp_path / "out") == {"clean_up": 2, "coins": 3}
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == ["skipped 1 folder of SRC without data.mdb: harvest"], said

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import pickle
 import pickletools
@@ -44,6 +45,7 @@ ARRAYS = {
     "initial_positions": (2, np.float32),
 }
 SCALARS = {"num_players": int, "prompt": str}
+log = logging.getLogger(__name__)
 _CORE = ("numpy.core", "numpy._core")
 
 
@@ -294,7 +296,15 @@ def pack_lmdb(
     src, out = Path(src), Path(os.path.abspath(out))
     if type(rows_per_shard) is not int or rows_per_shard < 1:
         raise AtariDataError(f"{rows_per_shard!r} is not a row count >= 1", field="--rows-per-shard")
-    games = sorted(p.name for p in src.iterdir() if (p / "data.mdb").is_file()) if src.is_dir() else []
+    folders = sorted(p for p in src.iterdir() if p.is_dir() and not p.name.startswith(".")) if src.is_dir() else []
+    games = [p.name for p in folders if (p / "data.mdb").is_file()]
+    if skipped := [p.name for p in folders if p.name not in games]:  # said, not dropped unsaid
+        log.warning(
+            "skipped %d folder%s of SRC without data.mdb: %s",
+            len(skipped),
+            "" if len(skipped) == 1 else "s",
+            ", ".join(skipped[:10]) + (", ..." if len(skipped) > 10 else ""),
+        )
     if not games:
         raise AtariDataError("holds no <game>/data.mdb folders", file=str(src))
     for game in games:
