@@ -238,6 +238,18 @@ def _tampered_dtype(flags: int, metadata=None):
     return _Reduced(rebuild, (np.ndarray, (0,), b"b"), (1, a.shape, Dtype(), False, a.tobytes()))
 
 
+def _object_array(n: int):
+    from numpy._core.multiarray import _reconstruct as rebuild
+
+    return _Reduced(rebuild, (np.ndarray, (0,), b"b"), (1, (n,), np.dtype("O"), False, [5]))
+
+
+def _over(base: np.ndarray):
+    from numpy._core.numeric import _frombuffer
+
+    return _Reduced(_frombuffer, (base, np.dtype("i8"), (2, 16), "C"), None)
+
+
 class _Reduced:
     def __init__(self, func, args, state):
         self.r = (func, args, state)
@@ -256,6 +268,10 @@ class _Reduced:
         (lambda: {**clip(np.random.default_rng(2)), "actions": _tampered_dtype(4)}, "refused dtype int64"),
         (lambda: {**clip(np.random.default_rng(2)), "actions": _tampered_dtype(0, {"m": 1})}, "refused dtype int64"),
         (lambda: {**clip(np.random.default_rng(2)), 1: 2, "a": 3}, "unknown"),
+        # an object array longer than its list: numpy read past the list (a crash at larger shapes)
+        (lambda: {**clip(np.random.default_rng(2)), "actions": _object_array(4)}, "refused to build"),
+        # a second array over the first's memory, which a later BUILD of the first would free
+        (lambda: {**clip(np.random.default_rng(2)), "actions": _over(np.zeros(32, np.int64))}, "_frombuffer"),
         (lambda: clip(np.random.default_rng(2), t_lat=0, t_act=0), "no time steps"),
     ],
 )

@@ -106,8 +106,18 @@ def _scalar(dtype, data=None):
 
 SAFE.update({(f"{m}.multiarray", "scalar"): _scalar for m in _CORE})
 
-#: numpy's own, as it is: what it builds is bounded by the bytes it is given.
-_NUMPY = {(f"{m}.numeric", "_frombuffer") for m in _CORE}
+
+def _frombuffer(buf, dtype, shape, order):
+    """numpy's ``_frombuffer`` (protocol 5) of the row's own bytes: given another array, the result
+    would share memory that a later BUILD on that array frees."""
+    from numpy._core.numeric import _frombuffer as frombuffer
+
+    if not isinstance(buf, (bytes, bytearray)) or not isinstance(dtype, np.dtype) or dtype.hasobject:
+        raise _Refused(f"refused numpy _frombuffer of {type(buf).__name__}")
+    return frombuffer(buf, dtype, shape, order)
+
+
+SAFE.update({(f"{m}.numeric", "_frombuffer"): _frombuffer for m in _CORE})
 
 #: A row's pickle is a dict of seven entries (about 200 opcodes at protocols 3-5); each opcode can
 #: build an object many times its byte (``}`` is an empty dict), so their number is capped.
@@ -131,16 +141,33 @@ class _SafeUnpickler(pickle._Unpickler):
     def find_class(self, module: str, name: str):
         if (module, name) in SAFE:
             return SAFE[(module, name)]
-        if (module, name) in _NUMPY:
-            return super().find_class(module, name)
         raise pickle.UnpicklingError(f"refused to load {module}.{name}")
 
     def load_build(self):
         # A dtype's state can set flags or metadata that leave it equal to the schema's dtype while
         # numpy's loops fail on it, even as the array is freed: only a dtype's own state passes.
-        inst = self.stack[-2] if len(self.stack) >= 2 else None
-        if isinstance(inst, np.dtype) and self.stack[-1] != inst.__reduce__()[2]:
-            raise _Refused(f"refused dtype {inst} with state {self.stack[-1]!r}")
+        # An array's state fills the empty array _reconstruct gave, once, from bytes: an object
+        # dtype is filled from a list numpy does not measure (a crash), and a second BUILD frees
+        # memory other arrays may share. Nothing else is built.
+        inst, state = (self.stack[-2], self.stack[-1]) if len(self.stack) >= 2 else (None, None)
+        if isinstance(inst, np.dtype):
+            if state != inst.__reduce__()[2]:
+                raise _Refused(f"refused dtype {inst} with state {state!r}")
+            ok = True
+        elif type(inst) is np.ndarray:
+            ok = (
+                inst.shape == (0,)
+                and inst.dtype == np.uint8
+                and isinstance(state, tuple)
+                and len(state) == 5
+                and isinstance(state[2], np.dtype)
+                and not state[2].hasobject
+                and isinstance(state[4], (bytes, bytearray))
+            )
+        else:
+            ok = False
+        if not ok:
+            raise _Refused(f"refused to build a {type(inst).__name__} from {type(state).__name__}")
         super().load_build()
 
     dispatch = {**pickle._Unpickler.dispatch, pickle.BUILD[0]: load_build}  # type: ignore[dict-item]
