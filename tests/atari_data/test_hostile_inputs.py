@@ -207,7 +207,14 @@ def test_anything_in_a_layout_reached_through_a_symlink_is_refused_by_validate_a
 
 @pytest.mark.parametrize(
     "which, replay",
-    [("frame", False), ("meta.json", False), ("train.jsonl", False), ("frame", True), ("episodes.jsonl", True)],
+    [
+        ("frame", False),
+        ("meta.json", False),
+        ("train.jsonl", False),
+        ("frame", True),
+        ("episodes.jsonl", True),
+        ("images", False),
+    ],
 )
 def test_a_file_swapped_for_a_symlink_after_validate_is_refused_by_pack(
     layout_master, tmp_path, monkeypatch, which, replay
@@ -224,12 +231,12 @@ def test_a_file_swapped_for_a_symlink_after_validate_is_refused_by_pack(
     swapped = game / rec["image"] if which == "frame" else game / which
     elsewhere = tmp_path / "elsewhere" / swapped.name
     elsewhere.parent.mkdir()
-    shutil.copyfile(swapped, elsewhere)
+    (shutil.copytree if swapped.is_dir() else shutil.copyfile)(swapped, elsewhere)
     real = validate_module.validate
 
     def validate_then_swap(*args, **kwargs):
         report = real(*args, **kwargs)
-        swapped.unlink()
+        shutil.rmtree(swapped) if swapped.is_dir() else swapped.unlink()
         swapped.symlink_to(elsewhere)
         return report
 

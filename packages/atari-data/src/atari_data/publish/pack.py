@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import META, FileLock, GameDir, copy_plain, join_inside, list_games, read_file, swap_into_place
+from atari_data.layout import (
+    META,
+    FileLock,
+    GameDir,
+    copy_plain,
+    list_games,
+    plain_join,
+    read_file,
+    swap_into_place,
+)
 from atari_data.layout.png import LEVELS, formats_of, is_intact, recompress
 from atari_data.layout.records import side_paths
 from atari_data.publish import repo
@@ -153,8 +162,9 @@ def _intact(base: str, rel: str, size: tuple[int, int] | None, last: dict | None
     game's frame format). ``last`` keeps the latest file's bytes, so the same frame stored twice (a
     record's frame, the next one's previous frame) is checked once and comes back as the same
     object (which tells :func:`_recompressed` to re-compress it once)."""
-    path = join_inside(base, rel)
-    data = read_file(path, "frame", "image", follow=False)  # a frame swapped for a link since validate
+    # A frame, or its folder, swapped for a link since validate: no-follow covers the last part only.
+    path = str(plain_join(Path(base), rel))
+    data = read_file(path, "frame", "image", follow=False)
     formats = formats_of(rel)
     key = (formats, data)
     if last is not None and key in last:  # the same bytes under the same kind of name
