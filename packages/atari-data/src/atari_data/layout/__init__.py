@@ -33,7 +33,7 @@ EPISODES = "episodes.jsonl"
 
 @dataclass(frozen=True)
 class GameDir:
-    """One (source, game) folder of a layout. ``follow=False`` (validate, pack) reads a game's own
+    """One (source, game) folder of a layout. ``follow=False`` (pack) reads a game's own
     files without following a link: validate refuses a link in a layout, and a file swapped for one
     after it is refused by the read itself. Readers for training follow links (a copy made of
     links, as git-annex or DVC keep data, trains as it is)."""
@@ -84,15 +84,17 @@ def safe_join(base: Path, rel: str, field: str = "image") -> Path:
     return Path(join_inside(str(base), rel, field))
 
 
-def plain_join(base: Path, rel: str, field: str = "image") -> Path:
-    """:func:`safe_join`, refusing also a folder on the way that is a symlink: a no-follow open
-    looks at the path's last part only, and a linked folder would reach past ``base``."""
+def join_plain(base: str, rel: str, field: str = "image") -> str:
+    """:func:`join_inside`, refusing also a folder on the way that is a symlink: a no-follow open
+    looks at the path's last part only, and a linked folder would reach past ``base``. On strings:
+    pack checks every frame."""
     from laya_protocol.files import LINK
 
-    path = safe_join(base, rel, field)
-    for folder in reversed(path.parents[: len(path.relative_to(base).parts) - 1]):
-        if folder.is_symlink():
-            raise AtariDataError(f"{folder.relative_to(base)} is {LINK}", file=str(base), field=field)
+    path = join_inside(base, rel, field)
+    parts = rel.split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        if os.path.islink(os.path.join(base, *parts[:i])):
+            raise AtariDataError(f"{'/'.join(parts[:i])} is {LINK}", file=str(base), field=field)
     return path
 
 

@@ -43,7 +43,7 @@ def validate(root, sources=None, games=None, images: bool = False) -> Report:
     """Validate every ready game under ``root`` (optionally only some sources and games)."""
     report = Report()
     linked: set[Path] = set()
-    for g in list_games(root, sources, games, ready_only=False, follow=False):
+    for g in list_games(root, sources, games, ready_only=False):
         source = g.root / g.source
         if source.is_symlink() and source not in linked:  # once, not once per game in it
             linked.add(source)

@@ -84,17 +84,6 @@ def _of(kinds: tuple, call):
     return checked
 
 
-#: Every callable a row's pickle may name, as built here.
-SAFE = {
-    ("numpy", "ndarray"): _ARRAY,
-    ("numpy", "dtype"): np.dtype,
-    **{(f"{m}.multiarray", "_reconstruct"): _reconstruct for m in _CORE},
-    ("builtins", "set"): _of((list, tuple), set),
-    ("builtins", "frozenset"): _of((list, tuple), frozenset),
-    ("builtins", "bytearray"): _of((bytes,), bytearray),
-}
-
-
 def _scalar(dtype, data=None):
     """numpy's ``scalar`` given its bytes: without them ``scalar(dtype('V<n>'))`` is n zero bytes."""
     from numpy._core.multiarray import scalar
@@ -102,9 +91,6 @@ def _scalar(dtype, data=None):
     if not isinstance(dtype, np.dtype) or not isinstance(data, bytes) or len(data) != dtype.itemsize:
         raise _Refused("refused numpy scalar other than of its own bytes")
     return scalar(dtype, data)
-
-
-SAFE.update({(f"{m}.multiarray", "scalar"): _scalar for m in _CORE})
 
 
 def _frombuffer(buf, dtype, shape, order):
@@ -117,7 +103,17 @@ def _frombuffer(buf, dtype, shape, order):
     return frombuffer(buf, dtype, shape, order)
 
 
-SAFE.update({(f"{m}.numeric", "_frombuffer"): _frombuffer for m in _CORE})
+#: Every callable a row's pickle may name, as built here.
+SAFE = {
+    ("numpy", "ndarray"): _ARRAY,
+    ("numpy", "dtype"): np.dtype,
+    **{(f"{m}.multiarray", "_reconstruct"): _reconstruct for m in _CORE},
+    **{(f"{m}.multiarray", "scalar"): _scalar for m in _CORE},
+    **{(f"{m}.numeric", "_frombuffer"): _frombuffer for m in _CORE},
+    ("builtins", "set"): _of((list, tuple), set),
+    ("builtins", "frozenset"): _of((list, tuple), frozenset),
+    ("builtins", "bytearray"): _of((bytes,), bytearray),
+}
 
 #: A row's pickle is a dict of seven entries (about 200 opcodes at protocols 3-5); each opcode can
 #: build an object many times its byte (``}`` is an empty dict), so their number is capped.
@@ -125,8 +121,9 @@ MAX_OPCODES = 4096
 
 
 def _prescan(data: bytes) -> None:
-    """Refuse, before anything is built, what would grow past the row's bytes: too many opcodes,
-    or a memo index past the opcodes read (the C unpickler sizes its memo from the index)."""
+    """Refuse, before anything is built, what would grow past the row's bytes: too many opcodes.
+    A memo index past the opcodes read is refused too: no pickler writes one (the C unpickler sized
+    its memo from it; the Python one used here keeps a dict)."""
     for n, (op, arg, _) in enumerate(pickletools.genops(data)):
         if n >= MAX_OPCODES:
             raise _Refused(f"refused a pickle of more than {MAX_OPCODES} opcodes")
@@ -153,20 +150,16 @@ class _SafeUnpickler(pickle._Unpickler):
         if isinstance(inst, np.dtype):
             if state != inst.__reduce__()[2]:
                 raise _Refused(f"refused dtype {inst} with state {state!r}")
-            ok = True
-        elif type(inst) is np.ndarray:
-            ok = (
-                inst.shape == (0,)
-                and inst.dtype == np.uint8
-                and isinstance(state, tuple)
-                and len(state) == 5
-                and isinstance(state[2], np.dtype)
-                and not state[2].hasobject
-                and isinstance(state[4], (bytes, bytearray))
-            )
-        else:
-            ok = False
-        if not ok:
+        elif not (
+            type(inst) is np.ndarray
+            and inst.shape == (0,)
+            and inst.dtype == np.uint8
+            and isinstance(state, tuple)
+            and len(state) == 5
+            and isinstance(state[2], np.dtype)
+            and not state[2].hasobject
+            and isinstance(state[4], (bytes, bytearray))
+        ):
             raise _Refused(f"refused to build a {type(inst).__name__} from {type(state).__name__}")
         super().load_build()
 
@@ -241,10 +234,11 @@ def read_lmdb(folder: str | Path) -> Iterator[tuple[str, dict]]:
         with env:
             # A page past the end of the mapped file is SIGBUS, not an error: LMDB reads no page past
             # the meta page's last one, so the file must hold that many.
-            pages, size = env.info()["last_pgno"] + 1, (folder / "data.mdb").stat().st_size
-            if pages * env.stat()["psize"] > size:
+            pages, psize = env.info()["last_pgno"] + 1, env.stat()["psize"]
+            size = (folder / "data.mdb").stat().st_size
+            if pages * psize > size:
                 raise AtariDataError(
-                    f"is shorter than its {pages} pages of {env.stat()['psize']} bytes ({size} bytes): truncated",
+                    f"is shorter than its {pages} pages of {psize} bytes ({size} bytes): truncated",
                     file=str(folder / "data.mdb"),
                 )
             with env.begin() as txn:

@@ -33,8 +33,8 @@ from atari_data.layout import (
     FileLock,
     GameDir,
     copy_plain,
+    join_plain,
     list_games,
-    plain_join,
     read_file,
     swap_into_place,
 )
@@ -163,7 +163,7 @@ def _intact(base: str, rel: str, size: tuple[int, int] | None, last: dict | None
     record's frame, the next one's previous frame) is checked once and comes back as the same
     object (which tells :func:`_recompressed` to re-compress it once)."""
     # A frame, or its folder, swapped for a link since validate: no-follow covers the last part only.
-    path = str(plain_join(Path(base), rel))
+    path = join_plain(base, rel)
     data = read_file(path, "frame", "image", follow=False)
     formats = formats_of(rel)
     key = (formats, data)

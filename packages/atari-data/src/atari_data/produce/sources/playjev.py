@@ -21,7 +21,7 @@ from PIL import Image
 
 from atari_data import limits
 from atari_data.errors import AtariDataError
-from atari_data.layout import plain_join, read_jsonl
+from atari_data.layout import join_plain, read_jsonl
 from atari_data.layout.writer import GameWriter, Step, assign_splits
 
 REPO = "OmniJev/PlayJev-data"
@@ -132,7 +132,7 @@ def _frame_format(episodes) -> str:
     """``rgb_<h>x<w>`` of the first frame on disk (every frame is checked against it on validate)."""
     for shard, _, steps in episodes:
         for _, rec in steps:
-            path = plain_join(shard, rec["frame"], "frame")
+            path = Path(join_plain(str(shard), rec["frame"], "frame"))
             if path.is_file() and not path.is_symlink() and path.stat().st_size <= limits.limit("frame"):
                 try:
                     with Image.open(path) as im:
@@ -160,7 +160,7 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
         if label is None or taken is None:
             writer.drop("bad_move")
             continue
-        frame = plain_join(shard, rec["frame"], "frame")  # never a file outside the shard
+        frame = Path(join_plain(str(shard), rec["frame"], "frame"))  # never a file outside the shard
         if not frame.is_file():
             writer.drop("frame_missing")
             continue
@@ -173,7 +173,7 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
             continue
         prev = None
         if rec.get("prev_frame"):
-            p = plain_join(shard, rec["prev_frame"], "prev_frame")
+            p = Path(join_plain(str(shard), rec["prev_frame"], "prev_frame"))
             if not p.is_file():
                 writer.drop("prev_frame_missing")
                 continue
