@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from atari_data.play.reseed import Reseeder
 from laya_protocol.games import minimal_actions, rom_id
 from laya_protocol.protocol import AUTO_FIRE_RULE, DATA_DECISION_CAP, Protocol
 
@@ -30,9 +31,11 @@ class Decision:
 class AtariGame:
     """One ALE game played by the protocol's rules."""
 
-    def __init__(self, game: str, protocol: Protocol | None = None, keep: str | None = None):
+    def __init__(self, game: str, protocol: Protocol | None = None, keep: str | None = None, reload_rom: bool = False):
         """``keep`` ("rgb" or "grey") records each decision's last two emulator frames in
-        :attr:`last_two`, for experts that look at them (checkpoint experts)."""
+        :attr:`last_two`, for experts that look at them (checkpoint experts). ``reload_rom`` makes
+        every seeded reset reload the ROM, as gymnasium does, instead of the checked shortcut
+        (:mod:`atari_data.play.reseed`): the same episodes, slower."""
         # ale_py.env pulls in gymnasium; import late so `import atari_data` stays light.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         from ale_py.env import AtariEnv
@@ -48,6 +51,7 @@ class AtariGame:
             max_num_frames_per_episode=self.protocol.max_frames_per_episode,
         )
         self.ale = self.env.ale
+        self.reseeder = Reseeder(self.env, shortcut=not reload_rom)
         self._fire = (
             self.actions.index("FIRE") if "FIRE" in self.actions and self.protocol.auto_fire == AUTO_FIRE_RULE else None
         )
@@ -61,7 +65,7 @@ class AtariGame:
 
     def reset(self, seed: int) -> bool:
         """Start an episode; returns whether FIRE was auto-pressed."""
-        self.env.reset(seed=seed)
+        self.reseeder.reset(seed)
         self.seed = seed  # a planning expert seeds its rollouts from it
         self.score, self.done = 0.0, False
         # Every move sent to the emulator (auto-FIREs included) and which of them were decisions:
@@ -92,7 +96,7 @@ class AtariGame:
         ``moves`` are minimal-set action indices, one per ``frameskip`` emulator frames, auto-FIREs
         included; ``decisions`` are the positions in ``moves`` that were decisions.
         """
-        self.env.reset(seed=seed)
+        self.reseeder.reset(seed)
         self.score, self.done = 0.0, False
         at = set(decisions)
         for m, action in enumerate(moves):
