@@ -205,6 +205,44 @@ def test_anything_in_a_layout_reached_through_a_symlink_is_refused_by_validate_a
         assert not out.exists()
 
 
+@pytest.mark.parametrize("which", ["meta.json", "train.jsonl"])
+def test_validate_names_a_linked_file_once_and_reads_nothing_through_it(layout_master, tmp_path, which):
+    """The link is the defect. What it points at is not read (here a copy with a defect of its own
+    that validate would name), and no record is judged against a meta.json it did not read."""
+    root = tmp_path / "root"
+    shutil.copytree(layout_master, root)
+    game = root / "expert2f/Breakout"
+    target = tmp_path / "elsewhere" / which
+    target.parent.mkdir()
+    text = (game / which).read_text()
+    target.write_text(
+        text.replace('"game":"Breakout"', '"game":"Pong"').replace('"game": "Breakout"', '"game": "Pong"')
+    )
+    assert target.read_text() != text, "the copy carries a defect of its own"
+    (game / which).unlink()
+    (game / which).symlink_to(target)
+    code, out, err = run_cli(main, ["validate", root])
+    named = [line for line in out.splitlines() if str(game) in line]
+    assert code == 2 and "Traceback" not in out + err, out + err
+    assert named == [
+        f"{game / which}: (file): is a symbolic link (a layout is plain files and folders: "
+        "pack would publish what a link points at)"
+    ], out
+
+
+@pytest.mark.parametrize("which", ["meta.json", "train.jsonl"])
+def test_a_missing_game_file_is_one_defect_not_one_a_record(layout_master, tmp_path, which):
+    """Without meta.json the records' frame count is unknown, and without train.jsonl there is
+    nothing to count against meta.json: the missing file is named, and nothing is blamed for it."""
+    root = tmp_path / "root"
+    shutil.copytree(layout_master, root)
+    game = root / "expert2f/Breakout"
+    (game / which).unlink()
+    code, out, err = run_cli(main, ["validate", root])
+    named = [line for line in out.splitlines() if str(game) in line]
+    assert code == 2 and named == [f"{game / which}: (file): is missing"], out + err
+
+
 @pytest.mark.parametrize(
     "which, replay",
     [
@@ -767,12 +805,12 @@ def test_a_planted_lock_symlink_is_refused_and_its_target_untouched(tmp_path):
 
 @pytest.mark.parametrize("which", ["expert2f/Breakout/val.jsonl", "expert2f/Breakout/meta.json"])
 def test_a_device_in_a_layout_is_refused_not_read_forever(layout, tmp_path, which):
-    """A link to a device: validate reports both the link and the device it would read (it follows
-    links to report them); stats reads a game's files as GameDir does, refusing the link itself."""
+    """A link to a device: validate names the link and reads nothing through it; stats reads a
+    game's files as GameDir does (following links, as training does), refusing the device."""
     (layout / which).unlink()
     (layout / which).symlink_to("/dev/zero")
     code, out, err = run_cli(main, ["validate", layout])
-    assert code == 2 and "is not a regular file" in out and "is a symbolic link" in out, out + err
+    assert code == 2 and "is a symbolic link" in out and out.count(str(layout / which)) == 1, out + err
     code, err = check_promises(main, ["stats", layout], sandbox=tmp_path, target=None)
     assert code in (0, 2) and (code == 0 or "regular file" in err or "symbolic link" in err), err
 

@@ -45,7 +45,7 @@ class GameRules:
     source: str
     game: str
     actions: tuple[str, ...]
-    frames: int = 1
+    frames: int | None = 1  # None: not known (validate, meta.json unread), a previous frame judged by name
     platform: str = "ale"
     question: dict = field(init=False)
 

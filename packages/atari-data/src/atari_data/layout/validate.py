@@ -67,6 +67,7 @@ class _GameCheck:
     def __init__(self, g: GameDir, images: bool, report: Report):
         self.g, self.images, self.report = g, images, report
         self.linked: set[str] = set()  # names in images/ that are symbolic links
+        self.linked_files: set[Path] = set()  # the game's own files that are, named once and not read
 
     def defect(self, file: Path, field: str, msg: str, line: int | None = None) -> None:
         self.report.defects.append(AtariDataError(msg, file=str(file), line=line, field=field))
@@ -79,12 +80,15 @@ class _GameCheck:
         for path in (g.path / META, g.path / READY, g.path / EPISODES, *map(g.split_file, SPLITS)):
             if path.is_symlink():
                 self.defect(path, "(file)", LINKED)
+                self.linked_files.add(path)
         meta_path = g.path / META
         meta = self._meta(meta_path)
         actions = meta.get("actions")
         if not _is_str_list(actions):
             actions = list(minimal_actions(g.game)) if g.game in all_games() else ["NOOP"]
-        frames = meta["frames"] if meta.get("frames") in (1, 2) else 1
+        # A meta.json not read, or without a valid frames, leaves it unknown: the records' previous
+        # frames are then judged by name, not by a count that would blame every record for it.
+        frames = meta["frames"] if meta.get("frames") in (1, 2) else None
         rules = GameRules(g.source, g.game, tuple(actions or ()), frames, str(meta.get("platform", "ale")))
         size = frame_size(meta.get("frame_format"))
 
@@ -97,11 +101,8 @@ class _GameCheck:
             except OSError:
                 self.defect(g.path / "images", "(folder)", "is missing")
         ids: set[str] = set()
-        seen = {}
-        for split in SPLITS:
-            seen[split] = self._split(split, rules, present, ids, size)
-
-        train_eps, val_eps = seen["train"][1], seen["val"][1]
+        seen = {split: self._split(split, rules, present, ids, size) for split in SPLITS}
+        train_eps, val_eps = (read[1] if (read := seen[split]) else set() for split in ("train", "val"))
         both = train_eps & val_eps
         if both:
             self.defect(
@@ -112,8 +113,10 @@ class _GameCheck:
         self._meta_matches(meta_path, meta, seen)
 
     def _meta(self, path: Path) -> dict:
+        if path in self.linked_files:
+            return {}
         try:
-            meta = orjson.loads(read_bytes(path))
+            meta = orjson.loads(read_bytes(path, follow=False))
         except FileNotFoundError:
             self.defect(path, "(file)", "is missing")
             return {}
@@ -142,19 +145,24 @@ class _GameCheck:
                 )
         return meta
 
-    def _split(self, split: str, rules: GameRules, present: set, ids: set, size):
+    def _split(
+        self, split: str, rules: GameRules, present: set, ids: set, size
+    ) -> tuple[int, set[int], Counter] | None:
+        """A split's record count, episodes and labels; None when the file could not be read."""
         path = self.g.split_file(split)
         label_counts = [0] * len(rules.actions)
         episodes: set[int] = set()
         n = 0
+        if path in self.linked_files:
+            return None
         try:
-            data = read_bytes(path)
+            data = read_bytes(path, follow=False)
         except AtariDataError as e:
             self.report.defects.append(e)
-            return 0, episodes, Counter()
+            return None
         except OSError:
             self.defect(path, "(file)", "is missing")
-            return 0, episodes, Counter()
+            return None
         # Split on newlines only: JSON text may hold other line separators (U+2028) verbatim.
         lines = data.split(b"\n")
         if lines[-1] == b"":
@@ -261,6 +269,8 @@ class _GameCheck:
     def _meta_matches(self, path: Path, meta: dict, seen: dict) -> None:
         caps = meta["caps"] if isinstance(meta.get("caps"), dict) else {}
         for split in SPLITS:
+            if seen[split] is None:  # not read: its defect is named, and nothing is compared with it
+                continue
             count, episodes, labels = seen[split]
             cap = caps.get(split)
             if isinstance(cap, int) and count > cap:
