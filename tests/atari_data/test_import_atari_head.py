@@ -133,6 +133,31 @@ def test_broken_records_are_one_line_errors(record, tmp_path, capsys, damage, me
     assert not (tmp_path / "out" / "atari_head" / GAME).exists()
 
 
+@pytest.mark.parametrize("empty", ["headers_only", "every_step_dropped"])
+def test_a_game_left_with_no_records_is_one_line_not_a_ready_empty_game(record, tmp_path, capsys, empty):
+    """Label files that hold only their header, or steps that are all dropped (here every action
+    outside Breakout's minimal set): nothing to train on, said in one line, no ready game."""
+    path = record / ZIP
+    with zipfile.ZipFile(path) as z:
+        items = {n: z.read(n) for n in z.namelist()}
+    outside = str(FULL_ACTIONS.index("UP")).encode()
+    with zipfile.ZipFile(path, "w") as z:
+        for n, data in items.items():
+            if n.endswith(".txt"):
+                head, *rows = data.decode().splitlines()
+                if empty == "every_step_dropped":
+                    rows = [",".join(r.split(",")[:5] + [outside.decode()] + r.split(",")[6:]) for r in rows]
+                    data = "\n".join([head, *rows, ""]).encode()
+                else:
+                    data = (head + "\n").encode()
+            z.writestr(n, data)
+    assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no records" in err and "Traceback" not in err, err
+    assert ("not_in_minimal_set" in err) == (empty == "every_step_dropped"), err
+    assert not (tmp_path / "out" / "atari_head" / GAME).exists()
+
+
 def test_damaged_frames_are_counted_drops_not_copied(record, tmp_path):
     """A frame cut short and one with a flipped bit keep a valid header: only checking the whole
     PNG (chunk CRCs, the inflated size) tells them from good ones. A grey frame is not the game's."""

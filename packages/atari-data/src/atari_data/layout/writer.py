@@ -265,6 +265,10 @@ class GameWriter:
 
     def _finish(self, staged: GameDir, baselines: dict | None) -> dict:
         picked = {s: sorted(self._samplers[s].pick(), key=lambda k: (k.episode, k.step)) for s in SPLITS}
+        if not any(picked.values()) and any(self.caps.values()):  # nothing to train on is no game
+            drops = ", ".join(f"{reason} {n}" for reason, n in sorted(self.dropped.items()))
+            why = f"every step was dropped ({drops})" if drops else "the source held no steps"
+            raise AtariDataError(f"no records to write: {why}", file=f"{self.source}/{self.game}", field="(records)")
         tmp = staged.path
 
         splits: dict[str, dict] = {}
