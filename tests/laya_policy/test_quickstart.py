@@ -41,6 +41,7 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
     report = (out / "report.md").read_text()
     for part in ("## Data", "## Training", "## Evaluation of", "Pong", "![training](training.png)", "majority label"):
         assert part in report
+    assert "4 steps of 2 x 4 records" in report, "two training processes on a CPU, each with the batch"
     used = json.loads((out / "eval" / "results.json").read_text())["games"]["Pong"]["baseline"]["source"]
     assert f"| {used} |" in report, "the report names the baseline each game was normalised with"
     assert (out / "training.png").stat().st_size > 0 and (out / "eval" / "results.json").exists()

@@ -270,6 +270,118 @@ def test_two_processes_train_data_parallel_with_gloo(data, tmp_path):
     assert sum(summary["samples_per_group"].values()) == 4 * 2, "rank 0 counts its own draws"
     assert (out / "final" / "vlm_agent_config.json").exists()
 
+    # --processes 2 starts the same group itself: the same weights, to the byte
+    ours = tmp_path / "processes"
+    argv = [*cmd[cmd.index("train") :], "--processes", "2"]
+    argv[argv.index(str(out))] = str(ours)
+    done = subprocess.run([sys.executable, "-m", "laya_policy.cli", *argv], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((ours / "summary.json").read_text())["replicas"] == {"world": 2, "weights_agree": True}
+    assert "Warning" not in done.stderr, done.stderr  # the replicas' check warned of a float taken under grad
+    assert json.loads((ours / "final" / "training.json").read_text())["processes"] == 2
+    for f in (out / "final").glob("*.safetensors"):
+        assert (ours / "final" / f.name).read_bytes() == f.read_bytes(), f.name
+
+
+def test_a_process_started_by_processes_reports_bad_input_on_one_line(data, tmp_path):
+    import subprocess
+    import sys
+
+    argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--games", "Freeway"]
+    argv += ["--steps", "2", "--batch", "2", "--image-size", "64"]
+    done = subprocess.run(
+        [sys.executable, "-m", "laya_policy.cli", *map(str, argv)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "no training records" in lines[0], done.stderr
+
+
+def test_the_processes_end_with_the_one_that_started_them(data, tmp_path):
+    """Killed, the starter frees the lock on OUT; a process of its group left training would write
+    OUT beside the next run. Started as `nohup ... &` or a script's background job starts it, with
+    SIGINT ignored, which torch's own end-with-the-parent signal (SIGINT) then does not reach."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
+    argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
+    starter = subprocess.Popen(
+        [sys.executable, "-m", "laya_policy.cli", *map(str, argv)],
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    deadline = time.monotonic() + 120
+    # rank 0 makes OUT once both processes have met (before that, a process still reading its
+    # arguments from the starter ends with it anyway)
+    while not (tmp_path / "r").exists() and time.monotonic() < deadline and starter.poll() is None:
+        time.sleep(0.2)
+    children = {int(p) for t in os.listdir(f"/proc/{starter.pid}/task") for p in _children(starter.pid, t)}
+    children = {p for p in children if "spawn_main" in _cmdline(p)}
+    assert len(children) == 2, f"the group did not start: {starter.poll()}"
+    starter.send_signal(signal.SIGKILL)
+    starter.wait()
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [p for p in children if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, "a training process outlived its starter"
+
+
+def _children(pid: int, task: str) -> list[str]:
+    try:
+        return open(f"/proc/{pid}/task/{task}/children").read().split()
+    except OSError:
+        return []
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _average_on_rank(rank: int, port: int, out: str) -> None:
+    import torch
+
+    from laya_policy.distributed import Distributed
+
+    os.environ.update(WORLD_SIZE="2", RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    params = [torch.nn.Parameter(torch.zeros(s)) for s in [(3, 4), (5,), (2, 2, 2), (7,)]]
+    for i, p in enumerate(params[:3]):  # the last has no gradient, on both ranks
+        p.grad = torch.arange(p.numel(), dtype=torch.float32).reshape(p.shape) * (rank + 1) + i
+    params[0].grad = params[0].grad.t().contiguous().t()  # a gradient whose strides are not its shape's
+    Distributed("cpu").average_gradients(params)
+    torch.save([None if p.grad is None else p.grad.clone() for p in params], f"{out}/{rank}.pt")
+    torch.distributed.destroy_process_group()
+
+
+def test_gradients_are_averaged_over_the_processes_each_in_its_place(tmp_path):
+    import torch
+    import torch.multiprocessing as mp
+
+    mp.spawn(_average_on_rank, args=(29533, str(tmp_path)), nprocs=2)
+    for rank in (0, 1):
+        grads = torch.load(tmp_path / f"{rank}.pt", weights_only=True)
+        for i, (g, shape) in enumerate(zip(grads[:3], [(3, 4), (5,), (2, 2, 2)], strict=True)):
+            n = torch.tensor(shape).prod().item()
+            want = torch.arange(n, dtype=torch.float32).reshape(shape) * 1.5 + i  # (1x + 2x) / 2 + i
+            assert torch.equal(g, want), (rank, i)
+        assert grads[3] is None
+
 
 def test_dagger_round_from_a_checkpoint_then_training_on_both_sources(data, tmp_path, capsys):
     from laya_policy.cli import main

@@ -2,7 +2,8 @@
 
 Trains the ``tiny`` policy for a fixed number of steps on a layout (by default a small expert2f
 layout of Pong and Breakout generated here) with laya-policy's thread choice and with torch's own
-default (one intra-op thread per core), first on a quiet machine and then while ``--background-load``
+default (one intra-op thread per core), and as one single-thread process per core under torchrun
+(data parallel: each process keeps the batch), first on a quiet machine and then while ``--background-load``
 other torch processes (matrix products at torch's default threads) run. Everything is measured in
 this one run, so the ratios compare like with like: loaded / quiet samples/s for each thread
 choice, and the data-wait share (the time a step waits for its screens, prepared by a background
@@ -19,10 +20,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 from atari_data.produce.generate import GenerateConfig, generate_game
 from laya_policy.train import TrainConfig, train
@@ -49,6 +53,22 @@ def measure(data: str, out: str, steps: int, batch: int, image_size: int, thread
         return train(cfg, progress=False)
 
 
+def measure_processes(data: str, out: str, steps: int, batch: int, image_size: int, processes: int) -> dict:
+    """The same training as :func:`measure`, as ``processes`` data-parallel processes of one thread
+    (torchrun, gloo): ``batch`` is each one's, so a step trains ``processes`` times the records."""
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(processes)]
+    cmd += ["--master-port", str(port), "-m", "laya_policy.cli", "train", "--data", data, "--out", out]
+    cmd += ["--steps", str(steps), "--batch", str(batch), "--image-size", str(image_size), "--evals", "1"]
+    cmd += ["--max-minutes", "60", "--restart"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if done.returncode != 0:
+        raise SystemExit(f"torchrun failed ({done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(Path(out, "summary.json").read_text())
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", help="layout root or packed repository (default: generate a small one)")
@@ -61,7 +81,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.smoke:
         args.steps, args.batch, args.image_size = 3, 2, 64
     cores = len(os.sched_getaffinity(0))
-    choices = {"laya-policy default (1 thread)": None, f"torch default ({cores} threads)": cores}
+    # name -> (threads, processes); each process keeps the batch, so the last trains more records a step
+    choices = {
+        "laya-policy default (1 thread)": (None, 1),
+        f"torch default ({cores} threads)": (cores, 1),
+        f"{cores} processes of 1 thread (torchrun)": (1, cores),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data
         if data is None:
@@ -84,9 +109,10 @@ def main(argv: list[str] | None = None) -> None:
                 subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.background_load if loaded else 0)
             ]
             try:
-                for name, threads in choices.items():
-                    s = measure(data, f"{tmp}/run", args.steps, args.batch, args.image_size, threads)
-                    rows[name, loaded] = s
+                for name, (threads, processes) in choices.items():
+                    run = (data, f"{tmp}/run", args.steps, args.batch, args.image_size)
+                    one = processes == 1
+                    rows[name, loaded] = measure(*run, threads) if one else measure_processes(*run, processes)
             finally:
                 for p in load:
                     p.kill()
@@ -101,6 +127,9 @@ def main(argv: list[str] | None = None) -> None:
         quiet, loaded = rows[name, False], rows[name, True]
         ratio = loaded["samples_per_s"] / max(quiet["samples_per_s"], 1e-9)
         goal = ">= 0.5x, wait < 10%" if name.startswith("laya") else "(reference)"
+        if name.endswith("(torchrun)"):
+            one = rows["laya-policy default (1 thread)", False]["samples_per_s"]
+            goal = f"(quiet {quiet['samples_per_s'] / max(one, 1e-9):.2f}x one process)"
         print(
             f"| {name} | {quiet['samples_per_s']:.1f} | {loaded['samples_per_s']:.1f} | {ratio:.2f}x | "
             f"{quiet['data_wait_share']:.1%} | {goal} |"

@@ -1,5 +1,6 @@
-"""Data parallelism under ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE`` > 1), and the CPU
-thread choice every training process makes.
+"""Data parallelism under ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE`` > 1) or started
+here (:func:`launch`, ``laya-policy train --processes N``), and the CPU thread choice every
+training process makes.
 
 Every process draws its own batch from its own slice of each group; gradients are averaged after
 each backward pass; rank 0 evaluates and writes. With one process every method is a no-op.
@@ -7,11 +8,69 @@ each backward pass; rank 0 evaluates and writes. With one process every method i
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import os
+import signal
+import socket
+import tempfile
+from pathlib import Path
 
 import torch
 
+from atari_data.errors import AtariDataError
+from laya_eval.errors import EvalError
 from laya_protocol.errors import cause
+
+#: What a training process reports on one line, as the command line does, rather than as a traceback.
+EXPECTED = (OSError, ValueError, AtariDataError, EvalError)
+
+
+def launch(fn, args: tuple, processes: int) -> None:
+    """``fn(*args)`` in ``processes`` local processes of one data-parallel group, as ``torchrun
+    --nproc-per-node`` would start them (RANK, WORLD_SIZE, LOCAL_RANK, a rendezvous on a free local
+    port), from this process, which waits for them. The first to fail stops the others; an error a
+    process reports on one line (bad input, a refused file) is raised here as a ValueError with the
+    same line, anything else with its traceback. Each process dies with this one, so none outlives
+    the lock its starter holds."""
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:  # a free port for the rendezvous, given back just before the processes bind it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # torch logs each process it stops after the first failure: the failure's own line says enough
+    spawn_log = logging.getLogger("torch.multiprocessing.spawn")
+    level = spawn_log.level
+    spawn_log.setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory(prefix="laya-launch-") as errors:
+        try:
+            mp.spawn(_process, args=(processes, port, os.getpid(), errors, fn, args), nprocs=processes, join=True)
+        except mp.ProcessExitedException:  # a process that wrote its one line exits 2
+            said = sorted(Path(errors).glob("*.txt"))
+            if not said:
+                raise
+            raise ValueError(said[0].read_text(encoding="utf-8")) from None
+        finally:
+            spawn_log.setLevel(level)
+
+
+def _process(rank: int, world: int, port: int, parent: int, errors: str, fn, args: tuple) -> None:
+    # PR_SET_PDEATHSIG: end with the starter, even if it is killed. torch asks for SIGINT, which a
+    # starter run as `nohup ... &` ignores, and so would its processes, training on without it.
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the line above took hold
+        os._exit(1)
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+    try:
+        fn(*args)
+    except EXPECTED as e:
+        Path(errors, f"{rank}.txt").write_text(str(e) or cause(e), encoding="utf-8")
+        os._exit(2)
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
 
 
 class Distributed:
@@ -32,12 +91,21 @@ class Distributed:
         return self.rank == 0
 
     def average_gradients(self, params) -> None:
+        """Every gradient averaged over the processes, in one collective: one all-reduce a tensor
+        (the tiny preset has 106) cost more in gloo's round trips than the step's compute, and two
+        processes on two cores trained slower than one."""
         if self.world == 1:
             return
-        for p in params:
-            if p.grad is not None:
-                torch.distributed.all_reduce(p.grad)
-                p.grad /= self.world
+        grads = [p.grad for p in params if p.grad is not None]
+        if not grads:
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        torch.distributed.all_reduce(flat)
+        flat /= self.world
+        at = 0
+        for g in grads:
+            g.copy_(flat[at : at + g.numel()].view_as(g))
+            at += g.numel()
 
     def any(self, flag: bool) -> bool:
         """True on every process when ``flag`` is true on any (so all stop at the same step)."""
@@ -51,9 +119,9 @@ class Distributed:
         """Whether every process holds the same weights (they must, after every step)."""
         if self.world == 1:
             return True
-        digest = torch.tensor(
-            [float(sum(p.double().sum() for p in model.parameters()))], dtype=torch.float64, device=self.device
-        )
+        with torch.no_grad():  # a float of a tensor that needs grad warns
+            total = float(sum(p.double().sum() for p in model.parameters()))
+        digest = torch.tensor([total], dtype=torch.float64, device=self.device)
         all_ = [torch.zeros_like(digest) for _ in range(self.world)]
         torch.distributed.all_gather(all_, digest)
         return all(torch.equal(a, all_[0]) for a in all_)

@@ -43,7 +43,13 @@ class QuickstartConfig:
     baseline_episodes: int = option(2, "expert and random episodes measured into meta.json")
     model: str = option("tiny", "tiny, a Hub id, a local directory, or cnn (the reference student, not a VLM)")
     image_size: int | None = option(None, "frame side in pixels", shown="the backbone's; 128 for tiny, 84 for cnn")
-    batch: int = option(16, "training batch")
+    batch: int = option(16, "training batch, per process")
+    processes: int | None = option(
+        None,
+        "data-parallel training processes (laya-policy train --processes), each with --batch: fixed, not one a core, "
+        "so the run is the same on any machine",
+        shown="2 on a CPU, 1 on a GPU",
+    )
     steps: int = option(5_000, "training steps: the schedule's length (11 minutes for tiny on two CPU cores)")
     minutes: float = option(
         60.0,
@@ -175,6 +181,7 @@ class Quickstart:
                 model=c.model,
                 image_size=c.image_size,
                 batch=c.batch,
+                processes=c.processes or (1 if c.device.startswith("cuda") else 2),
                 steps=c.steps,
                 max_minutes=c.minutes,
                 device=c.device,
@@ -252,7 +259,8 @@ class Quickstart:
             "",
             "## Training",
             "",
-            f"{summary['steps']} steps in {summary['minutes']:.1f} min ({summary['samples_per_s']} samples/s, "
+            f"{summary['steps']} steps of {summary['replicas']['world']} x {self.cfg.batch} records in "
+            f"{summary['minutes']:.1f} min ({summary['samples_per_s']} samples/s, "
             f"data wait {summary['data_wait_share']:.1%} of step time); best checkpoint {summary['best']}.",
             "",
             "![training](training.png)",
