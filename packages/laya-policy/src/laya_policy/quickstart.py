@@ -1,6 +1,6 @@
 """The whole pipeline in one command, on built-in defaults: CPU only, no downloads.
 
-    uv run laya-policy quickstart                   # ~15 minutes on two cores
+    uv run laya-policy quickstart                   # ~17 minutes on two cores
     uv run laya-policy quickstart --games Pong,Breakout,Freeway,Boxing,SpaceInvaders --steps 20000 --device cuda
 
 Stages, each skipped when a rerun finds it done (``OUT/stages/<stage>.json``); training and
@@ -50,7 +50,9 @@ class QuickstartConfig:
         "so the run is the same on any machine",
         shown="2 on a CPU, 1 on a GPU",
     )
-    steps: int = option(5_000, "training steps: the schedule's length (11 minutes for tiny on two CPU cores)")
+    steps: int = option(
+        5_000, "training steps: the schedule's length (14 minutes for tiny in two processes on two CPU cores)"
+    )
     minutes: float = option(
         60.0,
         "a safety stop for training; the schedule follows --steps, so a run that finishes them (on a busy "

@@ -121,8 +121,8 @@ class TrainConfig:
     threads: int | None = option(None, "torch intra-op threads per process", shown="1 on a CPU, torch's own on a GPU")
     processes: int = option(
         1,
-        "data-parallel processes to start here, each with its own --batch (one per core on a CPU: 1.57x the "
-        "samples/s of one process on two cores); under torchrun leave it at 1",
+        "data-parallel processes to start here, each with its own --batch (on a CPU one a core is the "
+        "fastest form measured); under torchrun leave it at 1",
     )
     screen_cache_mb: float = option(2048.0, "memory for screens kept resized (MiB); the rest are resized per use")
     balance: str = option("game", "what sampling balances over", choices=("game", "game_source"))
