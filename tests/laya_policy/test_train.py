@@ -332,6 +332,40 @@ def test_the_processes_end_with_the_one_that_started_them(data, tmp_path):
     assert not left, "a training process outlived its starter"
 
 
+def test_ctrl_c_ends_the_processes_with_one_line(data, tmp_path):
+    """Ctrl-C reaches the starter and its processes, and `uv run` passes it on once more: the second
+    one came while the interpreter's exit waited for the processes, and printed a traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
+    argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
+    starter = subprocess.Popen(
+        [sys.executable, "-m", "laya_policy.cli", *map(str, argv)],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job is
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "r").exists() and time.monotonic() < deadline and starter.poll() is None:
+        time.sleep(0.2)
+    children = {int(p) for t in os.listdir(f"/proc/{starter.pid}/task") for p in _children(starter.pid, t)}
+    children = {p for p in children if "spawn_main" in _cmdline(p)}
+    assert len(children) == 2, f"the group did not start: {starter.poll()}"
+    time.sleep(1)
+    os.killpg(starter.pid, signal.SIGINT)
+    time.sleep(0.3)
+    os.killpg(starter.pid, signal.SIGINT)
+    _, err = starter.communicate(timeout=60)
+    left = [p for p in children if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert starter.returncode == 130 and err.strip() == "interrupted: run the same command again to resume", err
+    assert not left, "a training process outlived Ctrl-C"
+
+
 def _children(pid: int, task: str) -> list[str]:
     try:
         return open(f"/proc/{pid}/task/{task}/children").read().split()

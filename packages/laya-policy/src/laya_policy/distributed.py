@@ -43,8 +43,13 @@ def launch(fn, args: tuple, processes: int) -> None:
     level = spawn_log.level
     spawn_log.setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="laya-launch-") as errors:
+        group = mp.spawn(_process, args=(processes, port, os.getpid(), errors, fn, args), nprocs=processes, join=False)
         try:
-            mp.spawn(_process, args=(processes, port, os.getpid(), errors, fn, args), nprocs=processes, join=True)
+            while not group.join():
+                pass
+        except KeyboardInterrupt:  # Ctrl-C reaches every process, often twice (uv passes it on): end them here,
+            _end(group.processes)  # or the interpreter's exit waits for them and the next one is a traceback
+            raise
         except mp.ProcessExitedException:  # a process that wrote its one line exits 2
             said = sorted(Path(errors).glob("*.txt"))
             if not said:
@@ -52,6 +57,25 @@ def launch(fn, args: tuple, processes: int) -> None:
             raise ValueError(said[0].read_text(encoding="utf-8")) from None
         finally:
             spawn_log.setLevel(level)
+
+
+def _end(processes) -> None:
+    """Reap ``processes`` (multiprocessing's), deaf to further SIGINTs while it waits: a few seconds
+    for them to end on the SIGINT they had too (ended by a signal, they leave their semaphores to the
+    resource tracker, which warns), then SIGTERM, then SIGKILL."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for p in processes:
+            p.join(5)
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+                p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _process(rank: int, world: int, port: int, parent: int, errors: str, fn, args: tuple) -> None:
