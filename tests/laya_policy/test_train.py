@@ -313,14 +313,7 @@ def test_the_processes_end_with_the_one_that_started_them(data, tmp_path):
         stderr=subprocess.PIPE,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
-    deadline = time.monotonic() + 120
-    # rank 0 makes OUT once both processes have met (before that, a process still reading its
-    # arguments from the starter ends with it anyway)
-    while not (tmp_path / "r").exists() and time.monotonic() < deadline and starter.poll() is None:
-        time.sleep(0.2)
-    children = {int(p) for t in os.listdir(f"/proc/{starter.pid}/task") for p in _children(starter.pid, t)}
-    children = {p for p in children if "spawn_main" in _cmdline(p)}
-    assert len(children) == 2, f"the group did not start: {starter.poll()}"
+    children = _started_group(starter, tmp_path / "r")
     starter.send_signal(signal.SIGKILL)
     starter.wait()
     deadline = time.monotonic() + 30
@@ -348,12 +341,7 @@ def test_ctrl_c_ends_the_processes_with_one_line(data, tmp_path):
         text=True,
         start_new_session=True,  # its own process group, as a terminal's foreground job is
     )
-    deadline = time.monotonic() + 120
-    while not (tmp_path / "r").exists() and time.monotonic() < deadline and starter.poll() is None:
-        time.sleep(0.2)
-    children = {int(p) for t in os.listdir(f"/proc/{starter.pid}/task") for p in _children(starter.pid, t)}
-    children = {p for p in children if "spawn_main" in _cmdline(p)}
-    assert len(children) == 2, f"the group did not start: {starter.poll()}"
+    children = _started_group(starter, tmp_path / "r")
     time.sleep(1)
     os.killpg(starter.pid, signal.SIGINT)
     time.sleep(0.3)
@@ -364,6 +352,20 @@ def test_ctrl_c_ends_the_processes_with_one_line(data, tmp_path):
         os.kill(p, signal.SIGKILL)
     assert starter.returncode == 130 and err.strip() == "interrupted: run the same command again to resume", err
     assert not left, "a training process outlived Ctrl-C"
+
+
+def _started_group(starter, out) -> set[int]:
+    """The two training processes ``starter`` started, once they have met: rank 0 makes OUT then
+    (before that, a process still reading its arguments from the starter ends with it anyway)."""
+    import time
+
+    deadline = time.monotonic() + 120
+    while not out.exists() and time.monotonic() < deadline and starter.poll() is None:
+        time.sleep(0.2)
+    children = {int(p) for t in os.listdir(f"/proc/{starter.pid}/task") for p in _children(starter.pid, t)}
+    children = {p for p in children if "spawn_main" in _cmdline(p)}
+    assert len(children) == 2, f"the group did not start: {starter.poll()}"
+    return children
 
 
 def _children(pid: int, task: str) -> list[str]:
