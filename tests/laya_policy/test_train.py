@@ -181,9 +181,25 @@ def test_train_cli_runs_and_reports_bad_input_on_one_line(data, tmp_path, capsys
     assert main(["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "missing" in err and "Traceback" not in err
-    for flag, value in (("--steps", "0"), ("--image-size", "0"), ("--image-size", "100"), ("--threads", "0")):
+    for flag, value in (
+        ("--steps", "0"),
+        ("--image-size", "0"),
+        ("--image-size", "100"),
+        ("--threads", "0"),
+        ("--processes", "0"),
+    ):
         assert main(["train", "--data", str(data), "--out", str(tmp_path / "y"), flag, value]) == 2
         assert f"{flag} {value}: expected" in capsys.readouterr().err and not (tmp_path / "y").exists()
+
+
+def test_processes_under_torchrun_is_refused_on_one_line(data, tmp_path, capsys, monkeypatch):
+    from laya_policy.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")  # what torchrun sets in each process it starts
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "r"), "--processes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--processes 2: torchrun started this process" in err, err
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_packed_repository_trains_like_its_layout(data, tmp_path):
