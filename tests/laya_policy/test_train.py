@@ -370,6 +370,44 @@ def test_ctrl_c_ends_the_processes_with_one_line(data, tmp_path):
     assert not left, "a training process outlived Ctrl-C"
 
 
+def test_a_group_split_unevenly_over_the_processes_resumes_and_each_needs_a_record(tmp_path):
+    """From an outside review: 7 records over 2 processes are 4 and 3, and the plan kept rank 0's
+    share, so rank 1 refused to resume its own command; a group with fewer records than processes
+    left a process nothing to draw from (a traceback)."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "odd"
+    for game, n in (("Pong", 7), ("Breakout", 1)):
+        cfg = GenerateConfig(
+            root=str(root), train_frames=n, val_frames=4, min_train_episodes=1, decision_cap=80, baseline_episodes=0
+        )
+        generate_game(cfg, game)
+
+    def train_cli(*extra, length=("--steps", "6")):
+        argv = ["train", "--data", root, "--out", tmp_path / "r", *length, "--evals", "2"]
+        argv += ["--batch", "2", "--image-size", "64", *extra]
+        cmd = [sys.executable, "-m", "laya_policy.cli", *map(str, argv)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+    assert train_cli("--games", "Pong", "--processes", "2", "--crash-at-step", "4").returncode == 1
+    assert (tmp_path / "r" / "state.pt").exists()
+    done = train_cli("--games", "Pong", "--processes", "2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["steps"] == 6
+    done = train_cli("--games", "Pong", "--processes", "1")
+    assert done.returncode == 2 and "was started with world 2, this command gives 1" in done.stderr, done.stderr
+    # --passes sets the steps from the records: every process must count all of them, or with 4
+    # and 3 records they planned 4 and 3 steps and the first waited for ever in its last all-reduce
+    done = train_cli("--games", "Pong", "--processes", "2", "--restart", length=("--passes", "2"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["steps"] == 4  # ceil(2 * 7 / (2 * 2))
+    done = train_cli("--processes", "2", "--restart")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert "Breakout has 1 training record" in lines[0], lines[0]
+
+
 def _started_group(starter, out) -> set[int]:
     """The two training processes ``starter`` started, once they have met: rank 0 makes OUT then
     (before that, a process still reading its arguments from the starter ends with it anyway)."""

@@ -45,8 +45,7 @@ def launch(fn, args: tuple, processes: int) -> None:
     with tempfile.TemporaryDirectory(prefix="laya-launch-") as errors:
         group = mp.spawn(_process, args=(processes, port, os.getpid(), errors, fn, args), nprocs=processes, join=False)
         try:
-            while not group.join():
-                pass
+            _wait(group, errors)
         except KeyboardInterrupt:  # Ctrl-C reaches every process, often twice (uv passes it on): end them here,
             _end(group.processes)  # or the interpreter's exit waits for them and the next one is a traceback
             raise
@@ -57,6 +56,24 @@ def launch(fn, args: tuple, processes: int) -> None:
             raise ValueError(said[0].read_text(encoding="utf-8")) from None
         finally:
             spawn_log.setLevel(level)
+
+
+def _wait(group, errors: str) -> None:
+    """Wait for every process of ``group``. One that ends without finishing its work (no ``N.done``)
+    is handed to torch's own join, which stops the rest and raises with its error. One that finished
+    its work counts as done however it ended: gloo's C++ teardown at exit sometimes aborted
+    ("terminate called without an active exception") after a run had written everything, and the
+    run was reported failed (seen once in four runs of the uneven-groups test)."""
+    from multiprocessing.connection import wait
+
+    pending = {p.sentinel: (rank, p) for rank, p in enumerate(group.processes)}
+    while pending:
+        for sentinel in wait(list(pending)):
+            rank, p = pending.pop(sentinel)
+            p.join()
+            if p.exitcode != 0 and not Path(errors, f"{rank}.done").exists():
+                while not group.join():
+                    pass
 
 
 def _end(processes) -> None:
@@ -92,9 +109,9 @@ def _process(rank: int, world: int, port: int, parent: int, errors: str, fn, arg
     except EXPECTED as e:
         Path(errors, f"{rank}.txt").write_text(str(e) or cause(e), encoding="utf-8")
         os._exit(2)
-    finally:
-        if torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+    Path(errors, f"{rank}.done").touch()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 class Distributed:

@@ -183,7 +183,7 @@ class Quickstart:
                 model=c.model,
                 image_size=c.image_size,
                 batch=c.batch,
-                processes=c.processes or (1 if c.device.startswith("cuda") else 2),
+                processes=(1 if c.device.startswith("cuda") else 2) if c.processes is None else c.processes,
                 steps=c.steps,
                 max_minutes=c.minutes,
                 device=c.device,

@@ -346,7 +346,8 @@ class Setup:
     params: list[torch.nn.Parameter]
     train_vision: bool
     screens: ScreenCache
-    train: dict[str, list[Example]]
+    train: dict[str, list[Example]]  # this process's share of each group
+    group_sizes: dict[str, int]  # each group's records over all the processes
     val: dict[str, list[Example]]
     total: int  # the step count
     start: AgentConfig | None  # the checkpoint continued from
@@ -393,7 +394,14 @@ def build(cfg: TrainConfig) -> Setup:
         ]
     opt = torch.optim.AdamW([g for g in groups if g["params"]])
 
-    train = {k: v[dist.rank :: dist.world] for k, v in load_groups(cfg, "train").items()}
+    whole = load_groups(cfg, "train")
+    if thin := [(k, len(v)) for k, v in sorted(whole.items()) if len(v) < dist.world]:
+        k, n = thin[0]
+        raise ValueError(
+            f"{cfg.data}: training group {k} has {n} training record{'s' * (n != 1)}, fewer than the "
+            f"{dist.world} processes (each draws from its own share of every group); use fewer processes"
+        )
+    train = {k: v[dist.rank :: dist.world] for k, v in whole.items()}
     val = load_groups(cfg, "val") if dist.main else {}
     if not train:
         raise ValueError(
@@ -403,7 +411,7 @@ def build(cfg: TrainConfig) -> Setup:
         offered = {a for group in (*train.values(), *val.values()) for ex in group for a in ex.rec["actions"]}
         if other := sorted(offered - set(FULL_ACTIONS)):
             raise ValueError(f"{cfg.data}: the cnn scores ALE buttons only; the data offers {', '.join(other)}")
-    records = sum(map(len, train.values())) * dist.world
+    records = sum(map(len, whole.values()))  # all the processes must plan the same steps
     total = cfg.steps or max(1, math.ceil(cfg.passes * records / (cfg.batch * dist.world)))
     prep = ImagePrep(image_size, preprocess, device=cfg.device)
     return Setup(
@@ -420,6 +428,7 @@ def build(cfg: TrainConfig) -> Setup:
         train_vision=freeze == "none",
         screens=ScreenCache(prep, frames, cfg.screen_cache_mb),
         train=train,
+        group_sizes={k: len(v) for k, v in whole.items()},
         val=val,
         total=total,
         start=start,
@@ -550,7 +559,8 @@ def plan(s: Setup) -> dict:
     """What fixes a run's steps, batches and schedule: a resume must find the same (the clock, the
     device and the threads may change)."""
     c = s.cfg
-    return {
+    return {  # in the order a refusal names the first difference: the process count changes the rest
+        "world": s.dist.world,
         "steps": s.total,
         "batch": c.batch,
         "seed": c.seed,
@@ -563,8 +573,7 @@ def plan(s: Setup) -> dict:
         "sources": c.sources,
         "games": c.games,
         "balance": c.balance,
-        "groups": {k: len(v) for k, v in s.train.items()},
-        "world": s.dist.world,
+        "groups": s.group_sizes,
     }
 
 
