@@ -107,7 +107,8 @@ def _process(rank: int, world: int, port: int, parent: int, errors: str, fn, arg
     try:
         fn(*args)
     except EXPECTED as e:
-        Path(errors, f"{rank}.txt").write_text(str(e) or cause(e), encoding="utf-8")
+        said = e.render() if isinstance(e, (AtariDataError, EvalError)) else str(e)  # as the CLI words it
+        Path(errors, f"{rank}.txt").write_text(said or cause(e), encoding="utf-8")
         os._exit(2)
     Path(errors, f"{rank}.done").touch()
     if torch.distributed.is_initialized():
