@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from atari_data.errors import AtariDataError
 from atari_data.publish.teardown import release_arrow_threads
-from laya_eval.errors import EvalError
+from laya_policy.errors import EXPECTED, said
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.seeds import EVAL_SEED_BASE
 
@@ -184,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
-    except (OSError, ValueError, AtariDataError, EvalError) as e:
-        print(f"error: {e.render() if isinstance(e, (AtariDataError, EvalError)) else e}", file=sys.stderr)
+    except EXPECTED as e:
+        print(f"error: {said(e)}", file=sys.stderr)
         return 2
     finally:
         release_arrow_threads()

@@ -18,12 +18,8 @@ from pathlib import Path
 
 import torch
 
-from atari_data.errors import AtariDataError
-from laya_eval.errors import EvalError
+from laya_policy.errors import EXPECTED, said
 from laya_protocol.errors import cause
-
-#: What a training process reports on one line, as the command line does, rather than as a traceback.
-EXPECTED = (OSError, ValueError, AtariDataError, EvalError)
 
 
 def launch(fn, args: tuple, processes: int) -> None:
@@ -106,9 +102,8 @@ def _process(rank: int, world: int, port: int, parent: int, errors: str, fn, arg
     )
     try:
         fn(*args)
-    except EXPECTED as e:
-        said = e.render() if isinstance(e, (AtariDataError, EvalError)) else str(e)  # as the CLI words it
-        Path(errors, f"{rank}.txt").write_text(said or cause(e), encoding="utf-8")
+    except EXPECTED as e:  # reported on one line, as the command line would
+        Path(errors, f"{rank}.txt").write_text(said(e) or cause(e), encoding="utf-8")
         os._exit(2)
     Path(errors, f"{rank}.done").touch()
     if torch.distributed.is_initialized():

@@ -1,0 +1,15 @@
+"""The errors laya-policy reports on one line (exit 2) rather than as a traceback, and their wording.
+One home for the command line and for the training processes it starts, which report the same way."""
+
+from __future__ import annotations
+
+from atari_data.errors import AtariDataError
+from laya_eval.errors import EvalError
+
+#: Bad input, a refused file, a missing path: what the user can fix.
+EXPECTED = (OSError, ValueError, AtariDataError, EvalError)
+
+
+def said(e: BaseException) -> str:
+    """``e`` as its one line says it: the package errors render themselves."""
+    return e.render() if isinstance(e, (AtariDataError, EvalError)) else str(e)
