@@ -324,10 +324,12 @@ def test_the_processes_end_with_the_one_that_started_them(data, tmp_path):
 
     argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
     argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
+    (tmp_path / "tmp").mkdir()  # a starter killed so leaves its empty folder for the processes' errors
     starter = subprocess.Popen(
         [sys.executable, "-m", "laya_policy.cli", *map(str, argv)],
         stderr=subprocess.PIPE,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
     )
     children = _started_group(starter, tmp_path / "r")
     starter.send_signal(signal.SIGKILL)
@@ -351,11 +353,13 @@ def test_ctrl_c_ends_the_processes_with_one_line(data, tmp_path):
 
     argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
     argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
+    (tmp_path / "tmp").mkdir()
     starter = subprocess.Popen(
         [sys.executable, "-m", "laya_policy.cli", *map(str, argv)],
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a terminal's foreground job is
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
     )
     children = _started_group(starter, tmp_path / "r")
     time.sleep(1)
@@ -368,6 +372,38 @@ def test_ctrl_c_ends_the_processes_with_one_line(data, tmp_path):
         os.kill(p, signal.SIGKILL)
     assert starter.returncode == 130 and err.strip() == "interrupted: run the same command again to resume", err
     assert not left, "a training process outlived Ctrl-C"
+    assert _left_in(tmp_path / "tmp") == [], "the starter left files in its temporary folder"
+
+
+def test_a_process_killed_ends_its_group_on_one_line(data, tmp_path):
+    """A training process killed from outside (the OOM killer, a user's kill) ends the others and the
+    starter says which one and how, on one line and exit 1, leaving nothing in the temporary folder:
+    torch's launcher printed its traceback and left its error files behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
+    argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
+    (tmp_path / "tmp").mkdir()
+    starter = subprocess.Popen(
+        [sys.executable, "-m", "laya_policy.cli", *map(str, argv)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
+    )
+    children = _started_group(starter, tmp_path / "r")
+    time.sleep(1)
+    os.kill(max(children), signal.SIGKILL)
+    _, err = starter.communicate(timeout=60)
+    left = [p for p in children if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert starter.returncode == 1, err
+    assert len(err.strip().splitlines()) == 1 and "SIGKILL" in err and "training process" in err, err
+    assert not left, "a training process outlived the one killed"
+    assert _left_in(tmp_path / "tmp") == [], "the starter left files in its temporary folder"
 
 
 def test_a_group_split_unevenly_over_the_processes_resumes_and_each_needs_a_record(tmp_path):
@@ -408,6 +444,11 @@ def test_a_group_split_unevenly_over_the_processes_resumes_and_each_needs_a_reco
     assert "Breakout has 1 training record" in lines[0], lines[0]
 
 
+def _left_in(tmp) -> list[str]:
+    """What is in ``tmp`` but torch's own compile cache (``torchinductor_USER``), which it keeps."""
+    return [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor_")]
+
+
 def _started_group(starter, out) -> set[int]:
     """The two training processes ``starter`` started, once they have met: rank 0 makes OUT then
     (before that, a process still reading its arguments from the starter ends with it anyway)."""
@@ -444,26 +485,26 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _average_on_rank(rank: int, port: int, out: str) -> None:
+def _average_in_group(out: str) -> None:
     import torch
 
     from laya_policy.distributed import Distributed
 
-    os.environ.update(WORLD_SIZE="2", RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    rank = int(os.environ["RANK"])  # launch sets it, as torchrun does
     params = [torch.nn.Parameter(torch.zeros(s)) for s in [(3, 4), (5,), (2, 2, 2), (7,)]]
     for i, p in enumerate(params[:3]):  # the last has no gradient, on both ranks
         p.grad = torch.arange(p.numel(), dtype=torch.float32).reshape(p.shape) * (rank + 1) + i
     params[0].grad = params[0].grad.t().contiguous().t()  # a gradient whose strides are not its shape's
     Distributed("cpu").average_gradients(params)
     torch.save([None if p.grad is None else p.grad.clone() for p in params], f"{out}/{rank}.pt")
-    torch.distributed.destroy_process_group()
 
 
 def test_gradients_are_averaged_over_the_processes_each_in_its_place(tmp_path):
     import torch
-    import torch.multiprocessing as mp
 
-    mp.spawn(_average_on_rank, args=(29533, str(tmp_path)), nprocs=2)
+    from laya_policy.distributed import launch
+
+    launch(_average_in_group, (str(tmp_path),), 2)
     for rank in (0, 1):
         grads = torch.load(tmp_path / f"{rank}.pt", weights_only=True)
         for i, (g, shape) in enumerate(zip(grads[:3], [(3, 4), (5,), (2, 2, 2)], strict=True)):
@@ -471,6 +512,30 @@ def test_gradients_are_averaged_over_the_processes_each_in_its_place(tmp_path):
             want = torch.arange(n, dtype=torch.float32).reshape(shape) * 1.5 + i  # (1x + 2x) / 2 + i
             assert torch.equal(g, want), (rank, i)
         assert grads[3] is None
+
+
+def _crash_on_rank_0() -> None:
+    import time
+
+    import torch
+
+    torch.distributed.init_process_group("gloo")
+    if os.environ["RANK"] == "0":
+        time.sleep(0.5)
+        raise RuntimeError("a bug on rank 0")
+    torch.distributed.all_reduce(torch.zeros(1))  # waits for rank 0, and fails when it is gone
+
+
+def test_a_crash_in_one_process_is_told_by_its_own_traceback_alone(tmp_path, capfd):
+    """Rank 1 fails too, in its all-reduce, once rank 0 is gone: the cause is rank 0's traceback,
+    and the starter prints that one, not a traceback per process."""
+    from laya_policy.distributed import launch
+    from laya_policy.errors import GroupFailed
+
+    with pytest.raises(GroupFailed, match="training process 0 of 2 failed"):
+        launch(_crash_on_rank_0, (), 2)
+    err = capfd.readouterr().err
+    assert err.count("Traceback") == 1 and "RuntimeError: a bug on rank 0" in err, err
 
 
 def test_dagger_round_from_a_checkpoint_then_training_on_both_sources(data, tmp_path, capsys):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from atari_data.publish.teardown import release_arrow_threads
-from laya_policy.errors import EXPECTED, said
+from laya_policy.errors import EXPECTED, GroupFailed, said
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.seeds import EVAL_SEED_BASE
 
@@ -181,11 +182,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report: {args.out}/report.md")
         return 0
     except KeyboardInterrupt:
+        # uv passes a terminal's Ctrl-C on a second time: it must not cut the way out short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
     except EXPECTED as e:
         print(f"error: {said(e)}", file=sys.stderr)
         return 2
+    except GroupFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     finally:
         release_arrow_threads()
 

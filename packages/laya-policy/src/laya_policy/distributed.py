@@ -9,79 +9,105 @@ each backward pass; rank 0 evaluates and writes. With one process every method i
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import signal
 import socket
+import sys
 import tempfile
+import threading
+import traceback
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
-from laya_policy.errors import EXPECTED, said
+from laya_policy.errors import EXPECTED, GroupFailed, said
 from laya_protocol.errors import cause
 
 
 def launch(fn, args: tuple, processes: int) -> None:
     """``fn(*args)`` in ``processes`` local processes of one data-parallel group, as ``torchrun
     --nproc-per-node`` would start them (RANK, WORLD_SIZE, LOCAL_RANK, a rendezvous on a free local
-    port), from this process, which waits for them. The first to fail stops the others; an error a
-    process reports on one line (bad input, a refused file) is raised here as a ValueError with the
-    same line, anything else with its traceback. Each process dies with this one, so none outlives
-    the lock its starter holds."""
-    import torch.multiprocessing as mp
+    port), from this process, which waits for them. The first to fail stops the others. An error a
+    process reports on one line (bad input, a refused file) is raised here as a ValueError with that
+    line; a process that crashed or was killed as a :class:`GroupFailed` saying which and how (a
+    crash prints its own traceback first). Each process dies with this one, so none outlives the
+    lock its starter holds.
+
+    Plain multiprocessing, not ``torch.multiprocessing.spawn``: torch's passes each process's error
+    back as a pickle in the temporary folder, which its join unpickles and which a Ctrl-C leaves behind."""
+    import multiprocessing
 
     with socket.socket() as s:  # a free port for the rendezvous, given back just before the processes bind it
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    # torch logs each process it stops after the first failure: the failure's own line says enough
-    spawn_log = logging.getLogger("torch.multiprocessing.spawn")
-    level = spawn_log.level
-    spawn_log.setLevel(logging.ERROR)
+    spawn = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="laya-launch-") as errors:
-        group = mp.spawn(_process, args=(processes, port, os.getpid(), errors, fn, args), nprocs=processes, join=False)
+        group = [
+            spawn.Process(target=_process, args=(rank, processes, port, os.getpid(), errors, fn, args))
+            for rank in range(processes)
+        ]
         try:
+            for p in group:
+                p.start()
             _wait(group, errors)
-        except KeyboardInterrupt:  # Ctrl-C reaches every process, often twice (uv passes it on): end them here,
-            _end(group.processes)  # or the interpreter's exit waits for them and the next one is a traceback
+        except BaseException:  # Ctrl-C reaches every process, often twice (uv passes it on): end them here,
+            _end(group)  # or the interpreter's exit waits for them and the next SIGINT is a traceback
             raise
-        except mp.ProcessExitedException:  # a process that wrote its one line exits 2
-            said = sorted(Path(errors).glob("*.txt"))
-            if not said:
-                raise
-            raise ValueError(said[0].read_text(encoding="utf-8")) from None
-        finally:
-            spawn_log.setLevel(level)
 
 
-def _wait(group, errors: str) -> None:
-    """Wait for every process of ``group``. One that ends without finishing its work (no ``N.done``)
-    is handed to torch's own join, which stops the rest and raises with its error. One that finished
-    its work counts as done however it ended: gloo's C++ teardown at exit sometimes aborted
-    ("terminate called without an active exception") after a run had written everything, and the
-    run was reported failed (seen once in four runs of the uneven-groups test)."""
+def _wait(group: list, errors: str) -> None:
+    """Wait for every process of ``group``; at the first that ends without finishing its work (no
+    ``N.done``), end the rest and raise for the cause. One that finished its work counts as done
+    however it ended: gloo's C++ teardown at exit sometimes aborted ("terminate called without an
+    active exception") after a run had written everything (seen once in four runs of a test)."""
     from multiprocessing.connection import wait
 
-    pending = {p.sentinel: (rank, p) for rank, p in enumerate(group.processes)}
+    pending = {p.sentinel: (rank, p) for rank, p in enumerate(group)}
     while pending:
         for sentinel in wait(list(pending)):
             rank, p = pending.pop(sentinel)
             p.join()
             if p.exitcode != 0 and not Path(errors, f"{rank}.done").exists():
-                while not group.join():
-                    pass
+                stopped = _end(group)
+                raise _cause(group, stopped, Path(errors))
 
 
-def _end(processes) -> None:
-    """Reap ``processes`` (multiprocessing's), deaf to further SIGINTs while it waits: a few seconds
-    for them to end on the SIGINT they had too (ended by a signal, they leave their semaphores to the
-    resource tracker, which warns), then SIGTERM, then SIGKILL."""
+def _cause(group: list, stopped: set[int], errors: Path) -> Exception:
+    """Why ``group`` failed, when one process's failure ends the others' next all-reduce with an
+    error of their own (gloo's "Connection reset by peer"): a line a process wrote (bad input) first;
+    then a process killed from outside (by a signal this process did not send); then the traceback
+    written first, printed here as the only one."""
+    said = sorted(errors.glob("*.txt"))
+    if said:
+        return ValueError(said[0].read_text(encoding="utf-8"))
+    n = len(group)
+    for rank, p in enumerate(group):
+        if p.exitcode is not None and p.exitcode < 0 and rank not in stopped:
+            name = signal.Signals(-p.exitcode).name
+            return GroupFailed(f"training process {rank} of {n} was killed ({name}); the others were stopped")
+    crashes = sorted(errors.glob("*.crash"), key=lambda f: f.stat().st_mtime_ns)
+    if crashes:
+        sys.stderr.write(crashes[0].read_text(encoding="utf-8"))
+        first = crashes[0].stem
+        return GroupFailed(f"training process {first} of {n} failed (its traceback is above); the others were stopped")
+    codes = ", ".join(f"{rank}: {p.exitcode}" for rank, p in enumerate(group))
+    return GroupFailed(f"the training processes ended without saying why (exit codes {codes})")
+
+
+def _end(processes: list) -> set[int]:
+    """Reap ``processes``, deaf to further SIGINTs while it waits: a few seconds for them to end on
+    their own (a Ctrl-C reached them too; a failed process's peers find it gone), then SIGTERM, then
+    SIGKILL. Returns the ranks it had to signal."""
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stopped = set()
     try:
         for p in processes:
-            p.join(5)
-        for p in processes:
+            if p.pid is not None:
+                p.join(5)
+        for rank, p in enumerate(processes):
             if p.is_alive():
+                stopped.add(rank)
                 p.terminate()
                 p.join(10)
             if p.is_alive():
@@ -89,14 +115,18 @@ def _end(processes) -> None:
                 p.join()
     finally:
         signal.signal(signal.SIGINT, before)
+    return stopped
 
 
 def _process(rank: int, world: int, port: int, parent: int, errors: str, fn, args: tuple) -> None:
-    # PR_SET_PDEATHSIG: end with the starter, even if it is killed. torch asks for SIGINT, which a
-    # starter run as `nohup ... &` ignores, and so would its processes, training on without it.
+    # PR_SET_PDEATHSIG: end with the starter, even if it is killed, with a signal that a starter run
+    # as `nohup ... &` does not make its processes ignore (SIGINT, which torch's launcher asks for).
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)
     if os.getppid() != parent:  # it died before the line above took hold
         os._exit(1)
+    # tqdm's default lock is a named semaphore, which a killed process leaves to multiprocessing's
+    # resource tracker (it warns on the terminal); one process's bars need a thread lock only
+    tqdm.set_lock(threading.RLock())
     os.environ.update(
         RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
     )
@@ -104,7 +134,12 @@ def _process(rank: int, world: int, port: int, parent: int, errors: str, fn, arg
         fn(*args)
     except EXPECTED as e:  # reported on one line, as the command line would
         Path(errors, f"{rank}.txt").write_text(said(e) or cause(e), encoding="utf-8")
-        os._exit(2)
+        sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C: the starter says so, once
+        sys.exit(130)
+    except Exception:  # noqa: BLE001 - written whole, not swallowed: the starter prints the first traceback, not each peer's that followed from it
+        Path(errors, f"{rank}.crash").write_text(traceback.format_exc(), encoding="utf-8")
+        sys.exit(1)
     Path(errors, f"{rank}.done").touch()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()

@@ -10,6 +10,10 @@ from laya_eval.errors import EvalError
 EXPECTED = (OSError, ValueError, AtariDataError, EvalError)
 
 
+class GroupFailed(RuntimeError):
+    """A training process started by ``--processes`` crashed or was killed (not bad input: exit 1)."""
+
+
 def said(e: BaseException) -> str:
     """``e`` as its one line says it: the package errors render themselves."""
     return e.render() if isinstance(e, (AtariDataError, EvalError)) else str(e)
