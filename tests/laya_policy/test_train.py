@@ -318,19 +318,9 @@ def test_the_processes_end_with_the_one_that_started_them(data, tmp_path):
     OUT beside the next run. Started as `nohup ... &` or a script's background job starts it, with
     SIGINT ignored, which torch's own end-with-the-parent signal (SIGINT) then does not reach."""
     import signal
-    import subprocess
-    import sys
     import time
 
-    argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
-    argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
-    (tmp_path / "tmp").mkdir()  # a starter killed so leaves its empty folder for the processes' errors
-    starter = subprocess.Popen(
-        [sys.executable, "-m", "laya_policy.cli", *map(str, argv)],
-        stderr=subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
-    )
+    starter = _start_training(data, tmp_path, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     children = _started_group(starter, tmp_path / "r")
     starter.send_signal(signal.SIGKILL)
     starter.wait()
@@ -347,20 +337,9 @@ def test_ctrl_c_ends_the_processes_with_one_line(data, tmp_path):
     """Ctrl-C reaches the starter and its processes, and `uv run` passes it on once more: the second
     one came while the interpreter's exit waited for the processes, and printed a traceback."""
     import signal
-    import subprocess
-    import sys
     import time
 
-    argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
-    argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
-    (tmp_path / "tmp").mkdir()
-    starter = subprocess.Popen(
-        [sys.executable, "-m", "laya_policy.cli", *map(str, argv)],
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, as a terminal's foreground job is
-        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
-    )
+    starter = _start_training(data, tmp_path, start_new_session=True)  # its own group, as a terminal's job
     children = _started_group(starter, tmp_path / "r")
     time.sleep(1)
     os.killpg(starter.pid, signal.SIGINT)
@@ -380,19 +359,9 @@ def test_a_process_killed_ends_its_group_on_one_line(data, tmp_path):
     starter says which one and how, on one line and exit 1, leaving nothing in the temporary folder:
     torch's launcher printed its traceback and left its error files behind."""
     import signal
-    import subprocess
-    import sys
     import time
 
-    argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
-    argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
-    (tmp_path / "tmp").mkdir()
-    starter = subprocess.Popen(
-        [sys.executable, "-m", "laya_policy.cli", *map(str, argv)],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
-    )
+    starter = _start_training(data, tmp_path)
     children = _started_group(starter, tmp_path / "r")
     time.sleep(1)
     os.kill(max(children), signal.SIGKILL)
@@ -442,6 +411,24 @@ def test_a_group_split_unevenly_over_the_processes_resumes_and_each_needs_a_reco
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
     assert "Breakout has 1 training record" in lines[0], lines[0]
+
+
+def _start_training(data, tmp_path, **popen):
+    """``train --processes 2`` for as long as a test needs it, in a subprocess whose temporary folder
+    is ``tmp_path/tmp`` (a starter killed with SIGKILL leaves its empty folder there, not in /tmp)."""
+    import subprocess
+    import sys
+
+    argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
+    argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
+    (tmp_path / "tmp").mkdir()
+    return subprocess.Popen(
+        [sys.executable, "-m", "laya_policy.cli", *map(str, argv)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
+        **popen,
+    )
 
 
 def _left_in(tmp) -> list[str]:
