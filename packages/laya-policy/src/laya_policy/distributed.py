@@ -76,16 +76,18 @@ def _wait(group: list, errors: str) -> None:
 def _cause(group: list, stopped: set[int], errors: Path) -> Exception:
     """Why ``group`` failed, when one process's failure ends the others' next all-reduce with an
     error of their own (gloo's "Connection reset by peer"): a line a process wrote (bad input) first;
-    then a process killed from outside (by a signal this process did not send); then the traceback
-    written first, printed here as the only one."""
+    then a process ended from outside (a signal this process did not send, its own Ctrl-C) that left
+    no traceback (one that did may still abort in gloo's teardown); then the traceback written
+    first, printed here as the only one."""
     said = sorted(errors.glob("*.txt"))
     if said:
         return ValueError(said[0].read_text(encoding="utf-8"))
     n = len(group)
-    for rank, p in enumerate(group):
-        if p.exitcode is not None and p.exitcode < 0 and rank not in stopped:
-            name = signal.Signals(-p.exitcode).name
-            return GroupFailed(f"training process {rank} of {n} was killed ({name}); the others were stopped")
+    for rank, p in enumerate(group):  # ended from outside: a signal, a Ctrl-C of its own, an exit with no word
+        said_why = any(errors.joinpath(f"{rank}.{kind}").exists() for kind in ("crash", "done"))
+        if p.exitcode not in (0, None) and rank not in stopped and not said_why:
+            how = signal.Signals(-p.exitcode).name if p.exitcode < 0 else f"exit code {p.exitcode}"
+            return GroupFailed(f"training process {rank} of {n} was ended ({how}); the others were stopped")
     crashes = sorted(errors.glob("*.crash"), key=lambda f: f.stat().st_mtime_ns)
     if crashes:
         sys.stderr.write(crashes[0].read_text(encoding="utf-8"))
