@@ -15,6 +15,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -79,9 +80,9 @@ def _cause(group: list, stopped: set[int], errors: Path) -> Exception:
     then a process ended from outside (a signal this process did not send, its own Ctrl-C) that left
     no traceback (one that did may still abort in gloo's teardown); then the traceback written
     first, printed here as the only one."""
-    said = sorted(errors.glob("*.txt"))
-    if said:
-        return ValueError(said[0].read_text(encoding="utf-8"))
+    lines = sorted(errors.glob("*.txt"))
+    if lines:
+        return ValueError(lines[0].read_text(encoding="utf-8"))
     n = len(group)
     for rank, p in enumerate(group):  # ended from outside: a signal, a Ctrl-C of its own, an exit with no word
         said_why = any(errors.joinpath(f"{rank}.{kind}").exists() for kind in ("crash", "done"))
@@ -98,15 +99,16 @@ def _cause(group: list, stopped: set[int], errors: Path) -> Exception:
 
 
 def _end(processes: list) -> set[int]:
-    """Reap ``processes``, deaf to further SIGINTs while it waits: a few seconds for them to end on
-    their own (a Ctrl-C reached them too; a failed process's peers find it gone), then SIGTERM, then
-    SIGKILL. Returns the ranks it had to signal."""
+    """Reap ``processes``, deaf to further SIGINTs while it waits: five seconds in all for them to end
+    on their own (a Ctrl-C reached them too; a failed process's peers find it gone), then SIGTERM,
+    then SIGKILL. Returns the ranks it had to signal."""
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     stopped = set()
+    deadline = time.monotonic() + 5
     try:
         for p in processes:
             if p.pid is not None:
-                p.join(5)
+                p.join(max(0.0, deadline - time.monotonic()))
         for rank, p in enumerate(processes):
             if p.is_alive():
                 stopped.add(rank)

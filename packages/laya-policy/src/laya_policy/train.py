@@ -395,7 +395,8 @@ def build(cfg: TrainConfig) -> Setup:
     opt = torch.optim.AdamW([g for g in groups if g["params"]])
 
     whole = load_groups(cfg, "train")
-    if thin := [(k, len(v)) for k, v in sorted(whole.items()) if len(v) < dist.world]:
+    sizes = {k: len(v) for k, v in whole.items()}  # each group's records over all the processes
+    if thin := [(k, n) for k, n in sorted(sizes.items()) if n < dist.world]:
         k, n = thin[0]
         raise ValueError(
             f"{cfg.data}: training group {k} has {n} training record{'s' * (n != 1)}, fewer than the "
@@ -411,7 +412,7 @@ def build(cfg: TrainConfig) -> Setup:
         offered = {a for group in (*train.values(), *val.values()) for ex in group for a in ex.rec["actions"]}
         if other := sorted(offered - set(FULL_ACTIONS)):
             raise ValueError(f"{cfg.data}: the cnn scores ALE buttons only; the data offers {', '.join(other)}")
-    records = sum(map(len, whole.values()))  # all the processes must plan the same steps
+    records = sum(sizes.values())  # all the processes must plan the same steps
     total = cfg.steps or max(1, math.ceil(cfg.passes * records / (cfg.batch * dist.world)))
     prep = ImagePrep(image_size, preprocess, device=cfg.device)
     return Setup(
@@ -428,7 +429,7 @@ def build(cfg: TrainConfig) -> Setup:
         train_vision=freeze == "none",
         screens=ScreenCache(prep, frames, cfg.screen_cache_mb),
         train=train,
-        group_sizes={k: len(v) for k, v in whole.items()},
+        group_sizes=sizes,
         val=val,
         total=total,
         start=start,
