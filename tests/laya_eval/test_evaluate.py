@@ -442,6 +442,25 @@ def test_a_judge_killed_mid_run_takes_the_policy_and_its_children_with_it(tmp_pa
     assert_ended(int(pid_file.read_text()))
 
 
+def test_a_judge_stopped_by_sigterm_says_so_and_leaves_no_lock(tmp_path):
+    """SIGTERM (a scheduler's stop) ends the judge as a Ctrl-C does: one line, exit 143, the policy and
+    its children ended, and the results file's lock removed (by Python's default it stayed)."""
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "laya_eval.cli", "run", "--policy", unruly(tmp_path, "setsid"), "--games", "Pong"]
+    cmd += ["--episodes", "1", "--random-episodes", "0", "--out", str(out)]
+    judge = subprocess.Popen(cmd, env=ENV, stderr=subprocess.PIPE, text=True)
+    pid_file, deadline = tmp_path / "child.pid", time.time() + 60
+    while time.time() < deadline and not pid_file.exists():
+        time.sleep(0.05)
+    time.sleep(0.2)  # the pid is written before the file closes
+    judge.send_signal(signal.SIGTERM)
+    _, err = judge.communicate(timeout=60)
+    assert judge.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines() == ["terminated (SIGTERM); the same command again resumes from the results file"]
+    assert not (tmp_path / ".r.json.lock").exists(), "the results file's lock was left"
+    assert_ended(int(pid_file.read_text()))
+
+
 def test_a_policy_that_kills_its_own_group_at_close_leaves_nothing(tmp_path):
     """A shell policy's `trap 'kill 0' EXIT` signals its process group; had the reaper been in it, the
     child it left (out of the group, its environment empty: nothing else finds it) would live on."""

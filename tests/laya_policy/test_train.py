@@ -354,6 +354,48 @@ def test_ctrl_c_ends_the_processes_with_one_line(data, tmp_path):
     assert _left_in(tmp_path / "tmp") == [], "the starter left files in its temporary folder"
 
 
+def test_ctrl_c_while_the_processes_start_is_one_line(data, tmp_path):
+    """From an outside review: a Ctrl-C in the first seconds, while the processes still import torch,
+    printed each one's KeyboardInterrupt traceback (58-67 lines) before the starter's line."""
+    import signal
+    import time
+
+    starter = _start_training(data, tmp_path, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(children := _spawned(starter.pid)) < 2 and time.monotonic() < deadline and starter.poll() is None:
+        time.sleep(0.02)
+    assert len(children) == 2, f"the group did not start: {starter.poll()}"
+    time.sleep(0.2)  # into their imports: the processes make OUT seconds later
+    assert not (tmp_path / "r").exists(), "too late: the processes had started training"
+    os.killpg(starter.pid, signal.SIGINT)
+    _, err = starter.communicate(timeout=60)
+    left = [p for p in children if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert starter.returncode == 130 and err.strip() == "interrupted: run the same command again to resume", err
+    assert not left, "a training process outlived Ctrl-C"
+    assert _left_in(tmp_path / "tmp") == [], "the starter left files in its temporary folder"
+
+
+def test_sigterm_to_the_starter_ends_its_processes_and_leaves_no_lock(data, tmp_path):
+    """From an outside review: SIGTERM (or SIGHUP) to the starter ended it where it stood, leaving its
+    empty ``laya-launch-*`` folder and the run's lock file (its processes did end, by their death signal)."""
+    import signal
+
+    starter = _start_training(data, tmp_path)
+    children = _started_group(starter, tmp_path / "r")
+    os.kill(starter.pid, signal.SIGTERM)
+    _, err = starter.communicate(timeout=60)
+    left = [p for p in children if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert starter.returncode == 128 + signal.SIGTERM, err
+    assert err.strip() == "terminated (SIGTERM): run the same command again to resume", err
+    assert not left, "a training process outlived its starter"
+    assert _left_in(tmp_path / "tmp") == [], "the starter left files in its temporary folder"
+    assert not (tmp_path / ".r.lock").exists(), "the run's lock file was left"
+
+
 @pytest.mark.parametrize("sig,how", [("SIGKILL", "SIGKILL"), ("SIGINT", "exit code 130")])
 def test_a_process_killed_ends_its_group_on_one_line(data, tmp_path, sig, how):
     """A training process killed from outside (the OOM killer, a user's kill) ends the others and the
@@ -371,7 +413,7 @@ def test_a_process_killed_ends_its_group_on_one_line(data, tmp_path, sig, how):
     for p in left:
         os.kill(p, signal.SIGKILL)
     assert starter.returncode == 1, err
-    assert err.strip().splitlines() == [f"error: training process 1 of 2 was ended ({how}); the others were stopped"]
+    assert err.strip().splitlines() == [f"error: training process 1 of 2 was ended ({how}); the others have ended"]
     assert not left, "a training process outlived the one killed"
     assert _left_in(tmp_path / "tmp") == [], "the starter left files in its temporary folder"
 
@@ -445,10 +487,15 @@ def _started_group(starter, out) -> set[int]:
     deadline = time.monotonic() + 120
     while not out.exists() and time.monotonic() < deadline and starter.poll() is None:
         time.sleep(0.2)
-    children = {int(p) for t in os.listdir(f"/proc/{starter.pid}/task") for p in _children(starter.pid, t)}
-    children = {p for p in children if "spawn_main" in _cmdline(p)}
+    children = _spawned(starter.pid)
     assert len(children) == 2, f"the group did not start: {starter.poll()}"
     return children
+
+
+def _spawned(pid: int) -> set[int]:
+    """The processes ``pid`` started through multiprocessing's spawn."""
+    children = {int(p) for t in os.listdir(f"/proc/{pid}/task") for p in _children(pid, t)}
+    return {p for p in children if "spawn_main" in _cmdline(p)}
 
 
 def _children(pid: int, task: str) -> list[str]:
@@ -485,9 +532,35 @@ def _average_in_group(out: str) -> None:
     params[0].grad = params[0].grad.t().contiguous().t()  # a gradient whose strides are not its shape's
     Distributed("cpu").average_gradients(params)
     torch.save([None if p.grad is None else p.grad.clone() for p in params], f"{out}/{rank}.pt")
+    if rank == 0:
+        holders = {os.getpid(): "rank 0", os.getppid(): "the starter"}
+        holder = _listening_on(int(os.environ["MASTER_PORT"]), holders)
+        open(f"{out}/rendezvous", "w").write(holder)
+
+
+def _listening_on(port: int, pids: dict[int, str]) -> str:
+    """Which of ``pids`` has a socket listening on ``port`` (from /proc: the socket's inode, then the
+    process whose file descriptors hold it)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            f = line.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == "0A":  # 0A: LISTEN
+                inodes.add(f"socket:[{f[9]}]")
+    for pid, name in pids.items():
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return name
+            except OSError:
+                continue
+    return "none of them"
 
 
 def test_gradients_are_averaged_over_the_processes_each_in_its_place(tmp_path):
+    """And the rendezvous port is the starter's from before the processes start: it was chosen by
+    binding and closing a socket, and another program could take it in the seconds before rank 0
+    bound it (from an outside review: a 28-line EADDRINUSE traceback)."""
     import torch
 
     from laya_policy.distributed import launch
@@ -500,6 +573,7 @@ def test_gradients_are_averaged_over_the_processes_each_in_its_place(tmp_path):
             want = torch.arange(n, dtype=torch.float32).reshape(shape) * 1.5 + i  # (1x + 2x) / 2 + i
             assert torch.equal(g, want), (rank, i)
         assert grads[3] is None
+    assert (tmp_path / "rendezvous").read_text() == "the starter"
 
 
 def _crash_on_rank_0() -> None:

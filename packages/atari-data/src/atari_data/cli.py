@@ -26,6 +26,7 @@ from atari_data.publish.pack import PackConfig
 from atari_data.publish.teardown import release_arrow_threads
 from laya_protocol import seeds
 from laya_protocol.config import add_options, add_version, csv, from_args
+from laya_protocol.errors import stopped, terminations_raised
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 
 EXAMPLES = """examples:
@@ -608,6 +609,7 @@ COMMANDS = {
 }
 
 
+@terminations_raised()
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not sys.stderr.isatty():  # the Hub client and datasets draw progress bars even into logs
@@ -627,9 +629,10 @@ def main(argv: list[str] | None = None) -> int:
     except AtariDataError as e:
         print(f"error: {e.render()}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted; rerun the same command to redo unfinished games", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        how, code = stopped(e)
+        print(f"{how}; rerun the same command to redo unfinished games", file=sys.stderr)
+        return code
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0

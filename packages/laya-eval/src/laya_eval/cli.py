@@ -14,6 +14,7 @@ from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig
 from laya_eval.stats import BOOTSTRAPS
 from laya_protocol.config import add_options, add_version, from_args
+from laya_protocol.errors import stopped, terminations_raised
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 from laya_protocol.seeds import EVAL_SEED_BASE
 
@@ -176,6 +177,7 @@ def cmd_doom(a) -> int:
 COMMANDS = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "policies": cmd_policies, "doom": cmd_doom}
 
 
+@terminations_raised()
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -183,9 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     except EvalError as e:
         print(f"error: {e.render()}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted; the same command again resumes from the results file", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        how, code = stopped(e)
+        print(f"{how}; the same command again resumes from the results file", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import sys
 from atari_data.publish.teardown import release_arrow_threads
 from laya_policy.errors import EXPECTED, GroupFailed, said
 from laya_protocol.config import add_options, add_version, from_args
+from laya_protocol.errors import stopped, terminations_raised
 from laya_protocol.seeds import EVAL_SEED_BASE
 
 
@@ -125,6 +126,7 @@ def _quiet_library_bars() -> None:
         transformers.utils.logging.disable_progress_bar()
 
 
+@terminations_raised()
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -181,11 +183,12 @@ def main(argv: list[str] | None = None) -> int:
             Quickstart(from_args(QuickstartConfig, args)).run()
             print(f"report: {args.out}/report.md")
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         # uv passes a terminal's Ctrl-C on a second time: it must not cut the way out short
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+        how, code = stopped(e)
+        print(f"{how}: run the same command again to resume", file=sys.stderr)
+        return code
     except EXPECTED as e:
         print(f"error: {said(e)}", file=sys.stderr)
         return 2

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -23,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from laya_policy.errors import EXPECTED, GroupFailed, said
-from laya_protocol.errors import cause
+from laya_protocol.errors import Terminated, cause
 
 
 def launch(fn, args: tuple, processes: int) -> None:
@@ -39,9 +38,11 @@ def launch(fn, args: tuple, processes: int) -> None:
     back as a pickle in the temporary folder, which its join unpickles and which a Ctrl-C leaves behind."""
     import multiprocessing
 
-    with socket.socket() as s:  # a free port for the rendezvous, given back just before the processes bind it
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # The rendezvous store is served from here, as torchrun's agent serves it: its port is bound
+    # before any process starts (a port found free and given back could be taken in the seconds
+    # before rank 0 bound it), and every rank is its client (TORCHELASTIC_USE_AGENT_STORE).
+    store = torch.distributed.TCPStore("127.0.0.1", 0, processes, is_master=True, wait_for_workers=False)
+    port = store.port
     spawn = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="laya-launch-") as errors:
         group = [
@@ -49,11 +50,22 @@ def launch(fn, args: tuple, processes: int) -> None:
             for rank in range(processes)
         ]
         try:
-            for p in group:
-                p.start()
+            # Each process starts deaf to Ctrl-C (an ignored signal stays ignored across exec; a mask
+            # does not): one that came while they imported torch, seconds, was a traceback from each.
+            # `_end` leaves them a `stop` file instead. A Ctrl-C in these milliseconds is lost.
+            before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                for p in group:
+                    p.start()
+            finally:
+                signal.signal(signal.SIGINT, before)
             _wait(group, errors)
-        except BaseException:  # Ctrl-C reaches every process, often twice (uv passes it on): end them here,
-            _end(group)  # or the interpreter's exit waits for them and the next SIGINT is a traceback
+        except BaseException as e:  # Ctrl-C reaches every process, often twice (uv passes it on): end them here,
+            if isinstance(e, Terminated):  # or the interpreter's exit waits for them and the next SIGINT is a
+                for p in group:  # traceback; a SIGTERM or SIGHUP reached this process alone: pass it on
+                    if p.is_alive():
+                        p.terminate()
+            _end(group, errors)
             raise
 
 
@@ -70,7 +82,7 @@ def _wait(group: list, errors: str) -> None:
             rank, p = pending.pop(sentinel)
             p.join()
             if p.exitcode != 0 and not Path(errors, f"{rank}.done").exists():
-                stopped = _end(group)
+                stopped = _end(group, errors)
                 raise _cause(group, stopped, Path(errors))
 
 
@@ -88,21 +100,22 @@ def _cause(group: list, stopped: set[int], errors: Path) -> Exception:
         said_why = any(errors.joinpath(f"{rank}.{kind}").exists() for kind in ("crash", "done"))
         if p.exitcode not in (0, None) and rank not in stopped and not said_why:
             how = signal.Signals(-p.exitcode).name if p.exitcode < 0 else f"exit code {p.exitcode}"
-            return GroupFailed(f"training process {rank} of {n} was ended ({how}); the others were stopped")
+            return GroupFailed(f"training process {rank} of {n} was ended ({how}); the others have ended")
     crashes = sorted(errors.glob("*.crash"), key=lambda f: f.stat().st_mtime_ns)
     if crashes:
         sys.stderr.write(crashes[0].read_text(encoding="utf-8"))
         first = crashes[0].stem
-        return GroupFailed(f"training process {first} of {n} failed (its traceback is above); the others were stopped")
+        return GroupFailed(f"training process {first} of {n} failed (its traceback is above); the others have ended")
     codes = ", ".join(f"{rank}: {p.exitcode}" for rank, p in enumerate(group))
     return GroupFailed(f"the training processes ended without saying why (exit codes {codes})")
 
 
-def _end(processes: list) -> set[int]:
+def _end(processes: list, errors: str) -> set[int]:
     """Reap ``processes``, deaf to further SIGINTs while it waits: five seconds in all for them to end
-    on their own (a Ctrl-C reached them too; a failed process's peers find it gone), then SIGTERM,
-    then SIGKILL. Returns the ranks it had to signal."""
+    on their own (a Ctrl-C reached them too; a failed process's peers find it gone; one still
+    starting finds the ``stop`` file), then SIGTERM, then SIGKILL. Returns the ranks it had to signal."""
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    Path(errors, "stop").touch()
     stopped = set()
     deadline = time.monotonic() + 5
     try:
@@ -132,9 +145,17 @@ def _process(rank: int, world: int, port: int, parent: int, errors: str, fn, arg
     # resource tracker (it warns on the terminal); one process's bars need a thread lock only
     tqdm.set_lock(threading.RLock())
     os.environ.update(
-        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        TORCHELASTIC_USE_AGENT_STORE="True",  # the starter serves the store (see launch)
     )
     try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while it started (see launch)
+        if Path(errors, "stop").exists():  # the group ended (a Ctrl-C, a peer's failure) while this one started
+            sys.exit(0)
         fn(*args)
     except EXPECTED as e:  # reported on one line, as the command line would
         Path(errors, f"{rank}.txt").write_text(said(e) or cause(e), encoding="utf-8")

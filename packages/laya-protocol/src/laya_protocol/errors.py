@@ -1,5 +1,10 @@
 """The exceptions this package raises, and how every package words a foreign one in its one-line errors."""
 
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class UnknownName(ValueError):
     """A game, scenario or action set that does not exist; ``close`` holds the nearest real names."""
@@ -27,3 +32,52 @@ def cause(e: BaseException, width: int = 200) -> str:
         )
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")[:width]
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a scheduler's stop, a closed terminal), raised where the program stands as a
+    Ctrl-C is, so the same way out runs: locks released, staging and temporary folders removed, worker
+    processes ended. Python's default for both ended the process on the spot and left them."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+@contextmanager
+def terminations_raised() -> Iterator[None]:
+    """Within it, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread where each is at its
+    default (``nohup``'s ignored SIGHUP stays ignored). After the first, both are ignored, so a second
+    cannot cut the way out short. Each CLI's ``main`` runs in it; the handlers before are restored."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    ours = (signal.SIGTERM, signal.SIGHUP)
+
+    def stop(signum, frame):
+        for s in ours:
+            signal.signal(s, signal.SIG_IGN)
+        raise Terminated(signum)
+
+    before = {s: signal.getsignal(s) for s in ours}
+    for s in ours:
+        if before[s] == signal.SIG_DFL:
+            signal.signal(s, stop)
+    try:
+        yield
+    finally:
+        for s in ours:
+            signal.signal(s, before[s])
+
+
+def stopped(e: KeyboardInterrupt) -> tuple[str, int]:
+    """How a CLI words a stop from outside, and its exit code: ("interrupted", 130) for a Ctrl-C,
+    ("terminated (SIGTERM)", 143) for a :class:`Terminated`, as a shell counts 128 + the signal."""
+    if isinstance(e, Terminated):
+        return f"terminated ({e})", 128 + e.signum
+    return "interrupted", 130

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -127,6 +128,9 @@ def die_with_parent(parent: int) -> None:
         pass
     if os.getppid() != parent:  # it died before prctl took effect
         os._exit(1)
+    # Pool.terminate's SIGTERM (the driver stopped) unwinds the game in hand as an error would: its
+    # lock and staging folder are removed. By default the worker ended where it stood and left them.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     def watch() -> None:  # elsewhere (and as a second guard): notice the new parent within a second
         while os.getppid() == parent:
