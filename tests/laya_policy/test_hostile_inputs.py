@@ -401,6 +401,12 @@ def test_train_checks_and_reads_only_the_configs_it_trains_on(data, tmp_path):
         lambda st: st["opt"]["state"][0].update(exp_avg=torch.zeros(1, dtype=torch.float64).expand(1_000_000)),
         lambda st: st["opt"]["state"][0].update(exp_avg="x"),
         lambda st: st["opt"].update(state={10**6: {}}),
+        # the optimiser's settings are the run's, not the file's: each crashed the first step
+        lambda st: st["opt"]["param_groups"][0].update(betas="ab"),
+        lambda st: st["opt"]["param_groups"][0].update(eps=-1.0),
+        lambda st: st["opt"]["param_groups"][0].update(capturable=True),
+        lambda st: st["opt"]["param_groups"][0].update(differentiable=True),
+        lambda st: st["opt"]["state"][0].update(step=torch.tensor(float("nan"))),
     ],
 )
 def test_a_state_pt_of_the_wrong_shape_is_one_line(data, checkpoint, tmp_path, edit):

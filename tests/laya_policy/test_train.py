@@ -55,6 +55,26 @@ def test_a_crashed_run_resumes_from_its_last_state_and_finishes(data, tmp_path):
     assert (out / "best" / "vlm_agent_config.json").exists()
 
 
+def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights_whatever_optimiser_flags_it_saved(data, tmp_path):
+    """The optimiser's state is resumed, its way of stepping is not: a state saved before the optimiser
+    was fused (torch's defaults, fused and foreach None) resumes fused, and the weights at the end are
+    the uninterrupted run's, to the bit (a step of the unfused optimiser rounds differently)."""
+    import torch
+
+    with pytest.raises(CrashForTesting):
+        train(config(data, tmp_path / "a", crash_at_step=8), progress=False)
+    state = torch.load(tmp_path / "a" / "state.pt", weights_only=True)
+    for group in state["opt"]["param_groups"]:
+        group.update(fused=None, foreach=None)
+    torch.save(state, tmp_path / "a" / "state.pt")
+    train(config(data, tmp_path / "a", crash_at_step=8), progress=False)
+    train(config(data, tmp_path / "b"), progress=False)
+    resumed, _ = load_checkpoint(tmp_path / "a" / "final")
+    whole, _ = load_checkpoint(tmp_path / "b" / "final")
+    for (name, p), q in zip(resumed.state_dict().items(), whole.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+
+
 def test_evaluations_report_the_majority_labels_share_beside_accuracy(data, tmp_path, capsys):
     """A model that ignores the screen scores the majority label's share; each evaluation reports it
     beside the accuracy (counted here from the val files), so a run stuck at the prior shows it."""
