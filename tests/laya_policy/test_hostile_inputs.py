@@ -407,6 +407,19 @@ def test_train_checks_and_reads_only_the_configs_it_trains_on(data, tmp_path):
         lambda st: st["opt"]["param_groups"][0].update(capturable=True),
         lambda st: st["opt"]["param_groups"][0].update(differentiable=True),
         lambda st: st["opt"]["state"][0].update(step=torch.tensor(float("nan"))),
+        # from an outside review, with the fused optimiser: a traceback at the first step, NaN weights
+        # trained on silently, and a native crash ("double free or corruption")
+        lambda st: st["opt"]["state"][0].update(step=torch.tensor(3, dtype=torch.int64)),
+        lambda st: st["opt"]["state"][0].update(step=torch.tensor(True)),
+        lambda st: st["opt"]["state"][0].update(exp_avg=torch.tensor(0.5)),
+        lambda st: st["opt"]["state"][0].update(exp_avg_sq=st["opt"]["state"][0]["exp_avg_sq"].double()),
+        lambda st: st["opt"]["param_groups"][0].update(params=st["opt"]["param_groups"][0]["params"][::-1]),
+        lambda st: [e.update(exp_avg=torch.zeros(1).expand(e["exp_avg"].shape)) for e in st["opt"]["state"].values()],
+        lambda st: [
+            e.update(exp_avg=e["exp_avg"].t().contiguous().t())
+            for e in st["opt"]["state"].values()
+            if e["exp_avg"].dim() == 2 and e["exp_avg"].shape[0] != e["exp_avg"].shape[1]
+        ],
     ],
 )
 def test_a_state_pt_of_the_wrong_shape_is_one_line(data, checkpoint, tmp_path, edit):

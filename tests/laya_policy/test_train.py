@@ -365,10 +365,7 @@ def test_ctrl_c_ends_the_processes_with_one_line(data, tmp_path):
     os.killpg(starter.pid, signal.SIGINT)
     time.sleep(0.3)
     os.killpg(starter.pid, signal.SIGINT)
-    _, err = starter.communicate(timeout=60)
-    left = [p for p in children if _alive(p)]
-    for p in left:
-        os.kill(p, signal.SIGKILL)
+    err, left = _outcome(starter, children)
     assert starter.returncode == 130 and err.strip() == "interrupted: run the same command again to resume", err
     assert not left, "a training process outlived Ctrl-C"
     assert _left_in(tmp_path / "tmp") == [], "the starter left files in its temporary folder"
@@ -388,10 +385,7 @@ def test_ctrl_c_while_the_processes_start_is_one_line(data, tmp_path):
     time.sleep(0.2)  # into their imports: the processes make OUT seconds later
     assert not (tmp_path / "r").exists(), "too late: the processes had started training"
     os.killpg(starter.pid, signal.SIGINT)
-    _, err = starter.communicate(timeout=60)
-    left = [p for p in children if _alive(p)]
-    for p in left:
-        os.kill(p, signal.SIGKILL)
+    err, left = _outcome(starter, children)
     assert starter.returncode == 130 and err.strip() == "interrupted: run the same command again to resume", err
     assert not left, "a training process outlived Ctrl-C"
     assert _left_in(tmp_path / "tmp") == [], "the starter left files in its temporary folder"
@@ -405,10 +399,7 @@ def test_sigterm_to_the_starter_ends_its_processes_and_leaves_no_lock(data, tmp_
     starter = _start_training(data, tmp_path)
     children = _started_group(starter, tmp_path / "r")
     os.kill(starter.pid, signal.SIGTERM)
-    _, err = starter.communicate(timeout=60)
-    left = [p for p in children if _alive(p)]
-    for p in left:
-        os.kill(p, signal.SIGKILL)
+    err, left = _outcome(starter, children)
     assert starter.returncode == 128 + signal.SIGTERM, err
     assert err.strip() == "terminated (SIGTERM): run the same command again to resume", err
     assert not left, "a training process outlived its starter"
@@ -428,10 +419,7 @@ def test_a_process_killed_ends_its_group_on_one_line(data, tmp_path, sig, how):
     children = _started_group(starter, tmp_path / "r")
     time.sleep(1)
     os.kill(max(children), getattr(signal, sig))  # the later started: rank 1
-    _, err = starter.communicate(timeout=60)
-    left = [p for p in children if _alive(p)]
-    for p in left:
-        os.kill(p, signal.SIGKILL)
+    err, left = _outcome(starter, children)
     assert starter.returncode == 1, err
     assert err.strip().splitlines() == [f"error: training process 1 of 2 was ended ({how}); the others have ended"]
     assert not left, "a training process outlived the one killed"
@@ -492,6 +480,17 @@ def _start_training(data, tmp_path, **popen):
         env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
         **popen,
     )
+
+
+def _outcome(starter, children) -> tuple[str, list[int]]:
+    """The starter's stderr once it has ended, and which of its processes outlived it (killed here)."""
+    import signal
+
+    _, err = starter.communicate(timeout=60)
+    left = [p for p in children if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    return err, left
 
 
 def _left_in(tmp) -> list[str]:

@@ -633,7 +633,10 @@ def _progress_problem(state: dict, s: Setup) -> str | None:
 
 def _optimiser_problem(saved, opt: torch.optim.Optimizer) -> str | None:
     """What in a saved optimiser state does not fit ``opt``, or None. Checked before torch loads it:
-    a stride-0 view declaring a billion numbers is stored as one, and the load makes it dense."""
+    a stride-0 view declaring a billion numbers is stored as one, and the load makes it dense; the
+    fused step trusts every moment to be a dense tensor of its parameter's shape and dtype (a scalar
+    trained NaNs, a state mapped to another parameter crashed the process) and each step count to be
+    a float."""
     if not isinstance(saved, dict) or not isinstance(saved.get("state"), dict):
         return "opt is not an optimiser's state"
     mine = opt.state_dict()["param_groups"]
@@ -641,21 +644,33 @@ def _optimiser_problem(saved, opt: torch.optim.Optimizer) -> str | None:
     if not isinstance(groups, list) or len(groups) != len(mine) or not all(isinstance(g, dict) for g in groups):
         return "opt param_groups are not this run's"
     for i, (group, ours) in enumerate(zip(groups, mine, strict=True)):
-        for key in RUN_SETTINGS:  # the run's own, as the plan is: a file that says otherwise is not its state
+        for key in (
+            "params",
+            *RUN_SETTINGS,
+        ):  # the run's own, as the plan is: a file that says otherwise is not its state
             value = group.get(key)
             if type(value) is not type(ours[key]) or value != ours[key]:
-                return f"opt param_groups[{i}].{key} is {str(value)[:40]}, where this run's is {ours[key]}"
-    ids = [i for group in mine for i in group["params"]]
-    shapes = dict(zip(ids, (p.shape for group in opt.param_groups for p in group["params"]), strict=True))
+                return f"opt param_groups[{i}].{key} is {str(value)[:40]}, where this run's is {str(ours[key])[:40]}"
+    params = dict(
+        zip((i for g in mine for i in g["params"]), (p for g in opt.param_groups for p in g["params"]), strict=True)
+    )
     for key, entry in saved["state"].items():
-        if key not in shapes or not isinstance(entry, dict):
+        if key not in params or not isinstance(entry, dict):
             return f"opt state {str(key)[:20]} is not one of this model's parameters"
-        for name, value in entry.items():
-            if not isinstance(value, torch.Tensor) or (value.dim() and value.shape != shapes[key]):
-                return f"opt state {key} {str(name)[:20]} is not a tensor of its parameter's shape"
-        step = entry.get("step")
-        if step is not None and not (step.dim() == 0 and torch.isfinite(step) and step >= 0):
-            return f"opt state {key} step is {str(step)[:40]}, not a count"
+        p = params[key]
+        if set(entry) != {"step", "exp_avg", "exp_avg_sq"}:
+            return f"opt state {key} holds {sorted(map(str, entry))[:4]}, not AdamW's step, exp_avg and exp_avg_sq"
+        for name in ("exp_avg", "exp_avg_sq"):
+            value = entry[name]
+            if not isinstance(value, torch.Tensor) or value.shape != p.shape or value.dtype != p.dtype:
+                return f"opt state {key} {name} is not a tensor of its parameter's shape and dtype"
+            if not value.is_contiguous():  # the fused step walks memory in order: a view would be misread
+                return f"opt state {key} {name} is a view (strides {value.stride()}), not a dense tensor"
+        step = entry["step"]
+        if not (isinstance(step, torch.Tensor) and step.dim() == 0 and step.dtype in (torch.float32, torch.float64)):
+            return f"opt state {key} step is not a scalar float tensor"
+        if not (torch.isfinite(step) and step >= 0):
+            return f"opt state {key} step is {step.item()}, not a count"
     return None
 
 
