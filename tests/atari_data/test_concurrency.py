@@ -78,19 +78,21 @@ def test_a_second_generate_of_the_same_game_is_refused_while_the_first_finishes(
     assert not list(root.rglob(".*")), "no staging folder or lock left behind"
 
 
-@pytest.mark.parametrize("sig,workers", [("SIGTERM", "1"), ("SIGHUP", "2")])
-def test_generate_stopped_by_sigterm_or_sighup_leaves_no_lock_and_says_so(tmp_path, sig, workers):
+@pytest.mark.parametrize("sig,workers,group", [("SIGTERM", "1", False), ("SIGHUP", "2", False), ("SIGTERM", "2", True)])
+def test_generate_stopped_by_sigterm_or_sighup_leaves_no_lock_and_says_so(tmp_path, sig, workers, group):
     """A stop from outside (a scheduler's SIGTERM, a closed terminal's SIGHUP) ends like a Ctrl-C:
     each game's lock and staging folder are removed, one line, exit 128 + the signal's number.
     Python's default for both ended the process where it stood, and the lock files stayed; so did
-    worker processes' own locks when the pool stopped them."""
+    worker processes' own locks when the pool stopped them. A signal to the whole group reaches each
+    worker twice (its own, then the pool's): the second cut the first's way out short, with two
+    "Exception ignored in FileLock.__del__" tracebacks (from an outside review)."""
     root = tmp_path / "root"
     games = ["Pong", "Breakout"][: int(workers)]
     big = ("--train-frames", "100000", "--decision-cap", "100000")
     first = _cli(*GEN, *big, "--games", ",".join(games), "--workers", workers, "--root", str(root))
     _wait_for([root / "expert2f" / f".{game}.lock" for game in games])
     time.sleep(0.3)
-    os.kill(first.pid, getattr(signal, sig))
+    (os.killpg if group else os.kill)(first.pid, getattr(signal, sig))
     _, err = first.communicate(timeout=60)
     assert first.returncode == 128 + getattr(signal, sig), err
     assert err.strip().splitlines() == [f"terminated ({sig}); rerun the same command to redo unfinished games"]

@@ -608,3 +608,19 @@ def test_a_hub_dataset_is_checked_before_datasets_reads_it(data, hub, tmp_path):
     assert got["train"] == 2 and len(lines) == 1, got
     assert shard.name in lines[0] and "inflates" in lines[0], lines
     assert not (tmp_path / "run").exists()
+
+
+def test_a_write_that_fails_midway_leaves_no_temporary(checkpoint, tmp_path):
+    """A checkpoint or file written through a temporary name removes it when the write fails or is
+    interrupted (a Ctrl-C, a SIGTERM raised as one): an outside review found `.best.tmp/` and
+    `.state.pt.tmp` left by a SIGTERM during the write. Here the failure is a training record that
+    JSON cannot write, and data that is not bytes."""
+    from atari_data.layout import write_atomic
+    from laya_policy.checkpoint import load_checkpoint, save_checkpoint
+
+    policy, cfg = load_checkpoint(checkpoint)
+    with pytest.raises(TypeError):
+        save_checkpoint(policy, cfg, tmp_path / "best", training={"x": object()})
+    with pytest.raises(TypeError):
+        write_atomic(tmp_path / "log.jsonl", "not bytes")  # type: ignore[arg-type]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "a temporary was left"

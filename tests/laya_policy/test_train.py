@@ -391,6 +391,25 @@ def test_ctrl_c_while_the_processes_start_is_one_line(data, tmp_path):
     assert _left_in(tmp_path / "tmp") == [], "the starter left files in its temporary folder"
 
 
+def test_processes_of_a_starter_deaf_to_ctrl_c_are_deaf_to_it_too(data, tmp_path):
+    """A job started in the background from a script (`cmd &`) ignores SIGINT, and so does one process;
+    from an outside review: the processes of `--processes 2` put Python's handler back and a SIGINT
+    to the group ended the run (exit 1)."""
+    import signal
+    import time
+
+    starter = _start_training(
+        data, tmp_path, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    )
+    children = _started_group(starter, tmp_path / "r")
+    os.killpg(starter.pid, signal.SIGINT)
+    time.sleep(2)
+    assert starter.poll() is None and all(_alive(p) for p in children), "the group ended on an ignored SIGINT"
+    os.kill(starter.pid, signal.SIGTERM)
+    err, left = _outcome(starter, children)
+    assert starter.returncode == 128 + signal.SIGTERM and not left, err
+
+
 def test_sigterm_to_the_starter_ends_its_processes_and_leaves_no_lock(data, tmp_path):
     """From an outside review: SIGTERM (or SIGHUP) to the starter ended it where it stood, leaving its
     empty ``laya-launch-*`` folder and the run's lock file (its processes did end, by their death signal)."""
@@ -407,8 +426,8 @@ def test_sigterm_to_the_starter_ends_its_processes_and_leaves_no_lock(data, tmp_
     assert not (tmp_path / ".r.lock").exists(), "the run's lock file was left"
 
 
-@pytest.mark.parametrize("sig,how", [("SIGKILL", "SIGKILL"), ("SIGINT", "exit code 130")])
-def test_a_process_killed_ends_its_group_on_one_line(data, tmp_path, sig, how):
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT", "SIGTERM"])
+def test_a_process_killed_ends_its_group_on_one_line(data, tmp_path, sig):
     """A training process killed from outside (the OOM killer, a user's kill) ends the others and the
     starter says which one and how, on one line and exit 1, leaving nothing in the temporary folder:
     torch's launcher printed its traceback and left its error files behind."""
@@ -421,7 +440,7 @@ def test_a_process_killed_ends_its_group_on_one_line(data, tmp_path, sig, how):
     os.kill(max(children), getattr(signal, sig))  # the later started: rank 1
     err, left = _outcome(starter, children)
     assert starter.returncode == 1, err
-    assert err.strip().splitlines() == [f"error: training process 1 of 2 was ended ({how}); the others have ended"]
+    assert err.strip().splitlines() == [f"error: training process 1 of 2 was ended ({sig}); the others have ended"]
     assert not left, "a training process outlived the one killed"
     assert _left_in(tmp_path / "tmp") == [], "the starter left files in its temporary folder"
 

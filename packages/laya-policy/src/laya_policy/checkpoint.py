@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from atari_data.layout import remove
+from atari_data.layout import remove, staged
 from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
 from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
@@ -80,26 +80,28 @@ def save_checkpoint(
 ) -> Path:
     """Write the checkpoint beside ``path`` and rename it into place."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    remove(tmp)  # a link there is removed itself, never followed
-    tmp.mkdir(parents=True)
-    if isinstance(policy, NatureCNN):
-        save_file(
-            {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}, tmp / f"{CNN}.safetensors"
-        )
-    else:
-        with _no_library_bars():
-            policy.backbone.save_pretrained(tmp / "backbone")
-        processor(policy, cfg).save_pretrained(tmp / "backbone")  # tokenizer, chat template, image processor
-        head = {
-            k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items() if not k.startswith("backbone.")
-        }
-        save_file(head, tmp / "head.safetensors")
-    (tmp / CONFIG).write_text(json.dumps(asdict(cfg), indent=2) + "\n")
-    if training is not None:
-        (tmp / TRAINING).write_text(json.dumps(training, indent=2) + "\n")
-    remove(path)
-    os.replace(tmp, path)
+    with staged(path.with_name(f".{path.name}.tmp")) as tmp:
+        remove(tmp)  # a link there is removed itself, never followed
+        tmp.mkdir(parents=True)
+        if isinstance(policy, NatureCNN):
+            save_file(
+                {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}, tmp / f"{CNN}.safetensors"
+            )
+        else:
+            with _no_library_bars():
+                policy.backbone.save_pretrained(tmp / "backbone")
+            processor(policy, cfg).save_pretrained(tmp / "backbone")  # tokenizer, chat template, image processor
+            head = {
+                k: v.detach().contiguous().cpu()
+                for k, v in policy.state_dict().items()
+                if not k.startswith("backbone.")
+            }
+            save_file(head, tmp / "head.safetensors")
+        (tmp / CONFIG).write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+        if training is not None:
+            (tmp / TRAINING).write_text(json.dumps(training, indent=2) + "\n")
+        remove(path)
+        os.replace(tmp, path)
     return path
 
 

@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from laya_policy.errors import EXPECTED, GroupFailed, said
-from laya_protocol.errors import Terminated, cause
+from laya_protocol.errors import Terminated, cause, stopped, terminations_raised
 
 
 def launch(fn, args: tuple, processes: int) -> None:
@@ -44,9 +44,10 @@ def launch(fn, args: tuple, processes: int) -> None:
     store = torch.distributed.TCPStore("127.0.0.1", 0, processes, is_master=True, wait_for_workers=False)
     port = store.port
     spawn = multiprocessing.get_context("spawn")
+    deaf = signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # started in the background (`cmd &`): so are they
     with tempfile.TemporaryDirectory(prefix="laya-launch-") as errors:
         group = [
-            spawn.Process(target=_process, args=(rank, processes, port, os.getpid(), errors, fn, args))
+            spawn.Process(target=_process, args=(rank, processes, port, os.getpid(), errors, deaf, fn, args))
             for rank in range(processes)
         ]
         try:
@@ -99,7 +100,7 @@ def _cause(group: list, stopped: set[int], errors: Path) -> Exception:
     for rank, p in enumerate(group):  # ended from outside: a signal, a Ctrl-C of its own, an exit with no word
         said_why = any(errors.joinpath(f"{rank}.{kind}").exists() for kind in ("crash", "done"))
         if p.exitcode not in (0, None) and rank not in stopped and not said_why:
-            how = signal.Signals(-p.exitcode).name if p.exitcode < 0 else f"exit code {p.exitcode}"
+            how = signal.Signals(-p.exitcode).name if p.exitcode < 0 else _exit_named(p.exitcode)
             return GroupFailed(f"training process {rank} of {n} was ended ({how}); the others have ended")
     crashes = sorted(errors.glob("*.crash"), key=lambda f: f.stat().st_mtime_ns)
     if crashes:
@@ -108,6 +109,13 @@ def _cause(group: list, stopped: set[int], errors: Path) -> Exception:
         return GroupFailed(f"training process {first} of {n} failed (its traceback is above); the others have ended")
     codes = ", ".join(f"{rank}: {p.exitcode}" for rank, p in enumerate(group))
     return GroupFailed(f"the training processes ended without saying why (exit codes {codes})")
+
+
+def _exit_named(code: int) -> str:
+    """A process's exit code in words: 128 + N from a signal it turned into its exit (Ctrl-C, SIGTERM,
+    SIGHUP: see ``_process``) is that signal's name."""
+    caught = {128 + s: s.name for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    return caught.get(code, f"exit code {code}")
 
 
 def _end(processes: list, errors: str) -> set[int]:
@@ -135,7 +143,7 @@ def _end(processes: list, errors: str) -> set[int]:
     return stopped
 
 
-def _process(rank: int, world: int, port: int, parent: int, errors: str, fn, args: tuple) -> None:
+def _process(rank: int, world: int, port: int, parent: int, errors: str, deaf: bool, fn, args: tuple) -> None:
     # PR_SET_PDEATHSIG: end with the starter, even if it is killed, with a signal that a starter run
     # as `nohup ... &` does not make its processes ignore (SIGINT, which torch's launcher asks for).
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)
@@ -153,15 +161,17 @@ def _process(rank: int, world: int, port: int, parent: int, errors: str, fn, arg
         TORCHELASTIC_USE_AGENT_STORE="True",  # the starter serves the store (see launch)
     )
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while it started (see launch)
+        if not deaf:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while it started (see launch)
         if Path(errors, "stop").exists():  # the group ended (a Ctrl-C, a peer's failure) while this one started
             sys.exit(0)
-        fn(*args)
+        with terminations_raised():  # a SIGTERM (the starter's stop, its death) unwinds: no half-written file
+            fn(*args)
     except EXPECTED as e:  # reported on one line, as the command line would
         Path(errors, f"{rank}.txt").write_text(said(e) or cause(e), encoding="utf-8")
         sys.exit(2)
-    except KeyboardInterrupt:  # Ctrl-C: the starter says so, once
-        sys.exit(130)
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP: the starter says so, once
+        sys.exit(stopped(e)[1])
     except Exception:  # noqa: BLE001 - written whole, not swallowed: the starter prints the first traceback, not each peer's that followed from it
         Path(errors, f"{rank}.crash").write_text(traceback.format_exc(), encoding="utf-8")
         sys.exit(1)

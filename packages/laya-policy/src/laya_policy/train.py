@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from atari_data.layout import fresh_file, write_atomic
+from atari_data.layout import fresh_file, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import (
@@ -591,10 +591,10 @@ def save_state(s: Setup, out: Path, done: dict) -> float:
         "torch_rng": torch.get_rng_state(),
         "config": asdict(s.cfg),
     }
-    tmp = out / ".state.pt.tmp"
-    with fresh_file(tmp) as f:  # a link planted there is replaced, not written through
-        torch.save(state, f)
-    os.replace(tmp, out / "state.pt")
+    with staged(out / ".state.pt.tmp") as tmp:
+        with fresh_file(tmp) as f:  # a link planted there is replaced, not written through
+            torch.save(state, f)
+        os.replace(tmp, out / "state.pt")
     return time.monotonic() - t
 
 

@@ -53,10 +53,12 @@ class FileLock:
         self._fd = fd
 
     def release(self) -> None:
-        if self._fd is not None:
-            self.path.unlink(missing_ok=True)  # while still held: no one can lock the old file meanwhile
-            os.close(self._fd)
-            self._fd = None
+        fd, self._fd = self._fd, None  # first: a release cut short by a signal is not run again by __del__
+        if fd is not None:
+            try:
+                self.path.unlink(missing_ok=True)  # while still held: no one can lock the old file meanwhile
+            finally:
+                os.close(fd)
 
     def __enter__(self) -> FileLock:
         return self

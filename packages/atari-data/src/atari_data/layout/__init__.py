@@ -257,12 +257,23 @@ def remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+@contextmanager
+def staged(tmp: Path) -> Iterator[Path]:
+    """``tmp``, a temporary that the block renames into place, removed if the block fails or is
+    stopped (a Ctrl-C, or a SIGTERM raised as one) so that no half-written output is left."""
+    try:
+        yield tmp
+    except BaseException:
+        remove(tmp)
+        raise
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary name, flushed to disk before the rename; a link
     at either name is replaced, never followed."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with fresh_file(tmp) as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with staged(path.with_name(f".{path.name}.tmp")) as tmp:
+        with fresh_file(tmp) as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)

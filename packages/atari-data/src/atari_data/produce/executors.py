@@ -130,7 +130,7 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
     # Pool.terminate's SIGTERM (the driver stopped) unwinds the game in hand as an error would: its
     # lock and staging folder are removed. By default the worker ended where it stood and left them.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGTERM, _unwind)
 
     def watch() -> None:  # elsewhere (and as a second guard): notice the new parent within a second
         while os.getppid() == parent:
@@ -138,6 +138,13 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
+
+
+def _unwind(signum, frame) -> None:
+    # once: a SIGTERM to the whole group reaches a worker twice (its own, then the pool's), and the
+    # second would cut the first's clean-up short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(128 + signum)
 
 
 def ray_map(fn: Callable, items: Iterable) -> list:
