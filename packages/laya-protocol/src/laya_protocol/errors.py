@@ -50,7 +50,11 @@ class Terminated(KeyboardInterrupt):
 def terminations_raised() -> Iterator[None]:
     """Within it, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread where each is at its
     default (``nohup``'s ignored SIGHUP stays ignored). After the first, both are ignored, so a second
-    cannot cut the way out short. Each CLI's ``main`` runs in it; the handlers before are restored."""
+    (``uv run`` passes a group's signal on once more) cannot cut the way out short; and the process
+    ends within ``GRACE_SECONDS`` all the same, should the exception be swallowed (raised inside a
+    ``__del__`` that the garbage collector runs). Each CLI's ``main`` runs in it; the handlers before
+    are restored."""
+    import os
     import signal
     import threading
 
@@ -62,6 +66,9 @@ def terminations_raised() -> Iterator[None]:
     def stop(signum, frame):
         for s in ours:
             signal.signal(s, signal.SIG_IGN)
+        fallback = threading.Timer(GRACE_SECONDS, os._exit, (128 + signum,))
+        fallback.daemon = True
+        fallback.start()
         raise Terminated(signum)
 
     before = {s: signal.getsignal(s) for s in ours}
@@ -73,6 +80,10 @@ def terminations_raised() -> Iterator[None]:
     finally:
         for s in ours:
             signal.signal(s, before[s])
+
+
+#: How long a stop from outside may take to unwind (a training group's reaping takes up to 15 s).
+GRACE_SECONDS = 60.0
 
 
 def stopped(e: KeyboardInterrupt) -> tuple[str, int]:

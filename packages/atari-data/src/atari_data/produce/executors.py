@@ -141,10 +141,17 @@ def die_with_parent(parent: int) -> None:
 
 
 def _unwind(signum, frame) -> None:
-    # once: a SIGTERM to the whole group reaches a worker twice (its own, then the pool's), and the
-    # second would cut the first's clean-up short
+    # Once: a SIGTERM to the whole group reaches a worker twice (its own, then the pool's), and the
+    # second would cut the first's clean-up short. The end is certain all the same: an exit raised
+    # inside a __del__ the garbage collector runs is swallowed, and the pool's join waited for ever.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    fallback = threading.Timer(UNWIND_SECONDS, os._exit, (128 + signum,))
+    fallback.daemon = True
+    fallback.start()
     sys.exit(128 + signum)
+
+
+UNWIND_SECONDS = 3.0  # a game's clean-up (its lock, its staging folder) takes milliseconds
 
 
 def ray_map(fn: Callable, items: Iterable) -> list:
