@@ -27,8 +27,8 @@ from laya_protocol.errors import Terminated, cause, stopped, terminations_raised
 
 def launch(fn, args: tuple, processes: int) -> None:
     """``fn(*args)`` in ``processes`` local processes of one data-parallel group, as ``torchrun
-    --nproc-per-node`` would start them (RANK, WORLD_SIZE, LOCAL_RANK, a rendezvous on a free local
-    port), from this process, which waits for them. The first to fail stops the others. An error a
+    --nproc-per-node`` would start them (RANK, WORLD_SIZE, LOCAL_RANK, a rendezvous store served
+    here), from this process, which waits for them. The first to fail stops the others. An error a
     process reports on one line (bad input, a refused file) is raised here as a ValueError with that
     line; a process that crashed or was killed as a :class:`GroupFailed` saying which and how (a
     crash prints its own traceback first). Each process dies with this one, so none outlives the
@@ -61,9 +61,12 @@ def launch(fn, args: tuple, processes: int) -> None:
             finally:
                 signal.signal(signal.SIGINT, before)
             _wait(group, errors)
-        except BaseException as e:  # Ctrl-C reaches every process, often twice (uv passes it on): end them here,
-            if isinstance(e, Terminated):  # or the interpreter's exit waits for them and the next SIGINT is a
-                for p in group:  # traceback; a SIGTERM or SIGHUP reached this process alone: pass it on
+        except BaseException as e:
+            # Ctrl-C reaches every process, often twice (uv passes it on): end them here, or the
+            # interpreter's exit waits for them and the next SIGINT is a traceback. A SIGTERM or a
+            # SIGHUP reached this process alone: pass it on at once.
+            if isinstance(e, Terminated):
+                for p in group:
                     if p.is_alive():
                         p.terminate()
             _end(group, errors)
