@@ -644,10 +644,7 @@ def _optimiser_problem(saved, opt: torch.optim.Optimizer) -> str | None:
     if not isinstance(groups, list) or len(groups) != len(mine) or not all(isinstance(g, dict) for g in groups):
         return "opt param_groups are not this run's"
     for i, (group, ours) in enumerate(zip(groups, mine, strict=True)):
-        for key in (
-            "params",
-            *RUN_SETTINGS,
-        ):  # the run's own, as the plan is: a file that says otherwise is not its state
+        for key in ("params", *RUN_SETTINGS):  # the run's own, as its plan is: a file that differs is not its state
             value = group.get(key)
             if type(value) is not type(ours[key]) or value != ours[key]:
                 return f"opt param_groups[{i}].{key} is {str(value)[:40]}, where this run's is {str(ours[key])[:40]}"
@@ -674,8 +671,8 @@ def _optimiser_problem(saved, opt: torch.optim.Optimizer) -> str | None:
     return None
 
 
-#: AdamW settings a resumed state must share with the run (the learning rate follows the schedule);
-#: how it steps (fused, foreach) is this version's choice, taken from the run, not the file.
+#: AdamW settings a resumed state must share with the run; the rest (the learning rate, which
+#: follows the schedule, and how it steps: fused, foreach) are taken from the run, not the file.
 RUN_SETTINGS = ("betas", "eps", "weight_decay", "amsgrad", "maximize", "capturable", "differentiable")
 
 
@@ -701,9 +698,9 @@ def resume(s: Setup, out: Path) -> dict | None:
         if problem:
             raise ValueError(problem)
         s.model.load_state_dict(state["model"])
-        how = [{k: g[k] for k in ("fused", "foreach")} for g in s.opt.param_groups]
-        s.opt.load_state_dict(state["opt"])  # takes the file's groups whole
-        for group, ours in zip(s.opt.param_groups, how, strict=True):
+        settings = [{k: v for k, v in g.items() if k != "params"} for g in s.opt.param_groups]
+        s.opt.load_state_dict(state["opt"])  # takes the file's groups whole: the settings go back to the run's
+        for group, ours in zip(s.opt.param_groups, settings, strict=True):
             group.update(ours)
         done = {
             "step": int(state["step"]),

@@ -54,7 +54,6 @@ def terminations_raised() -> Iterator[None]:
     ends within ``GRACE_SECONDS`` all the same, should the exception be swallowed (raised inside a
     ``__del__`` that the garbage collector runs). Each CLI's ``main`` runs in it; the handlers before
     are restored."""
-    import os
     import signal
     import threading
 
@@ -64,11 +63,7 @@ def terminations_raised() -> Iterator[None]:
     ours = (signal.SIGTERM, signal.SIGHUP)
 
     def stop(signum, frame):
-        for s in ours:
-            signal.signal(s, signal.SIG_IGN)
-        fallback = threading.Timer(GRACE_SECONDS, os._exit, (128 + signum,))
-        fallback.daemon = True
-        fallback.start()
+        end_within(GRACE_SECONDS, 128 + signum)
         raise Terminated(signum)
 
     before = {s: signal.getsignal(s) for s in ours}
@@ -80,6 +75,22 @@ def terminations_raised() -> Iterator[None]:
     finally:
         for s in ours:
             signal.signal(s, before[s])
+
+
+def end_within(seconds: float, code: int) -> None:
+    """For a process unwinding from a SIGTERM or SIGHUP: ignore both from now on (a signal to a
+    whole group can arrive twice, and the second would cut the clean-up short), and end with
+    ``code`` after ``seconds`` should the unwinding be swallowed (an exception raised inside a
+    ``__del__`` that the garbage collector runs is dropped)."""
+    import os
+    import signal
+    import threading
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    fallback = threading.Timer(seconds, os._exit, (code,))
+    fallback.daemon = True
+    fallback.start()
 
 
 #: How long a stop from outside may take to unwind (a training group's reaping takes up to 15 s).

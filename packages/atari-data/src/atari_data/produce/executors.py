@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from atari_data.errors import AtariDataError
+from laya_protocol.errors import end_within
 from laya_protocol.ray import connect
 
 EXECUTORS = ("local", "ray")
@@ -141,13 +142,10 @@ def die_with_parent(parent: int) -> None:
 
 
 def _unwind(signum, frame) -> None:
-    # Once: a SIGTERM to the whole group reaches a worker twice (its own, then the pool's), and the
-    # second would cut the first's clean-up short. The end is certain all the same: an exit raised
-    # inside a __del__ the garbage collector runs is swallowed, and the pool's join waited for ever.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    fallback = threading.Timer(UNWIND_SECONDS, os._exit, (128 + signum,))
-    fallback.daemon = True
-    fallback.start()
+    # A SIGTERM to the whole group reaches a worker twice (its own, then the pool's); and a swallowed
+    # exit left the pool's join waiting for ever. A SystemExit, not a Terminated: the pool's worker
+    # loop prints a traceback for anything else.
+    end_within(UNWIND_SECONDS, 128 + signum)
     sys.exit(128 + signum)
 
 
