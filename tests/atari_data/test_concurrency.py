@@ -274,3 +274,50 @@ def test_leaving_ahead_ends_workers_that_swallow_the_pools_sigterm():
         assert next(results) == 0  # the second worker is in its task now; leave
         time.sleep(1)
     assert time.monotonic() - t < 30, "the pool waited for a worker that would not end"
+
+
+IDLE_OR_BUSY = """
+import multiprocessing as mp, os, signal, sys, time
+
+from atari_data.produce.executors import die_with_parent, tracked
+
+
+def stopped_here(label):
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except BaseException as e:  # noqa: BLE001 - what the signal raised, if anything
+        print(label, "raised", type(e).__name__, flush=True)
+        raise
+
+
+def worker(parent, busy):
+    die_with_parent(parent)
+    if busy:
+        tracked(stopped_here)("in a task")
+    else:
+        stopped_here("between tasks")
+
+
+if __name__ == "__main__":
+    p = mp.get_context("spawn").Process(target=worker, args=(os.getpid(), sys.argv[1] == "busy"))
+    p.start()
+    p.join(30)
+    print("exit", p.exitcode)
+"""
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_the_pools_sigterm_unwinds_a_task_in_hand_and_ends_an_idle_worker_at_once(tmp_path, busy):
+    """From the quickstart's output: Pool.terminate's SIGTERM reached a worker already leaving after its
+    last task; the unwinding raised inside the interpreter's exit ("Exception ignored in: <module
+    'threading'> ... SystemExit: 143" under the progress bar). A worker with no task in hand has nothing
+    to unwind: it ends at once, raising nothing; one in a task unwinds it (its lock, its staging)."""
+    script = tmp_path / "stopped.py"
+    script.write_text(IDLE_OR_BUSY)
+    done = subprocess.run(
+        [sys.executable, str(script), "busy" if busy else "idle"], capture_output=True, text=True, timeout=60
+    )
+    said = done.stdout.splitlines()
+    assert said == (["in a task raised SystemExit"] if busy else []) + ["exit 143"], done.stdout + done.stderr
+    assert done.stderr == "", done.stderr

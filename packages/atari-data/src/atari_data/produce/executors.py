@@ -54,7 +54,7 @@ def fan_out(
         ) as pool,
         tqdm(total=len(items), desc=desc, unit=unit, disable=None if progress else True) as bar,
     ):
-        for result in pool.imap(fn, items):
+        for result in pool.imap(tracked(fn), items):
             out.append(result)
             bar.update(1)
     return out
@@ -96,7 +96,7 @@ def ahead(fn: Callable, items: Iterator, *, executor: str = "local", workers: in
 
     def local_results() -> Iterator:
         for x in items:
-            pending.append(pool.apply_async(fn, (x,)))
+            pending.append(pool.apply_async(tracked(fn), (x,)))
             if len(pending) >= workers:
                 yield pending.popleft().get()
         while pending:
@@ -141,7 +141,29 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
 
 
+_busy = False  # a worker's task in hand (set by tracked)
+
+
+class tracked:  # a class, not a closure: the spawned workers unpickle it
+    """``fn`` run with its worker marked busy, so that the pool's SIGTERM unwinds the task in hand."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, x):
+        global _busy
+        _busy = True
+        try:
+            return self.fn(x)
+        finally:
+            _busy = False
+
+
 def _unwind(signum, frame) -> None:
+    # Between tasks, or leaving after the last one (the pool's SIGTERM races a worker's own exit), there
+    # is nothing to unwind: raising there printed "Exception ignored in: <module 'threading'>".
+    if not _busy:
+        os._exit(128 + signum)
     # A SIGTERM to the whole group reaches a worker twice (its own, then the pool's); and a swallowed
     # exit left the pool's join waiting for ever. A SystemExit, not a Terminated: the pool's worker
     # loop prints a traceback for anything else.
