@@ -70,7 +70,11 @@ def test_generate_then_validate_in_a_fresh_process(tmp_path):
 def test_unknown_game_is_a_one_line_error(tmp_path, capsys):
     assert main(["generate", "--root", str(tmp_path), "--games", "Pongg"]) == 2
     err = capsys.readouterr().err
-    assert err == "error: game: unknown ALE v5 game 'Pongg'; did you mean Pong?\n"
+    assert err == "error: --games: unknown ALE v5 game 'Pongg'; did you mean Pong?\n", "named by the flag typed"
+    for source in ("jat", "atari_head"):
+        argv = ["import", source, "--from", str(tmp_path), "--root", str(tmp_path / source), "--games", "Pongg"]
+        assert main(argv) == 2
+        assert capsys.readouterr().err.startswith("error: --games: unknown ALE v5 game 'Pongg'"), source
 
 
 def test_games_and_schema(capsys):

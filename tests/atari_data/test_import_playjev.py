@@ -106,6 +106,16 @@ def test_playjev_rounds_become_browser_sources(copy, tmp_path, capsys):
     assert val_eps and not val_eps & {r["episode"] for r in g.records("train")}
 
 
+def test_a_game_the_copy_lacks_is_named_not_skipped(copy, tmp_path, capsys):
+    """--games FloppyBird,Snake imported FloppyBird and said nothing of Snake."""
+    out = tmp_path / "layout"
+    assert main(["import", "playjev", "--from", str(copy), "--root", str(out), "--games", "FloppyBird,Snake"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "--games" in err, err
+    assert "Snake" in err and "floppy_bird" in err, "names the missing game and what the copy has"
+    assert not out.exists(), "refused before anything is written"
+
+
 def test_a_broken_records_line_is_a_one_line_error(copy, tmp_path, capsys):
     path = copy / "floppy_bird" / "clone_a" / "records.jsonl"
     path.write_text(path.read_text() + "{not json\n")

@@ -529,7 +529,7 @@ def cmd_games(a) -> int:
     from atari_data.play.actions import resolve_game
     from laya_protocol.games import all_games, minimal_actions
 
-    for game in [resolve_game(g) for g in a.games] if a.games else all_games():  # every name checked first
+    for game in [resolve_game(g, "--games") for g in a.games] if a.games else all_games():  # every name checked first
         print(f"{game:<20} {' '.join(minimal_actions(game))}")
     return 0
 

@@ -12,12 +12,13 @@ from laya_protocol.errors import UnknownName
 from laya_protocol.games import FULL_ACTIONS, minimal_actions
 
 
-def resolve_game(name: str) -> str:
-    """The canonical ALE v5 name, or a one-line error with the closest matches."""
+def resolve_game(name: str, field: str = "game") -> str:
+    """The canonical ALE v5 name, or a one-line error naming ``field`` (a flag, where a user typed
+    the name) with the closest matches."""
     try:
         return games.resolve_game(name)
     except UnknownName as e:
-        raise AtariDataError(f"{e}" + ("" if e.close else "; see `atari-data games`"), field="game") from None
+        raise AtariDataError(f"{e}" + ("" if e.close else "; see `atari-data games`"), field=field) from None
 
 
 def full_to_minimal(game: str, full_ids: Iterable[int]) -> tuple[list[int | None], Counter]:

@@ -98,7 +98,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
         raise AtariDataError(f"round {cfg.round} (expected 1 or more)", field="round")
     source = f"dagger{cfg.round}"
     out: dict[str, dict | None] = {}
-    for name in [resolve_game(g) for g in cfg.games]:
+    for name in [resolve_game(g, "--games") for g in cfg.games]:
         protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
         with GameWriter(
             cfg.root,

@@ -96,7 +96,7 @@ class GenerateConfig:
             raise AtariDataError(f"{self.epsilon} is not a probability", field="--epsilon")
         check_budget(self.planner_frames)
         check_holds(self.expert)
-        self.games = [resolve_game(g) for g in self.games]
+        self.games = [resolve_game(g, "--games") for g in self.games]
 
 
 def check_root(root: str) -> None:

@@ -36,7 +36,7 @@ class Importer:
             return self.module.units(root, games)
         from atari_data.play.actions import resolve_game
 
-        names = [resolve_game(g) for g in games] if games else self.module.available_games(root)
+        names = [resolve_game(g, "--games") for g in games] if games else self.module.available_games(root)
         return [(g, None) for g in names]
 
     def output(self, game: str, part: str | None) -> str:

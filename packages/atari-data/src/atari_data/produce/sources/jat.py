@@ -229,4 +229,4 @@ def _establish_layout(path: Path, game: str) -> str:
 
 def download_patterns(games: Sequence[str] | None) -> list[str] | None:
     """Only the configs asked for (``--from hub:``)."""
-    return [f"{config_of(resolve_game(g))}/*" for g in games] if games else None
+    return [config_of(resolve_game(g, "--games")) + "/*" for g in games] if games else None

@@ -215,13 +215,20 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
 
 
 def units(root: Path, games: Sequence[str] | None) -> list[tuple[str, str]]:
-    wanted = {g.lower().replace("_", "") for g in games} if games else None
-    return [
-        (slug, round_)
-        for slug in available_games(root)
-        if wanted is None or slug.lower().replace("_", "") in wanted
-        for round_ in rounds_of(root, slug)
-    ]
+    slugs = available_games(root)
+    if games:  # a slug or its game name, in any case: FloppyBird, floppy_bird
+
+        def key(name: str) -> str:
+            return name.lower().replace("_", "")
+
+        if lacking := [g for g in games if key(g) not in {key(s) for s in slugs}]:
+            raise AtariDataError(
+                f"{', '.join(lacking)}: not in this copy (it has {', '.join(slugs) or 'no games'})",
+                file=str(root),
+                field="--games",
+            )
+        slugs = [s for s in slugs if key(s) in {key(g) for g in games}]
+    return [(slug, round_) for slug in slugs for round_ in rounds_of(root, slug)]
 
 
 def output(slug: str, round_: str) -> str:
