@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from laya_policy.cli import main
 from laya_policy.quickstart import STAGES
 
@@ -47,6 +49,9 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
     assert (out / "training.png").stat().st_size > 0 and (out / "eval" / "results.json").exists()
     assert json.loads((out / "stages" / "load.json").read_text())["rows"] == {"train": 40, "validation": 16}
     assert list(out.glob("*.gif")), "a video of the trained policy"
+    meta = json.loads((out / "data" / "expert2f" / "Pong" / "meta.json").read_text())
+    assert meta["origin"].endswith(", epsilon 0.3"), "the experts played the data with the quickstart's epsilon"
+    assert "a uniform random one with probability 0.3" in report
 
     assert main(["quickstart", "--out", str(out), *TOY]) == 0
     assert capsys.readouterr().out.count("done before, skipped") == len(STAGES)
@@ -57,7 +62,7 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
 
 def test_the_quickstart_runs_the_reference_cnn_through_the_same_stages(tmp_path, capsys):
     out = tmp_path / "qs-cnn"
-    assert main(["quickstart", "--out", str(out), *TOY, "--model", "cnn", "--sample"]) == 0
+    assert main(["quickstart", "--out", str(out), *TOY, "--model", "cnn", "--sample", "--epsilon", "0.1"]) == 0
     printed = capsys.readouterr().out
     assert all(f"{stage}: done in" in printed for stage in STAGES)
     final = out / "train" / "final"
@@ -67,6 +72,32 @@ def test_the_quickstart_runs_the_reference_cnn_through_the_same_stages(tmp_path,
     played = results["games"]["Pong"]
     assert played["error"] is None and len(played["scores"]) == 1, "laya-eval played the CNN checkpoint"
     assert results["settings"]["greedy"] is False, "--sample: each move drawn from the policy's probabilities"
+    meta = json.loads((out / "data" / "expert2f" / "Pong" / "meta.json").read_text())
+    assert meta["origin"].endswith(", epsilon 0.1"), "--epsilon reaches the experts"
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--epsilon", "1.5"),
+        ("--train-frames", "0"),
+        ("--games", "Nope"),
+        ("--steps", "0"),
+        ("--batch", "0"),
+        ("--image-size", "100"),
+        ("--minutes", "0"),
+        ("--episodes", "0"),
+        ("--cap", "0"),
+        ("--video-decisions", "0"),
+    ],
+)
+def test_a_bad_setting_is_refused_on_one_line_before_any_work(tmp_path, capsys, flag, value):
+    """A bad --episodes was found by the evaluate stage, after the data and the training."""
+    out = tmp_path / "qs"
+    assert main(["quickstart", "--out", str(out), *TOY, flag, value]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and value in lines[0], lines
+    assert not out.exists(), "nothing written"
 
 
 def test_what_a_quickstart_folder_holds_is_read_as_untrusted(tmp_path):

@@ -1,6 +1,6 @@
 """The whole pipeline in one command, on built-in defaults: CPU only, no downloads.
 
-    uv run laya-policy quickstart                   # ~17 minutes on two cores
+    uv run laya-policy quickstart                   # ~15 minutes on two cores
     uv run laya-policy quickstart --games Pong,Breakout,Freeway,Boxing,SpaceInvaders --steps 20000 --device cuda
 
 Stages, each skipped when a rerun finds it done (``OUT/stages/<stage>.json``); training and
@@ -41,6 +41,12 @@ class QuickstartConfig:
     val_frames: int = option(200, "val records per game")
     decision_cap: int = option(1_000, "decisions per generated episode (more, shorter episodes)")
     baseline_episodes: int = option(2, "expert and random episodes measured into meta.json")
+    epsilon: float = option(
+        0.3,
+        "probability of a uniform random move while the experts play the data (atari-data generate --epsilon; "
+        "the upstream recipe's is 0.1): more of the states a student's own mistakes lead to "
+        "(packages/laya-policy/README.md)",
+    )
     model: str = option("tiny", "tiny, a Hub id, a local directory, or cnn (the reference student, not a VLM)")
     image_size: int | None = option(None, "frame side in pixels", shown="the backbone's; 128 for tiny, 84 for cnn")
     batch: int = option(16, "training batch, per process")
@@ -51,7 +57,7 @@ class QuickstartConfig:
         shown="2 on a CPU, 1 on a GPU",
     )
     steps: int = option(
-        5_000, "training steps: the schedule's length (14 minutes for tiny in two processes on two CPU cores)"
+        5_000, "training steps: the schedule's length (12 minutes for tiny in two processes on two CPU cores)"
     )
     minutes: float = option(
         60.0,
@@ -94,7 +100,22 @@ class Quickstart:
         write_atomic(path, (json.dumps(result, indent=2) + "\n").encode())
         return result
 
+    def check(self) -> None:
+        """Every setting checked by the stage that takes it, before any work (a bad --episodes was
+        found after the data and the training): one line naming the flag."""
+        from laya_policy.train import resolve
+
+        self.generate_config()
+        try:
+            resolve(self.train_config())
+        except ValueError as e:  # the one flag named otherwise here
+            raise ValueError(str(e).replace("--max-minutes", "--minutes")) from None
+        self.run_config()
+        if self.cfg.video_decisions < 1:
+            raise ValueError(f"--video-decisions {self.cfg.video_decisions}: expected 1 or more")
+
     def run(self) -> dict:
+        self.check()
         if self.cfg.restart and self.out.exists():
             import shutil
 
@@ -127,23 +148,26 @@ class Quickstart:
 
     # -- stages ----------------------------------------------------------------------------------
     def generate(self) -> dict:
-        from atari_data.produce.generate import GenerateConfig, generate
+        from atari_data.produce.generate import generate
+
+        return {"games": sorted(generate(self.generate_config()))}
+
+    def generate_config(self):
+        from atari_data.produce.generate import GenerateConfig
 
         c = self.cfg
-        metas = generate(
-            GenerateConfig(
-                root=str(self.data),
-                games=c.games,
-                train_frames=c.train_frames,
-                val_frames=c.val_frames,
-                min_train_episodes=8,
-                decision_cap=c.decision_cap,
-                baseline_episodes=c.baseline_episodes,
-                seed=c.seed,
-                workers=c.workers,
-            )
+        return GenerateConfig(
+            root=str(self.data),
+            games=c.games,
+            train_frames=c.train_frames,
+            val_frames=c.val_frames,
+            min_train_episodes=8,
+            decision_cap=c.decision_cap,
+            baseline_episodes=c.baseline_episodes,
+            epsilon=c.epsilon,
+            seed=c.seed,
+            workers=c.workers,
         )
-        return {"games": sorted(metas)}
 
     def validate(self) -> dict:
         from atari_data.errors import AtariDataError
@@ -173,43 +197,48 @@ class Quickstart:
         return {"rows": counts, "columns": sorted(first), "example": {k: first[k] for k in ("id", "game", "label")}}
 
     def train(self) -> dict:
-        from laya_policy.train import TrainConfig, train
+        from laya_policy.train import train
+
+        return train(self.train_config())
+
+    def train_config(self):
+        from laya_policy.train import TrainConfig
 
         c = self.cfg
-        return train(
-            TrainConfig(
-                data=str(self.packed),
-                out=str(self.run_dir),
-                model=c.model,
-                image_size=c.image_size,
-                batch=c.batch,
-                processes=(1 if c.device.startswith("cuda") else 2) if c.processes is None else c.processes,
-                steps=c.steps,
-                max_minutes=c.minutes,
-                device=c.device,
-                seed=c.seed,
-                evals=4,
-            )
+        return TrainConfig(
+            data=str(self.packed),
+            out=str(self.run_dir),
+            model=c.model,
+            image_size=c.image_size,
+            batch=c.batch,
+            processes=(1 if c.device.startswith("cuda") else 2) if c.processes is None else c.processes,
+            steps=c.steps,
+            max_minutes=c.minutes,
+            device=c.device,
+            seed=c.seed,
+            evals=4,
         )
 
     def evaluate(self) -> dict:
-        from laya_eval.evaluate import RunConfig, evaluate
+        from laya_eval.evaluate import evaluate
+
+        return {"summary": evaluate(self.run_config())["summary"]}
+
+    def run_config(self):
+        from laya_eval.evaluate import RunConfig
 
         c = self.cfg
-        results = evaluate(
-            RunConfig(
-                policy=f"laya:{self.run_dir / FINAL}",
-                games=c.games,
-                episodes=c.episodes,
-                cap=c.cap,
-                greedy=not c.sample,
-                random_episodes=c.episodes,
-                baselines=str(self.data),
-                policy_kwargs={"device": c.device},
-                out=str(self.eval_dir / "results.json"),
-            )
+        return RunConfig(
+            policy=f"laya:{self.run_dir / FINAL}",
+            games=c.games,
+            episodes=c.episodes,
+            cap=c.cap,
+            greedy=not c.sample,
+            random_episodes=c.episodes,
+            baselines=str(self.data),
+            policy_kwargs={"device": c.device},
+            out=str(self.eval_dir / "results.json"),
         )
-        return {"summary": results["summary"]}
 
     def report(self) -> dict:
         from laya_eval.evaluate import load_results
@@ -242,8 +271,10 @@ class Quickstart:
         lines = [
             "# Quickstart report",
             "",
-            "Built-in RAM experts played ALE v5 to make `expert2f` data; it was validated, packed, read back "
-            "through `datasets.load_dataset`, used to train the policy, and the policy was judged by laya-eval "
+            "Built-in RAM experts played ALE v5 to make `expert2f` data, each move a uniform random one with "
+            f"probability {self.cfg.epsilon} (labels are the expert's own choice either way); it was validated, "
+            "packed, read back through `datasets.load_dataset`, used to train the policy, and the policy was "
+            "judged by laya-eval "
             "against a uniform-random policy (same run). Normalised scores use, per game, the baseline named "
             "below: the data's own expert and random scores (meta.json) where they were measured at the "
             f"evaluation's cap of {self.cfg.cap} decisions, else laya-eval's reference table at that cap, "
