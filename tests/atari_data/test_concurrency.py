@@ -276,48 +276,93 @@ def test_leaving_ahead_ends_workers_that_swallow_the_pools_sigterm():
     assert time.monotonic() - t < 30, "the pool waited for a worker that would not end"
 
 
-IDLE_OR_BUSY = """
-import multiprocessing as mp, os, signal, sys, time
+LEAVING_WORKER = """
+import multiprocessing as mp, os, signal, time
 
-from atari_data.produce.executors import die_with_parent, tracked
+from atari_data.produce.executors import die_with_parent
 
 
-def stopped_here(label):
-    try:
+def leaving(parent):
+    die_with_parent(parent)
+    try:  # out of the pool's loop, as a worker is once it has taken the pool's "no more tasks"
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)
     except BaseException as e:  # noqa: BLE001 - what the signal raised, if anything
-        print(label, "raised", type(e).__name__, flush=True)
+        print("raised", type(e).__name__, flush=True)
         raise
 
 
-def worker(parent, busy):
-    die_with_parent(parent)
-    if busy:
-        tracked(stopped_here)("in a task")
-    else:
-        stopped_here("between tasks")
-
-
 if __name__ == "__main__":
-    p = mp.get_context("spawn").Process(target=worker, args=(os.getpid(), sys.argv[1] == "busy"))
+    p = mp.get_context("spawn").Process(target=leaving, args=(os.getpid(),))
     p.start()
     p.join(30)
     print("exit", p.exitcode)
 """
 
 
-@pytest.mark.parametrize("busy", [False, True])
-def test_the_pools_sigterm_unwinds_a_task_in_hand_and_ends_an_idle_worker_at_once(tmp_path, busy):
+def test_a_worker_leaving_the_pool_ends_on_its_sigterm_raising_nothing(tmp_path):
     """From the quickstart's output: Pool.terminate's SIGTERM reached a worker already leaving after its
     last task; the unwinding raised inside the interpreter's exit ("Exception ignored in: <module
-    'threading'> ... SystemExit: 143" under the progress bar). A worker with no task in hand has nothing
-    to unwind: it ends at once, raising nothing; one in a task unwinds it (its lock, its staging)."""
-    script = tmp_path / "stopped.py"
-    script.write_text(IDLE_OR_BUSY)
-    done = subprocess.run(
-        [sys.executable, str(script), "busy" if busy else "idle"], capture_output=True, text=True, timeout=60
-    )
-    said = done.stdout.splitlines()
-    assert said == (["in a task raised SystemExit"] if busy else []) + ["exit 143"], done.stdout + done.stderr
-    assert done.stderr == "", done.stderr
+    'threading'> ... SystemExit: 143" under the progress bar). Out of the pool's loop there is nothing
+    to unwind: it ends at once."""
+    script = tmp_path / "leaving.py"
+    script.write_text(LEAVING_WORKER)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["exit 143"] and done.stderr == "", done.stdout + done.stderr
+
+
+def _short_or_long(x: str) -> str:
+    """ "short" returns at once (its worker is idle from then on, waiting for a task in the pool's loop);
+    "long" waits for the test's go-ahead."""
+    folder = Path(os.environ["POOL_TEST_DIR"])
+    (folder / f"{x}.pid").write_text(str(os.getpid()))
+    while x == "long" and not (folder / "go").exists():
+        time.sleep(0.05)
+    return x
+
+
+def _pool_workers_of(parent: int, known: set[int]) -> list[int]:
+    """Spawned pool workers of ``parent`` (from /proc) other than ``known``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, ppid = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"spawn_main" in cmdline and pid not in known:
+            found.append(pid)
+    return found
+
+
+def test_an_idle_worker_stopped_by_sigterm_leaves_the_pool_whole(tmp_path, monkeypatch):
+    """From an outside review, two ways an idle worker's SIGTERM hung the pool. An idle worker waits for
+    its next task holding the task queue's lock: ended by os._exit, it kept it for ever. And the pool's
+    replacement for it is started by the pool's worker-handler thread, so a PR_SET_PDEATHSIG (which
+    follows the creating thread, not the process) killed it when terminate ended that thread, while it
+    held the same lock; terminate then waited for the lock for ever."""
+    import threading
+
+    from atari_data.produce.executors import fan_out
+
+    monkeypatch.setenv("POOL_TEST_DIR", str(tmp_path))
+    outcome: dict = {}
+
+    def play() -> None:
+        try:
+            outcome["result"] = fan_out(_short_or_long, ["long", "short"], workers=2, progress=False)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            outcome["raised"] = repr(e)
+
+    done = threading.Thread(target=play, daemon=True)
+    done.start()
+    busy, idle = (int(p.read_text()) for p in _wait_for([tmp_path / "long.pid", tmp_path / "short.pid"]))
+    time.sleep(0.5)
+    os.kill(idle, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while not _pool_workers_of(os.getpid(), {busy, idle}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(2)  # the replacement is in the pool's loop, waiting for a task with the lock held
+    (tmp_path / "go").touch()
+    done.join(40)
+    assert outcome == {"result": ["long", "short"]}, outcome or "the pool hung after its idle worker was stopped"

@@ -54,7 +54,7 @@ def fan_out(
         ) as pool,
         tqdm(total=len(items), desc=desc, unit=unit, disable=None if progress else True) as bar,
     ):
-        for result in pool.imap(tracked(fn), items):
+        for result in pool.imap(fn, items):
             out.append(result)
             bar.update(1)
     return out
@@ -96,7 +96,7 @@ def ahead(fn: Callable, items: Iterator, *, executor: str = "local", workers: in
 
     def local_results() -> Iterator:
         for x in items:
-            pending.append(pool.apply_async(tracked(fn), (x,)))
+            pending.append(pool.apply_async(fn, (x,)))
             if len(pending) >= workers:
                 yield pending.popleft().get()
         while pending:
@@ -119,56 +119,46 @@ def _ray_get(ray, ref):
 
 
 def die_with_parent(parent: int) -> None:
-    """Pool initializer: end this worker as soon as ``parent`` dies, even by SIGKILL, so no orphan
-    keeps writing a game that a rerun is about to write again."""
-    try:  # Linux: the kernel sends the signal the moment the parent exits
-        import ctypes
+    """Pool initializer: end this worker within a tenth of a second of ``parent`` dying, even by
+    SIGKILL, so no orphan keeps writing a game that a rerun is about to write again.
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # it died before prctl took effect
+    Not PR_SET_PDEATHSIG: it follows the thread that started the worker, and the pool starts the
+    replacement for a worker that died on its worker-handler thread, which ends with the pool; the
+    replacement was killed there holding the task queue's lock, and the pool hung."""
+    if os.getppid() != parent:  # it died while this worker started
         os._exit(1)
     # Pool.terminate's SIGTERM (the driver stopped) unwinds the game in hand as an error would: its
     # lock and staging folder are removed. By default the worker ended where it stood and left them.
     signal.signal(signal.SIGTERM, _unwind)
 
-    def watch() -> None:  # elsewhere (and as a second guard): notice the new parent within a second
+    def watch() -> None:  # an orphan is adopted by another process: its parent id changes
         while os.getppid() == parent:
-            time.sleep(1.0)
+            time.sleep(0.1)
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
 
 
-_busy = False  # a worker's task in hand (set by tracked)
-
-
-class tracked:  # a class, not a closure: the spawned workers unpickle it
-    """``fn`` run with its worker marked busy, so that the pool's SIGTERM unwinds the task in hand."""
-
-    def __init__(self, fn: Callable):
-        self.fn = fn
-
-    def __call__(self, x):
-        global _busy
-        _busy = True
-        try:
-            return self.fn(x)
-        finally:
-            _busy = False
-
-
 def _unwind(signum, frame) -> None:
-    # Between tasks, or leaving after the last one (the pool's SIGTERM races a worker's own exit), there
-    # is nothing to unwind: raising there printed "Exception ignored in: <module 'threading'>".
-    if not _busy:
+    # Out of the pool's loop (leaving after the pool's "no more tasks", which races Pool.terminate's
+    # SIGTERM) there is nothing to unwind: raising there printed "Exception ignored in: <module
+    # 'threading'>". In it, a SystemExit unwinds the task in hand, and an idle worker's wait lets go of
+    # the task queue's lock, which os._exit kept for ever (the pool then hung).
+    if not _in_pool_loop(frame):
         os._exit(128 + signum)
     # A SIGTERM to the whole group reaches a worker twice (its own, then the pool's); and a swallowed
     # exit left the pool's join waiting for ever. A SystemExit, not a Terminated: the pool's worker
     # loop prints a traceback for anything else.
     end_within(UNWIND_SECONDS, 128 + signum)
     sys.exit(128 + signum)
+
+
+def _in_pool_loop(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name == "worker" and frame.f_globals.get("__name__") == "multiprocessing.pool":
+            return True
+        frame = frame.f_back
+    return False
 
 
 UNWIND_SECONDS = 3.0  # a game's clean-up (its lock, its staging folder) takes milliseconds
