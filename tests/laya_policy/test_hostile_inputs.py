@@ -243,6 +243,7 @@ def test_train_never_writes_through_a_link_planted_in_its_out_folder(data, check
         (["--max-minutes", "nan"], "--max-minutes"),  # turned the time budget off
         (["--passes", "0"], "--passes"),
         (["--device", "bogus"], "--device"),
+        (["--device", "mps"], "--device"),  # torch knows it; it failed at the first tensor
     ],
 )
 def test_train_flags_out_of_range_are_one_line_before_any_work(data, tmp_path, flags, field):

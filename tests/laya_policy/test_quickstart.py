@@ -89,6 +89,8 @@ def test_the_quickstart_runs_the_reference_cnn_through_the_same_stages(tmp_path,
         ("--episodes", "0"),
         ("--cap", "0"),
         ("--video-decisions", "0"),
+        ("--val-frames", "0"),  # its load stage reads the validation split: a datasets traceback there
+        ("--device", "mps"),  # known to torch, failed at the first tensor after the data stages
     ],
 )
 def test_a_bad_setting_is_refused_on_one_line_before_any_work(tmp_path, capsys, flag, value):
@@ -97,7 +99,16 @@ def test_a_bad_setting_is_refused_on_one_line_before_any_work(tmp_path, capsys, 
     assert main(["quickstart", "--out", str(out), *TOY, flag, value]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and flag in lines[0] and value in lines[0], lines
+    assert "--passes" not in lines[0], "the quickstart has no --passes to suggest"
     assert not out.exists(), "nothing written"
+
+
+def test_an_out_that_is_a_file_is_named_by_its_flag(tmp_path, capsys):
+    out = tmp_path / "a-file"
+    out.write_text("mine")
+    assert main(["quickstart", "--out", str(out), *TOY]) == 2
+    assert capsys.readouterr().err == f"error: --out {out}: is a file, expected a run folder\n"
+    assert out.read_text() == "mine"
 
 
 def test_what_a_quickstart_folder_holds_is_read_as_untrusted(tmp_path):

@@ -262,5 +262,7 @@ def check_device(device: str) -> None:
         kind = torch.device(device).type
     except RuntimeError as e:
         raise ValueError(f"--device {device}: {cause(e, 120)}") from None
+    if kind not in ("cpu", "cuda"):  # mps and the rest failed at the first tensor, with a traceback
+        raise ValueError(f"--device {device}: expected cpu or cuda[:N], the devices laya-policy runs on")
     if kind == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {device}: this machine has no CUDA device torch can use")

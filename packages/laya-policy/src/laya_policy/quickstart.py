@@ -1,6 +1,6 @@
 """The whole pipeline in one command, on built-in defaults: CPU only, no downloads.
 
-    uv run laya-policy quickstart                   # ~15 minutes on two cores
+    uv run laya-policy quickstart                   # CPU only; README.md says how long
     uv run laya-policy quickstart --games Pong,Breakout,Freeway,Boxing,SpaceInvaders --steps 20000 --device cuda
 
 Stages, each skipped when a rerun finds it done (``OUT/stages/<stage>.json``); training and
@@ -44,7 +44,7 @@ class QuickstartConfig:
     epsilon: float = option(
         0.3,
         "probability of a uniform random move while the experts play the data (atari-data generate --epsilon; "
-        "the upstream recipe's is 0.1): more of the states a student's own mistakes lead to "
+        "whose default is the upstream recipe's): more of the states a student's own mistakes lead to "
         "(packages/laya-policy/README.md)",
     )
     model: str = option("tiny", "tiny, a Hub id, a local directory, or cnn (the reference student, not a VLM)")
@@ -68,7 +68,8 @@ class QuickstartConfig:
     sample: bool = option(
         False,
         "judge by drawing each move from the policy's probabilities (laya-eval --sample), not its top choice: "
-        "better for the tiny VLM, worse for the CNN (packages/laya-policy/README.md)",
+        "the tiny VLM then beats random on more games at a lower median, the CNN scores less "
+        "(packages/laya-policy/README.md)",
     )
     cap: int = option(EVAL_DECISION_CAP, "evaluation decisions per episode at most (the protocol's)")
     video_decisions: int = option(300, "decisions in the report's video")
@@ -105,14 +106,24 @@ class Quickstart:
         found after the data and the training): one line naming the flag."""
         from laya_policy.train import resolve
 
+        c = self.cfg
+        if self.out.exists() and not self.out.is_dir():
+            raise ValueError(f"--out {self.out}: is a file, expected a run folder")
+        # the quickstart's own needs: a validation split (its load stage reads it, training evaluates on
+        # it) and a fixed step count (train's --steps may be left out for --passes)
+        for flag, value in (
+            ("--val-frames", c.val_frames),
+            ("--steps", c.steps),
+            ("--video-decisions", c.video_decisions),
+        ):
+            if value < 1:
+                raise ValueError(f"{flag} {value}: expected 1 or more")
         self.generate_config()
         try:
             resolve(self.train_config())
         except ValueError as e:  # the one flag named otherwise here
             raise ValueError(str(e).replace("--max-minutes", "--minutes")) from None
         self.run_config()
-        if self.cfg.video_decisions < 1:
-            raise ValueError(f"--video-decisions {self.cfg.video_decisions}: expected 1 or more")
 
     def run(self) -> dict:
         self.check()
