@@ -104,6 +104,7 @@ class Quickstart:
     def check(self) -> None:
         """Every setting checked by the stage that takes it, before any work (a bad --episodes was
         found after the data and the training): one line naming the flag."""
+        from atari_data.produce.generate import check_counts
         from laya_policy.train import resolve
 
         c = self.cfg
@@ -111,13 +112,9 @@ class Quickstart:
             raise ValueError(f"--out {self.out}: is a file, expected a run folder")
         # the quickstart's own needs: a validation split (its load stage reads it, training evaluates on
         # it) and a fixed step count (train's --steps may be left out for --passes)
-        for flag, value in (
-            ("--val-frames", c.val_frames),
-            ("--steps", c.steps),
-            ("--video-decisions", c.video_decisions),
-        ):
-            if value < 1:
-                raise ValueError(f"{flag} {value}: expected 1 or more")
+        check_counts(
+            ("--val-frames", c.val_frames, 1), ("--steps", c.steps, 1), ("--video-decisions", c.video_decisions, 1)
+        )
         self.generate_config()
         try:
             resolve(self.train_config())
