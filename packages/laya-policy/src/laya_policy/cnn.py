@@ -52,7 +52,7 @@ class NatureCNN(nn.Module):
     """Why motion: Breakout's ball is a pixel or two after the resize, and the labels turn on where it
     moves; given the two frames as they are, the network stays at Breakout's majority label for
     thousands of steps, given the frame and its scaled difference it leaves it within one thousand
-    (the measurements: packages/laya-policy/README.md, "Learning on a CPU"). A linear change of input,
+    (the measurements: docs/learning-on-a-cpu.md). A linear change of input,
     so the same functions are reachable: only how fast they are found differs."""
 
     def __init__(self, frames: int = 2, image_size: int = 84, inputs: str = MOTION):

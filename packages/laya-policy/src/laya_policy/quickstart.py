@@ -45,7 +45,7 @@ class QuickstartConfig:
         0.3,
         "probability of a uniform random move while the experts play the data (atari-data generate --epsilon; "
         "whose default is the upstream recipe's): more of the states a student's own mistakes lead to "
-        "(packages/laya-policy/README.md)",
+        "(docs/learning-on-a-cpu.md)",
     )
     model: str = option("tiny", "tiny, a Hub id, a local directory, or cnn (the reference student, not a VLM)")
     image_size: int | None = option(None, "frame side in pixels", shown="the backbone's; 128 for tiny, 84 for cnn")
@@ -69,7 +69,7 @@ class QuickstartConfig:
         False,
         "judge by drawing each move from the policy's probabilities (laya-eval --sample), not its top choice: "
         "the tiny VLM then beats random on more games at a lower median, the CNN scores less "
-        "(packages/laya-policy/README.md)",
+        "(docs/learning-on-a-cpu.md)",
     )
     cap: int = option(EVAL_DECISION_CAP, "evaluation decisions per episode at most (the protocol's)")
     video_decisions: int = option(300, "decisions in the report's video")
