@@ -52,8 +52,8 @@ class NatureCNN(nn.Module):
     """Why motion: Breakout's ball is a pixel or two after the resize, and the labels turn on where it
     moves; given the two frames as they are, the network stays at Breakout's majority label for
     thousands of steps, given the frame and its scaled difference it leaves it within one thousand
-    (the measurements: docs/learning-on-a-cpu.md). A linear change of input,
-    so the same functions are reachable: only how fast they are found differs."""
+    (the measurements: docs/learning-on-a-cpu.md, "Why Breakout stayed at its majority label"). A
+    linear change of input, so the same functions are reachable: only how fast they are found differs."""
 
     def __init__(self, frames: int = 2, image_size: int = 84, inputs: str = MOTION):
         super().__init__()
