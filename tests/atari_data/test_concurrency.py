@@ -13,6 +13,7 @@ import pytest
 from atari_data.cli import main
 from atari_data.layout.validate import validate
 
+from ..processes import spawned
 from ..promises import run_cli
 
 GEN = [
@@ -321,20 +322,6 @@ def _short_or_long(x: str) -> str:
     return x
 
 
-def _pool_workers_of(parent: int, known: set[int]) -> list[int]:
-    """Spawned pool workers of ``parent`` (from /proc) other than ``known``."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            pid, ppid = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == parent and b"spawn_main" in cmdline and pid not in known:
-            found.append(pid)
-    return found
-
-
 def test_an_idle_worker_stopped_by_sigterm_leaves_the_pool_whole(tmp_path, monkeypatch):
     """From an outside review, two ways an idle worker's SIGTERM hung the pool. An idle worker waits for
     its next task holding the task queue's lock: ended by os._exit, it kept it for ever. And the pool's
@@ -360,7 +347,7 @@ def test_an_idle_worker_stopped_by_sigterm_leaves_the_pool_whole(tmp_path, monke
     time.sleep(0.5)
     os.kill(idle, signal.SIGTERM)
     deadline = time.monotonic() + 60
-    while not _pool_workers_of(os.getpid(), {busy, idle}) and time.monotonic() < deadline:
+    while not spawned(os.getpid()) - {busy, idle} and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(2)  # the replacement is in the pool's loop, waiting for a task with the lock held
     (tmp_path / "go").touch()

@@ -8,6 +8,7 @@ from laya_eval.evaluate import RunConfig, evaluate
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.train import CrashForTesting, TrainConfig, lr_factor, train
 
+from ..processes import spawned
 from ..promises import run_cli
 
 
@@ -379,7 +380,7 @@ def test_ctrl_c_while_the_processes_start_is_one_line(data, tmp_path):
 
     starter = _start_training(data, tmp_path, start_new_session=True)
     deadline = time.monotonic() + 120
-    while len(children := _spawned(starter.pid)) < 2 and time.monotonic() < deadline and starter.poll() is None:
+    while len(children := spawned(starter.pid)) < 2 and time.monotonic() < deadline and starter.poll() is None:
         time.sleep(0.02)
     assert len(children) == 2, f"the group did not start: {starter.poll()}"
     time.sleep(0.2)  # into their imports: the processes make OUT seconds later
@@ -459,10 +460,12 @@ def test_a_group_split_unevenly_over_the_processes_resumes_and_each_needs_a_reco
         )
         generate_game(cfg, game)
 
-    def train_cli(*extra, length=("--steps", "6")):
+    def train_argv(*extra, length=("--steps", "6")) -> list[str]:
         argv = ["train", "--data", root, "--out", tmp_path / "r", *length, "--evals", "2"]
-        argv += ["--batch", "2", "--image-size", "64", *extra]
-        cmd = [sys.executable, "-m", "laya_policy.cli", *map(str, argv)]
+        return [*map(str, argv), "--batch", "2", "--image-size", "64", *extra]
+
+    def train_cli(*extra, length=("--steps", "6")):
+        cmd = [sys.executable, "-m", "laya_policy.cli", *train_argv(*extra, length=length)]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
     assert train_cli("--games", "Pong", "--processes", "2", "--crash-at-step", "4").returncode == 1
@@ -473,8 +476,7 @@ def test_a_group_split_unevenly_over_the_processes_resumes_and_each_needs_a_reco
     from laya_policy.cli import main
 
     # one process: in this one (a subprocess would import torch again for it)
-    argv = ["train", "--data", root, "--out", tmp_path / "r", "--steps", "6", "--evals", "2", "--batch", "2"]
-    assert main([*map(str, argv), "--image-size", "64", "--games", "Pong", "--processes", "1"]) == 2
+    assert main(train_argv("--games", "Pong", "--processes", "1")) == 2
     err = capsys.readouterr().err
     assert "was started with world 2, this command gives 1" in err, err
     # --passes sets the steps from the records: every process must count all of them, or with 4
@@ -530,29 +532,9 @@ def _started_group(starter, out) -> set[int]:
     deadline = time.monotonic() + 120
     while not out.exists() and time.monotonic() < deadline and starter.poll() is None:
         time.sleep(0.2)
-    children = _spawned(starter.pid)
+    children = spawned(starter.pid)
     assert len(children) == 2, f"the group did not start: {starter.poll()}"
     return children
-
-
-def _spawned(pid: int) -> set[int]:
-    """The processes ``pid`` started through multiprocessing's spawn."""
-    children = {int(p) for t in os.listdir(f"/proc/{pid}/task") for p in _children(pid, t)}
-    return {p for p in children if "spawn_main" in _cmdline(p)}
-
-
-def _children(pid: int, task: str) -> list[str]:
-    try:
-        return open(f"/proc/{pid}/task/{task}/children").read().split()
-    except OSError:
-        return []
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _alive(pid: int) -> bool:
