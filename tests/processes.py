@@ -26,3 +26,13 @@ def _cmdline(pid: int) -> str:
             return f.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: neither gone nor a zombie waiting for its parent."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")

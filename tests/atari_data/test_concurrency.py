@@ -13,7 +13,7 @@ import pytest
 from atari_data.cli import main
 from atari_data.layout.validate import validate
 
-from ..processes import spawned
+from ..processes import alive, spawned
 from ..promises import run_cli
 
 GEN = [
@@ -51,14 +51,6 @@ def _wait_for(paths, timeout: float = 60.0) -> list[Path]:
             return found
         time.sleep(0.05)
     raise AssertionError(f"never appeared: {paths}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in "ZX"
 
 
 def test_a_second_generate_of_the_same_game_is_refused_while_the_first_finishes(tmp_path, capsys):
@@ -121,17 +113,17 @@ def test_workers_die_with_a_killed_generate_and_the_rerun_is_whole(tmp_path):
     locks = _wait_for([root / "expert2f" / ".Pong.lock", root / "expert2f" / ".Breakout.lock"])
     time.sleep(0.2)  # let both workers write their pid into their lock
     workers = [int(p.read_text()) for p in locks]
-    assert parent.pid not in workers and all(_alive(w) for w in workers)
+    assert parent.pid not in workers and all(alive(w) for w in workers)
     os.kill(parent.pid, signal.SIGKILL)  # the main process only: its workers must not outlive it
     parent.wait()
     deadline = time.monotonic() + 1.5
-    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     try:
-        assert not any(_alive(w) for w in workers), "workers kept running after their parent died"
+        assert not any(alive(w) for w in workers), "workers kept running after their parent died"
     finally:
         for w in workers:
-            if _alive(w):
+            if alive(w):
                 os.kill(w, signal.SIGKILL)
     assert main(cmd) == 0  # an immediate rerun: no orphan holds a lock or races the staging folders
     report = validate(root, images=True)

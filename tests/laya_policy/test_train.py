@@ -8,7 +8,7 @@ from laya_eval.evaluate import RunConfig, evaluate
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.train import CrashForTesting, TrainConfig, lr_factor, train
 
-from ..processes import spawned
+from ..processes import alive, spawned
 from ..promises import run_cli
 
 
@@ -346,9 +346,9 @@ def test_the_processes_end_with_the_one_that_started_them(data, tmp_path):
     starter.send_signal(signal.SIGKILL)
     starter.wait()
     deadline = time.monotonic() + 30
-    while any(_alive(p) for p in children) and time.monotonic() < deadline:
+    while any(alive(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = [p for p in children if _alive(p)]
+    left = [p for p in children if alive(p)]
     for p in left:
         os.kill(p, signal.SIGKILL)
     assert not left, "a training process outlived its starter"
@@ -405,7 +405,7 @@ def test_processes_of_a_starter_deaf_to_ctrl_c_are_deaf_to_it_too(data, tmp_path
     children = _started_group(starter, tmp_path / "r")
     os.killpg(starter.pid, signal.SIGINT)
     time.sleep(2)
-    assert starter.poll() is None and all(_alive(p) for p in children), "the group ended on an ignored SIGINT"
+    assert starter.poll() is None and all(alive(p) for p in children), "the group ended on an ignored SIGINT"
     os.kill(starter.pid, signal.SIGTERM)
     err, left = _outcome(starter, children)
     assert starter.returncode == 128 + signal.SIGTERM and not left, err
@@ -513,7 +513,7 @@ def _outcome(starter, children) -> tuple[str, list[int]]:
     import signal
 
     _, err = starter.communicate(timeout=60)
-    left = [p for p in children if _alive(p)]
+    left = [p for p in children if alive(p)]
     for p in left:
         os.kill(p, signal.SIGKILL)
     return err, left
@@ -535,14 +535,6 @@ def _started_group(starter, out) -> set[int]:
     children = spawned(starter.pid)
     assert len(children) == 2, f"the group did not start: {starter.poll()}"
     return children
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _average_in_group(out: str) -> None:
