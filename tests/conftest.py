@@ -24,6 +24,36 @@ os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
 import pytest  # noqa: E402
 
 
+def _ignored_and_blocked() -> tuple[int, int]:
+    """This process's ignored signals and its main thread's blocked ones, as the kernel has them (a
+    library's C code changes them without Python's ``signal.getsignal`` seeing it)."""
+    with open("/proc/self/status") as f:
+        fields = dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
+    return int(fields["SigIgn"], 16), int(fields["SigBlk"], 16)
+
+
+@pytest.fixture(autouse=True)
+def signals_left_as_found():
+    """A test that leaves this process ignoring or blocking a signal it did not fails, and the signal is
+    put back: whatever later tests start inherits both, and a CLI started deaf to Ctrl-C or SIGHUP
+    ignores the very signal a later test sends it (see ``tests/processes.py:as_from_a_terminal``)."""
+    import signal
+
+    before = _ignored_and_blocked()
+    numbers = range(1, signal.NSIG)
+    handlers = {n: signal.getsignal(n) for n in numbers if n not in (signal.SIGKILL, signal.SIGSTOP)}
+    yield
+    ignored, blocked = _ignored_and_blocked()
+    newly = [n for n in numbers if (ignored & ~before[0]) >> (n - 1) & 1]
+    for n in newly:
+        signal.signal(n, handlers[n] if handlers.get(n) not in (None, signal.SIG_IGN) else signal.SIG_DFL)
+    changed = [f"ignoring {signal.Signals(n).name if n in set(signal.Signals) else n}" for n in newly]
+    if blocked != before[1]:
+        changed.append("with other signals blocked")
+        signal.pthread_sigmask(signal.SIG_SETMASK, {n for n in numbers if before[1] >> (n - 1) & 1})
+    assert not changed, f"the test left this process {' and '.join(changed)}"
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """One local Ray instance for every test that needs one: starting Ray costs ~5 s each time."""

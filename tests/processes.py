@@ -3,6 +3,46 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+
+
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` for a process a test will stop with Ctrl-C or SIGHUP: the default actions, as a
+    terminal's foreground job has them. What a test starts inherits ignored signals, and a test run
+    started as a background job (``cmd &``: SIGINT and SIGQUIT ignored) or under ``nohup`` (SIGHUP)
+    started CLIs deaf to the very signal the test sent; the tests waited out their 60 s."""
+    for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
+def ended(process: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
+    """``process.communicate(timeout)``; if it has not ended by then, it and every process under it are
+    killed before the test fails, so that a hung training group does not train on beside the rest of
+    the run (one did, for the rest of a suite, on both cores)."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in [*descendants(process.pid), process.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.communicate()
+        said = f"{process.args} did not end within {timeout} s; it and its processes were killed"
+        raise AssertionError(said) from None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid``, children before their own."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for child in {int(p) for t in tasks for p in _children(pid, t)}:
+        found += [child, *descendants(child)]
+    return found
 
 
 def spawned(pid: int) -> set[int]:

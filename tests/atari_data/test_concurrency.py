@@ -13,7 +13,7 @@ import pytest
 from atari_data.cli import main
 from atari_data.layout.validate import validate
 
-from ..processes import alive, spawned
+from ..processes import alive, as_from_a_terminal, ended, spawned
 from ..promises import run_cli
 
 GEN = [
@@ -40,6 +40,7 @@ def _cli(*args: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=as_from_a_terminal,
     )
 
 
@@ -86,7 +87,7 @@ def test_generate_stopped_by_sigterm_or_sighup_leaves_no_lock_and_says_so(tmp_pa
     _wait_for([root / "expert2f" / f".{game}.lock" for game in games])
     time.sleep(0.3)
     (os.killpg if group else os.kill)(first.pid, getattr(signal, sig))
-    _, err = first.communicate(timeout=60)
+    _, err = ended(first)
     assert first.returncode == 128 + getattr(signal, sig), err
     assert err.strip().splitlines() == [f"terminated ({sig}); rerun the same command to redo unfinished games"]
     assert not list(root.rglob(".*")), "a staging folder or lock left behind"

@@ -15,6 +15,8 @@ from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig, evaluate, load_results
 from laya_eval.policies import load_policy
 
+from ..processes import ended
+
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -454,7 +456,7 @@ def test_a_judge_stopped_by_sigterm_says_so_and_leaves_no_lock(tmp_path):
         time.sleep(0.05)
     time.sleep(0.2)  # the pid is written before the file closes
     judge.send_signal(signal.SIGTERM)
-    _, err = judge.communicate(timeout=60)
+    _, err = ended(judge)
     assert judge.returncode == 128 + signal.SIGTERM, err
     assert err.strip().splitlines() == ["terminated (SIGTERM); the same command again resumes from the results file"]
     assert not (tmp_path / ".r.json.lock").exists(), "the results file's lock was left"

@@ -8,7 +8,7 @@ from laya_eval.evaluate import RunConfig, evaluate
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.train import CrashForTesting, TrainConfig, lr_factor, train
 
-from ..processes import alive, spawned
+from ..processes import alive, as_from_a_terminal, ended, spawned
 from ..promises import run_cli
 
 
@@ -499,6 +499,7 @@ def _start_training(data, tmp_path, **popen):
     argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
     argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
     (tmp_path / "tmp").mkdir()
+    popen.setdefault("preexec_fn", as_from_a_terminal)  # the tests that start it deaf say so
     return subprocess.Popen(
         [sys.executable, "-m", "laya_policy.cli", *map(str, argv)],
         stderr=subprocess.PIPE,
@@ -512,7 +513,7 @@ def _outcome(starter, children) -> tuple[str, list[int]]:
     """The starter's stderr once it has ended, and which of its processes outlived it (killed here)."""
     import signal
 
-    _, err = starter.communicate(timeout=60)
+    _, err = ended(starter)
     left = [p for p in children if alive(p)]
     for p in left:
         os.kill(p, signal.SIGKILL)
