@@ -354,6 +354,28 @@ def test_the_processes_end_with_the_one_that_started_them(data, tmp_path):
     assert not left, "a training process outlived its starter"
 
 
+def test_ctrl_c_in_process_gives_ctrl_c_back(data, tmp_path):
+    """``main`` called from Python (a notebook, a script) and stopped by Ctrl-C returns 130 and leaves
+    Ctrl-C working: it ignored SIGINT from then on, for the caller's whole session."""
+    import signal
+    import threading
+    import time
+
+    from laya_policy.cli import main
+
+    def interrupt_once_training() -> None:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "r").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_training, daemon=True).start()
+    argv = ["train", "--data", data, "--out", tmp_path / "r", "--steps", "100000", "--batch", "2"]
+    assert main([*map(str, argv), "--image-size", "64", "--evals", "1"]) == 130
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "Ctrl-C is ignored from now on"
+
+
 def test_ctrl_c_ends_the_processes_with_one_line(data, tmp_path):
     """Ctrl-C reaches the starter and its processes, and `uv run` passes it on once more: the second
     one came while the interpreter's exit waited for the processes, and printed a traceback."""

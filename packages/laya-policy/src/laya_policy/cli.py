@@ -129,6 +129,7 @@ def _quiet_library_bars() -> None:
 @terminations_raised()
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    ctrl_c = None  # SIGINT's handler, while the way out ignores a second Ctrl-C
     try:
         _quiet_library_bars()
         if args.command == "play":
@@ -184,8 +185,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report: {args.out}/report.md")
         return 0
     except KeyboardInterrupt as e:
-        # uv passes a terminal's Ctrl-C on a second time: it must not cut the way out short
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # uv passes a terminal's Ctrl-C on a second time: it must not cut the way out short. A caller
+        # from Python (argv given: a notebook, a script) gets Ctrl-C back when this returns.
+        ctrl_c = signal.signal(signal.SIGINT, signal.SIG_IGN) or signal.default_int_handler
         how, code = stopped(e)
         print(f"{how}: run the same command again to resume", file=sys.stderr)
         return code
@@ -197,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         release_arrow_threads()
+        if argv is not None and ctrl_c is not None:
+            signal.signal(signal.SIGINT, ctrl_c)
 
 
 if __name__ == "__main__":
