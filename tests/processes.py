@@ -19,18 +19,33 @@ def as_from_a_terminal() -> None:
 def ended(process: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
     """``process.communicate(timeout)``; if it has not ended by then, it and every process under it are
     killed before the test fails, so that a hung training group does not train on beside the rest of
-    the run (one did, for the rest of a suite, on both cores)."""
+    the run (one did, for the rest of a suite, on both cores). The failure lists what was running, and
+    where each process waited in the kernel, as it was before the kill."""
     try:
         return process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        for pid in [*descendants(process.pid), process.pid]:
+        tree = [*descendants(process.pid), process.pid]
+        running = "\n".join(_described(pid) for pid in tree)
+        for pid in tree:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        process.communicate()
-        said = f"{process.args} did not end within {timeout} s; it and its processes were killed"
-        raise AssertionError(said) from None
+        _, err = process.communicate()
+        said = f"{process.args} did not end within {timeout} s; it and its processes were killed. They were:\n"
+        raise AssertionError(said + running + f"\n--- its stderr, the end:\n{(err or '')[-2000:]}") from None
+
+
+def _described(pid: int) -> str:
+    """``pid``, its state, the kernel function it waits in and its command line."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/wchan") as f:
+            wchan = f.read() or "-"
+    except OSError:
+        return f"{pid} (gone)"
+    return f"{pid} {state} {wchan} {_cmdline(pid).replace(chr(0), ' ')[:200]}"
 
 
 def descendants(pid: int) -> list[int]:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from .processes import ended
+
 ROOT = Path(__file__).resolve().parents[1]
 READMES = [
     "README.md",
@@ -43,7 +45,10 @@ def blocks(readme: str):
 def run_block(cwd: Path, lang: str, code: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "MPLBACKEND": "Agg"}
     cmd = ["bash", "-c", PRELUDE + code] if lang == "bash" else [sys.executable, "-c", code]
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    # A block takes seconds to a minute; a hang is killed whole (every process under it) at five.
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = ended(proc, timeout=300)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 @pytest.mark.parametrize("readme", READMES)
