@@ -72,6 +72,31 @@ def test_a_second_generate_of_the_same_game_is_refused_while_the_first_finishes(
     assert not list(root.rglob(".*")), "no staging folder or lock left behind"
 
 
+@pytest.mark.parametrize(
+    "fanned",
+    [("--games", "Pong,Breakout"), ("--games", "Qbert", "--expert", "planner", "--planner-frames", "300")],
+    ids=["games", "planner-episodes"],
+)
+def test_a_worker_killed_mid_task_ends_generate_on_one_line(tmp_path, fanned):
+    """A pool worker killed while it plays (the OOM killer's SIGKILL) loses its task, and the pool's
+    result for it never came: generate waited for it for ever, its replacement idle beside it."""
+    root = tmp_path / "root"
+    big = ("--train-frames", "100000", "--decision-cap", "100000", "--workers", "2")
+    first = _cli(*GEN, *big, *fanned, "--root", str(root))
+    deadline = time.monotonic() + 60
+    while len(workers := spawned(first.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(2)  # into their tasks
+    os.kill(min(workers), signal.SIGKILL)
+    _, err = ended(first)
+    assert first.returncode == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "worker process" in lines[0] and "SIGKILL" in lines[0], err
+    # the killed worker's own lock stays (nothing could remove it; a rerun takes it over); no other
+    assert len(list(root.rglob("*.lock"))) <= 1, list(root.rglob("*.lock"))
+    assert not [p for p in workers if alive(p)], "a worker outlived generate"
+
+
 @pytest.mark.parametrize("sig,workers,group", [("SIGTERM", "1", False), ("SIGHUP", "2", False), ("SIGTERM", "2", True)])
 def test_generate_stopped_by_sigterm_or_sighup_leaves_no_lock_and_says_so(tmp_path, sig, workers, group):
     """A stop from outside (a scheduler's SIGTERM, a closed terminal's SIGHUP) ends like a Ctrl-C:

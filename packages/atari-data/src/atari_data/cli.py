@@ -18,7 +18,7 @@ from pathlib import Path
 from atari_data.errors import AtariDataError
 from atari_data.layout.writer import DEFAULT_CAPS
 from atari_data.play.doom import DoomConfig
-from atari_data.produce.executors import EXECUTORS
+from atari_data.produce.executors import EXECUTORS, WorkerDied
 from atari_data.produce.generate import GenerateConfig
 from atari_data.produce.importing import SOURCES
 from atari_data.publish.hub import COMMIT_FILES
@@ -629,6 +629,9 @@ def main(argv: list[str] | None = None) -> int:
     except AtariDataError as e:
         print(f"error: {e.render()}", file=sys.stderr)
         return 2
+    except WorkerDied as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as e:
         how, code = stopped(e)
         print(f"{how}; rerun the same command to redo unfinished games", file=sys.stderr)

@@ -6,14 +6,20 @@ Each task writes its own game folder whole, so the layout is the same whichever 
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from atari_data.errors import AtariDataError
 from laya_protocol.errors import end_within
@@ -43,20 +49,18 @@ def fan_out(
         return ray_map(fn, items)
     if workers <= 1 or len(items) <= 1:
         return [(here or fn)(x) for x in items]
-    import multiprocessing as mp
 
     from tqdm import tqdm
 
     out = []
-    with (
-        mp.get_context("spawn").Pool(
-            min(workers, len(items)), initializer=die_with_parent, initargs=(os.getpid(),)
-        ) as pool,
-        tqdm(total=len(items), desc=desc, unit=unit, disable=None if progress else True) as bar,
-    ):
-        for result in pool.imap(fn, items):
-            out.append(result)
-            bar.update(1)
+    pool = _Tracked(min(workers, len(items)))
+    try:
+        with tqdm(total=len(items), desc=desc, unit=unit, disable=None if progress else True) as bar:
+            for task in [pool.submit(fn, x) for x in items]:
+                out.append(pool.result(task))
+                bar.update(1)
+    finally:
+        pool.stop()
     return out
 
 
@@ -89,24 +93,96 @@ def ahead(fn: Callable, items: Iterator, *, executor: str = "local", workers: in
         finally:
             _cancel(ray, list(refs))
         return
-    import multiprocessing as mp
 
-    pool = mp.get_context("spawn").Pool(workers, initializer=die_with_parent, initargs=(os.getpid(),))
+    pool = _Tracked(workers)
     pending: deque = deque()
 
     def local_results() -> Iterator:
         for x in items:
-            pending.append(pool.apply_async(fn, (x,)))
+            pending.append(pool.submit(fn, x))
             if len(pending) >= workers:
-                yield pending.popleft().get()
+                yield pool.result(pending.popleft())
         while pending:
-            yield pending.popleft().get()
+            yield pool.result(pending.popleft())
 
     try:
         yield local_results()
     finally:
-        pool.terminate()  # episodes played ahead that nobody needs
-        pool.join()
+        pool.stop()  # episodes played ahead that nobody needs
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended with a task in hand (killed from outside, crashed), or was killed."""
+
+
+class _Tracked:
+    """A spawned pool whose tasks leave a note of the worker that runs them while they run. A worker
+    that ends with a task in hand lost it: the pool starts a replacement and forgets the task, and
+    its result was waited for for ever. That, and a worker killed outright (SIGKILL while idle keeps
+    the task queue's lock, which no other worker then gets), is an error here. A worker that ends
+    idle by its own unwinding (a SIGTERM: see :func:`_unwind`) lost nothing and is replaced."""
+
+    def __init__(self, workers: int) -> None:
+        self.pool: Any = multiprocessing.get_context("spawn").Pool(workers, die_with_parent, (os.getpid(),))
+        self.notes = tempfile.mkdtemp(prefix="atari-data-tasks-")
+        self.workers: dict[int, object] = {}  # every worker seen, by pid, until its end is looked at
+        self.jobs = itertools.count()
+
+    def submit(self, fn: Callable, x):
+        return self.pool.apply_async(_noted, (self.notes, next(self.jobs), fn, x))
+
+    def result(self, task):
+        while True:
+            try:
+                return task.get(timeout=0.25)
+            except multiprocessing.TimeoutError:
+                self._check()
+
+    def _check(self) -> None:
+        for worker in list(self.pool._pool):  # the pool's workers now, replacements included
+            self.workers.setdefault(worker.pid, worker)
+        for pid, worker in list(self.workers.items()):
+            code = worker.exitcode  # type: ignore[attr-defined]
+            if code is None:
+                continue
+            del self.workers[pid]
+            held = [f for f in os.listdir(self.notes) if Path(self.notes, f).read_text() == str(pid)]
+            if held or code < 0:
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                raise WorkerDied(
+                    f"a worker process ended ({how}) in the middle of its work, which is not kept: "
+                    "rerun the same command"
+                )
+
+    def stop(self) -> None:
+        """Terminate the pool and wait for it, for at most STOP_SECONDS: a worker killed while it held
+        the task queue's lock leaves terminate waiting for that lock for ever; then the workers are
+        killed here."""
+
+        def terminate() -> None:
+            self.pool.terminate()
+            self.pool.join()
+
+        stopper = threading.Thread(target=terminate, daemon=True)
+        stopper.start()
+        stopper.join(STOP_SECONDS)
+        if stopper.is_alive():
+            for worker in list(self.pool._pool):
+                worker.kill()
+        shutil.rmtree(self.notes, ignore_errors=True)
+
+
+def _noted(notes: str, job: int, fn: Callable, x):
+    """``fn(x)`` in a pool worker, with a note of this worker's pid while it runs."""
+    note = Path(notes, str(job))
+    note.write_text(str(os.getpid()))
+    try:
+        return fn(x)
+    finally:
+        note.unlink(missing_ok=True)
+
+
+STOP_SECONDS = 15.0  # a pool's workers unwind from its SIGTERM in milliseconds (see UNWIND_SECONDS)
 
 
 def _ray_get(ray, ref):
