@@ -15,7 +15,7 @@ def test_the_training_bench_measures_quiet_and_loaded_in_one_run(capsys):
     bench("train.py").main(["--smoke", "--background-load", "1"])
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "x |" in line]
-    assert len(rows) == 3 and "1 thread" in rows[0] and "(torchrun)" in rows[2], out
+    assert len(rows) == 3 and "1 thread" in rows[0] and "(--processes)" in rows[2], out
 
 
 def test_the_load_bench_reports_rates_and_bytes_against_the_layout(capsys):
