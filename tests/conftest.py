@@ -57,6 +57,10 @@ def signals_left_as_found():
         signal.pthread_sigmask(signal.SIG_SETMASK, {n for n in numbers if before[1] >> (n - 1) & 1})
     if changed:
         warnings.warn(f"the test left this process {' and '.join(changed)}; put back", stacklevel=1)
+    ignored = _ignored_and_blocked()[0]
+    for n in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # C code changed one under Python's feet
+        if (signal.getsignal(n) is signal.SIG_IGN) != bool(ignored >> (n - 1) & 1):
+            warnings.warn(f"the test left Python's table and the kernel disagreeing on {n.name}", stacklevel=1)
 
 
 @pytest.fixture(scope="session")

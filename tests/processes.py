@@ -24,14 +24,17 @@ def ended(process: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
     try:
         return process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        tree = [*descendants(process.pid), process.pid]
+        tree = [process.pid, *descendants(process.pid)]  # the parent first: it cannot start more then
         running = "\n".join(_described(pid) for pid in tree)
         for pid in tree:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        _, err = process.communicate()
+        try:
+            _, err = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a process outside the tree holds its pipes
+            err = ""
         said = f"{process.args} did not end within {timeout} s; it and its processes were killed. They were:\n"
         raise AssertionError(said + running + f"\n--- its stderr, the end:\n{(err or '')[-2000:]}") from None
 

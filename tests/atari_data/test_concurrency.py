@@ -72,14 +72,19 @@ def test_a_second_generate_of_the_same_game_is_refused_while_the_first_finishes(
     assert not list(root.rglob(".*")), "no staging folder or lock left behind"
 
 
+GAMES = ("--games", "Pong,Breakout")
+EPISODES = ("--games", "Qbert", "--expert", "planner", "--planner-frames", "300")
+
+
 @pytest.mark.parametrize(
-    "fanned",
-    [("--games", "Pong,Breakout"), ("--games", "Qbert", "--expert", "planner", "--planner-frames", "300")],
-    ids=["games", "planner-episodes"],
+    "fanned,sig",
+    [(GAMES, "SIGKILL"), (EPISODES, "SIGKILL"), (GAMES, "SIGTERM")],
+    ids=["games-SIGKILL", "planner-episodes-SIGKILL", "games-SIGTERM"],
 )
-def test_a_worker_killed_mid_task_ends_generate_on_one_line(tmp_path, fanned):
-    """A pool worker killed while it plays (the OOM killer's SIGKILL) loses its task, and the pool's
-    result for it never came: generate waited for it for ever, its replacement idle beside it."""
+def test_a_worker_killed_mid_task_ends_generate_on_one_line(tmp_path, fanned, sig):
+    """A pool worker killed while it plays (the OOM killer's SIGKILL; a SIGTERM to it alone, which it
+    unwinds from) loses its task, and the pool's result for it never came: generate waited for it for
+    ever, its replacement idle beside it."""
     root = tmp_path / "root"
     big = ("--train-frames", "100000", "--decision-cap", "100000", "--workers", "2")
     first = _cli(*GEN, *big, *fanned, "--root", str(root))
@@ -87,11 +92,11 @@ def test_a_worker_killed_mid_task_ends_generate_on_one_line(tmp_path, fanned):
     while len(workers := spawned(first.pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(2)  # into their tasks
-    os.kill(min(workers), signal.SIGKILL)
+    os.kill(min(workers), getattr(signal, sig))
     _, err = ended(first)
     assert first.returncode == 1, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "worker process" in lines[0] and "SIGKILL" in lines[0], err
+    assert len(lines) == 1 and "a worker process" in lines[0] and "rerun the same command" in lines[0], err
     # the killed worker's own lock stays (nothing could remove it; a rerun takes it over); no other
     assert len(list(root.rglob("*.lock"))) <= 1, list(root.rglob("*.lock"))
     assert not [p for p in workers if alive(p)], "a worker outlived generate"

@@ -187,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         # uv passes a terminal's Ctrl-C on a second time: it must not cut the way out short. A caller
         # from Python (argv given: a notebook, a script) gets Ctrl-C back when this returns.
-        ctrl_c = signal.signal(signal.SIGINT, signal.SIG_IGN) or signal.default_int_handler
+        ctrl_c = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if ctrl_c is None:  # set outside Python: Python's own is the nearest
+            ctrl_c = signal.default_int_handler
         how, code = stopped(e)
         print(f"{how}: run the same command again to resume", file=sys.stderr)
         return code

@@ -116,16 +116,16 @@ class WorkerDied(RuntimeError):
 
 
 class _Tracked:
-    """A spawned pool whose tasks leave a note of the worker that runs them while they run. A worker
-    that ends with a task in hand lost it: the pool starts a replacement and forgets the task, and
-    its result was waited for for ever. That, and a worker killed outright (SIGKILL while idle keeps
-    the task queue's lock, which no other worker then gets), is an error here. A worker that ends
-    idle by its own unwinding (a SIGTERM: see :func:`_unwind`) lost nothing and is replaced."""
+    """A spawned pool whose tasks leave a note of the worker that runs them until they return. A task
+    whose note names no live worker was lost: the pool starts a replacement for a worker that ended
+    and forgets its task, whose result was then waited for for ever. That, and a worker killed by a
+    signal even while idle (SIGKILL there keeps the task queue's lock, which no other worker then
+    gets), is an error here. A worker that ends idle by its own unwinding (a SIGTERM in the pool's
+    loop: see :func:`_unwind`) lost nothing and is replaced."""
 
     def __init__(self, workers: int) -> None:
         self.pool: Any = multiprocessing.get_context("spawn").Pool(workers, die_with_parent, (os.getpid(),))
         self.notes = tempfile.mkdtemp(prefix="atari-data-tasks-")
-        self.workers: dict[int, object] = {}  # every worker seen, by pid, until its end is looked at
         self.jobs = itertools.count()
 
     def submit(self, fn: Callable, x):
@@ -139,19 +139,20 @@ class _Tracked:
                 self._check()
 
     def _check(self) -> None:
-        for worker in list(self.pool._pool):  # the pool's workers now, replacements included
-            self.workers.setdefault(worker.pid, worker)
-        for pid, worker in list(self.workers.items()):
-            code = worker.exitcode  # type: ignore[attr-defined]
-            if code is None:
+        workers = list(self.pool._pool)  # the pool's workers now, replacements included
+        for worker in workers:
+            code = worker.exitcode
+            if code is not None and code < 0:
+                raise WorkerDied(f"a worker process was {_killed(-code)}: rerun the same command")
+        live = {w.pid for w in workers if w.exitcode is None}
+        for name in os.listdir(self.notes):
+            try:
+                pid = int(Path(self.notes, name).read_text())
+            except (OSError, ValueError):  # its task returned meanwhile, or the note is half written
                 continue
-            del self.workers[pid]
-            held = [f for f in os.listdir(self.notes) if Path(self.notes, f).read_text() == str(pid)]
-            if held or code < 0:
-                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            if pid not in live:
                 raise WorkerDied(
-                    f"a worker process ended ({how}) in the middle of its work, which is not kept: "
-                    "rerun the same command"
+                    "a worker process ended in the middle of its work, which is not kept: rerun the same command"
                 )
 
     def stop(self) -> None:
@@ -169,17 +170,30 @@ class _Tracked:
         if stopper.is_alive():
             for worker in list(self.pool._pool):
                 worker.kill()
+                worker.join(1)
         shutil.rmtree(self.notes, ignore_errors=True)
 
 
+def _killed(signum: int) -> str:
+    try:
+        return f"killed by {signal.Signals(signum).name}"
+    except ValueError:
+        return f"killed by signal {signum}"
+
+
 def _noted(notes: str, job: int, fn: Callable, x):
-    """``fn(x)`` in a pool worker, with a note of this worker's pid while it runs."""
+    """``fn(x)`` in a pool worker, with a note of this worker's pid until it returns or raises an error,
+    which the pool passes on. A SystemExit (the worker's SIGTERM, see :func:`_unwind`) leaves the
+    note: the worker ends, and its task with it."""
     note = Path(notes, str(job))
     note.write_text(str(os.getpid()))
     try:
-        return fn(x)
-    finally:
+        result = fn(x)
+    except Exception:
         note.unlink(missing_ok=True)
+        raise
+    note.unlink(missing_ok=True)
+    return result
 
 
 STOP_SECONDS = 15.0  # a pool's workers unwind from its SIGTERM in milliseconds (see UNWIND_SECONDS)
