@@ -42,23 +42,17 @@ def ended(process: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
 def _described(pid: int) -> str:
     """``pid``, its state, the kernel function it waits in and its command line."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
         with open(f"/proc/{pid}/wchan") as f:
             wchan = f.read() or "-"
     except OSError:
-        return f"{pid} (gone)"
-    return f"{pid} {state} {wchan} {_cmdline(pid).replace(chr(0), ' ')[:200]}"
+        wchan = "-"
+    return f"{pid} {_state(pid) or '(gone)'} {wchan} {_cmdline(pid).replace(chr(0), ' ')[:200]}"
 
 
 def descendants(pid: int) -> list[int]:
     """Every process under ``pid``, children before their own."""
     found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for child in {int(p) for t in tasks for p in _children(pid, t)}:
+    for child in _children_of(pid):
         found += [child, *descendants(child)]
     return found
 
@@ -66,8 +60,16 @@ def descendants(pid: int) -> list[int]:
 def spawned(pid: int) -> set[int]:
     """The processes ``pid`` started through multiprocessing's spawn, from any of its threads (a pool
     starts a dead worker's replacement on its worker-handler thread)."""
-    children = {int(p) for t in os.listdir(f"/proc/{pid}/task") for p in _children(pid, t)}
-    return {p for p in children if "spawn_main" in _cmdline(p)}
+    return {p for p in _children_of(pid) if "spawn_main" in _cmdline(p)}
+
+
+def _children_of(pid: int) -> set[int]:
+    """The processes ``pid`` started, from any of its threads (each thread lists its own)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return set()
+    return {int(p) for t in tasks for p in _children(pid, t)}
 
 
 def _children(pid: int, task: str) -> list[str]:
@@ -88,9 +90,13 @@ def _cmdline(pid: int) -> str:
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs: neither gone nor a zombie waiting for its parent."""
+    return _state(pid) not in ("", "Z", "X")
+
+
+def _state(pid: int) -> str:
+    """The one-letter state /proc gives ``pid`` (R, S, D, Z...), or "" when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
+            return f.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+        return ""

@@ -139,12 +139,12 @@ class _Tracked:
                 self._check()
 
     def _check(self) -> None:
-        workers = list(self.pool._pool)  # the pool's workers now, replacements included
-        for worker in workers:
-            code = worker.exitcode
+        # the pool's workers now, replacements included; each exit code read once (it is a waitpid)
+        codes = {w.pid: w.exitcode for w in list(self.pool._pool)}
+        for code in codes.values():
             if code is not None and code < 0:
                 raise WorkerDied(f"a worker process was {_killed(-code)}: rerun the same command")
-        live = {w.pid for w in workers if w.exitcode is None}
+        live = {pid for pid, code in codes.items() if code is None}
         for name in os.listdir(self.notes):
             try:
                 pid = int(Path(self.notes, name).read_text())
