@@ -68,7 +68,7 @@ class QuickstartConfig:
     sample: bool = option(
         False,
         "judge by drawing each move from the policy's probabilities (laya-eval --sample), not its top choice: "
-        "the tiny VLM then beats random on more games at a lower median, the CNN scores less "
+        "the tiny VLM's median moved either way across seeds, the CNN scored less "
         "(docs/learning-on-a-cpu.md)",
     )
     cap: int = option(EVAL_DECISION_CAP, "evaluation decisions per episode at most (the protocol's)")
