@@ -1,10 +1,13 @@
 import json
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from atari_data.cli import build_parser, main
+
+from ..processes import as_from_a_terminal, ended
 
 
 def test_help_explains_every_command():
@@ -136,3 +139,48 @@ def test_every_console_script_says_its_version():
     for script, proc in running.items():
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 0 and out.strip() == f"{script} {version(script)}"
+
+
+# A process that has read a layout's stats (polars) and then waits on a child. polars installs a
+# SIGINT handler of its own when imported (signal-hook, with SA_RESTART): a process started with
+# Ctrl-C ignored then caught it, and the processes it started no longer inherited the ignore; and
+# Ctrl-C no longer broke a blocking wait, as the kernel restarts the wait after that handler.
+STATS_THEN_WAIT = """
+import os, signal, subprocess, sys, time
+from atari_data.cli import main
+assert main(["stats", sys.argv[1]]) == 0
+status = {k: v for k, _, v in (line.partition(":") for line in open("/proc/self/status"))}
+print("SIGINT ignored:", bool(int(status["SigIgn"], 16) & 1 << signal.SIGINT - 1), flush=True)
+subprocess.Popen(["sh", "-c", f"sleep 0.5; kill -INT {os.getpid()}"])
+start = time.monotonic()
+try:
+    subprocess.run(["sleep", "10"])
+    print(f"waited {time.monotonic() - start:.1f} s", flush=True)
+except KeyboardInterrupt:
+    print(f"interrupted after {time.monotonic() - start:.1f} s", flush=True)
+"""
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("started", ["ctrl-c-ignored", "ctrl-c-default"])
+def test_reading_stats_leaves_ctrl_c_as_it_was(layout_master, started):
+    ignored = started == "ctrl-c-ignored"
+    process = subprocess.Popen(
+        [sys.executable, "-c", STATS_THEN_WAIT, str(layout_master)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignore_sigint if ignored else as_from_a_terminal,
+    )
+    out, err = ended(process, timeout=60)
+    said = out.splitlines()
+    assert process.returncode == 0, err[-2000:]
+    assert f"SIGINT ignored: {ignored}" in said, out
+    last = said[-1]
+    if ignored:  # deaf to Ctrl-C, as started: the whole 10 s wait
+        assert last.startswith("waited"), out
+    else:  # interrupted while it waits, not when the wait ends 10 s later
+        assert last.startswith("interrupted after") and float(last.split()[2]) < 5, out
