@@ -34,14 +34,13 @@ def _ignored_and_blocked() -> tuple[int, int]:
 
 @pytest.fixture(autouse=True)
 def signals_left_as_found():
-    """Puts back a signal a test left this process ignoring or blocking, and warns with the test's name:
-    whatever later tests start inherits both, and a CLI started deaf to Ctrl-C or SIGHUP ignores the
-    very signal a later test sends it (see ``tests/processes.py:as_from_a_terminal``). A warning, not
-    a failure, until the case seen is explained: in a run started with SIGINT ignored, the toy
-    quickstart leaves the kernel with a SIGINT handler while Python's table still says SIG_IGN (C code
-    on its path, not yet found), and the next in-process ``launch`` then puts back SIG_IGN."""
+    """Fails a test that leaves this process ignoring or blocking a signal it did not, or leaves the
+    kernel's SIGINT, SIGTERM or SIGHUP disagreeing with Python's table, and puts it back first:
+    whatever later tests start inherits what this process ignores, and a CLI started deaf to Ctrl-C or
+    SIGHUP ignores the very signal a later test sends it (see ``tests/processes.py:as_from_a_terminal``).
+    The disagreement is C code under Python's feet: polars' import did it (its own SIGINT handler)
+    until ``atari_data.layout.stats`` put SIGINT back."""
     import signal
-    import warnings
 
     before = _ignored_and_blocked()
     numbers = range(1, signal.NSIG)
@@ -56,16 +55,14 @@ def signals_left_as_found():
     if blocked != before[1]:
         changed.append("with other signals blocked")
         signal.pthread_sigmask(signal.SIG_SETMASK, {n for n in numbers if before[1] >> (n - 1) & 1})
-    if changed:
-        warnings.warn(f"the test left this process {' and '.join(changed)}; put back", stacklevel=1)
     ignored = _ignored_and_blocked()[0]
-    for n in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # C code changed one under Python's feet
-        if n not in _DISAGREED and (signal.getsignal(n) is signal.SIG_IGN) != bool(ignored >> (n - 1) & 1):
-            _DISAGREED.add(n)  # once: it lasts, and each later test would say it again
-            warnings.warn(f"the test left Python's table and the kernel disagreeing on {n.name}", stacklevel=1)
-
-
-_DISAGREED: set = set()
+    for n in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        python = signal.getsignal(n)
+        if python is not None and (python is signal.SIG_IGN) != bool(ignored >> (n - 1) & 1):
+            changed.append(f"with the kernel's {n.name} not what Python's table says ({python!r})")
+            signal.signal(n, python)  # the kernel told again what Python's table says
+    if changed:
+        pytest.fail(f"the test left this process {' and '.join(changed)}; put back", pytrace=False)
 
 
 @pytest.fixture(scope="session")
