@@ -205,13 +205,19 @@ def ours_read(repo: Path, how: str) -> int:
     return n
 
 
-def best(fn, repeats: int):
-    times, out = [], None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), out
+def timed_in_rounds(readers: dict, rounds: int, n: int) -> dict[str, list[float]]:
+    """Seconds of each reader in each round. Every round times every reader once, in the opposite
+    order to the round before, so that each reader sees the same stretch of this machine's drift (a
+    reader's rate moved 1.9x between runs minutes apart); timing one reader's repeats and then the
+    next one's compared readers at different times. Each must read all ``n`` samples."""
+    seconds: dict[str, list[float]] = {what: [] for what in readers}
+    for r in range(rounds):
+        for what, read in list(readers.items())[:: 1 if r % 2 == 0 else -1]:
+            t = time.perf_counter()
+            got = read()
+            seconds[what].append(time.perf_counter() - t)
+            assert got == n, f"{what} read {got} samples of {n}"
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -254,40 +260,35 @@ def main(argv: list[str] | None = None) -> None:
                     t_minari[data_format, jpeg], minari_write(dataset_id, n, args.cap, data_format, jpeg, disk)
                 )
         last = tmp_path / f"ours-{args.repeats - 1}"
-        rows = [  # what, seconds to write, samples read, seconds to read, bytes on disk
-            ("atari-data generate (layout)", t_gen, None, None, folder_bytes(last / "layout")),
-        ]
+        readers, facts = {}, {}  # what -> how to read it; what -> (seconds to write, bytes on disk)
         for out, how in (("repo", "pack"), ("repo-keep", "pack --png-level keep")):
             repo = last / out
             for what in ("WebDataset helper", "parquet rows", "load_dataset streaming"):
-                t_read, got = best(lambda r=repo, w=what: ours_read(r, w), args.repeats)
-                assert got == n, f"{what} read {got} samples of {n}"
                 sub = "webdataset" if what == "WebDataset helper" else "parquet"
+                label = f"atari-data generate + {how}, {sub} ({what})"
+                readers[label] = lambda r=repo, w=what: ours_read(r, w)
                 # the whole repository (card, meta, schema) but the other format's shards
                 size = folder_bytes(repo) - folder_bytes(repo / ("data" if sub == "webdataset" else "webdataset"))
-                rows.append((f"atari-data generate + {how}, {sub} ({what})", t_gen + t_pack[out], got, t_read, size))
+                facts[label] = (t_gen + t_pack[out], size)
         for data_format, jpeg in configs:
             dataset_id = f"bench/{GAME.lower()}/{data_format}-{'jpeg' if jpeg else 'raw'}-{args.repeats - 1}-v0"
             path = tmp_path / "minari" / dataset_id.replace("/", os.sep)
             for sample in (False, True):
-                t_read, got = best(lambda d=dataset_id, s=sample: minari_read(d, s), args.repeats)
-                assert got == n, f"Minari read {got} samples of {n}"
                 how = "sample_episodes" if sample else "iterate_episodes"
                 images = "JPEG, its default" if jpeg else "raw arrays"
-                rows.append(
-                    (
-                        f"Minari {data_format}, {images} ({how})",
-                        t_minari[data_format, jpeg],
-                        got,
-                        t_read,
-                        folder_bytes(path),
-                    )
-                )
+                label = f"Minari {data_format}, {images} ({how})"
+                readers[label] = lambda d=dataset_id, s=sample: minari_read(d, s)
+                facts[label] = (t_minari[data_format, jpeg], folder_bytes(path))
+        seconds = timed_in_rounds(readers, args.repeats, n)
+        rows = [  # what, seconds to write, samples read, seconds to read, bytes on disk
+            ("atari-data generate (layout)", t_gen, None, None, folder_bytes(last / "layout")),
+            *((what, write, n, min(seconds[what]), size) for what, (write, size) in facts.items()),
+        ]
 
     import minari
 
     print(f"{n} two-frame records of {GAME} (built-in expert, epsilon {EPSILON}, episodes of at most {args.cap})")
-    print(f"minari {minari.__version__}; reads best of {args.repeats}")
+    print(f"minari {minari.__version__}; reads best of {args.repeats} rounds, each reader once a round")
     print(disk.report() + "\n")
     print("| what | records/s written | samples/s read | bytes per record |\n| --- | ---: | ---: | ---: |")
     for what, t_write, got, t_read, size in rows:
@@ -304,6 +305,14 @@ def main(argv: list[str] | None = None) -> None:
     ):
         ratio = mine / theirs if higher else theirs / mine
         print(f"| {what} | {mine:,.0f} | {theirs:,.0f} | {ratio:.2f}x | > 1x |")
+    # The fastest reader of each side, round by round: a ratio of two readings taken seconds apart.
+    fast_ours = min((r for r in ours[1:]), key=lambda r: r[3])[0]
+    fast_peer = min(peer, key=lambda r: r[3])[0]
+    paired = sorted(b / a for a, b in zip(seconds[fast_ours], seconds[fast_peer], strict=True))
+    print(
+        f"\nsamples/s read, round by round ({fast_ours} against {fast_peer}): median "
+        f"{paired[len(paired) // 2]:.2f}x, rounds {paired[0]:.2f}x to {paired[-1]:.2f}x"
+    )
 
 
 if __name__ == "__main__":
