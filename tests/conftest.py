@@ -39,12 +39,17 @@ def signals_left_as_found():
     whatever later tests start inherits what this process ignores, and a CLI started deaf to Ctrl-C or
     SIGHUP ignores the very signal a later test sends it (see ``tests/processes.py:as_from_a_terminal``).
     The disagreement is C code under Python's feet: polars' import did it (its own SIGINT handler)
-    until ``atari_data.layout.stats`` put SIGINT back."""
+    until ``atari_data.layout.stats`` put SIGINT back; so the kernel's handler of each of the three is
+    compared too, not only whether it ignores."""
     import signal
+
+    from atari_data.signals import handler_address
 
     before = _ignored_and_blocked()
     numbers = range(1, signal.NSIG)
     handlers = {n: signal.getsignal(n) for n in numbers if n not in (signal.SIGKILL, signal.SIGSTOP)}
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    addresses = {n: handler_address(n) for n in watched}
     yield
     ignored, blocked = _ignored_and_blocked()
     changed = []
@@ -56,9 +61,10 @@ def signals_left_as_found():
         changed.append("with other signals blocked")
         signal.pthread_sigmask(signal.SIG_SETMASK, {n for n in numbers if before[1] >> (n - 1) & 1})
     ignored = _ignored_and_blocked()[0]
-    for n in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for n in watched:
         python = signal.getsignal(n)
-        if python is not None and (python is signal.SIG_IGN) != bool(ignored >> (n - 1) & 1):
+        disagrees = (python is signal.SIG_IGN) != bool(ignored >> (n - 1) & 1)
+        if python is not None and (disagrees or (python == handlers[n] and handler_address(n) != addresses[n])):
             changed.append(f"with the kernel's {n.name} not what Python's table says ({python!r})")
             signal.signal(n, python)  # the kernel told again what Python's table says
     if changed:

@@ -37,7 +37,7 @@ SMOKED = {  # script: a line its table must print
     "play_gpu.py": "| device-side + cache |",
     "train_gpu.py": "| reference A100 |",
     "planner.py": "| Pong |",
-    "record.py": "| Minari arrow, raw arrays (sample_episodes) |",
+    "record.py": "samples/s read, round by round",
     "stats.py": "| 5 x 4 |",
     "fan_out.py": "| ray |",
 }

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 import warnings
@@ -209,7 +210,10 @@ def timed_in_rounds(readers: dict, rounds: int, n: int) -> dict[str, list[float]
     """Seconds of each reader in each round. Every round times every reader once, in the opposite
     order to the round before, so that each reader sees the same stretch of this machine's drift (a
     reader's rate moved 1.9x between runs minutes apart); timing one reader's repeats and then the
-    next one's compared readers at different times. Each must read all ``n`` samples."""
+    next one's compared readers at different times. A first round, not timed, pays each reader's
+    first-use costs (imports, the first file opened). Each must read all ``n`` samples."""
+    for read in readers.values():
+        read()
     seconds: dict[str, list[float]] = {what: [] for what in readers}
     for r in range(rounds):
         for what, read in list(readers.items())[:: 1 if r % 2 == 0 else -1]:
@@ -294,7 +298,8 @@ def main(argv: list[str] | None = None) -> None:
     for what, t_write, got, t_read, size in rows:
         read = f"{got / t_read:,.0f}" if got else "(not timed)"
         print(f"| {what} | {n / t_write:,.0f} | {read} | {size / n:,.0f} |")
-    ours, peer = rows[:7], rows[7:]
+    ours = [r for r in rows if r[0].startswith("atari-data")]
+    peer = [r for r in rows if r[0].startswith("Minari")]
     print("\n| ours against Minari's best | ours | Minari | ratio | goal |\n| --- | ---: | ---: | ---: | ---: |")
     for what, mine, theirs, higher in (
         ("records/s written (generate)", n / ours[0][1], max(n / r[1] for r in peer), True),
@@ -308,11 +313,13 @@ def main(argv: list[str] | None = None) -> None:
     # The fastest reader of each side, round by round: a ratio of two readings taken seconds apart.
     fast_ours = min((r for r in ours[1:]), key=lambda r: r[3])[0]
     fast_peer = min(peer, key=lambda r: r[3])[0]
-    paired = sorted(b / a for a, b in zip(seconds[fast_ours], seconds[fast_peer], strict=True))
+    paired = [b / a for a, b in zip(seconds[fast_ours], seconds[fast_peer], strict=True)]
     print(
         f"\nsamples/s read, round by round ({fast_ours} against {fast_peer}): median "
-        f"{paired[len(paired) // 2]:.2f}x, rounds {paired[0]:.2f}x to {paired[-1]:.2f}x"
+        f"{statistics.median(paired):.2f}x; each round: {', '.join(f'{x:.2f}x' for x in paired)}"
     )
+    for what in (fast_ours, fast_peer):
+        print(f"  {what}: {', '.join(f'{n / t:,.0f}' for t in seconds[what])} samples/s, round by round")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,12 @@ def best(fn, repeats: int) -> float:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", help="an existing layout to measure (default: generate one)")
-    ap.add_argument("--records", type=int, default=4000, help="records to generate when no --root")
+    ap.add_argument(
+        "--records",
+        type=int,
+        default=4000,
+        help="train records to generate when no --root (half a game, 10%% more val)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--smoke", action="store_true", help="200 records, one repeat")
     args = ap.parse_args(argv)

@@ -581,7 +581,7 @@ def cmd_schema(a) -> int:
 
 
 def _print_table(df) -> None:
-    import polars as pl
+    from atari_data.layout.stats import pl  # polars is imported there, and only there (atari_data.signals)
 
     with pl.Config(
         tbl_rows=-1,

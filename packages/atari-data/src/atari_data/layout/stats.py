@@ -5,31 +5,14 @@ from __future__ import annotations
 import json
 import math
 import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games, parse_json_line
 from atari_data.limits import limit, open_regular
 from atari_data.schema import META, check_structure
+from atari_data.signals import kept
 
-
-@contextmanager
-def _ctrl_c_kept() -> Iterator[None]:
-    """Puts SIGINT back as it was. polars, on import, installs a handler of its own (signal-hook, with
-    SA_RESTART) over whatever the process had: a process that ignored Ctrl-C then caught it, and the
-    processes it started no longer inherited the ignore; and the kernel restarted a blocking wait after
-    that handler, so Ctrl-C waited for the wait to end (tests/atari_data/test_cli.py). polars is
-    imported here first; what it loses is turning Ctrl-C into KeyboardInterrupt inside one of its own
-    computations, and ours are small. Only the main thread may set a handler."""
-    before = signal.getsignal(signal.SIGINT)
-    yield
-    if before is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, before)
-
-
-with _ctrl_c_kept():
+with kept(signal.SIGINT):  # polars' import takes over Ctrl-C (atari_data.signals); the first import is here
     import polars as pl
 
 
