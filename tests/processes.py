@@ -16,6 +16,11 @@ def as_from_a_terminal() -> None:
         signal.signal(s, signal.SIG_DFL)
 
 
+def deaf_to_ctrl_c() -> None:
+    """``preexec_fn`` for a process started as a background job starts (``cmd &``): SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def ended(process: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
     """``process.communicate(timeout)``; if it has not ended by then, it and every process under it are
     killed before the test fails, so that a hung training group does not train on beside the rest of

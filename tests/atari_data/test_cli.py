@@ -1,6 +1,5 @@
 import json
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +8,7 @@ import pytest
 
 from atari_data.cli import build_parser, main
 
-from ..processes import as_from_a_terminal, ended
+from ..processes import as_from_a_terminal, deaf_to_ctrl_c, ended
 
 
 def test_help_explains_every_command():
@@ -165,10 +164,6 @@ except KeyboardInterrupt:
 """
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 @pytest.mark.parametrize("started", ["ctrl-c-ignored", "ctrl-c-default"])
 def test_reading_stats_leaves_ctrl_c_as_it_was(layout_master, started):
     ignored = started == "ctrl-c-ignored"
@@ -177,7 +172,7 @@ def test_reading_stats_leaves_ctrl_c_as_it_was(layout_master, started):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_ignore_sigint if ignored else as_from_a_terminal,
+        preexec_fn=deaf_to_ctrl_c if ignored else as_from_a_terminal,
     )
     out, err = ended(process, timeout=60)
     said = out.splitlines()

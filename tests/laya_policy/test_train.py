@@ -8,7 +8,7 @@ from laya_eval.evaluate import RunConfig, evaluate
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.train import CrashForTesting, TrainConfig, lr_factor, train
 
-from ..processes import alive, as_from_a_terminal, ended, spawned
+from ..processes import alive, as_from_a_terminal, deaf_to_ctrl_c, ended, spawned
 from ..promises import run_cli
 
 
@@ -341,7 +341,7 @@ def test_the_processes_end_with_the_one_that_started_them(data, tmp_path):
     import signal
     import time
 
-    starter = _start_training(data, tmp_path, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    starter = _start_training(data, tmp_path, preexec_fn=deaf_to_ctrl_c)
     children = _started_group(starter, tmp_path / "r")
     starter.send_signal(signal.SIGKILL)
     starter.wait()
@@ -440,9 +440,7 @@ def test_processes_of_a_starter_deaf_to_ctrl_c_are_deaf_to_it_too(data, tmp_path
     import signal
     import time
 
-    starter = _start_training(
-        data, tmp_path, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
-    )
+    starter = _start_training(data, tmp_path, start_new_session=True, preexec_fn=deaf_to_ctrl_c)
     children = _started_group(starter, tmp_path / "r")
     os.killpg(starter.pid, signal.SIGINT)
     time.sleep(2)

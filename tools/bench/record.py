@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         ratio = mine / theirs if higher else theirs / mine
         print(f"| {what} | {mine:,.0f} | {theirs:,.0f} | {ratio:.2f}x | > 1x |")
     # The fastest reader of each side, round by round: a ratio of two readings taken seconds apart.
-    fast_ours = min((r for r in ours[1:]), key=lambda r: r[3])[0]
+    fast_ours = min(ours[1:], key=lambda r: r[3])[0]
     fast_peer = min(peer, key=lambda r: r[3])[0]
     paired = [b / a for a, b in zip(seconds[fast_ours], seconds[fast_peer], strict=True)]
     print(

@@ -18,14 +18,20 @@ Goal: the same point estimates, and intervals at least as fast as rliable's.
 from __future__ import annotations
 
 import argparse
+import signal
 import time
 import warnings
 
 import numpy as np
-from rliable import library as rly  # imported here, so that neither side's timing includes imports
-from rliable import metrics
 
+from atari_data.signals import kept
 from laya_eval import stats
+
+# Imported here, so that neither side's timing includes imports; rliable's arch imports statsmodels,
+# which imports polars, whose import takes Ctrl-C over (atari_data.signals)
+with kept(signal.SIGINT):
+    from rliable import library as rly
+    from rliable import metrics
 
 SHAPES = ((10, 26), (5, 57), (100, 8))  # (runs, games): Atari 100k, the full 57, many seeds
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -33,7 +32,7 @@ def handler_address(signum: int) -> int:
 
 
 @contextmanager
-def kept(signum: int = signal.SIGINT) -> Iterator[None]:
+def kept(signum: int) -> Iterator[None]:
     """Puts ``signum``'s disposition back as it was, whatever the block did to it (an import that
     installs a handler: polars, above)."""
     before = ctypes.create_string_buffer(disposition(signum), _SIZE)

@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from laya_policy.errors import EXPECTED, GroupFailed, said
-from laya_protocol.errors import Terminated, cause, stopped, terminations_raised
+from laya_protocol.errors import Terminated, cause, signal_name, stopped, terminations_raised
 
 
 def launch(fn, args: tuple, processes: int) -> None:
@@ -103,7 +103,7 @@ def _cause(group: list, stopped: set[int], errors: Path) -> Exception:
     for rank, p in enumerate(group):  # ended from outside: a signal, a Ctrl-C of its own, an exit with no word
         said_why = any(errors.joinpath(f"{rank}.{kind}").exists() for kind in ("crash", "done"))
         if p.exitcode not in (0, None) and rank not in stopped and not said_why:
-            how = signal.Signals(-p.exitcode).name if p.exitcode < 0 else _exit_named(p.exitcode)
+            how = signal_name(-p.exitcode) if p.exitcode < 0 else _exit_named(p.exitcode)
             return GroupFailed(f"training process {rank} of {n} was ended ({how}); the others have ended")
     crashes = sorted(errors.glob("*.crash"), key=lambda f: f.stat().st_mtime_ns)
     if crashes:

@@ -34,16 +34,24 @@ def cause(e: BaseException, width: int = 200) -> str:
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
+def signal_name(signum: int) -> str:
+    """``SIGTERM`` for 15; a number with no name (a real-time signal) as ``signal 40``."""
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP (a scheduler's stop, a closed terminal), raised where the program stands as a
     Ctrl-C is, so the same way out runs: locks released, staging and temporary folders removed, worker
     processes ended. Python's default for both ended the process on the spot and left them."""
 
     def __init__(self, signum: int):
-        import signal
-
         self.signum = signum
-        super().__init__(signal.Signals(signum).name)
+        super().__init__(signal_name(signum))
 
 
 @contextmanager

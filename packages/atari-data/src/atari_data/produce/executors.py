@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from atari_data.errors import AtariDataError
-from laya_protocol.errors import end_within
+from laya_protocol.errors import end_within, signal_name
 from laya_protocol.ray import connect
 
 EXECUTORS = ("local", "ray")
@@ -143,7 +143,7 @@ class _Tracked:
         codes = {w.pid: w.exitcode for w in list(self.pool._pool)}
         for code in codes.values():
             if code is not None and code < 0:
-                raise WorkerDied(f"a worker process was {_killed(-code)}: rerun the same command")
+                raise WorkerDied(f"a worker process was killed by {signal_name(-code)}: rerun the same command")
         live = {pid for pid, code in codes.items() if code is None}
         for name in os.listdir(self.notes):
             try:
@@ -172,13 +172,6 @@ class _Tracked:
                 worker.kill()
                 worker.join(1)
         shutil.rmtree(self.notes, ignore_errors=True)
-
-
-def _killed(signum: int) -> str:
-    try:
-        return f"killed by {signal.Signals(signum).name}"
-    except ValueError:
-        return f"killed by signal {signum}"
 
 
 def _noted(notes: str, job: int, fn: Callable, x):
