@@ -56,8 +56,9 @@ def measure(data: str, out: str, steps: int, batch: int, image_size: int, thread
 def measure_processes(data: str, out: str, steps: int, batch: int, image_size: int, processes: int) -> dict:
     """The same training as :func:`measure`, as ``processes`` data-parallel processes of one thread
     (``train --processes``, gloo): ``batch`` is each one's, so a step trains ``processes`` times the
-    records. Not torchrun itself: its agent fails the run when a process that finished its work
-    aborts in gloo's teardown at exit, which the starter tolerates (see ``laya_policy.distributed``)."""
+    records. Not torchrun itself: its agent failed the run when a process that had finished its work
+    aborted in gloo's C++ teardown at exit, which the processes ``train`` starts skip (see
+    ``laya_policy.distributed``)."""
     cmd = [sys.executable, "-m", "laya_policy.cli", "train", "--data", data, "--out", out]
     cmd += ["--processes", str(processes), "--steps", str(steps), "--batch", str(batch)]
     cmd += ["--image-size", str(image_size), "--evals", "1", "--max-minutes", "60", "--restart"]

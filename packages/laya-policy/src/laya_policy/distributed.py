@@ -76,8 +76,7 @@ def launch(fn, args: tuple, processes: int) -> None:
 def _wait(group: list, errors: str) -> None:
     """Wait for every process of ``group``; at the first that ends without finishing its work (no
     ``N.done``), end the rest and raise for the cause. One that finished its work counts as done
-    however it ended: gloo's C++ teardown at exit sometimes aborted ("terminate called without an
-    active exception") after a run had written everything (seen once in four runs of a test)."""
+    however it ended (a signal from outside after its last write)."""
     from multiprocessing.connection import wait
 
     pending = {p.sentinel: (rank, p) for rank, p in enumerate(group)}
@@ -94,8 +93,7 @@ def _cause(group: list, stopped: set[int], errors: Path) -> Exception:
     """Why ``group`` failed, when one process's failure ends the others' next all-reduce with an
     error of their own (gloo's "Connection reset by peer"): a line a process wrote (bad input) first;
     then a process ended from outside (a signal this process did not send, its own Ctrl-C) that left
-    no traceback (one that did may still abort in gloo's teardown); then the traceback written
-    first, printed here as the only one."""
+    no traceback; then the traceback written first, printed here as the only one."""
     lines = sorted(errors.glob("*.txt"))
     if lines:
         return ValueError(lines[0].read_text(encoding="utf-8"))
@@ -147,11 +145,26 @@ def _end(processes: list, errors: str) -> set[int]:
 
 
 def _process(rank: int, world: int, port: int, parent: int, errors: str, deaf: bool, fn, args: tuple) -> None:
+    code = _work(rank, world, port, parent, errors, deaf, fn, args)
+    # Out without the interpreter's teardown: after it, C++ destroys gloo's objects, and a group still
+    # up (any exit but a finished run's) aborted there about one exit in three: "terminate called
+    # without an active exception" on the starter's terminal, after its one line. Everything this
+    # process writes is closed by then; what it printed is flushed here.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken terminal: nothing more to say there
+            pass
+    os._exit(code)
+
+
+def _work(rank: int, world: int, port: int, parent: int, errors: str, deaf: bool, fn, args: tuple) -> int:
+    """``fn(*args)`` as process ``rank`` of ``world``; returns the exit code."""
     # PR_SET_PDEATHSIG: end with the starter, even if it is killed, with a signal that a starter run
     # as `nohup ... &` does not make its processes ignore (SIGINT, which torch's launcher asks for).
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)
     if os.getppid() != parent:  # it died before the line above took hold
-        os._exit(1)
+        return 1
     # tqdm's default lock is a named semaphore, which a killed process leaves to multiprocessing's
     # resource tracker (it warns on the terminal); one process's bars need a thread lock only
     tqdm.set_lock(threading.RLock())
@@ -167,20 +180,21 @@ def _process(rank: int, world: int, port: int, parent: int, errors: str, deaf: b
         if not deaf:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while it started (see launch)
         if Path(errors, "stop").exists():  # the group ended (a Ctrl-C, a peer's failure) while this one started
-            sys.exit(0)
+            return 0
         with terminations_raised():  # a SIGTERM (the starter's stop, its death) unwinds: no half-written file
             fn(*args)
     except EXPECTED as e:  # reported on one line, as the command line would
         Path(errors, f"{rank}.txt").write_text(said(e) or cause(e), encoding="utf-8")
-        sys.exit(2)
+        return 2
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP: the starter says so, once
-        sys.exit(stopped(e)[1])
+        return stopped(e)[1]
     except Exception:  # noqa: BLE001 - written whole, not swallowed: the starter prints the first traceback, not each peer's that followed from it
         Path(errors, f"{rank}.crash").write_text(traceback.format_exc(), encoding="utf-8")
-        sys.exit(1)
+        return 1
     Path(errors, f"{rank}.done").touch()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+    return 0
 
 
 class Distributed:
