@@ -674,8 +674,8 @@ def _leave_the_group(how: str) -> None:
 
 
 def test_no_process_aborts_in_gloos_teardown(capfd):
-    """A process that left Python with its gloo group still up aborted in C++ teardown about one exit
-    in three ("terminate called without an active exception", then SIGABRT), printed on the
+    """A process that left Python with its gloo group still up sometimes aborted in C++ teardown
+    ("terminate called without an active exception", then SIGABRT), printed on the
     starter's terminal after its one line: seen once in the full suite (SIGTERM to the starter), in 2
     of 20 SIGTERMs to a starter by hand, and in this test about one run in three. The teardown's
     first step, atexit, shows whether a process went through it at all, every time."""

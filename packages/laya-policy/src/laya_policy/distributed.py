@@ -147,8 +147,8 @@ def _end(processes: list, errors: str) -> set[int]:
 def _process(rank: int, world: int, port: int, parent: int, errors: str, deaf: bool, fn, args: tuple) -> None:
     code = _work(rank, world, port, parent, errors, deaf, fn, args)
     # Out without the interpreter's teardown: after it, C++ destroys gloo's objects, and a group still
-    # up (any exit but a finished run's) aborted there about one exit in three: "terminate called
-    # without an active exception" on the starter's terminal, after its one line. Everything this
+    # up (any exit but a finished run's) sometimes aborted there: "terminate called without an active
+    # exception" on the starter's terminal, after its one line (2 of 20 SIGTERMs). Everything this
     # process writes is closed by then; what it printed is flushed here.
     for stream in (sys.stdout, sys.stderr):
         try:
