@@ -677,7 +677,8 @@ def test_no_process_aborts_in_gloos_teardown(capfd):
     """A process that left Python with its gloo group still up sometimes aborted in C++ teardown
     ("terminate called without an active exception", then SIGABRT), printed on the
     starter's terminal after its one line: seen once in the full suite (SIGTERM to the starter), in 2
-    of 20 SIGTERMs to a starter by hand, and in this test about one run in three. The teardown's
+    of 20 SIGTERMs to a starter by hand, and in 3 of 12 runs of this test's first form (six rounds,
+    the abort its only check). The teardown's
     first step, atexit, shows whether a process went through it at all, every time."""
     from laya_policy.distributed import launch
     from laya_policy.errors import GroupFailed
