@@ -1,6 +1,8 @@
 """Every benchmark in tools/bench that has a smoke mode runs in it: its numbers are not checked
 (tests never assert timings), only that it runs to its table on this machine."""
 
+import re
+
 import pytest
 
 from .scripts import ROOT, load_script
@@ -16,6 +18,8 @@ def test_the_training_bench_measures_quiet_and_loaded_in_one_run(capsys):
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "x |" in line]
     assert len(rows) == 3 and "1 thread" in rows[0] and "(--processes)" in rows[2], out
+    assert "x of 1 core |" in rows[0] and re.search(r"x of \d+ cores? \|", rows[2]), out
+    assert "GFLOP (forward and backward); one thread multiplies 256x256" in out, out
 
 
 def test_the_load_bench_reports_rates_and_bytes_against_the_layout(capsys):

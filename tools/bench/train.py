@@ -14,6 +14,11 @@ over the step).
 
 Goals on two cores: with one background process the default keeps at least 0.5x its quiet
 samples/s; data wait under 10% of step time.
+
+The physical limit, measured in the same run: one step's floating-point work (forward and
+backward, torch's FLOP counter) against the rate at which this core multiplies two large matrices
+on one thread. Each quiet row says what share of that rate its steps reached, counting every core
+a row's threads or processes use; a step of small matrices, norms and attention cannot reach 1.0x.
 """
 
 from __future__ import annotations
@@ -34,6 +39,50 @@ from laya_policy.train import TrainConfig, train
 # Another job on the machine, as it usually is here: a second torch process at torch's default threads
 # (a test run, another experiment). A pure-Python loop does not show the OpenMP contention this measures.
 BUSY = "import torch\na = torch.randn(512, 512)\nwhile True: a @ a"
+
+
+def step_flops(data: str, out: str, batch: int, image_size: int, steps: int = 3) -> float:
+    """Floating-point operations of one training step (forward, backward; the mean of ``steps``):
+    what the physical limit is computed from."""
+    import random
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from laya_policy.train import build, optimise, resolve
+
+    cfg = resolve(TrainConfig(data=data, out=out, steps=steps, batch=batch, image_size=image_size, threads=1))
+    s = build(cfg)
+    rng = random.Random(0)
+    groups = list(s.train.values())
+    total = 0
+    for step in range(steps):
+        batch_examples = [rng.choice(rng.choice(groups)) for _ in range(batch)]
+        counter = FlopCounterMode(display=False)
+        with counter:
+            optimise(s, batch_examples, s.screens(batch_examples), step)
+        total += counter.get_total_flops()
+    return total / steps
+
+
+def matmul_rate(side: int, repeats: int) -> float:
+    """FLOP/s of one thread multiplying two ``side`` x ``side`` float32 matrices, the best of ``repeats``."""
+    import time
+
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.randn(side, side), torch.randn(side, side)
+        a @ b
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(before)
+    return 2 * side**3 / best
 
 
 def measure(data: str, out: str, steps: int, batch: int, image_size: int, threads: int | None) -> dict:
@@ -106,6 +155,8 @@ def main(argv: list[str] | None = None) -> None:
                     ),
                     game,
                 )
+        flops = step_flops(data, f"{tmp}/flops", args.batch, args.image_size)
+        peak = matmul_rate(256 if args.smoke else 1024, 3 if args.smoke else 20)
         rows = {}
         for loaded in (False, True):
             # In the smoke run the load only has to start and stop: at nice 19 it leaves the cores to the
@@ -125,18 +176,29 @@ def main(argv: list[str] | None = None) -> None:
         f"tiny preset, {args.image_size}px, batch {args.batch}, {args.steps} steps, {cores} cores, "
         f"{args.background_load} background process(es) when loaded"
     )
-    print("| threads | quiet samples/s | loaded samples/s | loaded / quiet | data wait (quiet) | goal |")
-    print("| --- | ---: | ---: | ---: | ---: | --- |")
-    for name in choices:
+    side = 256 if args.smoke else 1024
+    print(
+        f"physical limit: a step of {args.batch} is {flops / 1e9:.2f} GFLOP (forward and backward); one thread "
+        f"multiplies {side}x{side} matrices at {peak / 1e9:.1f} GFLOP/s, so {cores} cores at that rate would "
+        f"train {cores * peak / flops * args.batch:.0f} samples/s"
+    )
+    print(
+        "| threads | quiet samples/s | loaded samples/s | loaded / quiet | data wait (quiet) "
+        "| of the limit (quiet) | goal |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for name, (threads, processes) in choices.items():
         quiet, loaded = rows[name, False], rows[name, True]
         ratio = loaded["samples_per_s"] / max(quiet["samples_per_s"], 1e-9)
         goal = ">= 0.5x, wait < 10%" if name.startswith("laya") else "(reference)"
         if name.endswith("(--processes)"):
             one = rows["laya-policy default (1 thread)", False]["samples_per_s"]
             goal = f"(quiet {quiet['samples_per_s'] / max(one, 1e-9):.2f}x one process)"
+        used = processes * (threads or 1)  # cores the row's work can run on
+        limit = quiet["samples_per_s"] / args.batch * flops / (used * peak)
         print(
             f"| {name} | {quiet['samples_per_s']:.1f} | {loaded['samples_per_s']:.1f} | {ratio:.2f}x | "
-            f"{quiet['data_wait_share']:.1%} | {goal} |"
+            f"{quiet['data_wait_share']:.1%} | {limit:.2f}x of {used} core{'s' * (used > 1)} | {goal} |"
         )
 
 
