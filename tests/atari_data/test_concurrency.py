@@ -13,7 +13,7 @@ import pytest
 from atari_data.cli import main
 from atari_data.layout.validate import validate
 
-from ..processes import alive, as_from_a_terminal, ended, spawned
+from ..processes import alive, as_from_a_terminal, descendants, ended, spawned
 from ..promises import run_cli
 
 GEN = [
@@ -123,6 +123,29 @@ def test_generate_stopped_by_sigterm_or_sighup_leaves_no_lock_and_says_so(tmp_pa
     assert not list(root.rglob(".*")), "a staging folder or lock left behind"
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Ray's processes from /proc")
+def test_generate_on_ray_stopped_by_sigterm_says_so_and_leaves_nothing(tmp_path):
+    """``--executor ray`` starts Ray in the driver, and ``ray.init`` took SIGTERM over twice: in
+    Python's table (its handler exits with code 15) and in the kernel's (abseil's failure handler,
+    which prints a stack dump and aborts three seconds on). A SIGTERM then printed that dump and left
+    each game's lock, where the local executor says one line and leaves nothing."""
+    pytest.importorskip("ray", reason="Ray is an optional extra ([ray])")
+    root = tmp_path / "root"
+    big = ("--train-frames", "100000", "--decision-cap", "100000", "--executor", "ray")
+    first = _cli(*GEN, *big, "--games", "Pong,Breakout", "--workers", "2", "--root", str(root))
+    _wait_for([root / "expert2f" / f".{game}.lock" for game in ("Pong", "Breakout")], timeout=120)
+    time.sleep(0.5)
+    ray_processes = descendants(first.pid)
+    os.kill(first.pid, signal.SIGTERM)
+    _, err = ended(first, timeout=120)
+    assert first.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1:] == ["terminated (SIGTERM); rerun the same command to redo unfinished games"]
+    assert "SIGTERM received" not in err, err
+    assert not list(root.rglob(".*")), "a staging folder or lock left behind"
+    assert not [p for p in ray_processes if alive(p)], "a Ray process outlived generate"
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads worker states from /proc")
 def test_workers_die_with_a_killed_generate_and_the_rerun_is_whole(tmp_path):
     root = tmp_path / "root"
@@ -218,7 +241,7 @@ def test_a_second_pack_into_the_same_folder_is_refused(layout, tmp_path):
     assert main(["pack", str(layout), str(out)]) == 0
 
 
-SLOW_TASK_S = 4
+SLOW_TASK_S = 8  # past the tasks' 3 s to unwind, after which a task still running is killed
 
 RAY_CANCEL = r"""
 import json, sys, time

@@ -44,6 +44,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -55,6 +56,10 @@ from laya_protocol.files import NotStandard, loads_standard
 
 PROTOCOL_VERSION = 1
 REAPER_WAIT = 5.0  # seconds the judge waits for the reaper to end a policy's processes before it kills it too
+CLOSE_WAIT = 5.0  # seconds a policy told to close has to exit on its own
+#: A wait for the policy wakes this often (seconds), so that an interrupt raised without a signal
+#: (Ray's cancel of a running task) lands at once: a blocked wait sees none until it ends.
+WAKE = 0.1
 MAX_LINE = 64 << 20  # bytes of one answer line, its newline aside
 _TOO_LONG = object()  # what the reader hands on for a line past MAX_LINE, instead of the line
 
@@ -171,7 +176,7 @@ class StdioPolicy:
         self._unasked()
         self._write(proc, json.dumps(message).encode() + b"\n" + payload, message["type"])
         try:
-            line = self._lines.get(timeout=self.timeout)
+            line = _woken_get(self._lines, self.timeout)
         except queue.Empty:
             self.close(kill=True)
             raise PolicyError(
@@ -233,7 +238,9 @@ class StdioPolicy:
 
         writer = threading.Thread(target=write, daemon=True)
         writer.start()
-        writer.join(self.timeout)
+        deadline = time.monotonic() + self.timeout
+        while writer.is_alive() and time.monotonic() < deadline:
+            writer.join(min(WAKE, deadline - time.monotonic()))
         if writer.is_alive():
             self.close(kill=True)  # the pipe closes under the writer, which then ends
             writer.join(5)
@@ -282,7 +289,7 @@ class StdioPolicy:
         if not kill and self.proc.poll() is None and self.proc.stdin is not None:
             try:
                 self._write(self.proc, b'{"type": "close"}\n', "close")  # bounded, like every exchange
-                self.proc.wait(timeout=5)
+                self.proc.wait(timeout=CLOSE_WAIT)
             except (PolicyError, subprocess.TimeoutExpired):
                 pass
             if self.proc is None:  # the write timed out and killed it
@@ -300,6 +307,17 @@ class StdioPolicy:
         end_all(self.proc.pid if self.proc.poll() is None else None, self._mark)
         self.proc.wait()
         self.proc = None
+
+
+def _woken_get(lines: queue.Queue, timeout: float):
+    """``lines.get(timeout=timeout)``, woken every :data:`WAKE` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return lines.get(timeout=max(0.0, min(WAKE, deadline - time.monotonic())))
+        except queue.Empty:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def _all_int(xs) -> bool:

@@ -54,6 +54,11 @@ class Terminated(KeyboardInterrupt):
         super().__init__(signal_name(signum))
 
 
+#: The signals :func:`terminations_raised` turned into :class:`Terminated` (the first stop counts).
+#: Kept apart from the exception: Ray's ``ray.get`` raises a plain KeyboardInterrupt in its place.
+_received: list[int] = []
+
+
 @contextmanager
 def terminations_raised() -> Iterator[None]:
     """Within it, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread where each is at its
@@ -72,8 +77,10 @@ def terminations_raised() -> Iterator[None]:
 
     def stop(signum, frame):
         end_within(GRACE_SECONDS, 128 + signum)
+        _received.append(signum)
         raise Terminated(signum)
 
+    _received.clear()
     before = {s: signal.getsignal(s) for s in ours}
     for s in ours:
         if before[s] == signal.SIG_DFL:
@@ -104,10 +111,17 @@ def end_within(seconds: float, code: int) -> None:
 #: How long a stop from outside may take to unwind (a training group's reaping takes up to 15 s).
 GRACE_SECONDS = 60.0
 
+#: How long one worker's task may take to unwind when stopped before it is ended: a game's clean-up
+#: (its lock, its staging folder, the policy it judges) takes milliseconds.
+UNWIND_SECONDS = 3.0
+
 
 def stopped(e: KeyboardInterrupt) -> tuple[str, int]:
     """How a CLI words a stop from outside, and its exit code: ("interrupted", 130) for a Ctrl-C,
-    ("terminated (SIGTERM)", 143) for a :class:`Terminated`, as a shell counts 128 + the signal."""
+    ("terminated (SIGTERM)", 143) for a :class:`Terminated`, as a shell counts 128 + the signal; also
+    for a KeyboardInterrupt that C code raised in a Terminated's place."""
     if isinstance(e, Terminated):
         return f"terminated ({e})", 128 + e.signum
+    if _received:
+        return f"terminated ({signal_name(_received[0])})", 128 + _received[0]
     return "interrupted", 130

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from atari_data.errors import AtariDataError
-from laya_protocol.errors import end_within, signal_name
-from laya_protocol.ray import connect
+from laya_protocol.errors import UNWIND_SECONDS, end_within, signal_name
+from laya_protocol.ray import cancel, connect
 
 EXECUTORS = ("local", "ray")
 
@@ -91,7 +91,7 @@ def ahead(fn: Callable, items: Iterator, *, executor: str = "local", workers: in
         try:
             yield ray_results()
         finally:
-            _cancel(ray, list(refs))
+            cancel(ray, list(refs))
         return
 
     pool = _Tracked(workers)
@@ -244,9 +244,6 @@ def _in_pool_loop(frame) -> bool:
     return False
 
 
-UNWIND_SECONDS = 3.0  # a game's clean-up (its lock, its staging folder) takes milliseconds
-
-
 def ray_map(fn: Callable, items: Iterable) -> list:
     """``[fn(x) for x in items]``, computed as Ray tasks, in the order of ``items``."""
     try:
@@ -262,18 +259,10 @@ def ray_map(fn: Callable, items: Iterable) -> list:
             ray.get(ready)
         return ray.get(refs)
     except ray.exceptions.RayTaskError as e:
-        _cancel(ray, pending)  # only the unfinished: cancelling a finished task can crash Ray's task manager
+        cancel(ray, pending)  # only the unfinished: cancelling a finished task can crash Ray's task manager
         if isinstance(e.cause, AtariDataError):  # bad input stays a one-line error, wherever it was found
             raise e.cause from None
         raise
     except BaseException:  # Ctrl-C or a dying driver: no task may go on writing after we stop
-        _cancel(ray, pending)
+        cancel(ray, pending)
         raise
-
-
-def _cancel(ray, refs) -> None:
-    for ref in refs:
-        try:
-            ray.cancel(ref, force=True)
-        except Exception:  # noqa: BLE001, S110 - a finished task cannot be cancelled, which is fine
-            pass
