@@ -465,7 +465,9 @@ def test_a_judge_stopped_by_sigterm_says_so_and_leaves_no_lock(tmp_path, executo
     judge.send_signal(signal.SIGTERM)
     _, err = ended(judge)
     assert judge.returncode == 128 + signal.SIGTERM, err
-    said = [line for line in err.strip().splitlines() if not re.match(r"\d{4}-\d\d-\d\d ", line)]  # Ray's start-up log
+    said = err.strip().splitlines()
+    if executor == "ray":  # Ray's own start-up log comes first
+        said = [line for line in said if not re.match(r"\d{4}-\d\d-\d\d ", line)]
     assert said == ["terminated (SIGTERM); the same command again resumes from the results file"], err
     assert not (tmp_path / ".r.json.lock").exists(), "the results file's lock was left"
     assert_ended(int(pid_file.read_text()))

@@ -16,9 +16,10 @@ Goals on two cores: with one background process the default keeps at least 0.5x 
 samples/s; data wait under 10% of step time.
 
 The physical limit, measured in the same run: one step's floating-point work (forward and
-backward, torch's FLOP counter) against the rate at which this core multiplies two large matrices
-on one thread. Each quiet row says what share of that rate its steps reached, counting every core
-a row's threads or processes use; a step of small matrices, norms and attention cannot reach 1.0x.
+backward, torch's FLOP counter; the optimiser's few are not counted) against the rate at which one
+thread multiplies two large matrices, taken as every core's. Each quiet row says what share of that
+rate its steps reached, counting every core a row's threads or processes use; a step of small
+matrices, norms and attention cannot reach 1.0x.
 """
 
 from __future__ import annotations
@@ -156,7 +157,8 @@ def main(argv: list[str] | None = None) -> None:
                     game,
                 )
         flops = step_flops(data, f"{tmp}/flops", args.batch, args.image_size)
-        peak = matmul_rate(256 if args.smoke else 1024, 3 if args.smoke else 20)
+        side = 256 if args.smoke else 1024
+        peak = matmul_rate(side, 3 if args.smoke else 20)
         rows = {}
         for loaded in (False, True):
             # In the smoke run the load only has to start and stop: at nice 19 it leaves the cores to the
@@ -176,25 +178,24 @@ def main(argv: list[str] | None = None) -> None:
         f"tiny preset, {args.image_size}px, batch {args.batch}, {args.steps} steps, {cores} cores, "
         f"{args.background_load} background process(es) when loaded"
     )
-    side = 256 if args.smoke else 1024
     print(
         f"physical limit: a step of {args.batch} is {flops / 1e9:.2f} GFLOP (forward and backward); one thread "
-        f"multiplies {side}x{side} matrices at {peak / 1e9:.1f} GFLOP/s, so {cores} cores at that rate would "
-        f"train {cores * peak / flops * args.batch:.0f} samples/s"
+        f"multiplies {side}x{side} matrices at {peak / 1e9:.1f} GFLOP/s, so {cores} cores, each at that rate, "
+        f"would train {cores * peak / flops * args.batch:.0f} samples/s"
     )
     print(
         "| threads | quiet samples/s | loaded samples/s | loaded / quiet | data wait (quiet) "
         "| of the limit (quiet) | goal |"
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
-    for name, (threads, processes) in choices.items():
+    for name, (_, processes) in choices.items():
         quiet, loaded = rows[name, False], rows[name, True]
         ratio = loaded["samples_per_s"] / max(quiet["samples_per_s"], 1e-9)
         goal = ">= 0.5x, wait < 10%" if name.startswith("laya") else "(reference)"
         if name.endswith("(--processes)"):
             one = rows["laya-policy default (1 thread)", False]["samples_per_s"]
             goal = f"(quiet {quiet['samples_per_s'] / max(one, 1e-9):.2f}x one process)"
-        used = processes * (threads or 1)  # cores the row's work can run on
+        used = processes * quiet["threads"]  # cores the row's work can run on
         limit = quiet["samples_per_s"] / args.batch * flops / (used * peak)
         print(
             f"| {name} | {quiet['samples_per_s']:.1f} | {loaded['samples_per_s']:.1f} | {ratio:.2f}x | "

@@ -8,9 +8,10 @@ from laya_eval.errors import EvalError
 from laya_eval.stdio import CLOSE_WAIT, REAPER_WAIT
 from laya_protocol.ray import cancel, connect
 
-#: How long a cancelled game may take to close its policy (told to close, then its reaper's work)
-#: before its worker is killed, and Ray kills the worker's children with it: the policy's reaper first.
-STOP_SECONDS = CLOSE_WAIT + REAPER_WAIT + 2.0
+#: How long a cancelled game may take to close its policy (the close message written, the policy's own
+#: exit, then its reaper's work) before its worker is killed, and Ray kills the worker's children
+#: with it: the policy's reaper first, which leaves the policy and what it started running.
+CANCEL_PATIENCE = 2 * CLOSE_WAIT + REAPER_WAIT + 2.0
 
 
 def ray_each(fn: Callable, calls: list[tuple]) -> Iterator:
@@ -27,4 +28,4 @@ def ray_each(fn: Callable, calls: list[tuple]) -> Iterator:
             done, pending = ray.wait(pending, num_returns=1)
             yield ray.get(done[0])
     finally:
-        cancel(ray, pending, STOP_SECONDS)
+        cancel(ray, pending, CANCEL_PATIENCE)

@@ -56,7 +56,7 @@ from laya_protocol.files import NotStandard, loads_standard
 
 PROTOCOL_VERSION = 1
 REAPER_WAIT = 5.0  # seconds the judge waits for the reaper to end a policy's processes before it kills it too
-CLOSE_WAIT = 5.0  # seconds a policy told to close has to exit on its own
+CLOSE_WAIT = 5.0  # seconds a policy has to read the close message, and then to exit on its own
 #: A wait for the policy wakes this often (seconds), so that an interrupt raised without a signal
 #: (Ray's cancel of a running task) lands at once: a blocked wait sees none until it ends.
 WAKE = 0.1
@@ -223,9 +223,10 @@ class StdioPolicy:
             raise PolicyError(f"wrote a line over the {MAX_LINE >> 20} MB a line may be, without being asked")
         raise PolicyError(f"wrote {line[:80]!r} without being asked (one answer per message)")
 
-    def _write(self, proc: subprocess.Popen, data: bytes, kind: str) -> None:
-        """Write on a helper thread: a policy that stops reading fills the pipe, and a plain write
-        would then wait forever."""
+    def _write(self, proc: subprocess.Popen, data: bytes, kind: str, timeout: float | None = None) -> None:
+        """Write on a helper thread, for ``timeout`` seconds at most (the exchange's by default): a
+        policy that stops reading fills the pipe, and a plain write would then wait forever."""
+        timeout = self.timeout if timeout is None else timeout
         failed: list[OSError] = []
 
         def write() -> None:
@@ -238,15 +239,14 @@ class StdioPolicy:
 
         writer = threading.Thread(target=write, daemon=True)
         writer.start()
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + timeout
         while writer.is_alive() and time.monotonic() < deadline:
             writer.join(min(WAKE, deadline - time.monotonic()))
         if writer.is_alive():
             self.close(kill=True)  # the pipe closes under the writer, which then ends
             writer.join(5)
             raise PolicyError(
-                f"did not read the {kind!r} message ({len(data):,} bytes) within {self.timeout:g}s; "
-                f"killed {self.command!r}"
+                f"did not read the {kind!r} message ({len(data):,} bytes) within {timeout:g}s; killed {self.command!r}"
             )
         if failed:
             try:  # an exit is seen a moment later through the reaper
@@ -288,7 +288,7 @@ class StdioPolicy:
             return
         if not kill and self.proc.poll() is None and self.proc.stdin is not None:
             try:
-                self._write(self.proc, b'{"type": "close"}\n', "close")  # bounded, like every exchange
+                self._write(self.proc, b'{"type": "close"}\n', "close", CLOSE_WAIT)
                 self.proc.wait(timeout=CLOSE_WAIT)
             except (PolicyError, subprocess.TimeoutExpired):
                 pass

@@ -84,7 +84,10 @@ def _wait(group: list, errors: str) -> None:
         for sentinel in wait(list(pending)):
             rank, p = pending.pop(sentinel)
             p.join()
-            if p.exitcode != 0 and not Path(errors, f"{rank}.done").exists():
+            finished = Path(errors, f"{rank}.done").exists()
+            # exit 0 without its work done: it found the group ending as it started (the stop file), or
+            # its work exited early (a SystemExit), which is a failure
+            if not finished and (p.exitcode != 0 or not Path(errors, "stop").exists()):
                 stopped = _end(group, errors)
                 raise _cause(group, stopped, Path(errors))
 
@@ -145,17 +148,24 @@ def _end(processes: list, errors: str) -> set[int]:
 
 
 def _process(rank: int, world: int, port: int, parent: int, errors: str, deaf: bool, fn, args: tuple) -> None:
-    code = _work(rank, world, port, parent, errors, deaf, fn, args)
-    # Out without the interpreter's teardown: after it, C++ destroys gloo's objects, and a group still
-    # up (any exit but a finished run's) sometimes aborted there: "terminate called without an active
-    # exception" on the starter's terminal, after its one line (2 of 20 SIGTERMs). Everything this
-    # process writes is closed by then; what it printed is flushed here.
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed or broken terminal: nothing more to say there
-            pass
-    os._exit(code)
+    """Process ``rank``'s life: :func:`_work`, then out without the interpreter's teardown. After it,
+    C++ destroys gloo's objects, and a group still up (any exit but a finished run's) sometimes
+    aborted there: "terminate called without an active exception" on the starter's terminal, after
+    its one line. So ``fn`` may not count on atexit handlers or finalizers: what it writes it closes
+    itself; what it printed is flushed here, Python's buffers and C's."""
+    code = 1
+    try:
+        code = _work(rank, world, port, parent, errors, deaf, fn, args)
+    except SystemExit as e:  # from fn, or one of _work's own lines: its code, as the interpreter would
+        code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    finally:  # anything else raised past _work (a second Ctrl-C in an except branch) leaves with 1
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed or broken terminal: nothing more to say there
+                pass
+        ctypes.CDLL(None).fflush(None)
+        os._exit(code)
 
 
 def _work(rank: int, world: int, port: int, parent: int, errors: str, deaf: bool, fn, args: tuple) -> int:

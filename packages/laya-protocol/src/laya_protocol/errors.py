@@ -112,7 +112,7 @@ def end_within(seconds: float, code: int) -> None:
 GRACE_SECONDS = 60.0
 
 #: How long one worker's task may take to unwind when stopped before it is ended: a game's clean-up
-#: (its lock, its staging folder, the policy it judges) takes milliseconds.
+#: (its lock, its staging folder) takes milliseconds.
 UNWIND_SECONDS = 3.0
 
 

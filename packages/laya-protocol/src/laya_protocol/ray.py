@@ -6,7 +6,7 @@ import os
 import signal
 import threading
 
-from laya_protocol.errors import UNWIND_SECONDS
+from laya_protocol.errors import UNWIND_SECONDS, Terminated
 
 
 def connect(num_cpus: int | None = None):
@@ -17,39 +17,66 @@ def connect(num_cpus: int | None = None):
     environment for them from a copy of the working directory. Ray reads that switch once, when it is
     first imported, so it is set before the import.
 
-    SIGTERM stays the caller's. ``ray.init`` takes it over twice: in Python's table (a handler that
-    exits with code 15, past the caller's one line) and in the kernel's, where abseil's failure
-    handler prints a stack dump and aborts three seconds later, leaving the caller's locks behind.
-    The first is put back after ``ray.init``; the second is switched off before the import, the way
-    Ray documents (``RAY_DISABLE_FAILURE_SIGNAL_HANDLER``), at the cost of its C++ stack dump on a crash."""
+    SIGTERM stays the caller's. ``ray.init`` takes it over, in Python's table (a handler that exits
+    with code 15, past the caller's one line) and in the kernel's (abseil's failure handler, which
+    prints a stack dump and aborts three seconds later, leaving the caller's locks behind). Putting
+    Python's handler back puts the kernel's back too. A SIGTERM while ``ray.init`` runs is raised as
+    :class:`Terminated`, as it would have been without Ray."""
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     import ray
 
     if not ray.is_initialized():
         main = threading.current_thread() is threading.main_thread()  # ray.init sets it from there only
         before = signal.getsignal(signal.SIGTERM) if main else None
-        ray.init(address=os.environ.get("RAY_ADDRESS"), num_cpus=num_cpus, log_to_driver=False, include_dashboard=False)
-        if before is not None:
-            signal.signal(signal.SIGTERM, before)
+        try:
+            ray.init(
+                address=os.environ.get("RAY_ADDRESS"), num_cpus=num_cpus, log_to_driver=False, include_dashboard=False
+            )
+        except SystemExit as e:  # ray.init's own handler: sys.exit(signum)
+            if e.code == signal.SIGTERM and before is not None:
+                raise Terminated(signal.SIGTERM) from None
+            raise
+        finally:
+            if before is not None:
+                signal.signal(signal.SIGTERM, before)
     return ray
 
 
 def cancel(ray, refs, patience: float = UNWIND_SECONDS) -> None:
-    """Stop Ray tasks as a process pool's workers are stopped: each is interrupted where it stands (a
-    KeyboardInterrupt in its worker, raised at its next Python line), so its clean-up runs as on a
-    Ctrl-C; one still running ``patience`` seconds later (blocked in C code) is killed. Killed at
-    once, a task left its game's lock behind, or the policy it was judging running."""
-    for ref in refs:
-        try:
-            ray.cancel(ref)
-        except Exception:  # noqa: BLE001, S110 - a finished task cannot be cancelled, which is fine
-            pass
+    """Stop Ray tasks as a process pool's workers are stopped: each unfinished one is interrupted
+    where it stands (a KeyboardInterrupt in its worker, raised at its next Python line), so its
+    clean-up runs as on a Ctrl-C; one still running ``patience`` seconds later (blocked in C code) is
+    killed. Killed at once, a task left its game's lock behind, or the policy it judged running.
+    Deaf to a second Ctrl-C while it waits (``uv run`` passes one on), which would skip the kills."""
     if not refs:
         return
-    _, running = ray.wait(list(refs), num_returns=len(refs), timeout=patience)
-    for ref in running:  # only the unfinished: cancelling a finished task can crash Ray's task manager
-        try:
-            ray.cancel(ref, force=True)
-        except Exception:  # noqa: BLE001, S110 - it finished in between
-            pass
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        running = _unfinished(ray, list(refs), 0.0)
+        for ref in running:  # only the unfinished: cancelling a finished task can crash Ray's task manager
+            _cancel(ray, ref, force=False)
+        for ref in _unfinished(ray, running, patience):
+            _cancel(ray, ref, force=True)
+    finally:
+        if before is not None:  # None: not set from Python, and left ignored (never so in these CLIs)
+            signal.signal(signal.SIGINT, before)
+
+
+def _unfinished(ray, refs: list, timeout: float) -> list:
+    """Those of ``refs`` still running after ``timeout`` seconds (all of them, should Ray not say);
+    their results stay where they are."""
+    if not refs:
+        return []
+    try:
+        _, running = ray.wait(refs, num_returns=len(refs), timeout=timeout, fetch_local=False)
+    except Exception:  # noqa: BLE001 - a lost raylet: treat every task as running, so each is killed
+        return refs
+    return running
+
+
+def _cancel(ray, ref, force: bool) -> None:
+    try:
+        ray.cancel(ref, force=force)
+    except Exception:  # noqa: BLE001, S110 - it finished in between, which is fine
+        pass
