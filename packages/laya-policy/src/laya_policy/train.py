@@ -732,6 +732,18 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
     beside it, and a second is refused on one line naming its pid."""
     cfg = resolve(cfg)
     out = Path(cfg.out)
+    if "WORLD_SIZE" in os.environ and not torch.distributed.is_initialized():  # torchrun's process
+        try:
+            return _train_in(cfg, out, progress)
+        finally:
+            # the group this call started ends here, before Python's teardown, where gloo's objects of a
+            # group still up sometimes aborted: torchrun then failed a run that had written everything
+            if torch.distributed.is_initialized():
+                torch.distributed.destroy_process_group()
+    return _train_in(cfg, out, progress)
+
+
+def _train_in(cfg: TrainConfig, out: Path, progress: bool) -> dict:
     if int(os.environ.get("RANK", "0")) != 0:  # a distributed run's other ranks: rank 0 holds the lock
         return _train(cfg, out, progress)
     out.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
