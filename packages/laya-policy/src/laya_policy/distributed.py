@@ -84,10 +84,7 @@ def _wait(group: list, errors: str) -> None:
         for sentinel in wait(list(pending)):
             rank, p = pending.pop(sentinel)
             p.join()
-            finished = Path(errors, f"{rank}.done").exists()
-            # exit 0 without its work done: it found the group ending as it started (the stop file), or
-            # its work exited early (a SystemExit), which is a failure
-            if not finished and (p.exitcode != 0 or not Path(errors, "stop").exists()):
+            if not Path(errors, f"{rank}.done").exists():  # exit 0 too: its work exited early (a SystemExit)
                 stopped = _end(group, errors)
                 raise _cause(group, stopped, Path(errors))
 
@@ -156,7 +153,9 @@ def _process(rank: int, world: int, port: int, parent: int, errors: str, deaf: b
     code = 1
     try:
         code = _work(rank, world, port, parent, errors, deaf, fn, args)
-    except SystemExit as e:  # from fn, or one of _work's own lines: its code, as the interpreter would
+    except SystemExit as e:  # from fn: its code, and its words, as the interpreter would
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
         code = e.code if isinstance(e.code, int) else int(e.code is not None)
     finally:  # anything else raised past _work (a second Ctrl-C in an except branch) leaves with 1
         for stream in (sys.stdout, sys.stderr):

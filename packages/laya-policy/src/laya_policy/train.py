@@ -15,6 +15,7 @@ validation NLL; ``final/`` the last one, calibrated.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -739,7 +740,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
             # the group this call started ends here, before Python's teardown, where gloo's objects of a
             # group still up sometimes aborted: torchrun then failed a run that had written everything
             if torch.distributed.is_initialized():
-                torch.distributed.destroy_process_group()
+                with contextlib.suppress(Exception):  # a failed teardown must not hide the run's own error
+                    torch.distributed.destroy_process_group()
     return _train_in(cfg, out, progress)
 
 

@@ -6,7 +6,7 @@ import os
 import signal
 import threading
 
-from laya_protocol.errors import UNWIND_SECONDS, Terminated
+from laya_protocol.errors import UNWIND_SECONDS
 
 
 def connect(num_cpus: int | None = None):
@@ -20,25 +20,33 @@ def connect(num_cpus: int | None = None):
     SIGTERM stays the caller's. ``ray.init`` takes it over, in Python's table (a handler that exits
     with code 15, past the caller's one line) and in the kernel's (abseil's failure handler, which
     prints a stack dump and aborts three seconds later, leaving the caller's locks behind). Putting
-    Python's handler back puts the kernel's back too. A SIGTERM while ``ray.init`` runs is raised as
-    :class:`Terminated`, as it would have been without Ray."""
+    Python's handler back puts the kernel's back too; a SIGTERM while ``ray.init`` runs goes to the
+    caller's handler. Off the main thread no handler can be put back, so abseil's is switched off
+    before the import instead (``RAY_DISABLE_FAILURE_SIGNAL_HANDLER``, as Ray documents), at the cost
+    of its C++ stack dump on a crash."""
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    main = threading.current_thread() is threading.main_thread()  # ray.init sets its handler from there only
+    if not main:
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     import ray
 
     if not ray.is_initialized():
-        main = threading.current_thread() is threading.main_thread()  # ray.init sets it from there only
         before = signal.getsignal(signal.SIGTERM) if main else None
         try:
-            ray.init(
-                address=os.environ.get("RAY_ADDRESS"), num_cpus=num_cpus, log_to_driver=False, include_dashboard=False
-            )
-        except SystemExit as e:  # ray.init's own handler: sys.exit(signum)
-            if e.code == signal.SIGTERM and before is not None:
-                raise Terminated(signal.SIGTERM) from None
+            try:
+                ray.init(
+                    address=os.environ.get("RAY_ADDRESS"),
+                    num_cpus=num_cpus,
+                    log_to_driver=False,
+                    include_dashboard=False,
+                )
+            finally:
+                if before is not None:
+                    signal.signal(signal.SIGTERM, before)
+        except SystemExit as e:  # ray.init's own handler, sys.exit(signum), took a SIGTERM
+            if e.code == signal.SIGTERM and callable(before):
+                before(signal.SIGTERM, None)  # the caller's way out: terminations_raised's raises Terminated
             raise
-        finally:
-            if before is not None:
-                signal.signal(signal.SIGTERM, before)
     return ray
 
 
@@ -51,7 +59,9 @@ def cancel(ray, refs, patience: float = UNWIND_SECONDS) -> None:
     if not refs:
         return
     main = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    before = signal.getsignal(signal.SIGINT) if main else None  # None too where C set it: left as it is
+    if before is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         running = _unfinished(ray, list(refs), 0.0)
         for ref in running:  # only the unfinished: cancelling a finished task can crash Ray's task manager
@@ -59,7 +69,7 @@ def cancel(ray, refs, patience: float = UNWIND_SECONDS) -> None:
         for ref in _unfinished(ray, running, patience):
             _cancel(ray, ref, force=True)
     finally:
-        if before is not None:  # None: not set from Python, and left ignored (never so in these CLIs)
+        if before is not None:
             signal.signal(signal.SIGINT, before)
 
 
