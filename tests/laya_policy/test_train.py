@@ -678,8 +678,8 @@ def _leave_the_group(how: str) -> None:
 def test_no_process_aborts_in_gloos_teardown(capfd):
     """A process that left Python with its gloo group still up sometimes aborted in C++ teardown
     ("terminate called without an active exception", then SIGABRT), printed on the starter's
-    terminal after its one line (laya-policy README), and in 3 of 12 runs of this test's first form
-    (six rounds, the abort its only check). The teardown's first step, atexit, shows whether a
+    terminal after its one line (laya-policy README); this test's first form (six rounds, the abort
+    its only check) failed 3 times in at most 12 runs. The teardown's first step, atexit, shows whether a
     process went through it at all, every time; a SystemExit took that way too."""
     from laya_policy.distributed import launch
     from laya_policy.errors import GroupFailed
