@@ -49,8 +49,7 @@ def signals_left_as_found():
     before = _ignored_and_blocked()
     numbers = range(1, signal.NSIG)
     handlers = {n: signal.getsignal(n) for n in numbers if n not in (signal.SIGKILL, signal.SIGSTOP)}
-    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    addresses = {signal.SIGINT: handler_address(signal.SIGINT)}
+    sigint_at = handler_address(signal.SIGINT)
     yield
     ignored, blocked = _ignored_and_blocked()
     changed = []
@@ -62,10 +61,10 @@ def signals_left_as_found():
         changed.append("with other signals blocked")
         signal.pthread_sigmask(signal.SIG_SETMASK, {n for n in numbers if before[1] >> (n - 1) & 1})
     ignored = _ignored_and_blocked()[0]
-    for n in watched:
+    for n in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         python = signal.getsignal(n)
         disagrees = (python is signal.SIG_IGN) != bool(ignored >> (n - 1) & 1)
-        swapped = n in addresses and python == handlers[n] and handler_address(n) != addresses[n]
+        swapped = n == signal.SIGINT and python == handlers[n] and handler_address(n) != sigint_at
         if python is not None and (disagrees or swapped):
             changed.append(f"with the kernel's {n.name} not what Python's table says ({python!r})")
             signal.signal(n, python)  # the kernel told again what Python's table says

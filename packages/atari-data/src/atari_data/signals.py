@@ -18,24 +18,24 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _SIZE = 256  # larger than any libc's struct sigaction (glibc's is 152 bytes on 64-bit Linux)
 
 
-def disposition(signum: int) -> bytes:
-    """The kernel's record of ``signum`` (libc's struct sigaction, as bytes)."""
+def _record(signum: int):
+    """The kernel's record of ``signum``: libc's struct sigaction, in a buffer it can be written back from."""
     record = ctypes.create_string_buffer(_SIZE)
     if _libc.sigaction(signum, None, record) != 0:
         raise OSError(ctypes.get_errno(), f"sigaction({signum}) failed")
-    return record.raw
+    return record
 
 
 def handler_address(signum: int) -> int:
     """Where the kernel jumps on ``signum`` (0 default, 1 ignored): the record's first field on Linux."""
-    return int.from_bytes(disposition(signum)[: ctypes.sizeof(ctypes.c_void_p)], "little")
+    return int.from_bytes(_record(signum).raw[: ctypes.sizeof(ctypes.c_void_p)], "little")
 
 
 @contextmanager
 def kept(signum: int) -> Iterator[None]:
     """Puts ``signum``'s disposition back as it was, whatever the block did to it (an import that
     installs a handler: polars, above)."""
-    before = ctypes.create_string_buffer(disposition(signum), _SIZE)
+    before = _record(signum)
     try:
         yield
     finally:

@@ -45,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -239,9 +240,10 @@ class StdioPolicy:
 
         writer = threading.Thread(target=write, daemon=True)
         writer.start()
-        deadline = time.monotonic() + timeout
-        while writer.is_alive() and time.monotonic() < deadline:
-            writer.join(min(WAKE, deadline - time.monotonic()))
+        for wait in _woken(timeout):
+            writer.join(wait)
+            if not writer.is_alive():
+                break
         if writer.is_alive():
             self.close(kill=True)  # the pipe closes under the writer, which then ends
             writer.join(5)
@@ -309,15 +311,21 @@ class StdioPolicy:
         self.proc = None
 
 
+def _woken(timeout: float) -> Iterator[float]:
+    """The waits, of :data:`WAKE` seconds at most, that make up ``timeout`` seconds from now."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        yield min(WAKE, left)
+
+
 def _woken_get(lines: queue.Queue, timeout: float):
     """``lines.get(timeout=timeout)``, woken every :data:`WAKE` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
+    for wait in _woken(timeout):
         try:
-            return lines.get(timeout=max(0.0, min(WAKE, deadline - time.monotonic())))
+            return lines.get(timeout=wait)
         except queue.Empty:
-            if time.monotonic() >= deadline:
-                raise
+            pass
+    raise queue.Empty
 
 
 def _all_int(xs) -> bool:

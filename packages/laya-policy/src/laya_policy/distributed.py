@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from laya_policy.errors import EXPECTED, GroupFailed, said
-from laya_protocol.errors import Terminated, cause, signal_name, stopped, terminations_raised
+from laya_protocol.errors import Terminated, cause, ctrl_c_ignored, signal_name, stopped, terminations_raised
 
 
 def launch(fn, args: tuple, processes: int) -> None:
@@ -54,12 +54,9 @@ def launch(fn, args: tuple, processes: int) -> None:
             # Each process starts deaf to Ctrl-C (an ignored signal stays ignored across exec; a mask
             # does not): one that came while they imported torch, seconds, was a traceback from each.
             # `_end` leaves them a `stop` file instead. A Ctrl-C in these milliseconds is lost.
-            before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-            try:
+            with ctrl_c_ignored():
                 for p in group:
                     p.start()
-            finally:
-                signal.signal(signal.SIGINT, before)
             _wait(group, errors)
         except BaseException as e:
             # Ctrl-C reaches every process, often twice (uv passes it on): end them here, or the
@@ -123,11 +120,10 @@ def _end(processes: list, errors: str) -> set[int]:
     """Reap ``processes``, deaf to further SIGINTs while it waits: five seconds in all for them to end
     on their own (a Ctrl-C reached them too; a failed process's peers find it gone; one still
     starting finds the ``stop`` file), then SIGTERM, then SIGKILL. Returns the ranks it had to signal."""
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    Path(errors, "stop").touch()
     stopped = set()
-    deadline = time.monotonic() + 5
-    try:
+    with ctrl_c_ignored():
+        Path(errors, "stop").touch()
+        deadline = time.monotonic() + 5
         for p in processes:
             if p.pid is not None:
                 p.join(max(0.0, deadline - time.monotonic()))
@@ -139,16 +135,14 @@ def _end(processes: list, errors: str) -> set[int]:
             if p.is_alive():
                 p.kill()
                 p.join()
-    finally:
-        signal.signal(signal.SIGINT, before)
     return stopped
 
 
 def _process(rank: int, world: int, port: int, parent: int, errors: str, deaf: bool, fn, args: tuple) -> None:
-    """Process ``rank``'s life: :func:`_work`, then out without the interpreter's teardown. After it,
-    C++ destroys gloo's objects, and a group still up (any exit but a finished run's) sometimes
-    aborted there: "terminate called without an active exception" on the starter's terminal, after
-    its one line. So ``fn`` may not count on atexit handlers or finalizers: what it writes it closes
+    """Process ``rank``'s life: :func:`_work`, then out without the interpreter's teardown, its group
+    still up. After that teardown C++ destroys gloo's objects, and with the group up that sometimes
+    aborted: "terminate called without an active exception" on the starter's terminal, after its one
+    line. So ``fn`` may not count on atexit handlers or finalizers: what it writes it closes
     itself; what it printed is flushed here, Python's buffers and C's."""
     code = 1
     try:
@@ -201,8 +195,6 @@ def _work(rank: int, world: int, port: int, parent: int, errors: str, deaf: bool
         Path(errors, f"{rank}.crash").write_text(traceback.format_exc(), encoding="utf-8")
         return 1
     Path(errors, f"{rank}.done").touch()
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
     return 0
 
 

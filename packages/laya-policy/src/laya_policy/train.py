@@ -733,27 +733,22 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
     beside it, and a second is refused on one line naming its pid."""
     cfg = resolve(cfg)
     out = Path(cfg.out)
-    if "WORLD_SIZE" in os.environ and not torch.distributed.is_initialized():  # torchrun's process
-        try:
-            return _train_in(cfg, out, progress)
-        finally:
-            # the group this call started ends here, before Python's teardown, where gloo's objects of a
-            # group still up sometimes aborted: torchrun then failed a run that had written everything
-            if torch.distributed.is_initialized():
-                with contextlib.suppress(Exception):  # a failed teardown must not hide the run's own error
-                    torch.distributed.destroy_process_group()
-    return _train_in(cfg, out, progress)
-
-
-def _train_in(cfg: TrainConfig, out: Path, progress: bool) -> dict:
-    if int(os.environ.get("RANK", "0")) != 0:  # a distributed run's other ranks: rank 0 holds the lock
-        return _train(cfg, out, progress)
-    out.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
-    with FileLock(out.with_name(f".{out.name}.lock"), str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
-        if cfg.processes == 1:
+    group_of_ours = "WORLD_SIZE" in os.environ and not torch.distributed.is_initialized()  # torchrun's process
+    try:
+        if int(os.environ.get("RANK", "0")) != 0:  # a distributed run's other ranks: rank 0 holds the lock
             return _train(cfg, out, progress)
-        launch(_train, (cfg, out, progress), cfg.processes)  # the lock held here covers them all
-        return json.loads((out / "summary.json").read_text(encoding="utf-8"))
+        out.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
+        with FileLock(out.with_name(f".{out.name}.lock"), str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
+            if cfg.processes == 1:
+                return _train(cfg, out, progress)
+            launch(_train, (cfg, out, progress), cfg.processes)  # the lock held here covers them all
+            return json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    finally:
+        # the group this call started ends here, before Python's teardown, where gloo's objects of a group
+        # still up sometimes aborted: torchrun then failed a run that had written everything
+        if group_of_ours and torch.distributed.is_initialized():
+            with contextlib.suppress(Exception):  # a failed teardown must not hide the run's own error
+                torch.distributed.destroy_process_group()
 
 
 def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:

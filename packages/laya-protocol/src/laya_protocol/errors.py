@@ -92,6 +92,25 @@ def terminations_raised() -> Iterator[None]:
             signal.signal(s, before[s])
 
 
+@contextmanager
+def ctrl_c_ignored() -> Iterator[None]:
+    """SIGINT ignored within, put back after: for a way out that a second Ctrl-C (``uv run`` passes
+    a terminal's on once more) would cut short. The main thread only may set it; a handler set
+    outside Python is left as it is."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if main else None
+    if before is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGINT, before)
+
+
 def end_within(seconds: float, code: int) -> None:
     """For a process unwinding from a SIGTERM or SIGHUP: ignore both from now on (a signal to a
     whole group can arrive twice, and the second would cut the clean-up short), and end with

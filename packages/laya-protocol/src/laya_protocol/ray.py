@@ -6,7 +6,7 @@ import os
 import signal
 import threading
 
-from laya_protocol.errors import UNWIND_SECONDS
+from laya_protocol.errors import UNWIND_SECONDS, ctrl_c_ignored
 
 
 def connect(num_cpus: int | None = None):
@@ -58,19 +58,12 @@ def cancel(ray, refs, patience: float = UNWIND_SECONDS) -> None:
     Deaf to a second Ctrl-C while it waits (``uv run`` passes one on), which would skip the kills."""
     if not refs:
         return
-    main = threading.current_thread() is threading.main_thread()
-    before = signal.getsignal(signal.SIGINT) if main else None  # None too where C set it: left as it is
-    if before is not None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    with ctrl_c_ignored():
         running = _unfinished(ray, list(refs), 0.0)
         for ref in running:  # only the unfinished: cancelling a finished task can crash Ray's task manager
             _cancel(ray, ref, force=False)
         for ref in _unfinished(ray, running, patience):
             _cancel(ray, ref, force=True)
-    finally:
-        if before is not None:
-            signal.signal(signal.SIGINT, before)
 
 
 def _unfinished(ray, refs: list, timeout: float) -> list:

@@ -258,11 +258,8 @@ def ray_map(fn: Callable, items: Iterable) -> list:
             ready, pending = ray.wait(pending, num_returns=1)
             ray.get(ready)
         return ray.get(refs)
-    except ray.exceptions.RayTaskError as e:
-        cancel(ray, pending)  # only the unfinished: cancelling a finished task can crash Ray's task manager
-        if isinstance(e.cause, AtariDataError):  # bad input stays a one-line error, wherever it was found
-            raise e.cause from None
-        raise
-    except BaseException:  # Ctrl-C or a dying driver: no task may go on writing after we stop
+    except BaseException as e:  # a failed task, a Ctrl-C, a dying driver: no task may go on writing
         cancel(ray, pending)
+        if isinstance(e, ray.exceptions.RayTaskError) and isinstance(e.cause, AtariDataError):
+            raise e.cause from None  # bad input stays a one-line error, wherever it was found
         raise
