@@ -93,6 +93,12 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def named(pid: int, name: str) -> list[int]:
+    """The processes under ``pid`` whose command line holds ``name`` (Ray's show their role there:
+    ``ray::IDLE``, ``ray::DashboardAgent``)."""
+    return [p for p in descendants(pid) if name in _cmdline(p)]
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs: neither gone nor a zombie waiting for its parent."""
     return _state(pid) not in ("", "Z", "X")

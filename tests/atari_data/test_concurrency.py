@@ -13,7 +13,7 @@ import pytest
 from atari_data.cli import main
 from atari_data.layout.validate import validate
 
-from ..processes import alive, as_from_a_terminal, descendants, ended, spawned
+from ..processes import alive, as_from_a_terminal, deaf_to_ctrl_c, descendants, ended, named, spawned
 from ..promises import run_cli
 
 GEN = [
@@ -33,14 +33,14 @@ GEN = [
 ]
 
 
-def _cli(*args: str, env: dict | None = None) -> subprocess.Popen:
+def _cli(*args: str, env: dict | None = None, preexec_fn=as_from_a_terminal) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "atari_data.cli", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        preexec_fn=as_from_a_terminal,
+        preexec_fn=preexec_fn,
         env=env,
     )
 
@@ -124,28 +124,81 @@ def test_generate_stopped_by_sigterm_or_sighup_leaves_no_lock_and_says_so(tmp_pa
     assert not list(root.rglob(".*")), "a staging folder or lock left behind"
 
 
+RAY_STOPPED = {
+    signal.SIGINT: "interrupted; rerun the same command to redo unfinished games",
+    signal.SIGTERM: "terminated (SIGTERM); rerun the same command to redo unfinished games",
+}
+
+
+def _none_outlives(pids: list[int], within: float = 5.0) -> bool:
+    """Whether every one of ``pids`` has ended ``within`` seconds (Ray's own take a moment to follow)."""
+    deadline = time.monotonic() + within
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(alive(p) for p in pids)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Ray's processes from /proc")
-def test_generate_on_ray_stopped_by_sigterm_says_so_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize(
+    "started", [as_from_a_terminal, deaf_to_ctrl_c], ids=["from-a-terminal", "as-a-background-job"]
+)
+def test_generate_on_ray_stopped_by_sigterm_says_so_and_leaves_nothing(tmp_path, started):
     """``--executor ray`` starts Ray in the driver, and ``ray.init`` took SIGTERM over twice: in
     Python's table (its handler exits with code 15) and in the kernel's (abseil's failure handler,
     which prints a stack dump and aborts three seconds on). A SIGTERM then printed that dump and left
-    each game's lock, where the local executor says one line and leaves nothing."""
+    each game's lock, where the local executor says one line and leaves nothing. Started as a
+    background job (SIGINT ignored), Ray's workers inherited the ignored SIGINT, so the interrupt that
+    lets a cancelled game unwind did nothing: each was killed, its lock left behind."""
     pytest.importorskip("ray", reason="Ray is an optional extra ([ray])")
     root = tmp_path / "root"
     big = ("--train-frames", "100000", "--decision-cap", "100000", "--executor", "ray")
     own_ray = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a local Ray, started by generate
-    first = _cli(*GEN, *big, "--games", "Pong,Breakout", "--workers", "2", "--root", str(root), env=own_ray)
+    first = _cli(
+        *GEN, *big, "--games", "Pong,Breakout", "--workers", "2", "--root", str(root), env=own_ray, preexec_fn=started
+    )
     _wait_for([root / "expert2f" / f".{game}.lock" for game in ("Pong", "Breakout")], timeout=120)
     time.sleep(0.5)
     ray_processes = descendants(first.pid)
     os.kill(first.pid, signal.SIGTERM)
     _, err = ended(first, timeout=120)
     assert first.returncode == 128 + signal.SIGTERM, err
-    assert err.strip().splitlines()[-1:] == ["terminated (SIGTERM); rerun the same command to redo unfinished games"]
+    assert err.strip().splitlines()[-1:] == [RAY_STOPPED[signal.SIGTERM]]
     assert "SIGTERM received" not in err, err
     assert not list(root.rglob(".*")), "a staging folder or lock left behind"
-    assert not [p for p in ray_processes if alive(p)], "a Ray process outlived generate"
+    assert _none_outlives(ray_processes), "a Ray process outlived generate"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Ray's processes from /proc")
+@pytest.mark.parametrize(
+    ("moment", "sent"),
+    [("ray::DashboardAgent", signal.SIGINT), ("ray::IDLE", signal.SIGTERM)],
+    ids=["ctrl-c-once-rays-agents-run", "sigterm-as-the-driver-joins"],
+)
+def test_generate_stopped_while_ray_starts_says_so_and_leaves_nothing(tmp_path, moment, sent):
+    """A Ctrl-C or SIGTERM inside ``ray.init`` was raised where it stood: once Ray's agents ran, they
+    outlived generate by a minute; as the driver joined (its first workers start then), abseil's
+    handler printed its dump and aborted the run three seconds on, or the half-joined driver crashed
+    on its way out (SIGSEGV). Held until ``ray.init`` returns, each is the usual one line."""
+    pytest.importorskip("ray", reason="Ray is an optional extra ([ray])")
+    root = tmp_path / "root"
+    own_ray = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    first = _cli(
+        *GEN, "--executor", "ray", "--games", "Pong,Breakout", "--workers", "2", "--root", str(root), env=own_ray
+    )
+    deadline = time.monotonic() + 120
+    while not named(first.pid, moment):
+        assert first.poll() is None and time.monotonic() < deadline, f"{moment} never started"
+        time.sleep(0.02)
+    ray_processes = descendants(first.pid)
+    os.kill(first.pid, sent)
+    _, err = ended(first, timeout=120)
+    assert first.returncode == 128 + sent, err[-3000:]
+    assert err.strip().splitlines()[-1:] == [RAY_STOPPED[sent]], err[-3000:]
+    assert "SIGTERM received" not in err, err
+    assert not list(root.rglob(".*")), "a staging folder or lock left behind"
+    assert _none_outlives(ray_processes), "a Ray process outlived generate"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads worker states from /proc")

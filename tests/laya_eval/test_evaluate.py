@@ -16,7 +16,7 @@ from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig, evaluate, load_results
 from laya_eval.policies import load_policy
 
-from ..processes import ended
+from ..processes import as_from_a_terminal, deaf_to_ctrl_c, ended
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -445,19 +445,29 @@ def test_a_judge_killed_mid_run_takes_the_policy_and_its_children_with_it(tmp_pa
     assert_ended(int(pid_file.read_text()))
 
 
-@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=pytest.mark.slow)])
-def test_a_judge_stopped_by_sigterm_says_so_and_leaves_no_lock(tmp_path, executor):
+@pytest.mark.parametrize(
+    ("executor", "started"),
+    [
+        ("local", as_from_a_terminal),
+        pytest.param("ray", as_from_a_terminal, marks=pytest.mark.slow),
+        pytest.param("ray", deaf_to_ctrl_c, marks=pytest.mark.slow),
+    ],
+    ids=["local", "ray", "ray-as-a-background-job"],
+)
+def test_a_judge_stopped_by_sigterm_says_so_and_leaves_no_lock(tmp_path, executor, started):
     """SIGTERM (a scheduler's stop) ends the judge as a Ctrl-C does: one line, exit 143, the policy and
     its children ended, and the results file's lock removed (by Python's default it stayed). On Ray
     too, whose ``ray.init`` had taken SIGTERM over: its handler exited with code 15 and its C++ one
-    printed a stack dump."""
+    printed a stack dump. A judge started as a background job (SIGINT ignored) gave its Ray workers
+    the ignored SIGINT: Ray's interrupt did nothing, each worker was killed, and the policy's child
+    lived on."""
     if executor == "ray":
         pytest.importorskip("ray", reason="Ray is an optional extra ([ray])")
     out = tmp_path / "r.json"
     cmd = [sys.executable, "-m", "laya_eval.cli", "run", "--policy", unruly(tmp_path, "setsid"), "--games", "Pong"]
     cmd += ["--episodes", "1", "--random-episodes", "0", "--out", str(out), "--executor", executor]
     env = {k: v for k, v in ENV.items() if k != "RAY_ADDRESS"}  # a local Ray of its own
-    judge = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    judge = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=started)
     pid_file, deadline = tmp_path / "child.pid", time.time() + 60
     while time.time() < deadline and not pid_file.exists():
         time.sleep(0.05)

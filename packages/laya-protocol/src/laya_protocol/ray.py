@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
+from collections.abc import Callable
 
 from laya_protocol.errors import UNWIND_SECONDS, ctrl_c_ignored
+
+#: How long a Ctrl-C or SIGTERM that arrives while ``ray.init`` runs is held for it to finish (its
+#: start-up takes about 6 s on two busy cores); past that, it is delivered where init stands.
+START_PATIENCE = 10.0
+
+HELD = (signal.SIGINT, signal.SIGTERM)
 
 
 def connect(num_cpus: int | None = None):
@@ -17,22 +25,20 @@ def connect(num_cpus: int | None = None):
     environment for them from a copy of the working directory. Ray reads that switch once, when it is
     first imported, so it is set before the import.
 
-    SIGTERM stays the caller's. ``ray.init`` takes it over, in Python's table (a handler that exits
-    with code 15, past the caller's one line) and in the kernel's (abseil's failure handler, which
-    prints a stack dump and aborts three seconds later, leaving the caller's locks behind). Putting
-    Python's handler back puts the kernel's back too; a SIGTERM while ``ray.init`` runs goes to the
-    caller's handler. Off the main thread no handler can be put back, so abseil's is switched off
-    before the import instead (``RAY_DISABLE_FAILURE_SIGNAL_HANDLER``, as Ray documents), at the cost
-    of its C++ stack dump on a crash."""
+    Ctrl-C and SIGTERM stay the caller's. Raised inside ``ray.init``, either left a driver half
+    built: it crashed (SIGSEGV) on its way out, or left Ray's agents running for a minute. So while
+    ``ray.init`` runs on the main thread they are held, and raised through the caller's handlers
+    when it returns (or after ``START_PATIENCE``, should it hang). Ray's own SIGTERM handler, which
+    exits with code 15 past the caller's one line, is not installed; nor is abseil's failure handler
+    (``RAY_DISABLE_FAILURE_SIGNAL_HANDLER``, set before the import, as Ray documents), which turned a
+    SIGTERM into a stack dump and an abort three seconds later, cutting the caller's clean-up short;
+    the cost is its C++ stack dump on a crash. A ``ray.init`` that fails shuts down what it started."""
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    main = threading.current_thread() is threading.main_thread()  # ray.init sets its handler from there only
-    if not main:
-        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     import ray
 
     if not ray.is_initialized():
-        before = signal.getsignal(signal.SIGTERM) if main else None
-        try:
+        with _held_through(ray):
             try:
                 ray.init(
                     address=os.environ.get("RAY_ADDRESS"),
@@ -40,14 +46,90 @@ def connect(num_cpus: int | None = None):
                     log_to_driver=False,
                     include_dashboard=False,
                 )
-            finally:
-                if before is not None:
-                    signal.signal(signal.SIGTERM, before)
-        except SystemExit as e:  # ray.init's own handler, sys.exit(signum), took a SIGTERM
-            if e.code == signal.SIGTERM and callable(before):
-                before(signal.SIGTERM, None)  # the caller's way out: terminations_raised's raises Terminated
-            raise
+            except BaseException:
+                with ctrl_c_ignored(), contextlib.suppress(Exception):
+                    ray.shutdown()
+                raise
     return ray
+
+
+def remote(fn: Callable, num_cpus: int | None = None):
+    """(the ``ray`` module, connected as :func:`connect` connects, ``fn`` as a Ray remote function)
+    whose tasks :func:`cancel` can interrupt. Raises ImportError without Ray."""
+    ray = connect(num_cpus)
+    return ray, ray.remote(_interruptible(fn))
+
+
+def _interruptible(fn: Callable) -> Callable:
+    """``fn``, run in a worker where Ctrl-C raises KeyboardInterrupt. Ray interrupts a cancelled task
+    as a Ctrl-C would, and a worker inherits its driver's ignored SIGINT (a driver started as a
+    background job, ``cmd &``, has it): the interrupt did nothing, the task was killed, and its clean-up
+    (a game's lock, a policy's processes) never ran. Ray starts each worker in a process group of its
+    own, so a terminal's Ctrl-C still reaches only the driver."""
+
+    def task(*args, **kwargs):
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        return fn(*args, **kwargs)
+
+    task.__name__ = task.__qualname__ = getattr(fn, "__name__", "task")  # Ray names the task after it
+    return task
+
+
+@contextlib.contextmanager
+def _held_through(ray):
+    """Ctrl-C and SIGTERM held within, then given to the handlers that were in place (see connect)."""
+    if threading.current_thread() is not threading.main_thread():  # no handler can be set; nor does Ray set one
+        yield
+        return
+    import _thread
+
+    before = {s: signal.getsignal(s) for s in HELD}
+    held: list[int] = []
+    overdue = threading.Event()
+
+    def hold(signum, _frame) -> None:
+        if overdue.is_set():  # START_PATIENCE is up: the caller's handler, where init stands
+            _restore(before)
+            return _deliver(signum, before[signum])
+        if not held:
+            timer.start()
+        held.append(signum)
+
+    def late() -> None:
+        overdue.set()
+        _thread.interrupt_main(signal.Signals(held[0]))  # runs hold in the main thread
+
+    timer = threading.Timer(START_PATIENCE, late)
+    timer.daemon = True
+    for s in HELD:
+        if callable(before[s]) or before[s] == signal.SIG_DFL:
+            signal.signal(s, hold)
+    real = getattr(ray._private.utils, "set_sigterm_handler", None)  # ray.init's: sys.exit(15) on SIGTERM
+    try:
+        if real is not None:
+            ray._private.utils.set_sigterm_handler = lambda _handler: None
+        yield
+    finally:
+        if real is not None:
+            ray._private.utils.set_sigterm_handler = real
+        timer.cancel()
+        _restore(before)
+        if held and not overdue.is_set():
+            _deliver(held[0], before[held[0]])
+
+
+def _restore(handlers: dict) -> None:
+    for s, h in handlers.items():
+        signal.signal(s, h)
+
+
+def _deliver(signum: int, handler) -> None:
+    """``signum`` as it would have landed on ``handler``: called, the default action, or nothing."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signum)
 
 
 def cancel(ray, refs, patience: float = UNWIND_SECONDS) -> None:

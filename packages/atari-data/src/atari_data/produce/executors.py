@@ -23,7 +23,7 @@ from typing import Any
 
 from atari_data.errors import AtariDataError
 from laya_protocol.errors import UNWIND_SECONDS, end_within, signal_name
-from laya_protocol.ray import cancel, connect
+from laya_protocol.ray import cancel, remote
 
 EXECUTORS = ("local", "ray")
 
@@ -74,10 +74,9 @@ def ahead(fn: Callable, items: Iterator, *, executor: str = "local", workers: in
     workers = max(1, workers)
     if executor == "ray":
         try:
-            ray = connect()
+            ray, task = remote(fn)
         except ImportError:
             raise AtariDataError("--executor ray needs Ray: install atari-data[ray]", field="--executor") from None
-        task = ray.remote(fn)
         refs: deque = deque()
 
         def ray_results() -> Iterator:
@@ -247,10 +246,9 @@ def _in_pool_loop(frame) -> bool:
 def ray_map(fn: Callable, items: Iterable) -> list:
     """``[fn(x) for x in items]``, computed as Ray tasks, in the order of ``items``."""
     try:
-        ray = connect()
+        ray, task = remote(fn)
     except ImportError:
         raise AtariDataError("--executor ray needs Ray: install atari-data[ray]", field="--executor") from None
-    task = ray.remote(fn)
     refs = [task.remote(x) for x in items]
     pending = list(refs)
     try:
