@@ -145,6 +145,13 @@ def test_workers_give_the_same_bytes(tmp_path):
 def test_unknown_experts_are_clear_errors(tmp_path):
     with pytest.raises(AtariDataError, match="no built-in expert for Seaquest"):
         gen.generate_game(small_config(tmp_path), "Seaquest")
+    # before any game is played: Pong was played and written, then Seaquest refused
+    with pytest.raises(AtariDataError, match="--games: no built-in expert for Seaquest"):
+        small_config(tmp_path / "two", games=["Pong", "Seaquest"])
+    assert not (tmp_path / "two").exists()
+    with pytest.raises(AtariDataError, match="--games: no game given"):
+        small_config(tmp_path, games=[])
+    assert small_config(tmp_path, games=["Pong", "pong", "Pong"]).games == ["Pong"], "one game, once"
     with pytest.raises(AtariDataError, match="unknown expert 'magic'"):
         load_expert("magic", "Pong")
     with pytest.raises(AtariDataError, match="unknown source"):

@@ -1,11 +1,18 @@
 """The quickstart at toy size: every stage runs for real, a rerun skips them, other settings are refused."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
 from laya_policy.cli import main
 from laya_policy.quickstart import STAGES
+
+from ..processes import as_from_a_terminal, ended
 
 TOY = [
     "--games",
@@ -55,9 +62,71 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
 
     assert main(["quickstart", "--out", str(out), *TOY]) == 0
     assert capsys.readouterr().out.count("done before, skipped") == len(STAGES)
+    # the same folder spelled otherwise (or moved) is the same run: it was refused as "other settings"
+    assert main(["quickstart", "--out", f"{out}/", *TOY]) == 0
+    assert capsys.readouterr().out.count("done before, skipped") == len(STAGES)
 
     assert main(["quickstart", "--out", str(out), *TOY[:-2], "--workers", "2"]) == 2
-    assert "other settings" in capsys.readouterr().err
+    assert "other settings" in (err := capsys.readouterr().err) and "--workers 1 there, 2 now" in err, err
+
+    # --restart deletes a quickstart's folder, and nothing else: not a folder of other files, nor the
+    # folder a user stands in (both were deleted whole)
+    other = tmp_path / "thesis"
+    (other / "ch1").mkdir(parents=True)
+    (other / "ch1" / "draft.tex").write_text("mine")
+    assert main(["quickstart", "--out", str(other), "--restart", *TOY]) == 2
+    assert "no quickstart's settings.json" in capsys.readouterr().err
+    assert (other / "ch1" / "draft.tex").read_text() == "mine"
+    here = os.getcwd()
+    try:
+        os.chdir(out)
+        assert main(["quickstart", "--out", ".", "--restart", *TOY]) == 2
+    finally:
+        os.chdir(here)
+    assert "holds the current folder" in capsys.readouterr().err
+    assert (out / "report.md").is_file()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="links and signals as Linux has them")
+def test_a_run_folder_in_use_is_refused_before_anything_is_deleted(tmp_path, capsys):
+    """Nothing held the run folder: a second quickstart with --restart deleted a running one's folder,
+    its training lock with it, and both trained into it."""
+    out = tmp_path / "qs"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "laya_policy.cli", "quickstart", "--out", str(out), *TOY, "--steps", "2000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_from_a_terminal,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "stages" / "generate.json").exists():
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr and first.stderr.read()
+            time.sleep(0.1)
+        assert main(["quickstart", "--out", str(out), "--restart", *TOY, "--steps", "2000"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"another process (pid {first.pid})" in err[0], err
+        assert (out / "stages" / "generate.json").is_file(), "the running quickstart's folder was deleted"
+    finally:
+        first.send_signal(signal.SIGINT)
+        ended(first, timeout=120)
+
+
+@pytest.mark.parametrize("part", ["training.png", "stages", "eval"])
+def test_a_link_planted_in_a_run_folder_is_refused(tmp_path, capsys, part):
+    """A link in place of a part of the run folder had the stage that writes it write where it
+    pointed (training.png went through the link; the stage records and results.json into its folder)."""
+    out, outside = tmp_path / "qs", tmp_path / "outside"
+    out.mkdir()
+    outside.mkdir()
+    victim = outside / "victim"
+    victim.write_text("mine")
+    (out / part).symlink_to(victim if part.endswith(".png") else outside)
+    assert main(["quickstart", "--out", str(out), *TOY]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(out / part) in err[0] and "link" in err[0], err
+    assert sorted(p.name for p in outside.iterdir()) == ["victim"] and victim.read_text() == "mine"
 
 
 def test_the_quickstart_runs_the_reference_cnn_through_the_same_stages(tmp_path, capsys):
@@ -82,6 +151,7 @@ def test_the_quickstart_runs_the_reference_cnn_through_the_same_stages(tmp_path,
         ("--epsilon", "1.5"),
         ("--train-frames", "0"),
         ("--games", "Nope"),
+        ("--games", "Seaquest"),  # no built-in expert: found after the games before it were written
         ("--steps", "0"),
         ("--batch", "0"),
         ("--image-size", "100"),

@@ -748,6 +748,15 @@ def test_dagger_round_from_a_checkpoint_then_training_on_both_sources(data, tmp_
     )
     assert set(summary["samples_per_group"]) == {"Pong/expert2f", "Pong/dagger1"}
 
+    # games checked before any is played: Pong was played and written before Seaquest was refused, and
+    # no game at all was a silent success
+    args = ["dagger", "--model", str(out / "final"), "--root", str(root), "--round", "2", "--train-frames", "20"]
+    for games, said in (("Pong,Seaquest", "no built-in expert for Seaquest"), ("", "no game given")):
+        assert main([*args, "--games", games]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--games" in err[0] and said in err[0], err
+        assert not (root / "dagger2").exists()
+
 
 def test_resume_truncates_the_log_to_the_state_it_resumes_from(data, tmp_path):
     out = tmp_path / "run"

@@ -25,6 +25,7 @@ from pathlib import Path
 from atari_data.layout import write_atomic
 from laya_policy.checkpoint import FINAL, read_json_file
 from laya_protocol.config import option
+from laya_protocol.locks import FileLock
 from laya_protocol.names import HUB_SPLITS
 from laya_protocol.protocol import EVAL_DECISION_CAP
 
@@ -76,7 +77,7 @@ class QuickstartConfig:
     device: str = option("cpu", "torch device")
     workers: int = option(2, "generation processes")
     seed: int = option(0)
-    restart: bool = option(False, "delete OUT and start over")
+    restart: bool = option(False, "delete OUT, a quickstart's run folder (never another folder), and start over")
 
 
 class Quickstart:
@@ -124,21 +125,27 @@ class Quickstart:
 
     def run(self) -> dict:
         self.check()
-        if self.cfg.restart and self.out.exists():
-            import shutil
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(self.out.parent / f".{self.out.name}.lock", f"the run folder {self.out}", _lock_error):
+            return self._run()
 
-            shutil.rmtree(self.out)
+    def _run(self) -> dict:
+        settings, wanted = self.out / "settings.json", self.settings()
+        if self.cfg.restart and (self.out.exists() or self.out.is_symlink()):
+            self._delete()
         self.out.mkdir(parents=True, exist_ok=True)
-        settings = self.out / "settings.json"
-        if (settings.exists() or settings.is_symlink()) and read_json_file(settings) != {
-            **asdict(self.cfg),
-            "restart": False,
-        }:
-            raise ValueError(
-                f"{self.out} was made with other settings ({settings}); pass --restart to start over "
-                "or --out for a new folder"
-            )
-        write_atomic(settings, (json.dumps({**asdict(self.cfg), "restart": False}, indent=2) + "\n").encode())
+        for part in PARTS:  # a link planted there had the stages write where it pointed
+            if (self.out / part).is_symlink():
+                raise ValueError(f"{self.out / part}: is a symbolic link, not part of a run folder; remove it")
+        if settings.exists() or settings.is_symlink():
+            made = read_json_file(settings)
+            made = {k: v for k, v in made.items() if k != "out"} if isinstance(made, dict) else made
+            if made != wanted:
+                raise ValueError(
+                    f"{self.out} was made with other settings ({settings}: {_differences(made, wanted)}); "
+                    "pass --restart to start over or --out for a new folder"
+                )
+        write_atomic(settings, (json.dumps(wanted, indent=2) + "\n").encode())
         results = {}
         for i, stage in enumerate(STAGES, 1):
             previous = self.done(stage)
@@ -153,6 +160,33 @@ class Quickstart:
             results[stage] = self.mark(stage, result)
             print(f"[{i}/{len(STAGES)}] {stage}: done in {result['seconds']:.0f} s", flush=True)
         return results
+
+    def settings(self) -> dict:
+        """What a rerun must match: every setting but the folder's own name (spelled ``qs``, ``./qs``
+        or moved, it is the same run) and --restart."""
+        return {k: v for k, v in asdict(self.cfg).items() if k not in ("out", "restart")}
+
+    def _delete(self) -> None:
+        """--restart: the run folder moved aside in one step, then deleted, so a stop part-way leaves
+        either the old run whole or none of it. Only an empty folder or a quickstart's (its
+        settings.json) is deleted, and never the current folder or one above it."""
+        import os
+        import shutil
+
+        if self.out.is_symlink() or not self.out.is_dir():
+            raise ValueError(f"--out {self.out}: is not a folder; --restart deletes only a run folder")
+        if Path.cwd().resolve().is_relative_to(self.out.resolve()):
+            raise ValueError(f"--out {self.out}: holds the current folder; --restart would delete it")
+        made = self.out / "settings.json"
+        ours = made.is_file() and not made.is_symlink() and _is_settings(read_json_file(made))
+        if not ours and any(self.out.iterdir()):
+            raise ValueError(
+                f"--out {self.out}: holds files and no quickstart's settings.json; --restart deletes only a "
+                "quickstart's run folder (pick a new --out)"
+            )
+        aside = self.out.parent / f".{self.out.name}.deleting-{os.getpid()}"
+        self.out.rename(aside)
+        shutil.rmtree(aside)
 
     # -- stages ----------------------------------------------------------------------------------
     def generate(self) -> dict:
@@ -258,7 +292,7 @@ class Quickstart:
         write_report(results, self.eval_dir)
         summary = json.loads((self.run_dir / "summary.json").read_text())
         log = [json.loads(x) for x in (self.run_dir / "log.jsonl").read_text().splitlines()]
-        plot_training(summary["curve"], log, self.out / "training.png")
+        write_atomic(self.out / "training.png", plot_training(summary["curve"], log))
         best = max(
             (g for g in results["games"].values() if g.get("mean") is not None),
             key=lambda g: g.get("normalised") or -1e9,
@@ -332,6 +366,25 @@ class Quickstart:
         return {"report": str(self.out / "report.md"), "video": video.get("video")}
 
 
+#: What a run folder holds, each written by its stage: none may be a link.
+PARTS = ("settings.json", "stages", "data", "packed", "train", "eval", "report.md", "training.png")
+
+
+def _lock_error(message: str, path: str) -> ValueError:
+    return ValueError(f"{path}: {message}")
+
+
+def _is_settings(made) -> bool:
+    return isinstance(made, dict) and {"games", "steps", "model", "seed"} <= made.keys()
+
+
+def _differences(made, wanted: dict) -> str:
+    if not isinstance(made, dict):
+        return "not a quickstart's settings"
+    flags = sorted(k for k in made.keys() | wanted.keys() if made.get(k) != wanted.get(k))
+    return ", ".join(f"--{k.replace('_', '-')} {made.get(k)!r} there, {wanted.get(k)!r} now" for k in flags)
+
+
 def _baseline_rows(results: dict) -> list[str]:
     rows = []
     for game, g in sorted(results.get("games", {}).items()):
@@ -350,7 +403,10 @@ def _markdown_table(df) -> str:
     return "\n".join(rows)
 
 
-def plot_training(curve: list, log: list[dict], path: Path) -> None:
+def plot_training(curve: list, log: list[dict]) -> bytes:
+    """The training curve and validation NLL as PNG bytes (written atomically by the caller)."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -364,5 +420,7 @@ def plot_training(curve: list, log: list[dict], path: Path) -> None:
     ax.set_xlabel("step")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=120)
     plt.close(fig)
+    return png.getvalue()

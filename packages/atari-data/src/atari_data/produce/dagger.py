@@ -18,10 +18,9 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.layout.writer import GameWriter, Step
-from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.play.experts import expert_id, load_expert
-from atari_data.play.experts.base import check_holds
+from atari_data.play.experts.base import check_holds, playable_games
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
@@ -71,6 +70,7 @@ class DaggerConfig:
         )
         check_budget(self.planner_frames)
         check_holds(self.expert)
+        self.games = playable_games(self.expert, self.games)
 
 
 def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):
@@ -98,7 +98,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
         raise AtariDataError(f"round {cfg.round} (expected 1 or more)", field="round")
     source = f"dagger{cfg.round}"
     out: dict[str, dict | None] = {}
-    for name in [resolve_game(g, "--games") for g in cfg.games]:
+    for name in cfg.games:
         protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
         with GameWriter(
             cfg.root,

@@ -22,10 +22,9 @@ import numpy as np
 from atari_data.errors import AtariDataError
 from atari_data.layout import GameDir
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
-from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, Decision, episode_seed, play_episode
 from atari_data.play.experts import Expert, expert_id, is_planner, load_expert
-from atari_data.play.experts.base import check_holds
+from atari_data.play.experts.base import check_holds, playable_games
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.executors import EXECUTORS, ahead
@@ -96,7 +95,7 @@ class GenerateConfig:
             raise AtariDataError(f"{self.epsilon} is not a probability", field="--epsilon")
         check_budget(self.planner_frames)
         check_holds(self.expert)
-        self.games = [resolve_game(g, "--games") for g in self.games]
+        self.games = playable_games(self.expert, self.games)
 
 
 def check_root(root: str) -> None:

@@ -34,6 +34,29 @@ def check_holds(spec: str) -> None:
         planner_holds(spec.partition(":")[0])
 
 
+def playable_games(spec: str, games: list[str]) -> list[str]:
+    """``games`` as ALE names, each once, refused on one line before anything is played when none is
+    given or when the built-in experts (``spec`` builtin, or a planner on them) lack one: that was
+    found after the games before it had been played and written."""
+    from atari_data.play.actions import resolve_game
+
+    names = list(dict.fromkeys(resolve_game(g, "--games") for g in games))
+    if not names:
+        raise AtariDataError("no game given", field="--games")
+    base = spec.partition(":")[2]
+    if spec == "builtin" or (is_planner(spec) and base == "builtin"):
+        from atari_data.play.experts.builtin import BUILTIN
+
+        missing = [g for g in names if g not in BUILTIN]
+        if missing:
+            raise AtariDataError(
+                f"no built-in expert for {', '.join(missing)} (built-in: {', '.join(sorted(BUILTIN))}; "
+                "any ALE game with --expert planner, sb3:PATH, cleanrl:PATH or hub:REPO)",
+                field="--games",
+            )
+    return names
+
+
 def expert_id(spec: str, planner_frames: int | None) -> str:
     """How data and baselines name an expert: its spec, and a planner's budget (``planner@3000``)."""
     if not is_planner(spec):
