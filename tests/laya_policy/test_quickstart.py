@@ -62,6 +62,33 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
 
     assert main(["quickstart", "--out", str(out), *TOY]) == 0
     assert capsys.readouterr().out.count("done before, skipped") == len(STAGES)
+    # a stage recorded done whose output is gone runs again (all were skipped, to a report never written)
+    (out / "report.md").unlink()
+    assert main(["quickstart", "--out", str(out), *TOY]) == 0
+    assert "report: done before, but report.md is gone; again" in capsys.readouterr().out
+    assert (out / "report.md").is_file()
+    # what the report reads of the training, edited or cut short: one line naming the file and the field
+    # (KeyError and IndexError tracebacks, or a JSON error naming no file)
+    summary, log = out / "train" / "summary.json", out / "train" / "log.jsonl"
+    kept = {p: p.read_bytes() for p in (summary, log)}
+    edits = [
+        (summary, lambda b: b"{}", "steps"),
+        (summary, lambda b: json.dumps({**json.loads(b), "curve": [[1]]}).encode(), "curve"),
+        (summary, lambda b: json.dumps({**json.loads(b), "minutes": "slow"}).encode(), "minutes"),
+        (summary, lambda b: b[: len(b) // 2], "not JSON"),
+        (log, lambda b: b + b"garbage\n", "not JSON"),
+        (log, lambda b: b'{"step": 1, "nll": 0.5}\n', "games"),
+    ]
+    for path, edit, said in edits:
+        path.write_bytes(edit(kept[path]))
+        (out / "stages" / "report.json").unlink(missing_ok=True)
+        assert main(["quickstart", "--out", str(out), *TOY]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(path) in err[0] and said in err[0], (said, err)
+        path.write_bytes(kept[path])
+    assert main(["quickstart", "--out", str(out), *TOY]) == 0, "the files as they were: the report again"
+    capsys.readouterr()
+
     # the same folder spelled otherwise (or moved) is the same run: it was refused as "other settings"
     assert main(["quickstart", "--out", f"{out}/", *TOY]) == 0
     assert capsys.readouterr().out.count("done before, skipped") == len(STAGES)

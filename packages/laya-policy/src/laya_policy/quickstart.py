@@ -23,8 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from atari_data.layout import write_atomic
-from laya_policy.checkpoint import FINAL, read_json_file
+from laya_policy.checkpoint import FILE_MAX, FINAL, read_json_file
 from laya_protocol.config import option
+from laya_protocol.files import Refused, parse_json, read_capped
 from laya_protocol.locks import FileLock
 from laya_protocol.names import HUB_SPLITS
 from laya_protocol.protocol import EVAL_DECISION_CAP
@@ -147,8 +148,13 @@ class Quickstart:
                 )
         write_atomic(settings, (json.dumps(wanted, indent=2) + "\n").encode())
         results = {}
+        redo = False  # once a stage runs again, every later one does: it reads what that one wrote
         for i, stage in enumerate(STAGES, 1):
-            previous = self.done(stage)
+            previous = None if redo else self.done(stage)
+            if previous is not None and not (self.out / OUTPUTS.get(stage, "")).exists():
+                print(f"[{i}/{len(STAGES)}] {stage}: done before, but {OUTPUTS[stage]} is gone; again")
+                previous = None
+            redo = previous is None
             if previous is not None:
                 print(f"[{i}/{len(STAGES)}] {stage}: done before, skipped")
                 results[stage] = previous
@@ -290,8 +296,7 @@ class Quickstart:
 
         results = load_results(self.eval_dir / "results.json")
         write_report(results, self.eval_dir)
-        summary = json.loads((self.run_dir / "summary.json").read_text())
-        log = [json.loads(x) for x in (self.run_dir / "log.jsonl").read_text().splitlines()]
+        summary, log = training_record(self.run_dir)
         write_atomic(self.out / "training.png", plot_training(summary["curve"], log))
         best = max(
             (g for g in results["games"].values() if g.get("mean") is not None),
@@ -364,6 +369,82 @@ class Quickstart:
             ]
         write_atomic(self.out / "report.md", "\n".join(lines).encode())
         return {"report": str(self.out / "report.md"), "video": video.get("video")}
+
+
+#: What a stage leaves in the run folder; a stage recorded done whose output is gone runs again.
+OUTPUTS = {
+    "generate": "data",
+    "pack": "packed",
+    "train": "train/final",
+    "evaluate": "eval/results.json",
+    "report": "report.md",
+}
+
+#: What the report reads of a training run, and the kinds of their values.
+SUMMARY = {"steps": int, "minutes": (int, float), "samples_per_s": (int, float), "data_wait_share": (int, float)}
+EVALUATION = {"accuracy": (int, float), "nll": (int, float), "ece": (int, float)}
+
+
+def training_record(run: Path) -> tuple[dict, list[dict]]:
+    """``summary.json`` and ``log.jsonl`` of a training run, as the report reads them; a file edited
+    or cut short is one ValueError naming it, the line and the field (they were KeyError tracebacks)."""
+    path = run / "summary.json"
+    summary = read_json_file(path)
+    if not isinstance(summary, dict):
+        raise ValueError(f"{path}: is not a training summary (a JSON object)")
+    _fields(summary, SUMMARY, str(path))
+    world = (summary.get("replicas") or {}).get("world") if isinstance(summary.get("replicas"), dict) else None
+    if not isinstance(world, int) or isinstance(world, bool):
+        raise ValueError(f"{path}: replicas.world: expected a whole number")
+    curve = summary.get("curve")
+    if not isinstance(curve, list) or not all(_pair(c) for c in curve):
+        raise ValueError(f"{path}: curve: expected [step, loss] pairs of numbers")
+    path = run / "log.jsonl"
+    log = []
+    for n, line in enumerate(_text(path).splitlines(), 1):
+        where = f"{path}:{n}"
+        try:
+            entry = parse_json(line.encode())
+        except Refused as e:
+            raise ValueError(f"{where}: {e}") from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("games"), dict):
+            raise ValueError(f"{where}: games: expected an evaluation's groups")
+        _fields(entry, {"step": int, "nll": (int, float)}, where)
+        for key, group in entry["games"].items():
+            if not isinstance(group, dict):
+                raise ValueError(f"{where}: games.{key}: expected an object")
+            _fields(
+                group,
+                {**EVALUATION, **({"majority": (int, float)} if "majority" in group else {})},
+                f"{where}: games.{key}",
+            )
+        log.append(entry)
+    return summary, log
+
+
+def _text(path: Path) -> str:
+    try:
+        return read_capped(path, FILE_MAX).decode("utf-8")
+    except Refused as e:
+        raise ValueError(f"{path}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 at byte {e.start}") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+
+
+def _fields(record: dict, kinds: dict, where: str) -> None:
+    for field, kind in kinds.items():
+        value = record.get(field)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            expected = "a whole number" if kind is int else "a number"
+            raise ValueError(f"{where}: {field}: expected {expected}, got {json.dumps(value)[:40]}")
+
+
+def _pair(c) -> bool:
+    return (
+        isinstance(c, list) and len(c) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in c)
+    )
 
 
 #: What a run folder holds, each written by its stage: none may be a link.
