@@ -181,8 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "quickstart":
             from laya_policy.quickstart import Quickstart, QuickstartConfig
 
-            Quickstart(from_args(QuickstartConfig, args)).run()
-            print(f"report: {args.out}/report.md")
+            quickstart = Quickstart(from_args(QuickstartConfig, args))
+            quickstart.run()
+            print(f"report: {quickstart.out / 'report.md'}")
         return 0
     except KeyboardInterrupt as e:
         # uv passes a terminal's Ctrl-C on a second time: it must not cut the way out short. A caller
