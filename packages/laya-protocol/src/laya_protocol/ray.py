@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import threading
@@ -45,6 +46,7 @@ def connect(num_cpus: int | None = None):
                     num_cpus=num_cpus,
                     log_to_driver=False,
                     include_dashboard=False,
+                    logging_level=logging.ERROR,  # its start-up lines came before a command's own
                 )
             except BaseException:
                 with ctrl_c_ignored(), contextlib.suppress(Exception):
