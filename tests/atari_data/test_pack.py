@@ -512,6 +512,28 @@ def test_pack_refuses_bad_input(layout, packed, tmp_path):
     assert parse_size("1.5GB") == 1_500_000_000 and parse_size("300KB") == 300_000
 
 
+@pytest.mark.parametrize("name", [".out.partial", ".out.old"])
+def test_pack_deletes_no_folder_but_its_own_beside_out(layout, tmp_path, capsys, name):
+    """OUT's staging (``.OUT.partial``) and set-aside (``.OUT.old``) names were deleted whatever they
+    held: a user's backup of that name, even the very layout being packed (an outside hostile review)."""
+    beside = tmp_path / name
+    shutil.copytree(layout, beside)
+    for root in (beside, layout):
+        assert main(["pack", str(root), str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and name in err[0] and "not a pack's" in err[0], err
+        assert list_games(beside), "the folder beside OUT was deleted"
+    # what a stopped pack leaves there is its own, and goes; a link or a file there goes itself
+    shutil.rmtree(beside)
+    (tmp_path / "elsewhere").mkdir()
+    beside.symlink_to(tmp_path / "elsewhere")
+    assert main(["pack", str(layout), str(tmp_path / "out")]) == 0
+    assert (tmp_path / "elsewhere").is_dir() and not beside.is_symlink() and not beside.exists()
+    (tmp_path / "a-file").write_text("mine")  # OUT under a file: a FileExistsError traceback
+    assert main(["pack", str(layout), str(tmp_path / "a-file" / "out")]) == 2
+    assert "lies under a file" in capsys.readouterr().err and (tmp_path / "a-file").read_text() == "mine"
+
+
 @pytest.mark.parametrize("size", [(160, 210), (2000, 2000)])
 def test_pack_refuses_a_jpeg_where_the_record_names_a_png(layout, tmp_path, size):
     """pack checks each frame whole without decoding it; a JPEG passed that check whatever its name

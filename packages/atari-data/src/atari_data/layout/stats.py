@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import signal
+from typing import cast
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games, parse_json_line
@@ -65,8 +67,8 @@ def stats_table(root, sources=None, games=None) -> pl.DataFrame:
 def _has_target(g) -> bool | None:
     """Whether the first train record has a soft target (None when it cannot be told)."""
     try:
-        with open_regular(g.split_file("train")) as f:
-            line = f.readline(limit("file"))
+        with open_regular(g.split_file("train")) as f:  # buffered: unbuffered, readline read a byte a call
+            line = io.BufferedReader(cast(io.RawIOBase, f)).readline(limit("record") + 1)
         rec = parse_json_line(line, str(g.split_file("train")), 1, "(record)") if line else None
     except (OSError, AtariDataError):
         return None

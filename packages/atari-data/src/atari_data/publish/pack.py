@@ -36,6 +36,7 @@ from atari_data.layout import (
     join_plain,
     list_games,
     read_file,
+    remove,
     swap_into_place,
 )
 from atari_data.layout.png import LEVELS, formats_of, is_intact, recompress
@@ -322,7 +323,10 @@ def pack(cfg: PackConfig) -> dict:
         )
     out = Path(cfg.out)
     repo.check_target(Path(cfg.root), out, cfg.force)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a file where a folder above OUT should be
+        raise AtariDataError("lies under a file, not a folder", file=str(out), field="OUT") from None
     lock = FileLock(out.with_name(f".{out.name}.lock"), str(out))  # one pack into OUT at a time
     try:
         return _pack(cfg, games, out)
@@ -334,8 +338,8 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
     from atari_data.publish.card import write_card
 
     tmp = out.with_name(f".{out.name}.partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    for beside in (tmp, out.with_name(f".{out.name}.old")):  # the names swap_into_place uses
+        _clear_beside(beside)
     try:  # a refused or interrupted pack leaves no staging folder behind
         by_source: dict[str, list[GameDir]] = {}
         for g in games:
@@ -411,6 +415,27 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+#: What a pack writes at its top level: a folder beside OUT holding anything else is not a pack's.
+PACK_PARTS = {repo.CARD, repo.DATA, repo.WEBDATASET, repo.META, repo.SCHEMA, repo.REPLAY}
+
+
+def _clear_beside(path: Path) -> None:
+    """OUT's staging or set-aside name, as a stopped pack left it, cleared for this one: a link or a
+    file goes itself, a folder only when it holds nothing a pack would not write (a user's folder of
+    that name was deleted, even the layout being packed)."""
+    if path.is_dir() and not path.is_symlink():
+        stray = sorted(set(os.listdir(path)) - PACK_PARTS)
+        if stray:
+            raise AtariDataError(
+                f"is not a pack's own folder (it holds {stray[0]}); pack uses this name beside OUT: move it",
+                file=str(path),
+                field="OUT",
+            )
+        shutil.rmtree(path)
+    else:
+        remove(path)
 
 
 def _finish(tmp: Path, out: Path, summary: dict, cfg: PackConfig) -> dict:
