@@ -454,6 +454,10 @@ def _image_bytes(fmt, size=(160, 210), **options):
             "meta.json files say 1",
         ),
         (lambda r: (r / "README.md").write_text("no card"), "has no YAML header"),
+        # read with tarfile, a pax header was read whole (a 1.5 MB gzip shard took 2.2 GB) and parsed by
+        # a regex quadratic in its digits (an 815 KB shard ran 35 minutes): now over a record's limit
+        (lambda r: _pax_bomb(next((r / "webdataset").rglob("*.tar"))), "record limit"),
+        (lambda r: _cut_gzip(next((r / "webdataset").rglob("*.tar"))), "the gzip stream ends early"),  # EOFError
     ],
 )
 def test_doctor_finds_broken_repos(packed, tmp_path, capsys, how, message):
@@ -461,6 +465,23 @@ def test_doctor_finds_broken_repos(packed, tmp_path, capsys, how, message):
     assert main(["doctor", str(repo)]) == 2
     out = capsys.readouterr().out
     assert message in out and "Traceback" not in out
+
+
+def _pax_bomb(shard, size: int = 4 << 20) -> None:
+    """A gzip shard whose first member is a pax header of ``size`` digits: a few KB on disk."""
+    import gzip
+
+    from atari_data.publish.tar import header
+
+    with gzip.open(shard, "wb") as f:
+        f.write(header("././@PaxHeader", size, b"x") + b"1" * size + bytes(-size % 512) + bytes(1024))
+
+
+def _cut_gzip(shard) -> None:
+    import gzip
+
+    data = gzip.compress(shard.read_bytes())
+    shard.write_bytes(data[: len(data) // 2])
 
 
 def _not_frames(path) -> None:

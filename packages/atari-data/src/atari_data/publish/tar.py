@@ -33,6 +33,7 @@ _END = bytes(2 * BLOCK)
 _ZERO = bytes(BLOCK)
 _REGULAR = (b"0", b"\0", b"7")  # a file (7: contiguous, read as one)
 _SKIPPED = (b"1", b"2", b"3", b"4", b"5", b"6", b"g", b"V", b"M")  # links, devices, dirs, fifos, labels
+_HEADERS = (b"x", b"g", b"L", b"K")  # pax (per member and global) and GNU long-name headers
 _PAX_PATH = "././@PaxHeader"
 _MAX_SIZE = 8**11 - 1  # what 11 octal digits hold
 _GZIP = b"\x1f\x8b"
@@ -138,7 +139,8 @@ def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
         _check_sum(h, url, at)
         name = _text(pax[b"path"]) if b"path" in pax else longname or _name(h)
         size = _pax_size(pax, url, at) if b"size" in pax else _size(h, url, at)
-        if size > cap or (size > record_cap and name.lower().endswith(RECORD_SUFFIX)):  # webdataset lower-cases
+        meta = h[156:157] in _HEADERS  # a pax or long-name header is read whole: held to a record's limit
+        if size > cap or (size > record_cap and (meta or name.lower().endswith(RECORD_SUFFIX))):  # lower-cased
             check("record" if size <= cap else "member", size, file=url, field=name)  # raises, naming the limit
         data = read(size)
         pad = -size % BLOCK
