@@ -32,6 +32,16 @@ def test_stats_json(layout_master, capsys):
     assert 0 < b["label_entropy_bits"] <= 2 and b["target"] is True
 
 
+def test_stats_of_a_number_past_a_floats_range_is_one_line(layout, capsys):
+    """An integer of 401 digits where meta.json holds a number was an OverflowError traceback."""
+    meta = layout / "expert2f/Breakout/meta.json"
+    text = meta.read_text()
+    meta.write_text(text.replace('"repeat_action_probability": 0.25', '"repeat_action_probability": 1' + "0" * 400))
+    assert main(["stats", str(layout)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "repeat_action_probability" in err[0] and "(401 digits) is not finite" in err[0], err
+
+
 def test_generate_then_validate_in_a_fresh_process(tmp_path):
     root = tmp_path / "data"
     cmd = [sys.executable, "-m", "atari_data.cli"]

@@ -142,6 +142,15 @@ class Int(Type):
         return Value("int64")
 
 
+def finite(v: int | float) -> bool:
+    """Whether a JSON number is finite as a float: an integer past a float's range is not (it was an
+    OverflowError traceback in stats)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True)
 class Num(Type):
     doc: str = "number"
@@ -152,11 +161,12 @@ class Num(Type):
     def check(self, v, path, out):
         if type(v) not in (int, float):
             out.append((path, f"expected a number, got {json_kind(v)}"))
-        elif not math.isfinite(v):
-            out.append((path, f"{v} is not finite"))
+        elif not finite(v):
+            shown = str(v) if len(str(v)) <= 24 else f"{str(v)[:12]}... ({len(str(v))} digits)"
+            out.append((path, f"{shown} is not finite"))
 
     def expr(self, v, ns, depth=0):
-        return f"(type({v}) in {_const(ns, (int, float))} and {_const(ns, math.isfinite)}({v}))"
+        return f"(type({v}) in {_const(ns, (int, float))} and {_const(ns, finite)}({v}))"
 
     def json_schema(self):
         return {"type": "number"}
