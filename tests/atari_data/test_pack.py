@@ -1,6 +1,7 @@
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -458,6 +459,10 @@ def _image_bytes(fmt, size=(160, 210), **options):
         # a regex quadratic in its digits (an 815 KB shard ran 35 minutes): now over a record's limit
         (lambda r: _pax_bomb(next((r / "webdataset").rglob("*.tar"))), "record limit"),
         (lambda r: _cut_gzip(next((r / "webdataset").rglob("*.tar"))), "the gzip stream ends early"),  # EOFError
+        # YAML aliases multiplied doctor's work (100 configs of 100 aliased files: minutes); "." was an
+        # IndexError traceback inside pathlib's glob
+        (lambda r: _edit_card(r, lambda t: t.replace("---\n", "---\nx: &a [1]\ny: *a\n", 1)), "has aliases"),
+        (lambda r: _edit_card(r, lambda t: re.sub(r"path: \S+", "path: .", t, count=1)), "is not a glob of files"),
     ],
 )
 def test_doctor_finds_broken_repos(packed, tmp_path, capsys, how, message):
@@ -465,6 +470,11 @@ def test_doctor_finds_broken_repos(packed, tmp_path, capsys, how, message):
     assert main(["doctor", str(repo)]) == 2
     out = capsys.readouterr().out
     assert message in out and "Traceback" not in out
+
+
+def _edit_card(repo, edit) -> None:
+    card = repo / "README.md"
+    card.write_text(edit(card.read_text()))
 
 
 def _pax_bomb(shard, size: int = 4 << 20) -> None:

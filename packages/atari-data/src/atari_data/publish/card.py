@@ -52,8 +52,17 @@ def read_card(folder: Path) -> dict:
     if not m:
         raise AtariDataError("has no YAML header", file=str(path), field="README.md")
     try:
+        if any(isinstance(t, yaml.AliasToken) for t in yaml.scan(m[1])):  # a pack writes none
+            raise AtariDataError(
+                "YAML header has aliases (*name): each is read again for every use (100 configs of 100 "
+                "aliased data_files kept doctor busy for minutes)",
+                file=str(path),
+                field="README.md",
+            )
         card = yaml.safe_load(m[1])
     except (yaml.YAMLError, ValueError, RecursionError) as e:  # ValueError: an integer past 4,300 digits
+        if isinstance(e, AtariDataError):
+            raise
         raise AtariDataError(f"YAML header does not parse ({e})", file=str(path), field="README.md") from None
     if not isinstance(card, dict) or not (card.get("configs") or card.get("replay") or card.get("lmdb_pack")):
         raise AtariDataError("YAML header has no configs", file=str(path), field="configs")
@@ -82,9 +91,11 @@ def read_card(folder: Path) -> dict:
                 "needs a config_name and data_files as a list of {split, path}", file=str(path), field=f"configs.{name}"
             )
         for f in files:
-            if not f["path"].strip():
-                raise AtariDataError(
-                    "is an empty data_files path", file=str(path), field=f"configs.{name}.{f['split']}"
+            if not f["path"].strip() or any(part in ("", ".") for part in f["path"].split("/")):
+                raise AtariDataError(  # "." was an IndexError traceback inside pathlib's glob
+                    f"{f['path']!r} is not a glob of files (an empty or '.' part)",
+                    file=str(path),
+                    field=f"configs.{name}.{f['split']}",
                 )
             if (
                 leaves_folder(f["path"]) or any(x in f["path"] for x in ("\\", "://", "::")) or f["path"].endswith("/")
