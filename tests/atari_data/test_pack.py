@@ -543,6 +543,33 @@ def test_pack_refuses_bad_input(layout, packed, tmp_path):
     assert parse_size("1.5GB") == 1_500_000_000 and parse_size("300KB") == 300_000
 
 
+def test_a_game_replaced_while_it_is_packed_is_refused(layout, tmp_path, monkeypatch, capsys):
+    """A generate --force of a game finishing while pack read it gave a pack whose meta.json and rows
+    disagreed, with exit 0 (an outside hostile review: doctor then found 1000 records said, 1500 held).
+    The rewrite is made here as generate makes it, a new folder swapped in, after the first row."""
+    from atari_data.layout import swap_into_place
+
+    game = layout / "expert2f" / "Breakout"
+    rows = pack_module.layout_rows
+
+    def rewritten_after_the_first_row(games, *args, **kwargs):
+        for n, row in enumerate(rows(games, *args, **kwargs)):
+            if n == 1 and games[0].path == game:
+                new = game.with_name(".Breakout.new")
+                shutil.copytree(game, new)
+                meta = json.loads((new / "meta.json").read_text())
+                (new / "meta.json").write_text(json.dumps({**meta, "seed": meta["seed"] + 1}))
+                swap_into_place(new, game)
+            yield row
+
+    monkeypatch.setattr(pack_module, "layout_rows", rewritten_after_the_first_row)
+    out = tmp_path / "out"
+    assert main(["pack", str(layout), str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(game) in err[0] and "was replaced while it was packed" in err[0], err
+    assert not out.exists() and not list(tmp_path.glob(".out.*")), "no pack and no staging folder"
+
+
 @pytest.mark.parametrize("name", [".out.partial", ".out.old"])
 def test_pack_deletes_no_folder_but_its_own_beside_out(layout, tmp_path, capsys, name):
     """OUT's staging (``.OUT.partial``) and set-aside (``.OUT.old``) names were deleted whatever they

@@ -314,6 +314,7 @@ def pack(cfg: PackConfig) -> dict:
     games = list_games(cfg.root, cfg.sources, cfg.games, follow=False)
     if not games:
         raise AtariDataError("has no ready games to pack", file=str(cfg.root), field="root")
+    before = _fingerprints(games)  # before anything is read: a game replaced from now on is caught
     report = validate(cfg.root, cfg.sources, cfg.games)
     if not report.ok:
         raise AtariDataError(
@@ -329,12 +330,33 @@ def pack(cfg: PackConfig) -> dict:
         raise AtariDataError("lies under a file, not a folder", file=str(out), field="OUT") from None
     lock = FileLock(out.with_name(f".{out.name}.lock"), str(out))  # one pack into OUT at a time
     try:
-        return _pack(cfg, games, out)
+        return _pack(cfg, games, out, before)
     finally:
         lock.release()
 
 
-def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
+def _fingerprints(games: list[GameDir]) -> dict[Path, tuple]:
+    """Each game folder as it stands: its inode (generate and import swap a finished game in as a new
+    folder) and its meta.json's bytes. Readers take no lock, so a layout on a read-only mount packs."""
+    return {g.path: (os.stat(g.path).st_ino, read_file(g.path / META)) for g in games}
+
+
+def _unchanged(games: list[GameDir], before: dict[Path, tuple]) -> None:
+    for path, was in before.items():
+        try:
+            now = _fingerprints([g for g in games if g.path == path])[path]
+        except (OSError, AtariDataError):
+            now = None
+        if now != was:
+            raise AtariDataError(
+                "was replaced while it was packed (a generate or import --force of it?); pack it again once "
+                "that has finished",
+                file=str(path),
+                field="(folder)",
+            )
+
+
+def _pack(cfg: PackConfig, games: list[GameDir], out: Path, before: dict[Path, tuple]) -> dict:
     from atari_data.publish.card import write_card
 
     tmp = out.with_name(f".{out.name}.partial")
@@ -356,6 +378,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
                 summary["configs"][source] = {"replay": counts}
                 metas[source] = {g.game: g.meta() for g in gs}
             write_replay_card(tmp / repo.CARD, cfg.name, summary, metas)
+            _unchanged(games, before)
             return _finish(tmp, out, summary, cfg)
         for source, gs in sorted(by_source.items()):
             metas[source] = {g.game: g.meta() for g in gs}
@@ -411,6 +434,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path) -> dict:
         for kind in repo.SCHEMA_KINDS:
             (tmp / repo.schema_file(kind)).write_text(json.dumps(json_schema(kind), indent=2) + "\n")
         write_card(tmp / repo.CARD, cfg.name, summary, metas, cfg.repo)
+        _unchanged(games, before)
         return _finish(tmp, out, summary, cfg)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
