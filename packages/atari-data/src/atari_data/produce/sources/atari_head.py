@@ -171,6 +171,12 @@ def frames_of(archive: zipfile.ZipFile, trial: Trial, where: str) -> dict[str, b
 UNREADABLE = (EOFError, OSError, zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError)
 
 
+#: The largest tar header extension (a pax header, a GNU long name) read: a trial's own are a few
+#: hundred bytes, and tarfile parses a pax header with a regex quadratic in its digits (CVE-2024-6232,
+#: not fixed in every Python this runs on: a 1 MB header took minutes).
+HEADER_MAX = 64 << 10
+
+
 class _CappedTarInfo(tarfile.TarInfo):
     """A tar header whose own extension (a pax header, a GNU long name) is refused by its declared
     size before tarfile reads its body whole into memory; member bodies are checked by the caller."""
@@ -178,6 +184,12 @@ class _CappedTarInfo(tarfile.TarInfo):
     def _proc_member(self, tarfile_):
         if self.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, *tarfile.GNU_TYPES[:2]):
             limits.check("record", self.size, file=self.name, field="(tar header)")
+            if self.size > HEADER_MAX:
+                raise AtariDataError(
+                    f"declares a {self.size:,}-byte tar header extension; at most {HEADER_MAX:,} bytes are read",
+                    file=self.name,
+                    field="(tar header)",
+                )
         return super()._proc_member(tarfile_)
 
 
