@@ -149,6 +149,8 @@ def test_unknown_experts_are_clear_errors(tmp_path):
     with pytest.raises(AtariDataError, match="--games: no built-in expert for Seaquest"):
         small_config(tmp_path / "two", games=["Pong", "Seaquest"])
     assert not (tmp_path / "two").exists()
+    with pytest.raises(AtariDataError, match="--games: no built-in expert for Seaquest"):  # as load_expert reads it
+        small_config(tmp_path / "two", games=["Pong", "Seaquest"], expert="builtin:x")
     with pytest.raises(AtariDataError, match="--games: no game given"):
         small_config(tmp_path, games=[])
     assert small_config(tmp_path, games=["Pong", "pong", "Pong"]).games == ["Pong"], "one game, once"

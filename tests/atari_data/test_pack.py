@@ -543,7 +543,8 @@ def test_pack_refuses_bad_input(layout, packed, tmp_path):
     assert parse_size("1.5GB") == 1_500_000_000 and parse_size("300KB") == 300_000
 
 
-def test_a_game_replaced_while_it_is_packed_is_refused(layout, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("meta_changed", [True, False], ids=["meta-changed", "same-meta"])
+def test_a_game_replaced_while_it_is_packed_is_refused(layout, tmp_path, monkeypatch, capsys, meta_changed):
     """A generate --force of a game finishing while pack read it gave a pack whose meta.json and rows
     disagreed, with exit 0 (an outside hostile review: doctor then found 1000 records said, 1500 held).
     The rewrite is made here as generate makes it, a new folder swapped in, after the first row."""
@@ -557,8 +558,9 @@ def test_a_game_replaced_while_it_is_packed_is_refused(layout, tmp_path, monkeyp
             if n == 1 and games[0].path == game:
                 new = game.with_name(".Breakout.new")
                 shutil.copytree(game, new)
-                meta = json.loads((new / "meta.json").read_text())
-                (new / "meta.json").write_text(json.dumps({**meta, "seed": meta["seed"] + 1}))
+                if meta_changed:  # else the same meta.json in a folder swapped in anew: its inode tells
+                    meta = json.loads((new / "meta.json").read_text())
+                    (new / "meta.json").write_text(json.dumps({**meta, "seed": meta["seed"] + 1}))
                 swap_into_place(new, game)
             yield row
 
@@ -650,11 +652,15 @@ def test_a_pack_refused_part_way_closes_the_shards_it_had_open(layout, tmp_path)
     assert not (tmp_path / "x").exists()
 
 
-def test_hub_file_limits_are_enforced(layout_master, tmp_path, monkeypatch):
+def test_hub_file_limits_are_enforced(layout_master, packed, tmp_path, monkeypatch):
+    # the previous pack that a kill between the swap's two renames left as .x.old stays until the new
+    # one is in: a pack refused part-way deleted it before building anything (an outside review)
+    shutil.copytree(packed, tmp_path / ".x.old")
     monkeypatch.setattr(repo, "MAX_FILES_PER_FOLDER", 2)
     with pytest.raises(AtariDataError, match="over the Hub's 2; use a larger --shard-size"):
         pack(PackConfig(root=str(layout_master), out=str(tmp_path / "x"), shard_size=50_000))
     assert not (tmp_path / "x").exists()
+    assert repo.is_packed(tmp_path / ".x.old"), "the only copy of the previous pack was deleted"
 
 
 def test_card_yaml_is_what_datasets_reads(packed):

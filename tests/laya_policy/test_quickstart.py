@@ -89,6 +89,15 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
     assert main(["quickstart", "--out", str(out), *TOY]) == 0, "the files as they were: the report again"
     capsys.readouterr()
 
+    # a folder made before out and restart left the compared settings is the same run, and a link to
+    # the folder is refused (its lock, named after the link, would not be the folder's)
+    settings = out / "settings.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "out": "elsewhere", "restart": False}))
+    assert main(["quickstart", "--out", str(out), *TOY]) == 0
+    assert capsys.readouterr().out.count("done before, skipped") == len(STAGES)
+    (tmp_path / "link").symlink_to(out)
+    assert main(["quickstart", "--out", str(tmp_path / "link"), *TOY]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err
     # the same folder spelled otherwise (or moved) is the same run: it was refused as "other settings"
     assert main(["quickstart", "--out", f"{out}/", *TOY]) == 0
     assert capsys.readouterr().out.count("done before, skipped") == len(STAGES)

@@ -126,6 +126,8 @@ class Quickstart:
 
     def run(self) -> dict:
         self.check()
+        if self.out.is_symlink():  # its lock, named after the link, would not be the folder's
+            raise ValueError(f"--out {self.out}: is a symbolic link; pass the folder it points to")
         self.out.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(self.out.parent / f".{self.out.name}.lock", f"the run folder {self.out}", _lock_error):
             return self._run()
@@ -140,7 +142,7 @@ class Quickstart:
                 raise ValueError(f"{self.out / part}: is a symbolic link, not part of a run folder; remove it")
         if settings.exists() or settings.is_symlink():
             made = read_json_file(settings)
-            made = {k: v for k, v in made.items() if k != "out"} if isinstance(made, dict) else made
+            made = {k: v for k, v in made.items() if k not in ("out", "restart")} if isinstance(made, dict) else made
             if made != wanted:
                 raise ValueError(
                     f"{self.out} was made with other settings ({settings}: {_differences(made, wanted)}); "
@@ -174,7 +176,8 @@ class Quickstart:
 
     def _delete(self) -> None:
         """--restart: the run folder moved aside in one step, then deleted, so a stop part-way leaves
-        either the old run whole or none of it. Only an empty folder or a quickstart's (its
+        the old run whole or none of it in its place (what a stopped deletion left aside goes with the
+        next --restart). Only an empty folder or a quickstart's (its
         settings.json) is deleted, and never the current folder or one above it."""
         import os
         import shutil
@@ -190,6 +193,8 @@ class Quickstart:
                 f"--out {self.out}: holds files and no quickstart's settings.json; --restart deletes only a "
                 "quickstart's run folder (pick a new --out)"
             )
+        for stale in self.out.parent.glob(f".{self.out.name}.deleting-*"):  # a deletion stopped part-way
+            shutil.rmtree(stale, ignore_errors=True)
         aside = self.out.parent / f".{self.out.name}.deleting-{os.getpid()}"
         self.out.rename(aside)
         shutil.rmtree(aside)
@@ -341,7 +346,7 @@ class Quickstart:
             "",
             f"{summary['steps']} steps of {summary['replicas']['world']} x {self.cfg.batch} records in "
             f"{summary['minutes']:.1f} min ({summary['samples_per_s']} samples/s, "
-            f"data wait {summary['data_wait_share']:.1%} of step time); best checkpoint {summary['best']}.",
+            f"data wait {summary['data_wait_share']:.1%} of step time); best checkpoint {summary.get('best')}.",
             "",
             "![training](training.png)",
             "",

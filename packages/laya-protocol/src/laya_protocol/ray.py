@@ -88,10 +88,11 @@ def _held_through(ray):
 
     before = {s: signal.getsignal(s) for s in HELD}
     held: list[int] = []
-    overdue = threading.Event()
+    overdue, delivered = threading.Event(), threading.Event()
 
     def hold(signum, _frame) -> None:
         if overdue.is_set():  # START_PATIENCE is up: the caller's handler, where init stands
+            delivered.set()
             _restore(before)
             return _deliver(signum, before[signum])
         if not held:
@@ -117,13 +118,15 @@ def _held_through(ray):
             ray._private.utils.set_sigterm_handler = real
         timer.cancel()
         _restore(before)
-        if held and not overdue.is_set():
-            _deliver(held[0], before[held[0]])
+        if held and not delivered.is_set():  # the most final of those held: a SIGTERM after a Ctrl-C wins
+            first = signal.SIGTERM if signal.SIGTERM in held else held[0]
+            _deliver(first, before[first])
 
 
 def _restore(handlers: dict) -> None:
     for s, h in handlers.items():
-        signal.signal(s, h)
+        if h is not None:  # None: set outside Python, and not ours to touch
+            signal.signal(s, h)
 
 
 def _deliver(signum: int, handler) -> None:

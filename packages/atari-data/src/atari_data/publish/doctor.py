@@ -270,7 +270,7 @@ class Doctor:
             try:
                 with limits.open_regular(t) as raw:  # our walker: tarfile read a pax header whole, on a quadratic regex
                     keys: dict[str, set] = {}
-                    for name, data in members(io.BufferedReader(raw), str(t)):
+                    for name, data in members(io.BufferedReader(raw), str(t), "frame"):
                         if leaves_folder(name) or "/" in name:
                             self.defect(t, name, "is not a plain file at the top of the shard (path traversal?)")
                             continue

@@ -338,7 +338,12 @@ def pack(cfg: PackConfig) -> dict:
 def _fingerprints(games: list[GameDir]) -> dict[Path, tuple]:
     """Each game folder as it stands: its inode (generate and import swap a finished game in as a new
     folder) and its meta.json's bytes. Readers take no lock, so a layout on a read-only mount packs."""
-    return {g.path: (os.stat(g.path).st_ino, read_file(g.path / META)) for g in games}
+    try:
+        return {g.path: (os.stat(g.path).st_ino, read_file(g.path / META)) for g in games}
+    except OSError as e:  # a game mid-swap, between generate's two renames
+        raise AtariDataError(
+            f"is being replaced ({e.strerror}); pack once that has finished", file=str(e.filename)
+        ) from None
 
 
 def _unchanged(games: list[GameDir], before: dict[Path, tuple]) -> None:
@@ -360,8 +365,8 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path, before: dict[Path, t
     from atari_data.publish.card import write_card
 
     tmp = out.with_name(f".{out.name}.partial")
-    for beside in (tmp, out.with_name(f".{out.name}.old")):  # the names swap_into_place uses
-        _clear_beside(beside)
+    _clear_beside(tmp)
+    _clear_beside(out.with_name(f".{out.name}.old"), keep=True)  # swap_into_place removes it at the swap
     try:  # a refused or interrupted pack leaves no staging folder behind
         by_source: dict[str, list[GameDir]] = {}
         for g in games:
@@ -445,10 +450,11 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path, before: dict[Path, t
 PACK_PARTS = {repo.CARD, repo.DATA, repo.WEBDATASET, repo.META, repo.SCHEMA, repo.REPLAY}
 
 
-def _clear_beside(path: Path) -> None:
+def _clear_beside(path: Path, keep: bool = False) -> None:
     """OUT's staging or set-aside name, as a stopped pack left it, cleared for this one: a link or a
     file goes itself, a folder only when it holds nothing a pack would not write (a user's folder of
-    that name was deleted, even the layout being packed)."""
+    that name was deleted, even the layout being packed); with ``keep`` such a folder stays (the
+    previous pack that a kill between the swap's two renames left there, until the new one is in)."""
     if path.is_dir() and not path.is_symlink():
         stray = sorted(set(os.listdir(path)) - PACK_PARTS)
         if stray:
@@ -457,7 +463,8 @@ def _clear_beside(path: Path) -> None:
                 file=str(path),
                 field="OUT",
             )
-        shutil.rmtree(path)
+        if not keep:
+            shutil.rmtree(path)
     else:
         remove(path)
 

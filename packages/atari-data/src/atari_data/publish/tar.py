@@ -117,9 +117,10 @@ class TarWriter:
         self.file.close()
 
 
-def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
+def members(stream, url: str, limited_as: str = "member") -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each regular file in a tar stream, in order; AtariDataError naming the
-    shard (and member) when a header is corrupt, a size is over the limit or the stream ends early."""
+    shard (and member) when a header is corrupt, a size is over the limit (of ``limited_as``, checked
+    before a member is read) or the stream ends early."""
     h = stream.read(BLOCK)
     if h[:2] == _GZIP:  # webdataset reads gzip-compressed shards too; only they pay for the wrapper
         stream = _Gunzip(h, stream, url)
@@ -127,7 +128,7 @@ def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
     read = stream.read
     pax: dict[bytes, bytes] = {}  # from a pax header, for the member after it
     longname: str | None = None  # from a GNU long-name header, for the member after it
-    cap, record_cap = limit("member"), limit("record")
+    cap, record_cap = limit(limited_as), limit("record")
     at = 0  # the offset of the header being read, for messages
     while True:
         if h == _ZERO:
@@ -141,7 +142,7 @@ def members(stream, url: str) -> Iterator[tuple[str, bytes]]:
         size = _pax_size(pax, url, at) if b"size" in pax else _size(h, url, at)
         meta = h[156:157] in _HEADERS  # a pax or long-name header is read whole: held to a record's limit
         if size > cap or (size > record_cap and (meta or name.lower().endswith(RECORD_SUFFIX))):  # lower-cased
-            check("record" if size <= cap else "member", size, file=url, field=name)  # raises, naming the limit
+            check("record" if size <= cap else limited_as, size, file=url, field=name)  # raises, naming the limit
         data = read(size)
         pad = -size % BLOCK
         if len(data) < size or (pad and len(read(pad)) < pad):

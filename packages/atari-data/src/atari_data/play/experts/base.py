@@ -43,8 +43,8 @@ def playable_games(spec: str, games: list[str]) -> list[str]:
     names = list(dict.fromkeys(resolve_game(g, "--games") for g in games))
     if not names:
         raise AtariDataError("no game given", field="--games")
-    base = spec.partition(":")[2]
-    if spec == "builtin" or (is_planner(spec) and base == "builtin"):
+    kind, _, rest = spec.partition(":")
+    if kind == "builtin" or (is_planner(spec) and rest.partition(":")[0] == "builtin"):  # as load_expert reads it
         from atari_data.play.experts.builtin import BUILTIN
 
         missing = [g for g in names if g not in BUILTIN]
