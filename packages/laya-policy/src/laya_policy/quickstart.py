@@ -134,15 +134,14 @@ class Quickstart:
 
     def _run(self) -> dict:
         settings, wanted = self.out / "settings.json", self.settings()
-        if self.cfg.restart and (self.out.exists() or self.out.is_symlink()):
+        if self.cfg.restart and self.out.exists():  # run() refused a link
             self._delete()
         self.out.mkdir(parents=True, exist_ok=True)
         for part in PARTS:  # a link planted there had the stages write where it pointed
             if (self.out / part).is_symlink():
                 raise ValueError(f"{self.out / part}: is a symbolic link, not part of a run folder; remove it")
         if settings.exists() or settings.is_symlink():
-            made = read_json_file(settings)
-            made = {k: v for k, v in made.items() if k not in ("out", "restart")} if isinstance(made, dict) else made
+            made = _compared(read_json_file(settings))
             if made != wanted:
                 raise ValueError(
                     f"{self.out} was made with other settings ({settings}: {_differences(made, wanted)}); "
@@ -170,9 +169,8 @@ class Quickstart:
         return results
 
     def settings(self) -> dict:
-        """What a rerun must match: every setting but the folder's own name (spelled ``qs``, ``./qs``
-        or moved, it is the same run) and --restart."""
-        return {k: v for k, v in asdict(self.cfg).items() if k not in ("out", "restart")}
+        """What a rerun must match (see :func:`_compared`)."""
+        return _compared(asdict(self.cfg))
 
     def _delete(self) -> None:
         """--restart: the run folder moved aside in one step, then deleted, so a stop part-way leaves
@@ -182,7 +180,7 @@ class Quickstart:
         import os
         import shutil
 
-        if self.out.is_symlink() or not self.out.is_dir():
+        if not self.out.is_dir():
             raise ValueError(f"--out {self.out}: is not a folder; --restart deletes only a run folder")
         if Path.cwd().resolve().is_relative_to(self.out.resolve()):
             raise ValueError(f"--out {self.out}: holds the current folder; --restart would delete it")
@@ -398,7 +396,8 @@ def training_record(run: Path) -> tuple[dict, list[dict]]:
     if not isinstance(summary, dict):
         raise ValueError(f"{path}: is not a training summary (a JSON object)")
     _fields(summary, SUMMARY, str(path))
-    world = (summary.get("replicas") or {}).get("world") if isinstance(summary.get("replicas"), dict) else None
+    replicas = summary.get("replicas")
+    world = replicas.get("world") if isinstance(replicas, dict) else None
     if not isinstance(world, int) or isinstance(world, bool):
         raise ValueError(f"{path}: replicas.world: expected a whole number")
     curve = summary.get("curve")
@@ -458,6 +457,14 @@ PARTS = ("settings.json", "stages", "data", "packed", "train", "eval", "report.m
 
 def _lock_error(message: str, path: str) -> ValueError:
     return ValueError(f"{path}: {message}")
+
+
+def _compared(settings):
+    """Settings as two runs compare them: not the folder's own name (``qs``, ``./qs``, or moved, it is
+    the same run), nor --restart."""
+    return (
+        {k: v for k, v in settings.items() if k not in ("out", "restart")} if isinstance(settings, dict) else settings
+    )
 
 
 def _is_settings(made) -> bool:

@@ -73,10 +73,7 @@ def ahead(fn: Callable, items: Iterator, *, executor: str = "local", workers: in
         raise AtariDataError(f"unknown executor {executor!r} (expected {' or '.join(EXECUTORS)})", field="--executor")
     workers = max(1, workers)
     if executor == "ray":
-        try:
-            ray, task = remote(fn)
-        except ImportError:
-            raise AtariDataError("--executor ray needs Ray: install atari-data[ray]", field="--executor") from None
+        ray, task = _ray(fn)
         refs: deque = deque()
 
         def ray_results() -> Iterator:
@@ -243,12 +240,17 @@ def _in_pool_loop(frame) -> bool:
     return False
 
 
-def ray_map(fn: Callable, items: Iterable) -> list:
-    """``[fn(x) for x in items]``, computed as Ray tasks, in the order of ``items``."""
+def _ray(fn: Callable):
+    """(ray, ``fn`` as a Ray remote function), or the one line saying Ray is not installed."""
     try:
-        ray, task = remote(fn)
+        return remote(fn)
     except ImportError:
         raise AtariDataError("--executor ray needs Ray: install atari-data[ray]", field="--executor") from None
+
+
+def ray_map(fn: Callable, items: Iterable) -> list:
+    """``[fn(x) for x in items]``, computed as Ray tasks, in the order of ``items``."""
+    ray, task = _ray(fn)
     refs = [task.remote(x) for x in items]
     pending = list(refs)
     try:

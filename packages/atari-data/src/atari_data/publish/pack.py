@@ -347,12 +347,12 @@ def _fingerprints(games: list[GameDir]) -> dict[Path, tuple]:
 
 
 def _unchanged(games: list[GameDir], before: dict[Path, tuple]) -> None:
+    try:
+        now = _fingerprints(games)
+    except AtariDataError:  # a game gone mid-swap
+        now = {}
     for path, was in before.items():
-        try:
-            now = _fingerprints([g for g in games if g.path == path])[path]
-        except (OSError, AtariDataError):
-            now = None
-        if now != was:
+        if now.get(path) != was:
             raise AtariDataError(
                 "was replaced while it was packed (a generate or import --force of it?); pack it again once "
                 "that has finished",
