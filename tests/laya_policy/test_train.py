@@ -280,8 +280,7 @@ def test_two_processes_train_data_parallel_with_gloo(data, tmp_path):
         "torch.distributed.run",
         "--nproc-per-node",
         "2",
-        "--master-port",
-        "29517",
+        "--standalone",  # a free port of its own: a fixed one can be taken by anything else on the machine
         "-m",
         "laya_policy.cli",
         "train",
