@@ -852,14 +852,17 @@ def test_playjev_records_with_wrong_types_are_one_line(tmp_path, edit, field):
 
 
 def test_a_copied_game_that_does_not_validate_is_never_marked_ready(tmp_path):
-    from .test_import_playjev import write_shard
+    """The writer's last check, for a source that copies what it is given: an episode's first step
+    handed with a previous frame of its own (PlayJev once did, after a drop on step 0)."""
+    from atari_data.errors import AtariDataError
+    from atari_data.layout.writer import GameWriter, Step
 
-    root = tmp_path / "PlayJev-data"
-    write_shard(root, "floppy_bird", "clone_a", np.random.default_rng(0))
-    (root / "floppy_bird/clone_a/frames/e0_s0.jpg").unlink()  # step 1's previous frame is gone
-    out = tmp_path / "layout"
-    code, err = check_promises(main, ["import", "playjev", "--from", root, "--root", out], sandbox=tmp_path, target=out)
-    assert code == 2 and "does not validate" in err and not list(out.rglob("_READY")), err
+    frames = [np.full((8, 8), v, np.uint8) for v in (10, 200)]
+    w = GameWriter(tmp_path, "synth", "Breakout", frame_format="gray_8x8", origin="t", license="CC0-1.0", frames=2)
+    w.add_episode(0, "train", [Step(frames[1], 0, prev_frame=frames[0]), Step(frames[0], 1)])
+    with pytest.raises(AtariDataError, match="does not validate"):
+        w.finish()
+    assert not list(tmp_path.rglob("_READY")) and not list(tmp_path.rglob("*.partial"))
 
 
 def test_an_sb3_head_declaring_10_to_the_11_actions_is_refused_before_building(tmp_path):

@@ -199,3 +199,71 @@ def test_odd_records_and_flags_are_one_line(tmp_path, capsys, hostile):
     assert main(["import", "playjev", "--from", str(root), "--root", str(tmp_path / "out"), *flags]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: "), err
+
+
+@pytest.mark.parametrize("damage", ["md5", "missing"])
+def test_a_drop_on_an_episodes_first_step_is_counted_and_the_next_kept_step_opens_the_episode(tmp_path, damage):
+    """A drop on a source episode's first step failed the whole game: the next step, with its real
+    previous frame, became the layout episode's step 0, where the previous frame is the frame itself."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", rng)
+    folder = root / "floppy_bird" / "clone_a"
+    if damage == "md5":
+        _replace_frame(folder, 0, 0, jpeg(rng))
+        path = folder / "records.jsonl"
+        recs = [json.loads(line) for line in path.read_text().splitlines()]
+        next(r for r in recs if (r["episode"], r["step"]) == (0, 0))["frame_md5"] = "0" * 32
+        path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    else:
+        (folder / "frames/e0_s0.jpg").unlink()  # step 1's previous frame too: unread, as step 1 opens the episode
+    out = tmp_path / "out"
+    assert main(["import", "playjev", "--from", str(root), "--root", str(out)]) == 0
+    assert validate(out, images=True).ok
+    g = list_games(out)[0]
+    assert g.meta()["dropped"] == {"frame_md5_mismatch" if damage == "md5" else "frame_missing": 1}
+    recs = [r for s in ("train", "val") for r in g.records(s) if r["provenance"]["source_episode"] == 0]
+    first = min(recs, key=lambda r: r["step"])
+    assert first["step"] == 0 and first["provenance"]["source_step"] == 1
+    assert (g.path / first["prev_image"]).read_bytes() == (g.path / first["image"]).read_bytes()
+    assert len(recs) == 11
+
+
+@pytest.mark.parametrize("field,value", [("score", "NaN"), ("seed", "1" * 400), ("t", "-Infinity")])
+def test_provenance_no_reader_takes_is_a_one_line_error_naming_its_line(tmp_path, capsys, field, value):
+    """A NaN score was refused naming the staging folder's train.jsonl, and a 400-digit seed was
+    written, then refused by the validator as 'not valid JSON', naming the staging folder's line."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", rng)
+    path = root / "floppy_bird" / "clone_a" / "records.jsonl"
+    lines = path.read_text().splitlines()
+    lines[4] = lines[4].replace(f'"{field}": ', f'"{field}": {value}, "was_{field}": ', 1)
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    assert main(["import", "playjev", "--from", str(root), "--root", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}:5: {field}:" in err, err
+    assert not list(out.rglob("_READY")) and not list(out.rglob("*.partial"))
+
+
+def _declaring(data: bytes, height: int, width: int) -> bytes:
+    """A JPEG whose frame header (SOF0) declares another size: a few bytes that claim gigapixels."""
+    at = data.index(b"\xff\xc0") + 5  # marker, length (2), precision (1), then height and width
+    return data[:at] + height.to_bytes(2, "big") + width.to_bytes(2, "big") + data[at + 4 :]
+
+
+def test_a_first_frame_declaring_gigapixels_is_a_counted_drop(tmp_path, capsys):
+    """The frame that sets the game's size was opened with Pillow's default guard: one declaring
+    65535x65535 pixels was a DecompressionBombError traceback."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", rng)
+    folder = root / "floppy_bird" / "clone_a"
+    first = json.loads((folder / "records.jsonl").read_text().splitlines()[0])["episode"]
+    _replace_frame(folder, first, 0, _declaring(jpeg(rng), 65535, 65535))
+    out = tmp_path / "out"
+    assert main(["import", "playjev", "--from", str(root), "--root", str(out)]) == 0, capsys.readouterr().err
+    g = list_games(out)[0]
+    assert g.meta()["frame_format"] == "rgb_48x64" and g.meta()["dropped"] == {"bad_frame": 1}
+    assert validate(out, images=True).ok

@@ -94,6 +94,12 @@ class Str(Type):
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
+def shown(v: int | float) -> str:
+    """A number as an error line shows it: a 400-digit integer by its first digits and its length."""
+    text = f"{v:.6g}" if type(v) is float else str(v)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+
+
 @dataclass(frozen=True)
 class Int(Type):
     minimum: int | None = 0
@@ -109,8 +115,7 @@ class Int(Type):
         # orjson reads an integer past 64 bits as a float: that too is told it is out of range
         whole = type(v) is int or (type(v) is float and v.is_integer())
         if whole and not INT64_MIN <= v <= INT64_MAX:
-            shown = v if type(v) is int else f"{v:.6g}"
-            out.append((path, f"{shown} is past the 64-bit integer range (int64, as Parquet stores it)"))
+            out.append((path, f"{shown(v)} is past the 64-bit integer range (int64, as Parquet stores it)"))
         elif type(v) is not int:
             out.append((path, f"expected an integer, got {json_kind(v)}"))
         elif self.choices is not None and v not in self.choices:
@@ -162,8 +167,7 @@ class Num(Type):
         if type(v) not in (int, float):
             out.append((path, f"expected a number, got {json_kind(v)}"))
         elif not finite(v):
-            shown = str(v) if len(str(v)) <= 24 else f"{str(v)[:12]}... ({len(str(v))} digits)"
-            out.append((path, f"{shown} is not finite"))
+            out.append((path, f"{shown(v)} is not finite"))
 
     def expr(self, v, ns, depth=0):
         return f"(type({v}) in {_const(ns, (int, float))} and {_const(ns, finite)}({v}))"
@@ -281,13 +285,14 @@ class Map(Type):
 class JSONValue(Type):
     """Any JSON value (provenance payloads: numbers, strings, lists, objects), nested at most
     ``max_depth`` levels: far past any real payload, and well inside what every reader and writer
-    on the way (the standard library's ~1,000, orjson's 254 when writing) takes."""
+    on the way (the standard library's ~1,000, orjson's 254 when writing) takes. Its numbers are
+    finite and its integers 64-bit, as orjson reads them back."""
 
     doc: str = "JSON value"
     max_depth: int = 64
 
     def describe(self):
-        return f"any JSON, nested at most {self.max_depth} levels"
+        return f"any JSON, nested at most {self.max_depth} levels, integers 64-bit"
 
     def check(self, v, path, out):
         root, todo = path, [(v, path, 0)]  # a stack, not recursion: a value nested 1,000 deep is one defect
@@ -295,6 +300,8 @@ class JSONValue(Type):
             v, path, depth = todo.pop()
             if isinstance(v, float) and not math.isfinite(v):
                 out.append((path, f"{v} is not finite (not valid JSON)"))
+            elif type(v) is int and not INT64_MIN <= v <= INT64_MAX:  # orjson reads it back as a float, or not at all
+                out.append((path, f"{shown(v)} is past the 64-bit integer range (JSON readers lose it)"))
             elif isinstance(v, (list, dict)):
                 if depth == self.max_depth:
                     out.append((root, f"nests deeper than {self.max_depth} levels"))

@@ -7,7 +7,8 @@ platform is ``browser`` (meta.json), the options are the record's own ``actions`
 says "browser game". ``teacher_probs`` -> ``target``, ``teacher_action`` -> ``label``;
 ``taken_action``, ``actor``, ``score``, ``reward``, ``done``, ``t``, the seed, shard and the
 source's own episode and step go to provenance. Moves may be names or indices into ``actions``;
-anything else is a counted drop. Each round (``clone``, ``dagger1``, ...) is its own source, and
+anything else is a counted drop. When an episode's first steps are dropped, the first step kept
+opens it: as on every episode's first decision, its previous frame is its own. Each round (``clone``, ``dagger1``, ...) is its own source, and
 episodes go to val by whole episodes (about 5%).
 """
 
@@ -23,12 +24,14 @@ from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout import join_plain, read_jsonl
 from atari_data.layout.writer import GameWriter, Step, assign_splits
+from atari_data.schema.types import JSONValue
 
 REPO = "OmniJev/PlayJev-data"
 ORIGIN = REPO
 LICENSE = "Apache-2.0 (frames: each game's own licence)"
 PLATFORM = "browser"
 REQUIRED = ("episode", "step", "frame", "frame_md5", "actions", "teacher_action", "taken_action")
+CARRIED = ("actor", "score", "reward", "done", "t", "seed")  # copied to provenance as they are
 
 
 def game_name(slug: str) -> str:
@@ -72,6 +75,11 @@ def _read_shard(shard: Path) -> dict[object, list[tuple[int, dict]]]:
         for key in ("frame", "prev_frame"):
             if rec.get(key) is not None and not isinstance(rec[key], str):
                 raise AtariDataError(f"{rec[key]!r} is not a path", file=str(path), line=n, field=key)
+        for key in CARRIED:  # what the layout could not hold (NaN, a 400-digit seed) is this line's error
+            bad: list = []
+            JSONValue().check(rec.get(key), key, bad)
+            if bad:
+                raise AtariDataError(bad[0][1], file=str(path), line=n, field=bad[0][0])
         episodes.setdefault(rec["episode"], []).append((n, rec))
     for steps in episodes.values():
         steps.sort(key=lambda x: x[1]["step"])
@@ -137,7 +145,7 @@ def _frame_format(episodes) -> str:
                 try:
                     with Image.open(path) as im:
                         return f"{'gray' if im.mode == 'L' else 'rgb'}_{im.height}x{im.width}"
-                except OSError:
+                except (OSError, Image.DecompressionBombError):  # dropped as bad_frame when its step comes
                     continue
     raise AtariDataError(
         "no frame on disk: run PlayJev's rebuild (python -m playjev.rebuild DATA) first",
@@ -148,6 +156,7 @@ def _frame_format(episodes) -> str:
 
 def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
     path = shard / "records.jsonl"
+    opened = False  # whether a step of this episode was kept: the first one kept is the layout's step 0
     for line, rec in steps:
         if rec.get("actions") != actions:
             raise AtariDataError(
@@ -172,7 +181,7 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
             writer.drop("bad_frame")
             continue
         prev = None
-        if rec.get("prev_frame"):
+        if rec.get("prev_frame") and opened:  # step 0's previous frame is its own (the layout's rule)
             p = Path(join_plain(str(shard), rec["prev_frame"], "prev_frame"))
             if not p.is_file():
                 writer.drop("prev_frame_missing")
@@ -190,6 +199,7 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
         ):
             writer.drop("bad_teacher_probs")
             continue
+        opened = True
         yield Step(
             frame=data,
             label=label,
@@ -197,12 +207,7 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
             prev_frame=prev,
             provenance={
                 "taken_action": actions[taken],
-                "actor": rec.get("actor"),
-                "score": rec.get("score"),
-                "reward": rec.get("reward"),
-                "done": rec.get("done"),
-                "t": rec.get("t"),
-                "seed": rec.get("seed"),
+                **{key: rec.get(key) for key in CARRIED},
                 "shard": shard.name,
                 "source_episode": rec["episode"],
                 "source_step": rec["step"],
