@@ -8,8 +8,8 @@ says "browser game". ``teacher_probs`` -> ``target``, ``teacher_action`` -> ``la
 ``taken_action``, ``actor``, ``score``, ``reward``, ``done``, ``t``, the seed, shard and the
 source's own episode and step go to provenance. Moves may be names or indices into ``actions``;
 anything else is a counted drop. When an episode's first steps are dropped, the first step kept
-opens it: as on every episode's first decision, its previous frame is its own. Each round (``clone``, ``dagger1``, ...) is its own source, and
-episodes go to val by whole episodes (about 5%).
+opens it: as on every episode's first decision, its previous frame is its own. Each round
+(``clone``, ``dagger1``, ...) is its own source, and episodes go to val by whole episodes (about 5%).
 """
 
 from __future__ import annotations
