@@ -134,3 +134,7 @@ def test_rebuild_refuses_hostile_input_on_one_line_and_writes_nothing(replay_rep
     assert not list(rebuilt.rglob("_READY*")) or not (rebuilt / "expert" / "Pong").exists()
     assert not (rebuilt / "expert" / "Pong").exists() and not list(rebuilt.rglob("*.lock"))
     assert not Path("/tmp/laya-escaped.png").exists()
+    # doctor checks what rebuild checks before it plays: it called a pack of non-JSON lines healthy
+    assert main(["doctor", str(repo)]) == 2
+    out = capsys.readouterr().out
+    assert f": {field}: " in out and str(path.parent) in out and "Traceback" not in out, out

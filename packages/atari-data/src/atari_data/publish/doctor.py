@@ -2,7 +2,7 @@
 and its card: every config and split loads with ``load_dataset``, counts agree with meta.json and
 the card, every row is a record the schema and its game's meta.json accept, shards hold only
 well-named plain members and read through the shard helper, frames decode (only as PNG or JPEG,
-within the frame limit), sizes fit the Hub. A repository
+within the frame limit), replay-packed games pass rebuild's checks, sizes fit the Hub. A repository
 of Melting Pot clips is checked by :mod:`atari_data.meltingpot.doctor`.
 """
 
@@ -27,6 +27,7 @@ from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import REPEATED, repeated_key
 from atari_data.publish import repo
 from atari_data.publish.card import data_files, read_card
+from atari_data.publish.replay import read_replay_game
 from atari_data.publish.shards import records, shape_text
 from atari_data.publish.tar import members
 from atari_data.publish.teardown import streaming
@@ -44,7 +45,7 @@ from atari_data.schema import (
     frame_size,
 )
 from laya_protocol.errors import cause
-from laya_protocol.names import HUB_SPLITS
+from laya_protocol.names import HUB_SPLITS, SPLITS
 
 
 @dataclass
@@ -345,27 +346,16 @@ class Doctor:
                 continue
             for game in games:
                 d = base / source / game
-                try:
-                    meta = read_json(d / "meta.json")
-                    for split, key in (("train", "train"), ("val", "val")):
-                        limits.check(
-                            "file",
-                            (d / f"{split}.jsonl").stat().st_size,
-                            file=str(d / f"{split}.jsonl"),
-                            field="(file)",
-                        )
-                        with limits.open_regular(d / f"{split}.jsonl") as f:  # unbuffered: read in chunks
-                            n = _line_count(f)
-                        self.counts[f"replay/{source}/{game}/{split}"] = n
-                        stated = meta[key]["records"]
-                        if n != stated:
-                            self.defect(d / f"{split}.jsonl", "records", f"{n} lines, meta.json says {stated}")
-                    if not (d / "episodes.jsonl").is_file():
-                        self.defect(d, "episodes.jsonl", "is missing: the frames cannot be rebuilt")
+                try:  # what rebuild checks before it plays; only playing checks the frames' MD5s
+                    packed = read_replay_game(d, source, game)
                 except AtariDataError as e:
                     self.defects.append(e)
-                except (OSError, ValueError, KeyError, TypeError) as e:
-                    self.defect(d, "(game)", f"is not a replay-packed game ({type(e).__name__}: {e})")
+                    continue
+                for split in SPLITS:
+                    n, stated = len(packed.rows[split]), packed.meta[split]["records"]
+                    self.counts[f"replay/{source}/{game}/{split}"] = n
+                    if n != stated:
+                        self.defect(d / f"{split}.jsonl", "records", f"{n} lines, meta.json says {stated}")
 
     def _limits(self) -> None:
         for path, fld, msg in repo.hub_limit_defects(self.folder):
@@ -396,11 +386,3 @@ def record_digest(rec: dict) -> bytes:
             h.update(f"{key}{pixels.shape}{pixels.dtype}".encode())
             h.update(np.ascontiguousarray(pixels).data)
     return h.digest()
-
-
-def _line_count(f) -> int:
-    """Lines in an open binary file, the last one counted without its newline, as iterating it counts."""
-    n, last = 0, b"\n"
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-        n, last = n + chunk.count(b"\n"), chunk[-1:]
-    return n + (last != b"\n")

@@ -190,6 +190,29 @@ def _read_rows(src: Path, rules: GameRules, episodes: dict[int, dict]) -> dict[s
     return rows
 
 
+@dataclass
+class ReplayGame:
+    """A replay-packed game folder, read and checked: everything but its frames' MD5s, which only
+    playing it can check."""
+
+    meta: dict
+    protocol: Protocol
+    episodes: dict[int, dict]
+    rows: dict[str, list[dict]]
+
+
+def read_replay_game(src: Path, source: str, game: str) -> ReplayGame:
+    """Every check a rebuild makes before the emulator runs (doctor makes them too); the first
+    defect is an AtariDataError naming the file, the line and the field."""
+    if not SOURCE_RE.match(source) or not GAME_RE.match(game):
+        raise AtariDataError("is not <source>/<Game>", file=str(src), field="(folder)")
+    meta = read_json(src / META)
+    protocol = _read_protocol(meta, game, src / META)
+    rules = GameRules(source, game, tuple(meta["actions"]), meta["frames"], meta["platform"])
+    episodes = _read_episodes(src / EPISODES, protocol, len(rules.actions))
+    return ReplayGame(meta, protocol, episodes, _read_rows(src, rules, episodes))
+
+
 def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
     """Rebuild ``<root>/<source>/<game>`` from a replay-packed game folder ``src``.
 
@@ -198,20 +221,15 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
     and marked ready, under the game's lock.
     """
     res = GameRebuild(source, game)
-    if not SOURCE_RE.match(source) or not GAME_RE.match(game):
-        raise AtariDataError("is not <source>/<Game>", file=str(src), field="(folder)")
-    meta = read_json(src / META)
-    protocol = _read_protocol(meta, game, src / META)
-    rules = GameRules(source, game, tuple(meta["actions"]), meta["frames"], meta["platform"])
-    episodes = _read_episodes(src / EPISODES, protocol, len(rules.actions))
-    rows = _read_rows(src, rules, episodes)
+    packed = read_replay_game(src, source, game)
     by_episode: dict[int, list[dict]] = {}
     for s in SPLITS:
-        for row in rows[s]:
+        for row in packed.rows[s]:
             by_episode.setdefault(row["record"]["episode"], []).append(row)
+    rows = packed.rows
 
     with GameLock(root, source, game), staged_game(root, source, game, "rebuild") as staged:
-        _write_frames(staged.path, protocol, game, episodes, by_episode, res)
+        _write_frames(staged.path, packed.protocol, game, packed.episodes, by_episode, res)
         if res.mismatched:
             return res
         for s in SPLITS:
