@@ -105,15 +105,32 @@ def test_label_file_parsing_nulls_and_gaze_tail():
     assert rows[1]["action"] is None and rows[1]["gaze"] == []
 
 
+def _with_member(tar_bz2: bytes, name: str, data: bytes) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(tar_bz2), mode="r:bz2") as src, tarfile.open(fileobj=out, mode="w:bz2") as dst:
+        for m in src:
+            dst.addfile(m, src.extractfile(m))
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        dst.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
 @pytest.mark.parametrize(
     "damage,message",
     [
         ("zip", "not a readable zip"),
         ("header", "header is not frame_id"),
         ("tar", "unreadable archive"),
+        # each of these three was read as if it were not there, or as a frame of the trial
+        ("tar_without_txt", "has no 104_RZ_2394104_Aug-10-14-52-104.txt"),
+        ("txt_without_tar", "has no 104_RZ_2394104_Aug-10-14-52-104.tar.bz2"),
+        ("stray_member", "other/2394101_3.png: is not <trial stem>/<frame id>.png"),
     ],
 )
 def test_broken_records_are_one_line_errors(record, tmp_path, capsys, damage, message):
+    """A trial's frames without its labels (or labels without frames) were skipped without a word,
+    and a PNG anywhere in a trial's tar replaced the frame of its name."""
     path = record / ZIP
     if damage == "zip":
         path.write_bytes(path.read_bytes()[:100])
@@ -126,6 +143,11 @@ def test_broken_records_are_one_line_errors(record, tmp_path, capsys, damage, me
                     data = data.replace(b"frame_id", b"frameid", 1)
                 if damage == "tar" and n.endswith(".tar.bz2"):
                     data = data[: len(data) // 2]
+                gone = {"tar_without_txt": ".txt", "txt_without_tar": ".bz2"}.get(damage, "-")
+                if "104_RZ" in n and n.endswith(gone):
+                    continue
+                if damage == "stray_member" and "101_RZ" in n and n.endswith(".tar.bz2"):
+                    data = _with_member(data, "other/2394101_3.png", frame(np.random.default_rng(1)))
                 z.writestr(n, data)
     assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err

@@ -491,3 +491,16 @@ def test_a_png_declaring_a_huge_image_is_refused_before_inflating(check):
         tracemalloc.stop()
     assert got in ("refused", None, False), got
     assert peak < 16 << 20, f"{check} allocated {peak >> 20} MB for a {len(bomb) >> 10} KB file"
+
+
+@pytest.mark.parametrize("moved", ["Expert-2f", "expert2f/Breakout-v5"])
+def test_a_ready_game_under_a_name_the_layout_does_not_read_is_named_not_skipped(layout, capsys, tmp_path, moved):
+    """A ready game in a folder named otherwise (a source with a capital or a dash, a game with its
+    env id's suffix) was read as absent by validate, stats and pack, without a word."""
+    (layout / ("expert2f" if "/" not in moved else "expert2f/Breakout")).rename(layout / moved)
+    for argv in (["validate", layout], ["stats", layout], ["pack", layout, tmp_path / "packed"]):
+        rc = main([str(a) for a in argv])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1, (argv[0], err)
+        assert str(layout / moved) in err and "<source>/<Game>" in err, err
+    assert not (tmp_path / "packed").exists()

@@ -120,16 +120,34 @@ def list_games(
     if not root.is_dir():
         raise AtariDataError("is not a directory", file=str(root), field="root")
     out = []
-    for sdir in sorted(p for p in root.iterdir() if p.is_dir() and SOURCE_RE.match(p.name)):
+    for sdir in sorted(p for p in root.iterdir() if _named(p, SOURCE_RE, f"*/{READY}")):
         if sources and sdir.name not in sources:
             continue
-        for gdir in sorted(p for p in sdir.iterdir() if p.is_dir() and GAME_RE.match(p.name)):
+        for gdir in sorted(p for p in sdir.iterdir() if _named(p, GAME_RE, READY)):
             if games and gdir.name not in games:
                 continue
             g = GameDir(root, sdir.name, gdir.name, follow)
             if g.ready or not ready_only:
                 out.append(g)
     return out
+
+
+def _named(path: Path, pattern, ready: str) -> bool:
+    """Whether ``path`` is a folder the layout reads by its name. One of another name holding a
+    ready game (``ready`` a glob: ``Expert-2f/Pong``, ``expert2f/Pong-v5``) is an error: skipped,
+    it would be absent without a word. Hidden names (staging folders, locks) are the writers' own."""
+    if not path.is_dir() or path.name.startswith("."):
+        return False
+    if pattern.match(path.name):
+        return True
+    if any(path.glob(ready)):
+        raise AtariDataError(
+            "holds a ready game but is not named <source>/<Game> (a source is lowercase letters, digits "
+            "and _, starting with a letter; a game is letters and digits): rename it to be read",
+            file=str(path),
+            field="(folder)",
+        )
+    return False
 
 
 def read_jsonl(path: Path, field: str = "(record)", follow: bool = True) -> Iterator[tuple[int, Any]]:

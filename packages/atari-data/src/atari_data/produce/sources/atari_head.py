@@ -7,7 +7,9 @@ unclipped_reward,action,gaze_positions``, the literal ``null`` for missing value
 variable number of gaze ``x,y`` pairs). Actions are ALE full 18-action ids, mapped by name to the
 game's minimal set. Trials continued from another (``load_trial`` in meta_data.csv) form one
 group, and whole groups go to val until about 5% of the frames are there. Frames (210x160 RGB)
-are copied byte for byte; gaze positions, score and timing go to each record's provenance.
+are copied byte for byte; gaze positions, score and timing go to each record's provenance. Half a
+trial (frames without labels, or labels without frames) and a PNG elsewhere in a trial's tar, or
+twice, are errors: skipped or used, each would change the data without a word.
 """
 
 from __future__ import annotations
@@ -132,6 +134,10 @@ def trials_in(archive: zipfile.ZipFile, where: str) -> dict[int, Trial]:
     tars = {Path(n).name[: -len(".tar.bz2")]: n for n in names if n.endswith(".tar.bz2")}
     txts = {Path(n).name[: -len(".txt")]: n for n in names if n.endswith(".txt")}
     trials: dict[int, Trial] = {}
+    for stem in sorted(set(tars) ^ set(txts)):  # half a trial: a partial download, not nothing
+        if STEM.match(stem):
+            have, lacks = (tars[stem], ".txt") if stem in tars else (txts[stem], ".tar.bz2")
+            raise AtariDataError(f"{have} has no {stem}{lacks} beside it", file=where, field="(member)")
     for stem in sorted(set(tars) & set(txts)):
         m = STEM.match(stem)
         if m:
@@ -159,8 +165,15 @@ def frames_of(archive: zipfile.ZipFile, trial: Trial, where: str) -> dict[str, b
                 inflated += tarfile.BLOCKSIZE + member.size  # what the bz2 stream inflates to, declared up front
                 limits.check("member", inflated, file=name, field="(member)", compressed=info.compress_size)
                 if member.isfile() and member.name.endswith(".png"):
+                    frame_id = Path(member.name).stem
+                    if Path(member.name).parent.name != trial.stem or frame_id in out:  # one file a frame
+                        raise AtariDataError(
+                            f"{member.name}: is not <trial stem>/<frame id>.png, once",
+                            file=name,
+                            field="(member)",
+                        )
                     limits.check("frame", member.size, file=f"{name}!{member.name}", field="image")
-                    out[Path(member.name).stem] = tar.extractfile(member).read()  # type: ignore[union-attr]  # isfile()
+                    out[frame_id] = tar.extractfile(member).read()  # type: ignore[union-attr]  # isfile()
             return out
     except (*UNREADABLE, tarfile.TarError) as e:
         raise AtariDataError(f"{trial.frames_tar}: unreadable archive ({type(e).__name__}: {e})", file=where) from None
