@@ -265,6 +265,14 @@ def _add_member(tar_path, name, data=b"x"):
         tf.addfile(info, io.BytesIO(data))
 
 
+def _add_link(tar_path, kind) -> None:
+    """A member of another kind than a file: a link to /etc/passwd or a device, named as a frame."""
+    with tarfile.open(tar_path, "a") as tf:
+        info = tarfile.TarInfo("expert2f-Breakout-e002000-s000099.png")
+        info.type, info.linkname = kind, "/etc/passwd"
+        tf.addfile(info)
+
+
 def _first_shard(r, split="train", index=0):
     return sorted((r / "webdataset" / "expert2f" / "Breakout").glob(f"{split}-*.tar"))[index]
 
@@ -463,6 +471,9 @@ def _image_bytes(fmt, size=(160, 210), **options):
         # IndexError traceback inside pathlib's glob
         (lambda r: _edit_card(r, lambda t: t.replace("---\n", "---\nx: &a [1]\ny: *a\n", 1)), "has aliases"),
         (lambda r: _edit_card(r, lambda t: re.sub(r"path: \S+", "path: .", t, count=1)), "is not a glob of files"),
+        # doctor's own tar walker skipped these, as readers do, where it promises plain members only
+        (lambda r: _add_link(_first_shard(r), tarfile.SYMTYPE), "is a symbolic link"),
+        (lambda r: _add_link(_first_shard(r), tarfile.CHRTYPE), "is a character device"),
     ],
 )
 def test_doctor_finds_broken_repos(packed, tmp_path, capsys, how, message):

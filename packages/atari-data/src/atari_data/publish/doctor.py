@@ -271,7 +271,9 @@ class Doctor:
             try:
                 with limits.open_regular(t) as raw:  # our walker: tarfile read a pax header whole, on a quadratic regex
                     keys: dict[str, set] = {}
-                    for name, data in members(io.BufferedReader(raw), str(t), "frame"):  # none read past it
+                    for name, data in members(
+                        io.BufferedReader(raw), str(t), "frame", files_only=True
+                    ):  # none read past it
                         if leaves_folder(name) or "/" in name:
                             self.defect(t, name, "is not a plain file at the top of the shard (path traversal?)")
                             continue

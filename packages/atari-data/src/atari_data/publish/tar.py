@@ -33,6 +33,16 @@ _END = bytes(2 * BLOCK)
 _ZERO = bytes(BLOCK)
 _REGULAR = (b"0", b"\0", b"7")  # a file (7: contiguous, read as one)
 _SKIPPED = (b"1", b"2", b"3", b"4", b"5", b"6", b"g", b"V", b"M")  # links, devices, dirs, fifos, labels
+_KINDS = {  # what a member that is not a file is, for the reader that refuses them (doctor)
+    b"1": "a hard link",
+    b"2": "a symbolic link",
+    b"3": "a character device",
+    b"4": "a block device",
+    b"5": "a directory",
+    b"6": "a FIFO",
+    b"V": "a volume label",
+    b"M": "a multi-volume continuation",
+}
 _HEADERS = (b"x", b"g", b"L", b"K")  # pax (per member and global) and GNU long-name headers
 _PAX_PATH = "././@PaxHeader"
 _MAX_SIZE = 8**11 - 1  # what 11 octal digits hold
@@ -117,10 +127,11 @@ class TarWriter:
         self.file.close()
 
 
-def members(stream, url: str, limited_as: str = "member") -> Iterator[tuple[str, bytes]]:
+def members(stream, url: str, limited_as: str = "member", files_only: bool = False) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each regular file in a tar stream, in order; AtariDataError naming the
     shard (and member) when a header is corrupt, a size is over the limit (of ``limited_as``, checked
-    before a member is read) or the stream ends early."""
+    before a member is read) or the stream ends early. Links, devices and folders are skipped, as
+    readers skip them, or with ``files_only`` refused."""
     h = stream.read(BLOCK)
     if h[:2] == _GZIP:  # webdataset reads gzip-compressed shards too; only they pay for the wrapper
         stream = _Gunzip(h, stream, url)
@@ -155,6 +166,8 @@ def members(stream, url: str, limited_as: str = "member") -> Iterator[tuple[str,
             longname = _text(data.split(b"\0", 1)[0])
         elif kind in _REGULAR:
             yield name, data
+        elif files_only and kind in _KINDS:
+            raise AtariDataError(f"is {_KINDS[kind]}: a packed shard holds plain files only", file=url, field=name)
         elif kind not in _SKIPPED:
             raise AtariDataError(f"member {name!r} has tar type {kind!r}, which is not read (a sparse file?)", file=url)
         h = read(BLOCK)
