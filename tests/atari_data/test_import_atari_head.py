@@ -229,6 +229,24 @@ def _meta_header(kind: int, size: int, fill: bytes = b"\0") -> bytes:
     return bz2.compress(info.tobuf(format=tarfile.USTAR_FORMAT) + body, 1)
 
 
+def _long_names(count: int, size: int, chained: bool) -> bytes:
+    """A trial's tar.bz2 of ``count`` GNU long-name headers of ``size`` bytes each, each under the
+    cap on one: in a row (``chained``: tarfile reads them by recursion), or each naming a small
+    member, together over a record's limit (tarfile holds them all at once)."""
+    import bz2
+    import random
+
+    letters = random.Random(0).choices(b"abcdefghijklmnopqrstuvwxyz", k=count * size)  # not a zip bomb
+    info = tarfile.TarInfo("././@LongLink")
+    info.type, info.size = tarfile.GNUTYPE_LONGNAME, size
+    out = b""
+    for i in range(count):
+        out += info.tobuf(format=tarfile.USTAR_FORMAT) + bytes(letters[i * size : (i + 1) * size]) + bytes(-size % 512)
+        if not chained:
+            out += tarfile.TarInfo("notes.txt").tobuf(format=tarfile.USTAR_FORMAT)  # an empty member
+    return bz2.compress(out + bytes(1024), 1)
+
+
 def _flag_txt_members(path, offset_local: int, offset_central: int, value: bytes) -> None:
     """Patch a field of every .txt member's local and central headers (raw zip surgery)."""
     import re
@@ -248,6 +266,8 @@ def _flag_txt_members(path, offset_local: int, offset_central: int, value: bytes
         "pax_bomb",
         "longname_bomb",
         "pax_digits",
+        "many_long_names",
+        "chained_long_names",
         "two_trials_one_number",
         "encrypted",
         "unknown_method",
@@ -269,6 +289,9 @@ def test_hostile_records_are_one_line_errors(record, tmp_path, capsys, hostile):
     elif hostile == "pax_digits":  # under the record limit, but tarfile's pax regex is quadratic in digits
         bomb = _meta_header(tarfile.XHDTYPE, 200_000, b"1")
         _rewrite(path, lambda ms: [(n, bomb if n.endswith(".tar.bz2") else d) for n, d in ms])
+    elif hostile.endswith("_long_names"):  # 4,000 bytes each, 1.2 MB together
+        bomb = _long_names(300, 4000, chained=hostile.startswith("chained"))
+        _rewrite(path, lambda ms: [(n, bomb if n.endswith(".tar.bz2") else d) for n, d in ms])
     elif hostile == "two_trials_one_number":  # 101 of another subject: one of the two was dropped unsaid
         _rewrite(path, lambda ms: ms + [(n.replace("_RZ_", "_KM_"), d) for n, d in ms if "/101_" in n])
     elif hostile == "encrypted":
@@ -284,8 +307,10 @@ def test_hostile_records_are_one_line_errors(record, tmp_path, capsys, hostile):
     assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
-    assert "record limit" in err or not hostile.endswith("_bomb"), err  # refused before its body is read
+    refused_by_size = hostile.endswith("_bomb") or hostile == "many_long_names"
+    assert "record limit" in err or not refused_by_size, err  # refused before its body is read
     assert "tar header extension" in err or hostile != "pax_digits", err
+    assert "in a row" in err or hostile != "chained_long_names", err  # was a RecursionError
     assert not (tmp_path / "out" / "atari_head" / GAME / "_READY").exists()
 
 

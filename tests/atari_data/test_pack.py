@@ -273,6 +273,15 @@ def _add_link(tar_path, kind) -> None:
         tf.addfile(info)
 
 
+def _declaring(tar_path, size: int) -> None:
+    """The shard with a last member whose header declares ``size`` bytes, followed by a few."""
+    from atari_data.publish.tar import header
+
+    data = tar_path.read_bytes().rstrip(b"\0")
+    data += bytes(-len(data) % 512)
+    tar_path.write_bytes(data + header("expert2f-Breakout-e002000-s000099.png", size) + b"x" * 512)
+
+
 def _first_shard(r, split="train", index=0):
     return sorted((r / "webdataset" / "expert2f" / "Breakout").glob(f"{split}-*.tar"))[index]
 
@@ -474,6 +483,8 @@ def _image_bytes(fmt, size=(160, 210), **options):
         # doctor's own tar walker skipped these, as readers do, where it promises plain members only
         (lambda r: _add_link(_first_shard(r), tarfile.SYMTYPE), "is a symbolic link"),
         (lambda r: _add_link(_first_shard(r), tarfile.CHRTYPE), "is a character device"),
+        # refused by the size its header declares, before a byte of it is read
+        (lambda r: _declaring(_first_shard(r), 1 << 32), "declares 4,294,967,296 bytes, over the frame limit"),
     ],
 )
 def test_doctor_finds_broken_repos(packed, tmp_path, capsys, how, message):

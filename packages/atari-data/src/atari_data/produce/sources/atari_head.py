@@ -187,8 +187,9 @@ UNREADABLE = (EOFError, OSError, zipfile.BadZipFile, zlib.error, RuntimeError, N
 #: The largest tar header extension (a pax header, a GNU long name) read: a trial's own are a few
 #: hundred bytes, and tarfile parses a pax header with a regex quadratic in its digits (CVE-2024-6232,
 #: not fixed in every Python this runs on: 200 KB took 41 s). All of one tar's together are held to a
-#: record's limit, so that many small ones cannot add up.
+#: record's limit, so that many small ones cannot add up, and at most 8 come before one member.
 HEADER_MAX = 4 << 10
+HEADERS_IN_A_ROW = 8
 
 
 class _CappedTarInfo(tarfile.TarInfo):
@@ -196,10 +197,21 @@ class _CappedTarInfo(tarfile.TarInfo):
     size before tarfile reads its body whole into memory; member bodies are checked by the caller."""
 
     def _proc_member(self, tarfile_):
-        if self.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, *tarfile.GNU_TYPES[:2]):
+        if self.type not in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, *tarfile.GNU_TYPES[:2]):
+            tarfile_._in_a_row = 0  # type: ignore[attr-defined]
+        else:
+            # tallies on the TarFile read: tarfile holds every extension read, and reads the ones in a
+            # row by recursion (300 were a RecursionError); a member has at most a few (pax, names)
             seen = getattr(tarfile_, "_extension_bytes", 0) + self.size
-            tarfile_._extension_bytes = seen  # type: ignore[attr-defined]  # a tally on the TarFile read
+            in_a_row = getattr(tarfile_, "_in_a_row", 0) + 1
+            tarfile_._extension_bytes, tarfile_._in_a_row = seen, in_a_row  # type: ignore[attr-defined]
             limits.check("record", seen, file=self.name, field="(tar header)")
+            if in_a_row > HEADERS_IN_A_ROW:
+                raise AtariDataError(
+                    f"{in_a_row} tar header extensions in a row; a member has at most {HEADERS_IN_A_ROW}",
+                    file=self.name,
+                    field="(tar header)",
+                )
             if self.size > HEADER_MAX:
                 raise AtariDataError(
                     f"declares a {self.size:,}-byte tar header extension; at most {HEADER_MAX:,} bytes are read",
