@@ -42,7 +42,9 @@ class QuickstartConfig:
     train_frames: int = option(5_000, "train records per game")
     val_frames: int = option(200, "val records per game")
     decision_cap: int = option(1_000, "decisions per generated episode (more, shorter episodes)")
-    baseline_episodes: int = option(2, "expert and random episodes measured into meta.json")
+    baseline_episodes: int = option(
+        2, "expert and random episodes measured into meta.json; 0: normalise with laya-eval's reference table"
+    )
     epsilon: float = option(
         0.3,
         "probability of a uniform random move while the experts play the data (atari-data generate --epsilon; "
@@ -286,7 +288,7 @@ class Quickstart:
             cap=c.cap,
             greedy=not c.sample,
             random_episodes=c.episodes,
-            baselines=str(self.data),
+            baselines=str(self.data) if c.baseline_episodes else None,  # else laya-eval's reference table
             policy_kwargs={"device": c.device},
             out=str(self.eval_dir / "results.json"),
         )
@@ -298,7 +300,7 @@ class Quickstart:
         from laya_policy.video import record_episode
 
         results = load_results(self.eval_dir / "results.json")
-        write_report(results, self.eval_dir)
+        figures = [p.name for p in write_report(results, self.eval_dir) if p.suffix == ".png"]
         summary, log = training_record(self.run_dir)
         write_atomic(self.out / "training.png", plot_training(summary["curve"], log))
         best = max(
@@ -361,7 +363,9 @@ class Quickstart:
                     f"| {e['step']} | {key} | {g['accuracy']:.3f} | {majority} | {g['nll']:.3f} | {g['ece']:.3f} |"
                 )
         body = markdown(results).replace("# Evaluation of", "## Evaluation of")
-        lines += ["", body, "![normalised](eval/normalised.png) ![profile](eval/profile.png)", ""]
+        # laya-eval draws figures only when a game was scored against baselines
+        shown = " ".join(f"![{n[:-4]}](eval/{n})" for n in ("normalised.png", "profile.png") if n in figures)
+        lines += ["", body, *([shown] if shown else []), ""]
         if video:
             lines += [
                 "## The trained policy playing",
