@@ -350,6 +350,62 @@ def test_a_large_answer_is_read_whole_and_an_endless_line_is_cut_at_the_line_lim
     assert "over the 64 MB a line may be" in res["games"]["Pong"]["error"], res["games"]["Pong"]["error"]
 
 
+def test_lines_nobody_asked_for_are_held_to_a_few_in_memory(tmp_path):
+    """Every line a policy wrote was queued until the next message: one that floods at close (or
+    while the judge plays the random baseline) took the judge to 2 GB in the 5 s it waits."""
+    watch = "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); "
+    watch += "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"  # KB: the judge's peak
+    judge = ["-m", "laya_eval.cli", "run", "--policy", unruly(tmp_path, "flood"), "--games", "Pong"]
+    judge += ["--episodes", "1", "--cap", "20", "--random-episodes", "0", "--out", str(tmp_path / "r.json")]
+    done = subprocess.run([sys.executable, "-c", watch, sys.executable, *judge], capture_output=True, text=True)
+    peak_kb = int(done.stdout.split()[-1])
+    assert json.loads((tmp_path / "r.json").read_text())["games"]["Pong"]["error"] is None
+    assert peak_kb < 1_000_000, f"{peak_kb / 1e6:.2f} GB"
+
+
+def test_an_identity_past_64_kb_is_refused_not_written(tmp_path):
+    """A 24 MB name was written as 72 MB of escapes: a results file its own report and resume refuse."""
+    with pytest.raises(EvalError, match=r"policy\.identity: .*over the 64 KB"):
+        run(tmp_path, unruly(tmp_path, "bigname"), episodes=1, random_episodes=0)
+    assert "identity" not in json.loads((tmp_path / "results.json").read_text())["policy"]
+
+
+def test_a_resume_by_a_policy_that_says_it_is_another_is_refused(tmp_path, monkeypatch):
+    """Pong played by one policy and Breakout by another were one results file, the second's name on both."""
+    monkeypatch.setenv("UNRULY_NAME", "v1")
+    run(tmp_path, unruly(tmp_path, "calm"), episodes=1, random_episodes=0)
+    monkeypatch.setenv("UNRULY_NAME", "v2")
+    with pytest.raises(EvalError, match=r'policy\.identity: .*"v1".*"v2"'):
+        run(tmp_path, unruly(tmp_path, "calm"), games=("Pong", "Breakout"), episodes=1, random_episodes=0)
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["policy"]["identity"] == {"name": "v1"} and list(on_disk["games"]) == ["Pong"]
+
+
+def test_an_action_past_64_bits_is_named_as_out_of_range(tmp_path):
+    """It was 'raised OverflowError', as if the policy had raised, without the value."""
+    res = run(tmp_path, unruly(tmp_path, "hugeact"), episodes=1, random_episodes=0)
+    assert "action 100000000000... (31 digits), out of range for 6 actions" in res["games"]["Pong"]["error"]
+
+
+def test_probabilities_whose_sum_overflows_are_drawn_as_their_ratios():
+    """A row of [1e308, 1e308, 0, ...] summed to inf: every probability became 0 and each draw fell
+    to the last action, which the policy gave no weight."""
+    from laya_eval.batch import Batch, choose
+
+    n, actions = 400, ("NOOP", "FIRE", "RIGHT", "LEFT")
+    frames = np.zeros((n, 1, 1, 3), np.uint8)
+    batch = Batch("Pong", actions, frames, frames, np.zeros(n, bool), np.arange(n))
+    probs = np.zeros((n, 4))
+    probs[:, :2] = 1e308
+    drawn = choose(probs, batch, greedy=False, rng=np.random.default_rng(0))
+    assert set(drawn.tolist()) == {0, 1}
+
+
+def test_a_game_named_twice_is_played_once():
+    """Pong,pong,PONG reset and played Pong three times for one entry in the results."""
+    assert RunConfig(policy="random", games=["Pong", "pong", "PONG", "Breakout"]).games == ["Pong", "Breakout"]
+
+
 def test_a_hello_nested_past_any_parser_is_charged_to_its_game(tmp_path):
     """It was a RecursionError traceback out of laya-eval run."""
     res = run(tmp_path, unruly(tmp_path, "deep"), random_episodes=0)

@@ -79,6 +79,10 @@ def test_report_and_compare_keep_the_promises(results, tmp_path_factory, edit):
         lambda r: r["games"].update(Pong={**r["games"]["Pong"], "error": ""}),
         lambda r: r["games"].update({"\ud800": {**r["games"]["Pong"], "game": "\ud800"}}),
         lambda r: r["games"]["Pong"].update(normalised_scores=r["games"]["Pong"]["normalised_scores"][:1]),
+        # finite, but past what sums and squares hold: report drew inf [nan, nan] with RuntimeWarnings
+        lambda r: r["games"]["Pong"].update(scores=[1e308, 1e308], mean=1e308),
+        lambda r: r["games"]["Pong"].update(normalised_scores=[1e308, 1e308], normalised=1e308),
+        lambda r: r["games"]["Pong"].update(baseline={"expert": 1e308, "random": -1e308, "cap": None}),
     ],
 )
 def test_a_results_file_with_wrong_types_is_one_line(results, tmp_path, edit):
@@ -101,6 +105,10 @@ def test_a_results_file_with_wrong_types_is_one_line(results, tmp_path, edit):
         '{"game": "Pong", "baselines": {"expert_score": 5, "random_score": -20, "protocol": {"decision_cap": [1, 2]}}}',
         '{"game": "Pong", "protocol": {"decision_cap": -3}, "baselines": {"expert_score": 5, "random_score": -20}}',
         '{"game": ["Pong"], "baselines": {"expert_score": 5, "random_score": -20}}',
+        # accepted, then the run failed after playing (-inf), reported 0.000 (overflow), or used another table
+        '{"game": "Pong", "baselines": {"expert_score": 5e-324, "random_score": 0}}',
+        '{"game": "Pong", "baselines": {"expert_score": 1e308, "random_score": -1e308}}',
+        '{"game": "pong", "baselines": {"expert_score": 5, "random_score": -20}}',
     ],
 )
 def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):
@@ -234,6 +242,8 @@ def test_a_device_as_results_file_is_one_line(tmp_path):
         (["--seed-base", "-1"], "--seed-base"),
         (["--seed-base", "100000000000000000000"], "--seed-base"),
         (["--episodes", "100000000000"], "--episodes"),  # every episode runs side by side
+        (["--timeout", "1e10"], "--timeout"),  # accepted, then every game failed on an OverflowError
+        (["--out", "newdir/"], "--out"),  # wrote a file named newdir
     ],
 )
 def test_run_flags_are_checked_before_anything_is_played(tmp_path, flags, field):
@@ -245,6 +255,29 @@ def test_run_flags_are_checked_before_anything_is_played(tmp_path, flags, field)
             argv[j : j + 2] = []
     code, err = check_promises(main, [*argv, *flags], sandbox=tmp_path, target=out)
     assert code == 2 and field in err and not out.exists(), err
+
+
+@pytest.mark.parametrize("command", [["run", "--policy", "random", "--games", "Pong"], ["doom", "--policy", "random"]])
+def test_policy_kwargs_nested_past_the_parser_is_a_usage_error_not_a_traceback(tmp_path, capsys, command):
+    with pytest.raises(SystemExit) as stop:
+        main([*command, "--policy-kwargs", "[" * 30_000 + "]" * 30_000, "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "argument --policy-kwargs: not JSON" in err and "Traceback" not in err, err
+
+
+def test_report_help_shows_percent_signs_once(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    out = capsys.readouterr().out
+    assert "95% intervals" in out and "%%" not in out
+
+
+def test_baselines_that_are_a_device_are_named_as_such(tmp_path):
+    (tmp_path / "meta.json").symlink_to("/dev/zero")
+    argv = ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "10"]
+    argv += ["--baselines", tmp_path / "meta.json", "--out", tmp_path / "r.json"]
+    code, err = check_promises(main, argv, sandbox=tmp_path, target=tmp_path / "r.json")
+    assert code == 2 and "is not a file or a folder" in err, err
 
 
 def test_an_unwritable_out_is_refused_before_the_first_game(tmp_path):
@@ -260,6 +293,8 @@ def test_an_unwritable_out_is_refused_before_the_first_game(tmp_path):
         argv = ["run", "--policy", "random", "--games", "Pong", "--episodes", "1", "--cap", "10", "--out", out]
         code, err = check_promises(main, argv, sandbox=tmp_path, target=None)
         assert code == 2 and "--out" in err, err
+        if out == blocked and os.geteuid() == 0:  # it said 'cannot be written (File exists)'
+            assert "a-file is a file, not a folder" in err, err
 
 
 def test_a_second_run_on_the_same_results_file_is_refused_while_the_first_writes(tmp_path):

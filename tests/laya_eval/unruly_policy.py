@@ -19,7 +19,11 @@ twice     answers its first act twice, the first time it runs (every later answe
 nan       answers hello with NaN and 1e999 in its identity (not standard JSON; the results would not be)
 big       answers its first act with 16 MB of padding beside its actions (read a byte at a time: 10 s)
 endless   answers its first act with 65 MB and no newline, then waits
+flood     at close, writes lines of 8 MB without end instead of exiting (nobody asked for them)
+bigname   answers hello with a name of 40,000 'é' (240 KB as the results file escapes it)
+hugeact   answers every act with the action 10**30
 Every mode appends a line to <scratch>/hellos each time it is greeted, so a test can count processes.
+Any other mode behaves; each answers hello with {"name": $UNRULY_NAME, or the mode}.
 """
 
 import json
@@ -46,6 +50,8 @@ for line in sys.stdin.buffer:
     if msg["type"] == "close":
         if mode == "groupkill":
             os.killpg(0, 15)
+        while mode == "flood":
+            sys.stdout.buffer.write(b"x" * (8 << 20) + b"\n")
         break
     if msg["type"] == "act":
         if mode == "deaf":
@@ -113,12 +119,13 @@ for line in sys.stdin.buffer:
             )
             subprocess.Popen([sys.executable, "-c", loop, str(scratch / "loop.pid")])
             time.sleep(3600)
-        reply = {"actions": [0] * msg["n"]}
+        reply = {"actions": [10**30 if mode == "hugeact" else 0] * msg["n"]}
     else:
         if msg["type"] == "hello":
             with open(scratch / "hellos", "a") as f:
                 f.write("hello\n")
-        reply = {"name": mode} if msg["type"] == "hello" else {"ok": True}
+        name = "\u00e9" * 40_000 if mode == "bigname" else os.environ.get("UNRULY_NAME", mode)
+        reply = {"name": name} if msg["type"] == "hello" else {"ok": True}
         if mode == "nan" and msg["type"] == "hello":
             sys.stdout.write('{"name": NaN, "big": 1e999}\n')
             sys.stdout.flush()

@@ -18,9 +18,14 @@ from importlib import resources
 from pathlib import Path
 
 from laya_eval.errors import EvalError
-from laya_eval.jsonfile import is_number, read_json
+from laya_eval.jsonfile import SCORE_LIMIT, is_number, read_json
+from laya_protocol.games import all_games
 from laya_protocol.names import score_key
 from laya_protocol.protocol import BASELINE_CAP, DATA_DECISION_CAP
+
+#: The least spread between an expert's and random's scores that normalises (equal ones do not, and
+#: are flagged): over 5e-324, a score of -20 normalised to -inf.
+MIN_SPREAD = 1e-6
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,8 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
         files = [path]
     elif path.is_dir():
         files = sorted(path.glob("*/*/meta.json")) + sorted(path.glob("meta/*/*.json"))
+    elif path.exists():
+        raise EvalError("is not a file or a folder (a device? a FIFO?)", file=str(path), field="--baselines")
     else:
         raise EvalError("does not exist", file=str(path), field="--baselines")
     out: dict[str, list[Baseline]] = {}
@@ -94,14 +101,25 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
             )
         if not b:
             continue
-        bad = [k for k, v in b.items() if (k.endswith("_score") or "_score_cap" in k) and not is_number(v)]
+        if game not in all_games():  # looked up by its exact name: "pong" would be no game's, unsaid
+            raise EvalError(f"game {game[:40]!r} is not an ALE v5 name", file=str(f), field="--baselines")
+        bad = [k for k, v in b.items() if (k.endswith("_score") or "_score_cap" in k) and not is_number(v, SCORE_LIMIT)]
         bad += [k for k in ("protocol",) if k in b and not isinstance(b[k], dict)]
         if bad or (meta.get("protocol") is not None and not isinstance(meta.get("protocol"), dict)):
             raise EvalError(
-                f"baselines {', '.join(bad) or 'protocol'}: not finite numbers / a mapping",
+                f"baselines {', '.join(bad) or 'protocol'}: not numbers within {SCORE_LIMIT:g} / a mapping",
                 file=str(f),
                 field="--baselines",
             )
+        for cap in (None, BASELINE_CAP):
+            e, r = b.get(score_key("expert", cap)), b.get(score_key("random", cap))
+            if e is not None and r is not None and e != r and abs(e - r) < MIN_SPREAD:
+                raise EvalError(
+                    f"baselines {score_key('expert', cap)} {e:g} and {score_key('random', cap)} {r:g} differ by "
+                    f"less than {MIN_SPREAD:g}: no scale to normalise by",
+                    file=str(f),
+                    field="--baselines",
+                )
         source = f"{f} ({b.get('expert', 'expert')})"
         found = out.setdefault(game, [])
         capped = (b.get(score_key("expert", BASELINE_CAP)), b.get(score_key("random", BASELINE_CAP)))

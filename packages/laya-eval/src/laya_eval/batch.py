@@ -49,12 +49,13 @@ def choose(out, batch: Batch, greedy: bool, rng: np.random.Generator) -> np.ndar
     if arr.dtype.kind == "f" and arr.shape == (n, a):
         if not np.isfinite(arr).all():
             raise PolicyError(f"returned non-finite probabilities {arr[~np.isfinite(arr).all(1)][0].tolist()}")
-        if (arr < 0).any() or (arr.sum(1) <= 0).any():
-            row = arr[((arr < 0).any(1)) | (arr.sum(1) <= 0)][0]
+        if (arr < 0).any() or (arr.max(1) <= 0).any():  # max, not sum: 1e308s sum past a float
+            row = arr[((arr < 0).any(1)) | (arr.max(1) <= 0)][0]
             raise PolicyError(f"returned invalid probabilities {row.tolist()} (negative or all zero)")
         if greedy:
             return arr.argmax(1)
-        p = arr / arr.sum(1, keepdims=True)
+        p = arr / arr.max(1, keepdims=True)  # first to at most 1: a sum of 1e308s would overflow to inf
+        p /= p.sum(1, keepdims=True)
         u = rng.random(n)[:, None]
         return np.minimum((p.cumsum(1) < u).sum(1), a - 1)
     raise PolicyError(

@@ -7,11 +7,11 @@ the results with the offending value); 2 bad input (one line, `error: ...`).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig
+from laya_eval.jsonfile import json_flag
 from laya_eval.stats import BOOTSTRAPS
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.errors import stopped, terminations_raised
@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="markdown tables and rliable-style figures of one or more results files",
         description="The markdown report of each results file; with --out, also normalised.png "
         "(per-game scores with intervals, flagged games hatched), aggregates.png (median, IQM, mean, "
-        "optimality gap with 95%% intervals, one row per file) and profile.png (performance "
-        "profiles with 95%% bands), every file on each figure.",
+        "optimality gap with 95% intervals, one row per file) and profile.png (performance "
+        "profiles with 95% bands), every file on each figure.",
     )
     rep.add_argument("results", nargs="+", help="results files (several: drawn side by side)")
     rep.add_argument("--out", help="folder for report.md and the figures (default: print markdown)")
@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed-base", type=int, default=EVAL_SEED_BASE, help="episode i is seeded seed_base + i (default %(default)s)"
     )
     dm.add_argument("--sample", action="store_true", help="sample from returned probabilities instead of the top one")
-    dm.add_argument("--policy-kwargs", type=json.loads, default={}, help="JSON object passed to the policy factory")
+    dm.add_argument("--policy-kwargs", type=json_flag, default={}, help="JSON object passed to the policy factory")
     dm.add_argument("--out", default="doom.json", help="(default %(default)s)")
     return p
 

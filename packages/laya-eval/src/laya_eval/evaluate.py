@@ -8,7 +8,6 @@ so a file never mixes two protocols.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from laya_eval.baselines import (
 )
 from laya_eval.errors import EvalError
 from laya_eval.games import resolve_game
-from laya_eval.jsonfile import is_number, numbers, read_json, replace_file
+from laya_eval.jsonfile import SCORE_LIMIT, is_number, json_flag, numbers, read_json, replace_file
 from laya_eval.policies import RandomPolicy, load_policy
 from laya_eval.runner import Episodes, play
 from laya_eval.stats import (
@@ -56,6 +55,10 @@ def decision_cap(text: str) -> int | None:
     return None if text.lower() == "none" else int(text)
 
 
+#: The longest a cmd: policy may be given per call (11.6 days): past ~1e9 s the waits overflow.
+MAX_TIMEOUT = 1_000_000
+
+
 @dataclass
 class RunConfig:
     """What `laya-eval run` does; each field is one flag (``--field-name``)."""
@@ -73,7 +76,7 @@ class RunConfig:
     )
     greedy: bool = option(True, cli=False)  # --greedy / --sample, a pair of switches
     policy_kwargs: dict = option(
-        help="JSON object of keyword arguments for the policy factory", factory=dict, parse=json.loads, shown="{}"
+        help="JSON object of keyword arguments for the policy factory", factory=dict, parse=json_flag, shown="{}"
     )
     action_set: str = option(
         "minimal",
@@ -102,7 +105,7 @@ class RunConfig:
         """Every flag checked before anything is played: one line naming the flag."""
         if not [g for g in self.games if g.strip()]:
             raise EvalError("no game given (expected comma-separated ALE names, e.g. Pong,Breakout)", field="--games")
-        self.games = [resolve_game(g) for g in self.games]
+        self.games = list(dict.fromkeys(resolve_game(g) for g in self.games))  # Pong,pong: one game
         for flag, episodes in (("--episodes", self.episodes), ("--random-episodes", max(self.random_episodes, 1))):
             if problem := episodes_problem(episodes):
                 raise EvalError(problem, field=flag)
@@ -119,8 +122,12 @@ class RunConfig:
             json.dumps(self.policy_kwargs, allow_nan=False)
         except ValueError:
             raise EvalError("holds NaN or Infinity, which is not standard JSON", field="--policy-kwargs") from None
-        if not (isinstance(self.timeout, (int, float)) and math.isfinite(self.timeout) and self.timeout > 0):
-            raise EvalError(f"{self.timeout} (expected a positive number of seconds)", field="--timeout")
+        if not (isinstance(self.timeout, (int, float)) and 0 < self.timeout <= MAX_TIMEOUT):  # NaN fails both
+            raise EvalError(
+                f"{self.timeout} (expected a positive number of seconds, at most {MAX_TIMEOUT:,})", field="--timeout"
+            )
+        if self.out.endswith(("/", os.sep)):  # Path drops the slash: a file would be written in the folder's place
+            raise EvalError(f"{self.out} ends in a slash, as a folder does; expected a results file", field="--out")
         if self.cap is not None and self.cap < 1:
             raise EvalError(f"{self.cap} (expected at least 1 decision, or none)", field="--cap")
         for flag, value in (("--random-episodes", self.random_episodes), ("--threads", self.threads)):
@@ -344,9 +351,9 @@ def _game_problem(name: str, g) -> str | None:
         return None if type(g.get("excluded")) is bool else "excluded: not as laya-eval writes it"
     b, rnd = g.get("baseline"), g.get("random", {})
     checks = {
-        "mean": is_number(g.get("mean")),
-        "std": is_number(g.get("std")),
-        "scores": numbers(g.get("scores")) and bool(g.get("scores")),
+        "mean": is_number(g.get("mean"), SCORE_LIMIT),
+        "std": is_number(g.get("std"), SCORE_LIMIT),
+        "scores": numbers(g.get("scores"), SCORE_LIMIT) and bool(g.get("scores")),
         "normalised": g.get("normalised") is None or is_number(g.get("normalised")),
         "normalised_scores": g.get("normalised") is None
         or (numbers(g.get("normalised_scores")) and len(g["normalised_scores"]) == len(g.get("scores") or ())),
@@ -354,11 +361,11 @@ def _game_problem(name: str, g) -> str | None:
         "baseline": b is None
         or (
             isinstance(b, dict)
-            and is_number(b.get("expert"))
-            and is_number(b.get("random"))
+            and is_number(b.get("expert"), SCORE_LIMIT)
+            and is_number(b.get("random"), SCORE_LIMIT)
             and (b.get("cap") is None or type(b.get("cap")) is int)
         ),
-        "random": isinstance(rnd, dict) and (rnd.get("mean") is None or is_number(rnd.get("mean"))),
+        "random": isinstance(rnd, dict) and (rnd.get("mean") is None or is_number(rnd.get("mean"), SCORE_LIMIT)),
         "excluded": type(g.get("excluded")) is bool,
         "beats_random": type(g.get("beats_random")) is bool,
         "flags": isinstance(g.get("flags"), list) and all(isinstance(f, str) for f in g["flags"]),
@@ -403,6 +410,9 @@ def close_policy(policy) -> None:
         print(f"warning: the policy's close() raised {cause(e)}", file=sys.stderr)
 
 
+MAX_IDENTITY = 64 << 10  # bytes of a policy's identity, as the results file writes it
+
+
 def policy_identity(policy) -> dict | None:
     """What the policy says it is (a non-empty ``identity`` mapping), as plain JSON; else None."""
     try:
@@ -412,9 +422,15 @@ def policy_identity(policy) -> dict | None:
     if not isinstance(identity, dict) or not identity:
         return None
     try:
-        return json.loads(json.dumps(identity, allow_nan=False))
+        text = json.dumps(identity, allow_nan=False)  # as the results file writes it
     except (TypeError, ValueError, RecursionError) as e:
         raise EvalError(f"is not a JSON object of plain data ({cause(e, 80)})", field="policy.identity") from None
+    if len(text) > MAX_IDENTITY:  # 24 MB of 'é' was a 72 MB results file, past what report and resume read
+        raise EvalError(
+            f"is {len(text):,} bytes as JSON, over the {MAX_IDENTITY >> 10} KB an identity may be",
+            field="policy.identity",
+        )
+    return json.loads(text)
 
 
 def writable(out: Path) -> None:
@@ -423,6 +439,11 @@ def writable(out: Path) -> None:
 
     if out.is_dir():
         raise EvalError("is a folder, expected a results file path", file=str(out), field="--out")
+    for above in out.parents:  # mkdir says 'File exists' of a file where a folder must be
+        if above.exists() or above.is_symlink():
+            if not above.is_dir():
+                raise EvalError(f"{above} is a file, not a folder", file=str(out), field="--out")
+            break
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
@@ -520,6 +541,14 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
                 identity = policy_identity(policy)
             except EvalError as e:
                 identity, problem = None, e
+            then = results["policy"].get("identity")
+            if identity and then and identity != then:  # one file, one player: its games are not comparable
+                raise EvalError(
+                    f"the results hold games played by a policy that said it is {json.dumps(then)[:200]}; this "
+                    f"one says {json.dumps(identity)[:200]}: use --restart to overwrite them or --out for a new file",
+                    file=str(out),
+                    field="policy.identity",
+                )
             if identity:
                 results["policy"]["identity"] = identity
             record(result)  # the game is kept, whatever its identity says

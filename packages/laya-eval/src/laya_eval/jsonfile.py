@@ -29,15 +29,35 @@ def read_json(path: str | Path, field: str | None = None, what: str = "valid JSO
         raise EvalError(f"is not {what} ({e})", file=str(path), field=field) from None
 
 
-def is_number(v) -> bool:
-    """A finite float, or an integer a float holds (math.isfinite overflows on a 400-digit one)."""
+#: The largest magnitude a number in a file the judge reads may have: its sums and squares over any
+#: number of episodes stay finite (1e308 made report draw inf [nan, nan]).
+MAGNITUDE = 1e18
+#: The largest magnitude of a score or a baseline: far past any game's (Atari's highest are millions),
+#: so that a normalised score, over an expert-random spread of at least MIN_SPREAD, is within MAGNITUDE.
+SCORE_LIMIT = 1e9
+
+
+def json_flag(text: str):
+    """A flag's JSON value (``--policy-kwargs``), for argparse: what is not JSON, nested past the
+    parser included (a RecursionError traceback), is its usage error naming the flag."""
+    import argparse
+
+    try:
+        return parse_json(text.encode("utf-8", "surrogateescape"))
+    except Refused as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def is_number(v, limit: float = MAGNITUDE) -> bool:
+    """A finite number within ``limit`` of 0 (an integer a float holds: math.isfinite overflows on a
+    400-digit one)."""
     if type(v) is int:
-        return abs(v) <= 2**53
-    return type(v) is float and math.isfinite(v)
+        return abs(v) <= min(2**53, limit)
+    return type(v) is float and math.isfinite(v) and abs(v) <= limit
 
 
-def numbers(v) -> bool:
-    return isinstance(v, list) and all(is_number(x) for x in v)
+def numbers(v, limit: float = MAGNITUDE) -> bool:
+    return isinstance(v, list) and all(is_number(x, limit) for x in v)
 
 
 def replace_file(path: Path, write: Callable[[Path], object]) -> Path:

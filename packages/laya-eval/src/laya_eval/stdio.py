@@ -62,6 +62,7 @@ CLOSE_WAIT = 5.0  # seconds a policy has to read the close message, and then to 
 #: (Ray's cancel of a running task) lands at once: a blocked wait sees none until it ends.
 WAKE = 0.1
 MAX_LINE = 64 << 20  # bytes of one answer line, its newline aside
+LINES_HELD = 2  # lines read ahead of the exchange: its answer, and one it did not ask for
 _TOO_LONG = object()  # what the reader hands on for a line past MAX_LINE, instead of the line
 
 
@@ -84,6 +85,7 @@ class StdioPolicy:
         self.identity: dict = {}
         self._broken = False  # the last exchange failed: the next game starts a fresh process
         self._control: socket.socket | None = None  # the judge's end of the reaper's: closing it ends them all
+        self._done = threading.Event()  # set when a process is closed: its reader lets go of its queue
 
     def _start(self) -> None:
         self._mark = new_mark()
@@ -122,8 +124,9 @@ class StdioPolicy:
         if self._control is not None and (started := self._started()) != "ok":
             self.close(kill=True)
             raise PolicyError(f"cannot start {self.command!r}: {started}")
-        self._lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, args=(self.proc.stdout, self._lines), daemon=True).start()
+        self._lines: queue.Queue = queue.Queue(maxsize=LINES_HELD)
+        self._done = threading.Event()
+        threading.Thread(target=self._read, args=(self.proc.stdout, self._lines, self._done), daemon=True).start()
         self.identity = self._ask({"type": "hello", "protocol": PROTOCOL_VERSION})
 
     def _started(self) -> str:
@@ -147,16 +150,19 @@ class StdioPolicy:
         return f"its reaper exited (code {self.proc.wait()})"
 
     @staticmethod
-    def _read(stream, lines: queue.Queue) -> None:
+    def _read(stream, lines: queue.Queue, done: threading.Event) -> None:
         """Lines of ``stream`` onto ``lines``, then None at its end. Buffered here, on a thread of its
-        own (the pipe itself is unbuffered, and its readline read a byte at a time: 1.6 MB/s)."""
+        own (the pipe itself is unbuffered, and its readline read a byte at a time: 1.6 MB/s). The
+        queue holds a few lines: a policy writing what nobody asked for then waits on its pipe, where
+        every line was held (2 GB in the 5 s a close waits); ``done`` lets go of a queue nobody reads."""
         reader = io.BufferedReader(stream, 1 << 20)
         while line := reader.readline(MAX_LINE + 1):
             if len(line) > MAX_LINE and not line.endswith(b"\n"):
-                lines.put(_TOO_LONG)  # the exchange kills the process: nothing more is read
+                _put(lines, _TOO_LONG, done)  # the exchange kills the process: nothing more is read
                 return
-            lines.put(line)
-        lines.put(None)
+            if not _put(lines, line, done):
+                return
+        _put(lines, None, done)
 
     def _ask(self, message: dict, payload: bytes = b"", expect: tuple[str, ...] = ()) -> dict:
         try:
@@ -282,7 +288,15 @@ class StdioPolicy:
             expect=("actions", "probs"),
         )
         if "actions" in reply:
-            return np.asarray(reply["actions"], dtype=np.int64) if _all_int(reply["actions"]) else reply["actions"]
+            acts = reply["actions"]
+            if not _all_int(acts):
+                return acts  # the judge's check says what it is
+            if huge := [a for a in acts if not -(2**63) <= a < 2**63]:  # int64 would raise OverflowError
+                shown = (
+                    str(huge[0]) if len(str(huge[0])) <= 24 else f"{str(huge[0])[:12]}... ({len(str(huge[0]))} digits)"
+                )
+                raise PolicyError(f"answered action {shown}, out of range for {len(batch.actions)} actions")
+            return np.asarray(acts, dtype=np.int64)
         return np.asarray(reply["probs"], dtype=np.float64)
 
     def close(self, kill: bool = False) -> None:
@@ -309,6 +323,18 @@ class StdioPolicy:
         end_all(self.proc.pid if self.proc.poll() is None else None, self._mark)
         self.proc.wait()
         self.proc = None
+        self._done.set()  # its reader, waiting to queue a line nobody will read, ends
+
+
+def _put(lines: queue.Queue, item, done: threading.Event) -> bool:
+    """Queue ``item``, waiting for room; False if ``done`` is set first."""
+    while not done.is_set():
+        try:
+            lines.put(item, timeout=WAKE)
+            return True
+        except queue.Full:
+            pass
+    return False
 
 
 def _woken(timeout: float) -> Iterator[float]:
