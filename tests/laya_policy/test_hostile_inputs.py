@@ -165,6 +165,83 @@ def test_a_checkpoint_config_field_of_the_wrong_kind_or_range_is_one_line(data, 
     assert code == 2 and "vlm_agent_config.json" in err and field in err, err
 
 
+def _backbone_config(edit):
+    def apply_to(ckpt):
+        path = ckpt / "backbone" / "config.json"
+        config = json.loads(path.read_text())
+        edit(config)
+        path.write_text(json.dumps(config))
+
+    return apply_to
+
+
+def _weights_of_nothing(ckpt):
+    from safetensors.torch import save_file
+
+    save_file({"unrelated": torch.zeros(1)}, str(ckpt / "backbone" / "model.safetensors"))
+
+
+def _chat_template(text):
+    def apply_to(ckpt):
+        (ckpt / "backbone" / "chat_template.jinja").write_text(text)
+
+    return apply_to
+
+
+#: Backbone folders written carelessly or to harm (an outside hostile review): each played or trained
+#: from random weights with exit 0, ran without bound, or was a traceback or 18 lines.
+HOSTILE_BACKBONES = {
+    "weights missing": (_weights_of_nothing, "missing"),
+    "a layer more than the weights": (
+        _backbone_config(
+            lambda c: c["text_config"].update(num_hidden_layers=c["text_config"]["num_hidden_layers"] + 1)
+        ),
+        "missing",
+    ),
+    "3,000 layers": (_backbone_config(lambda c: c["text_config"].update(num_hidden_layers=3000)), "num_hidden_layers"),
+    "256 layers 16,384 wide": (
+        _backbone_config(lambda c: c["text_config"].update(num_hidden_layers=256, hidden_size=1 << 14)),
+        "parameters",
+    ),
+    "hidden size 10^9": (_backbone_config(lambda c: c["text_config"].update(hidden_size=10**9)), "hidden_size"),
+    "scale factor 0": (_backbone_config(lambda c: c.update(scale_factor=0)), "scale_factor"),
+    "patch size 0": (_backbone_config(lambda c: c["vision_config"].update(patch_size=0)), "patch_size"),
+    "a template that loops": (
+        _chat_template("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
+        "chat template",
+    ),
+    "a template that raises": (_chat_template('{{ raise_exception("template ran") }}'), "chat template"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_BACKBONES)
+def test_a_hostile_backbone_is_one_line_before_it_plays_or_trains(data, checkpoint, tmp_path, case):
+    from laya_eval.cli import main as judge
+
+    plant, said = HOSTILE_BACKBONES[case]
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(checkpoint, ckpt)
+    plant(ckpt)
+    play = [
+        "run",
+        "--policy",
+        f"laya:{ckpt}",
+        "--games",
+        "Pong",
+        "--episodes",
+        "1",
+        "--cap",
+        "5",
+        "--out",
+        tmp_path / "r",
+    ]
+    done, (code, err) = returns_within(60, lambda: check_promises(judge, play, sandbox=tmp_path, target=tmp_path / "r"))
+    assert done and code == 2 and said in err and "backbone" in err, err
+    fit = ["train", "--data", data, "--out", tmp_path / "run", "--model", ckpt / "backbone", *TRAIN]
+    done, (code, err) = returns_within(60, lambda: check_promises(main, fit, sandbox=tmp_path, target=tmp_path / "run"))
+    assert done and code == 2 and said in err, err
+
+
 def test_the_judge_refuses_a_checkpoint_whose_temperature_is_zero(checkpoint, tmp_path):
     """Through laya-eval's entry point, as a user plays a downloaded checkpoint: one line, exit 2."""
     import json

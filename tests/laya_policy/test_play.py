@@ -167,7 +167,7 @@ def test_a_checkpoint_asking_to_run_its_own_code_is_refused_without_a_question(c
     marker = tmp_path / "ran"
     (copy / "backbone" / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     monkeypatch.setattr("builtins.input", lambda *a: "y")
-    with pytest.raises(ValueError, match="is not a loadable laya-policy checkpoint"):
+    with pytest.raises(ValueError, match="backbone: is not a loadable backbone .*custom code"):
         load_checkpoint(copy)
     assert not marker.exists(), "the checkpoint's code ran"
 

@@ -128,24 +128,126 @@ def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0, rev
     PRESETS); otherwise a Hub id or a local directory."""
     from dataclasses import replace
 
-    from transformers import AutoTokenizer, Idefics3Model
+    from transformers import Idefics3Model
 
     if name in PRESETS:
         tokenizer = tiny_tokenizer()
         torch.manual_seed(seed)
         return Idefics3Model(tiny_config(tokenizer, replace(PRESETS[name], image_size=image_size))), tokenizer
+    return load_pretrained(name, revision)
+
+
+#: The most parameters a backbone's config.json may declare (12 GB of float32 weights), counted
+#: before a layer is built: 3,000 layers took 3 GB and ran on without end.
+MAX_PARAMETERS = 3_000_000_000
+#: The one chat template a backbone may bring (SmolVLM's), or none: a template is code that runs
+#: at load (jinja), and another one could loop for ever, ask for gigabytes or raise.
+SMOLVLM_CHAT_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}"
+    "{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}"
+    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}"
+    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+#: The config fields a layer's shape is made of, each a whole number from 1 to its most: a model
+#: of the Hub's largest shapes fits (126 layers, 16,384 wide), a config of 3,000 layers does not.
+_SIZES = {
+    "": {"scale_factor": 64},
+    "vision_config.": {
+        "hidden_size": 1 << 14,
+        "intermediate_size": 1 << 16,
+        "num_hidden_layers": 256,
+        "num_attention_heads": 1 << 10,
+        "image_size": 4096,
+        "patch_size": 4096,
+    },
+    "text_config.": {
+        "hidden_size": 1 << 14,
+        "intermediate_size": 1 << 16,
+        "num_hidden_layers": 256,
+        "num_attention_heads": 1 << 10,
+        "vocab_size": 1 << 20,
+    },
+}
+
+
+def declared_parameters(config) -> int:
+    """About how many weights an Idefics3 config builds: each layer's projections and MLP, the
+    embeddings, the connector."""
+    v, t = config.vision_config, config.text_config
+    vision = v.num_hidden_layers * (4 * v.hidden_size**2 + 2 * v.hidden_size * v.intermediate_size)
+    vision += ((v.image_size // v.patch_size) ** 2 + 3 * v.patch_size**2) * v.hidden_size
+    text = t.num_hidden_layers * (4 * t.hidden_size**2 + 3 * t.hidden_size * t.intermediate_size)
+    text += t.vocab_size * t.hidden_size
+    return vision + text + v.hidden_size * config.scale_factor**2 * t.hidden_size
+
+
+def check_config(config, where: str) -> None:
+    """A backbone config's shapes, bounded before anything is built; ValueError naming the field."""
+    for prefix, fields in _SIZES.items():
+        part = config if not prefix else getattr(config, prefix[:-1])
+        for name, most in fields.items():
+            value = getattr(part, name, None)
+            if type(value) is not int or not 1 <= value <= most:
+                raise ValueError(f"{where}: {prefix}{name}: {str(value)[:40]} is not a whole number from 1 to {most:,}")
+    if (n := declared_parameters(config)) > MAX_PARAMETERS:
+        raise ValueError(f"{where}: declares about {n:,} parameters, over the {MAX_PARAMETERS:,} laya-policy builds")
+
+
+_WITH_REPORT = {"output_loading_info": True}  # (model, what loaded): missing keys are refused, not left random
+
+
+def load_pretrained(name: str, revision: str | None = None):
+    """(Idefics3Model in float32, tokenizer) from a Hub id or a folder in the Hub's layout, read as
+    untrusted: safetensors and JSON only (never the folder's own code), the config bounded before a
+    layer is built, every weight present (a missing one was left random, and played), the chat
+    template SmolVLM's or none. A defect is one ValueError; an unreachable one, OSError."""
+    import warnings
+
+    from transformers import AutoConfig, AutoTokenizer, Idefics3Model
+    from transformers.utils import logging
+
+    where = f"backbone {name}"
     try:
-        # float32 master weights whatever the file stores (the Hub's SmolVLM is bfloat16): AdamW updates
-        # at 2e-5 vanish in bf16, and the float32 head could not take bf16 states. CUDA runs autocast.
-        model = Idefics3Model.from_pretrained(  # trust_remote_code=False: never the folder's own code
-            name, revision=revision or "main", dtype=torch.float32, trust_remote_code=False
-        )
-        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
+        config = AutoConfig.from_pretrained(name, revision=revision or "main", trust_remote_code=False)
     except OSError as e:
         raise OSError(
-            f"cannot load backbone {name!r} ({e}). Offline, download it once where the Hub is reachable "
+            f"cannot load {where} ({cause(e)}). Offline, download it once where the Hub is reachable "
             f"(`hf download {name} --local-dir DIR`) and pass --model DIR"
         ) from None
+    except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a config it cannot read
+        raise ValueError(f"{where}: config.json: not an Idefics3 config ({cause(e)})") from None
+    check_config(config, f"{where}/config.json")
+    was = logging.get_verbosity()
+    logging.set_verbosity_error()  # its load report is a table of many lines; the check below is one
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # float32 master weights whatever the file stores (the Hub's SmolVLM is bfloat16): AdamW updates
+            # at 2e-5 vanish in bf16, and the float32 head could not take bf16 states. CUDA runs autocast.
+            model, info = Idefics3Model.from_pretrained(
+                name,
+                revision=revision or "main",
+                dtype=torch.float32,
+                trust_remote_code=False,
+                output_loading_info=True,
+            )
+            tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
+    except OSError as e:
+        raise OSError(f"cannot load {where} ({cause(e)})") from None
+    except Exception as e:  # noqa: BLE001 - transformers, tokenizers and safetensors raise many kinds
+        raise ValueError(f"{where}: is not a loadable backbone ({cause(e)})") from None
+    finally:
+        logging.set_verbosity(was)
+    lacking = sorted(info["missing_keys"]) + sorted(k for k, *_ in info.get("mismatched_keys", []))
+    if lacking:
+        raise ValueError(f"{where}: its weights lack {len(lacking)} the config builds, e.g. {lacking[0]} (missing)")
+    template = getattr(tokenizer, "chat_template", None)
+    if template not in (None, SMOLVLM_CHAT_TEMPLATE):
+        raise ValueError(
+            f"{where}: its chat template is not SmolVLM's; laya-policy writes SmolVLM's prompt form only "
+            "(a template is code that runs at load)"
+        )
     return model, tokenizer
 
 

@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
 from safetensors.torch import load_file, save_file
 
 from atari_data.layout import remove, staged
+from laya_policy.backbone import load_pretrained
 from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
 from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
@@ -245,18 +245,14 @@ def load_config(path: str | Path) -> AgentConfig:
 
 
 def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | NatureCNN, AgentConfig]:
-    from transformers import AutoTokenizer, Idefics3Model
-
     path = checkpoint_folder(path)
     check_files(path)
     cfg = load_config(path)
     if cfg.backbone == CNN:
         return _load_cnn(path, cfg).to(device).eval(), cfg
-    try:  # safetensors and JSON only, so nothing in the folder runs; any defect is one line
-        with _no_library_bars():
-            backbone = Idefics3Model.from_pretrained(path / "backbone", dtype=torch.float32, trust_remote_code=False)
-        # Never the checkpoint's own code: transformers would otherwise ask to run a .py it names.
-        tokenizer = AutoTokenizer.from_pretrained(path / "backbone", trust_remote_code=False)
+    with _no_library_bars():  # safetensors and JSON only, so nothing in the folder runs; one line a defect
+        backbone, tokenizer = load_pretrained(str(path / "backbone"))
+    try:
         policy = ChoicePolicy(backbone, tokenizer, question_types=cfg.question_types, head_layers=cfg.head_layers)
         missing, unexpected = policy.load_state_dict(load_file(path / "head.safetensors"), strict=False)
     except Exception as e:  # noqa: BLE001 - transformers, tokenizers and safetensors raise many kinds
