@@ -242,6 +242,35 @@ def test_a_hostile_backbone_is_one_line_before_it_plays_or_trains(data, checkpoi
     assert done and code == 2 and said in err, err
 
 
+def test_a_sigterm_while_the_state_is_written_ends_on_one_line_and_the_run_resumes(data, tmp_path, capsys):
+    """A SIGTERM that landed inside torch.save broke its zip writer: a 30-line RuntimeError traceback
+    ('unexpected pos'), exit 1. The state is written whole, then the stop is taken."""
+    import os
+    import signal
+    import threading
+    import time
+
+    for delay in (0.0, 0.003, 0.006, 0.012):  # after the file appears: torch.save's zip writer is open by then
+        out, stop = tmp_path / f"run-{delay}", threading.Event()
+
+        def term_when_the_state_is_written(out=out, stop=stop, delay=delay) -> None:
+            while not stop.is_set():
+                if (out / ".state.pt.tmp").exists():
+                    time.sleep(delay)
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    return
+                time.sleep(0.0002)
+
+        threading.Thread(target=term_when_the_state_is_written, daemon=True).start()
+        try:
+            code = main(["train", "--data", str(data), "--out", str(out), *TRAIN])
+        finally:
+            stop.set()
+        err = capsys.readouterr().err
+        assert code in (0, 143) and err.count("\n") == (code == 143), (delay, err)  # 0: the run ended first
+        assert main(["train", "--data", str(data), "--out", str(out), *TRAIN]) == 0, "the state resumes"
+
+
 def test_the_judge_refuses_a_checkpoint_whose_temperature_is_zero(checkpoint, tmp_path):
     """Through laya-eval's entry point, as a user plays a downloaded checkpoint: one line, exit 2."""
     import json

@@ -56,7 +56,7 @@ from laya_policy.objectives import (
     training_loss,
 )
 from laya_protocol.config import option
-from laya_protocol.errors import cause
+from laya_protocol.errors import cause, signals_held
 from laya_protocol.games import FULL_ACTIONS
 from laya_protocol.locks import FileLock
 from laya_protocol.seeds import PLAY_CHECK_SEED_BASE
@@ -592,7 +592,9 @@ def save_state(s: Setup, out: Path, done: dict) -> float:
         "torch_rng": torch.get_rng_state(),
         "config": asdict(s.cfg),
     }
-    with staged(out / ".state.pt.tmp") as tmp:
+    # A stop is taken once the state is in place: inside torch.save it broke the zip writer (a
+    # RuntimeError traceback, exit 1, where a stop ends on one line)
+    with signals_held(), staged(out / ".state.pt.tmp") as tmp:
         with fresh_file(tmp) as f:  # a link planted there is replaced, not written through
             torch.save(state, f)
         os.replace(tmp, out / "state.pt")

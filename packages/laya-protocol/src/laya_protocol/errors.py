@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -90,6 +91,76 @@ def terminations_raised() -> Iterator[None]:
     finally:
         for s in ours:
             signal.signal(s, before[s])
+
+
+#: The stops :func:`signals_held` holds: Ctrl-C, SIGTERM and SIGHUP.
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def signals_held(patience: float | None = None) -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP held within, then the most final of them (a SIGTERM after a
+    Ctrl-C wins) given to the handler that was in place: for work a stop would cut in half
+    (torch.save's zip writer, interrupted, broke with a RuntimeError; ray.init left its agents). Held
+    ``patience`` seconds at most, if given: then delivered where the work stands. Main thread only;
+    a handler set outside Python is left as it is."""
+    import _thread
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # no handler can be set there
+        yield
+        return
+    before = {s: signal.getsignal(s) for s in HELD}
+    held: list[int] = []
+    overdue, delivered = threading.Event(), threading.Event()
+
+    def hold(signum, _frame) -> None:
+        if overdue.is_set():  # the patience is up: the caller's handler, where the work stands
+            delivered.set()
+            _restore(before)
+            return _deliver(signum, before[signum])
+        if not held and timer is not None:
+            timer.start()
+        held.append(signum)
+
+    def late() -> None:
+        overdue.set()
+        _thread.interrupt_main(signal.Signals(held[0]))  # runs hold in the main thread
+
+    timer = None if patience is None else threading.Timer(patience, late)
+    if timer is not None:
+        timer.daemon = True
+    for s in HELD:
+        if callable(before[s]) or before[s] == signal.SIG_DFL:
+            signal.signal(s, hold)
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
+        _restore(before)
+        if held and not delivered.is_set():
+            first = signal.SIGTERM if signal.SIGTERM in held else held[0]
+            _deliver(first, before[first])
+
+
+def _restore(handlers: dict) -> None:
+    import signal
+
+    for s, h in handlers.items():
+        if h is not None:  # None: set outside Python, and not ours to touch
+            signal.signal(s, h)
+
+
+def _deliver(signum: int, handler) -> None:
+    """``signum`` as it would have landed on ``handler``: called, the default action, or nothing."""
+    import signal
+
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signum)
 
 
 @contextmanager

@@ -9,13 +9,11 @@ import signal
 import threading
 from collections.abc import Callable
 
-from laya_protocol.errors import UNWIND_SECONDS, ctrl_c_ignored
+from laya_protocol.errors import UNWIND_SECONDS, ctrl_c_ignored, signals_held
 
 #: How long a Ctrl-C or SIGTERM that arrives while ``ray.init`` runs is held for it to finish (its
 #: start-up takes about 6 s on two busy cores); past that, it is delivered where init stands.
 START_PATIENCE = 10.0
-
-HELD = (signal.SIGINT, signal.SIGTERM)
 
 
 def connect(num_cpus: int | None = None):
@@ -80,61 +78,16 @@ def _interruptible(fn: Callable) -> Callable:
 
 @contextlib.contextmanager
 def _held_through(ray):
-    """Ctrl-C and SIGTERM held within, then given to the handlers that were in place (see connect)."""
-    if threading.current_thread() is not threading.main_thread():  # no handler can be set; nor does Ray set one
-        yield
-        return
-    import _thread
-
-    before = {s: signal.getsignal(s) for s in HELD}
-    held: list[int] = []
-    overdue, delivered = threading.Event(), threading.Event()
-
-    def hold(signum, _frame) -> None:
-        if overdue.is_set():  # START_PATIENCE is up: the caller's handler, where init stands
-            delivered.set()
-            _restore(before)
-            return _deliver(signum, before[signum])
-        if not held:
-            timer.start()
-        held.append(signum)
-
-    def late() -> None:
-        overdue.set()
-        _thread.interrupt_main(signal.Signals(held[0]))  # runs hold in the main thread
-
-    timer = threading.Timer(START_PATIENCE, late)
-    timer.daemon = True
-    for s in HELD:
-        if callable(before[s]) or before[s] == signal.SIG_DFL:
-            signal.signal(s, hold)
+    """Ctrl-C and SIGTERM held within (see connect), with Ray's own SIGTERM handler not installed."""
     real = getattr(ray._private.utils, "set_sigterm_handler", None)  # ray.init's: sys.exit(15) on SIGTERM
-    try:
-        if real is not None:
-            ray._private.utils.set_sigterm_handler = lambda _handler: None
-        yield
-    finally:
-        if real is not None:
-            ray._private.utils.set_sigterm_handler = real
-        timer.cancel()
-        _restore(before)
-        if held and not delivered.is_set():  # the most final of those held: a SIGTERM after a Ctrl-C wins
-            first = signal.SIGTERM if signal.SIGTERM in held else held[0]
-            _deliver(first, before[first])
-
-
-def _restore(handlers: dict) -> None:
-    for s, h in handlers.items():
-        if h is not None:  # None: set outside Python, and not ours to touch
-            signal.signal(s, h)
-
-
-def _deliver(signum: int, handler) -> None:
-    """``signum`` as it would have landed on ``handler``: called, the default action, or nothing."""
-    if callable(handler):
-        handler(signum, None)
-    elif handler == signal.SIG_DFL:
-        signal.raise_signal(signum)
+    with signals_held(START_PATIENCE):
+        try:
+            if real is not None:
+                ray._private.utils.set_sigterm_handler = lambda _handler: None
+            yield
+        finally:
+            if real is not None:
+                ray._private.utils.set_sigterm_handler = real
 
 
 def cancel(ray, refs, patience: float = UNWIND_SECONDS) -> None:
