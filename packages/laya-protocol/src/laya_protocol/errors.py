@@ -111,7 +111,7 @@ def signals_held(patience: float | None = None) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # no handler can be set there
         yield
         return
-    before = {s: signal.getsignal(s) for s in HELD}
+    before: dict[int, object] = {s: signal.getsignal(s) for s in HELD}
     held: list[int] = []
     overdue, delivered = threading.Event(), threading.Event()
 
@@ -146,8 +146,6 @@ def signals_held(patience: float | None = None) -> Iterator[None]:
 
 
 def _restore(handlers: dict) -> None:
-    import signal
-
     for s, h in handlers.items():
         if h is not None:  # None: set outside Python, and not ours to touch
             signal.signal(s, h)
@@ -155,7 +153,6 @@ def _restore(handlers: dict) -> None:
 
 def _deliver(signum: int, handler) -> None:
     """``signum`` as it would have landed on ``handler``: called, the default action, or nothing."""
-    import signal
 
     if callable(handler):
         handler(signum, None)
