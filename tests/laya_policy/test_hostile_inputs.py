@@ -271,6 +271,38 @@ def test_a_sigterm_while_the_state_is_written_ends_on_one_line_and_the_run_resum
         assert main(["train", "--data", str(data), "--out", str(out), *TRAIN]) == 0, "the state resumes"
 
 
+def test_a_run_that_diverges_stops_on_one_line_and_writes_no_nan(data, tmp_path):
+    """At a learning rate of 1e30 the loss became NaN: log.jsonl got "nll": NaN (not JSON), the
+    state a NaN best its own resume refused, and a run without a stop ended with exit 0 and NaN weights."""
+    out = tmp_path / "run"
+    argv = ["train", "--data", data, "--out", out, "--lr-head", "1e30", "--lr-backbone", "1e30"]
+    code, err = check_promises(
+        main,
+        [*argv, "--steps", "4", "--batch", "2", "--image-size", "64", "--evals", "2"],
+        sandbox=tmp_path,
+        target=out,
+    )
+    assert code == 2 and "diverged" in err and "--lr-" in err, err
+    log = out / "log.jsonl"
+    if log.exists():
+        for line in log.read_text().splitlines():
+            json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in log.jsonl"))
+    assert not (out / "final").exists() and not (out / "summary.json").exists()
+
+
+def test_an_out_that_is_a_link_is_refused_and_dot_is_the_folder_it_names(data, tmp_path, monkeypatch):
+    """Through a link, a second run took a lock of another name and trained into the same folder at
+    once (log steps 400 400 800 800); --out . was "PosixPath('.') has an empty name"."""
+    (tmp_path / "L").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "L")
+    argv = ["train", "--data", data, "--out", tmp_path / "alias", *TRAIN]
+    code, err = check_promises(main, argv, sandbox=tmp_path, target=tmp_path / "L")
+    assert code == 2 and "symbolic link" in err and "--out" in err, err
+    monkeypatch.chdir(tmp_path / "L")
+    assert main(["train", "--data", str(data), "--out", ".", *TRAIN]) == 0
+    assert (tmp_path / "L" / "final").is_dir() and not list(tmp_path.glob(".*.lock"))
+
+
 def test_the_judge_refuses_a_checkpoint_whose_temperature_is_zero(checkpoint, tmp_path):
     """Through laya-eval's entry point, as a user plays a downloaded checkpoint: one line, exit 2."""
     import json
@@ -527,6 +559,9 @@ def test_train_checks_and_reads_only_the_configs_it_trains_on(data, tmp_path):
             for e in st["opt"]["state"].values()
             if e["exp_avg"].dim() == 2 and e["exp_avg"].shape[0] != e["exp_avg"].shape[1]
         ],
+        # NaN weights were taken and trained on to NaN weights, exit 0 (an outside hostile review)
+        lambda st: next(iter(st["model"].values())).fill_(float("nan")),
+        lambda st: next(iter(st["opt"]["state"].values()))["exp_avg_sq"].fill_(float("inf")),
     ],
 )
 def test_a_state_pt_of_the_wrong_shape_is_one_line(data, checkpoint, tmp_path, edit):

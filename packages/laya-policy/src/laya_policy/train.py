@@ -581,6 +581,13 @@ def plan(s: Setup) -> dict:
     }
 
 
+def diverged(out: Path, step: int, what: str) -> str:
+    return (
+        f"{out}: training diverged at step {step}: {what}; lower --lr-head or --lr-backbone "
+        "(and pass --restart: its state.pt holds the weights before)"
+    )
+
+
 def save_state(s: Setup, out: Path, done: dict) -> float:
     """Write state.pt (to a temporary name, then renamed); returns the seconds it took."""
     t = time.monotonic()
@@ -631,6 +638,11 @@ def _progress_problem(state: dict, s: Setup) -> str | None:
         json.dumps([log, best])  # plain data: the log is written back from it
     except (TypeError, ValueError):
         return "log is not plain data"
+    model = state.get("model")
+    if isinstance(model, dict):  # its shapes are load_state_dict's to check; NaN weights train NaN weights
+        floats = ((k, t) for k, t in model.items() if torch.is_tensor(t) and t.is_floating_point())
+        if (bad := next((k for k, t in floats if not t.isfinite().all()), None)) is not None:
+            return f"model.{bad} holds NaN or infinite weights"
     return None
 
 
@@ -666,6 +678,8 @@ def _optimiser_problem(saved, opt: torch.optim.Optimizer) -> str | None:
                 return f"opt state {key} {name} is not a tensor of its parameter's shape and dtype"
             if not value.is_contiguous():  # the fused step walks memory in order: a view would be misread
                 return f"opt state {key} {name} is a view (strides {value.stride()}), not a dense tensor"
+            if not value.isfinite().all():
+                return f"opt state {key} {name} holds NaN or infinite moments"
         step = entry["step"]
         if not (isinstance(step, torch.Tensor) and step.dim() == 0 and step.dtype in (torch.float32, torch.float64)):
             return f"opt state {key} step is not a scalar float tensor"
@@ -739,8 +753,14 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
     try:
         if int(os.environ.get("RANK", "0")) != 0:  # a distributed run's other ranks: rank 0 holds the lock
             return _train(cfg, out, progress)
-        out.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
-        with FileLock(out.with_name(f".{out.name}.lock"), str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
+        folder = Path(os.path.abspath(out))  # '.' and '..' by the names of the folders they are
+        if not folder.name or folder.is_symlink():  # a link's lock would be its own, not the folder's
+            raise ValueError(
+                f"{out}: --out: is {'the root folder' if not folder.name else 'a symbolic link'}; "
+                f"give the folder to train in{f' ({os.path.realpath(out)})' if folder.name else ''}"
+            )
+        folder.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
+        with FileLock(folder.with_name(f".{folder.name}.lock"), str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
             if cfg.processes == 1:
                 return _train(cfg, out, progress)
             launch(_train, (cfg, out, progress), cfg.processes)  # the lock held here covers them all
@@ -791,6 +811,8 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
     def evaluation() -> dict:
         games = evaluate(s, s.val)
         nll_mean = float(np.mean([g["nll"] for g in games.values()])) if games else None
+        if nll_mean is not None and not math.isfinite(nll_mean):  # log.jsonl and state.pt hold JSON numbers
+            raise ValueError(diverged(out, done["step"], f"the validation NLL is {nll_mean}"))
         return {"step": done["step"], "minutes": round(done["spent"] / 60, 3), "games": games, "nll": nll_mean}
 
     feed = Prefetch(lambda step: (ex := draw(s.train, cfg.batch, cfg.seed, step, s.dist.rank), s.screens(ex)), s.total)
@@ -813,6 +835,8 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
             for ex in examples:
                 done["counts"][group_key(ex, cfg.balance)] += 1
             loss = optimise(s, examples, pixels, done["step"])
+            if not math.isfinite(loss):  # NaN weights from here on: nothing later is worth writing
+                raise ValueError(diverged(out, done["step"] + 1, f"the loss is {loss}"))
             done["step"] += 1
             busy += time.perf_counter() - t
             done["spent"] = time.monotonic() - clock
