@@ -303,6 +303,17 @@ def test_an_out_that_is_a_link_is_refused_and_dot_is_the_folder_it_names(data, t
     assert (tmp_path / "L" / "final").is_dir() and not list(tmp_path.glob(".*.lock"))
 
 
+@pytest.mark.parametrize("part", ["best", "final"])
+def test_a_folder_of_a_checkpoints_name_that_is_not_one_is_never_replaced(data, tmp_path, part):
+    """train --out DIR deleted DIR/best/ (a user's notes.txt) to write its checkpoint there."""
+    out = tmp_path / "run"
+    (out / part).mkdir(parents=True)
+    (out / part / "notes.txt").write_text("mine")
+    code, err = check_promises(main, ["train", "--data", data, "--out", out, *TRAIN], sandbox=tmp_path, target=out)
+    assert code == 2 and f"{part}: is not a checkpoint" in err, err
+    assert (out / part / "notes.txt").read_text() == "mine"
+
+
 def test_the_judge_refuses_a_checkpoint_whose_temperature_is_zero(checkpoint, tmp_path):
     """Through laya-eval's entry point, as a user plays a downloaded checkpoint: one line, exit 2."""
     import json

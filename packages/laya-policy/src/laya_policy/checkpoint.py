@@ -78,8 +78,13 @@ def _no_library_bars() -> Iterator[None]:
 def save_checkpoint(
     policy: ChoicePolicy | NatureCNN, cfg: AgentConfig, path: str | Path, training: dict | None = None
 ) -> Path:
-    """Write the checkpoint beside ``path`` and rename it into place."""
+    """Write the checkpoint beside ``path`` and rename it into place; what is there is replaced only
+    if it is a checkpoint (or a link, removed itself): a folder of a user's, named best, is not."""
     path = Path(path)
+    if (path.exists() and not path.is_symlink()) and not (path / CONFIG).is_file():
+        raise ValueError(
+            f"{path}: is not a checkpoint, and is not replaced by one: move it, or train into another --out"
+        )
     with staged(path.with_name(f".{path.name}.tmp")) as tmp:
         remove(tmp)  # a link there is removed itself, never followed
         tmp.mkdir(parents=True)
@@ -103,6 +108,12 @@ def save_checkpoint(
         remove(path)
         os.replace(tmp, path)
     return path
+
+
+def replaceable(path: Path) -> None:
+    """Refuse to write a checkpoint over what is not one (a link is removed itself, never followed)."""
+    if path.exists() and not path.is_symlink() and not (path / CONFIG).is_file():
+        raise ValueError(f"{path}: is not a checkpoint, and is not replaced by one: move it, or give another --out")
 
 
 def processor(policy: ChoicePolicy, cfg: AgentConfig):

@@ -38,6 +38,7 @@ from laya_policy.checkpoint import (
     AgentConfig,
     load_checkpoint,
     load_config,
+    replaceable,
     resolve_checkpoint,
     save_checkpoint,
 )
@@ -759,6 +760,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
                 f"{out}: --out: is {'the root folder' if not folder.name else 'a symbolic link'}; "
                 f"give the folder to train in{f' ({os.path.realpath(out)})' if folder.name else ''}"
             )
+        for part in ("best", FINAL):  # refused now, not at the first evaluation's save
+            replaceable(folder / part)
         folder.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
         with FileLock(folder.with_name(f".{folder.name}.lock"), str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
             if cfg.processes == 1:
