@@ -381,6 +381,12 @@ def test_a_resume_by_a_policy_that_says_it_is_another_is_refused(tmp_path, monke
     assert on_disk["policy"]["identity"] == {"name": "v1"} and list(on_disk["games"]) == ["Pong"]
 
 
+def test_an_answer_without_its_newline_is_not_an_answer(tmp_path):
+    """A policy that wrote an answer and exited before its newline was taken as having answered."""
+    res = run(tmp_path, unruly(tmp_path, "cut"), episodes=1, random_episodes=0)
+    assert "without the newline" in (res["games"]["Pong"]["error"] or ""), res["games"]["Pong"]["error"]
+
+
 def test_an_action_past_64_bits_is_named_as_out_of_range(tmp_path):
     """It was 'raised OverflowError', as if the policy had raised, without the value."""
     res = run(tmp_path, unruly(tmp_path, "hugeact"), episodes=1, random_episodes=0)

@@ -22,6 +22,7 @@ endless   answers its first act with 65 MB and no newline, then waits
 flood     at close, writes lines of 8 MB without end instead of exiting (nobody asked for them)
 bigname   answers hello with a name of 40,000 'é' (240 KB as the results file escapes it)
 hugeact   answers every act with the action 10**30
+cut       answers its first act without the newline that ends a line, then exits
 Every mode appends a line to <scratch>/hellos each time it is greeted, so a test can count processes.
 Any other mode behaves; each answers hello with {"name": $UNRULY_NAME, or the mode}.
 """
@@ -76,6 +77,10 @@ for line in sys.stdin.buffer:
             sys.stdout.flush()
             first_life = False
             continue
+        if mode == "cut":
+            sys.stdout.write(json.dumps({"actions": [0] * msg["n"]}))
+            sys.stdout.flush()
+            sys.exit(0)
         if mode == "endless":
             sys.stdout.buffer.write(b"x" * (65 << 20))
             sys.stdout.flush()

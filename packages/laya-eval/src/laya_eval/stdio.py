@@ -64,6 +64,7 @@ WAKE = 0.1
 MAX_LINE = 64 << 20  # bytes of one answer line, its newline aside
 LINES_HELD = 2  # lines read ahead of the exchange: its answer, and one it did not ask for
 _TOO_LONG = object()  # what the reader hands on for a line past MAX_LINE, instead of the line
+_CUT = object()  # what it hands on for a last line without its newline
 
 
 class _ErrorAnswer(PolicyError):
@@ -160,6 +161,9 @@ class StdioPolicy:
             if len(line) > MAX_LINE and not line.endswith(b"\n"):
                 _put(lines, _TOO_LONG, done)  # the exchange kills the process: nothing more is read
                 return
+            if not line.endswith(b"\n"):  # its output ended inside a line: a line, and an answer, cut short
+                _put(lines, _CUT, done)
+                break
             if not _put(lines, line, done):
                 return
         _put(lines, None, done)
@@ -192,6 +196,9 @@ class StdioPolicy:
         if line is _TOO_LONG:
             self.close(kill=True)
             raise PolicyError(f"answered a line over the {MAX_LINE >> 20} MB a line may be; killed {self.command!r}")
+        if line is _CUT:
+            self.close(kill=True)
+            raise PolicyError(f"its output ended without the newline that ends an answer to {message['type']!r}")
         if line is None:  # its output ended: it exited, or closed it and lives on
             try:
                 code = proc.wait(timeout=self.timeout)
@@ -226,8 +233,10 @@ class StdioPolicy:
         if line is None:  # its output ended: the exchange says how (exited, or closed it and lives on)
             self._lines.put(None)
             return
-        if line is _TOO_LONG:
-            raise PolicyError(f"wrote a line over the {MAX_LINE >> 20} MB a line may be, without being asked")
+        if line is _TOO_LONG or line is _CUT:
+            raise PolicyError(
+                f"wrote {'a line over the 64 MB' if line is _TOO_LONG else 'part of a line'} without being asked"
+            )
         raise PolicyError(f"wrote {line[:80]!r} without being asked (one answer per message)")
 
     def _write(self, proc: subprocess.Popen, data: bytes, kind: str, timeout: float | None = None) -> None:
