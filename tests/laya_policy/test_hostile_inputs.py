@@ -253,21 +253,27 @@ def test_a_sigterm_while_the_state_is_written_ends_on_one_line_and_the_run_resum
     for delay in (0.0, 0.003, 0.006, 0.012):  # after the file appears: torch.save's zip writer is open by then
         out, stop = tmp_path / f"run-{delay}", threading.Event()
 
-        def term_when_the_state_is_written(out=out, stop=stop, delay=delay) -> None:
+        def term_while_the_state_is_written(out=out, stop=stop, delay=delay) -> None:
+            tmp = out / ".state.pt.tmp"
             while not stop.is_set():
-                if (out / ".state.pt.tmp").exists():
+                if tmp.exists():
                     time.sleep(delay)
-                    os.kill(os.getpid(), signal.SIGTERM)
+                    # Only while it is still written: the run then works on for a while (calibration, the
+                    # final checkpoint), so the signal lands inside the command, never after it.
+                    if tmp.exists():
+                        os.kill(os.getpid(), signal.SIGTERM)
                     return
                 time.sleep(0.0002)
 
-        threading.Thread(target=term_when_the_state_is_written, daemon=True).start()
+        watcher = threading.Thread(target=term_while_the_state_is_written, daemon=True)
+        watcher.start()
         try:
             code = main(["train", "--data", str(data), "--out", str(out), *TRAIN])
         finally:
             stop.set()
+            watcher.join()
         err = capsys.readouterr().err
-        assert code in (0, 143) and err.count("\n") == (code == 143), (delay, err)  # 0: the run ended first
+        assert code in (0, 143) and err.count("\n") == (code == 143), (delay, err)  # 0: it missed the write
         assert main(["train", "--data", str(data), "--out", str(out), *TRAIN]) == 0, "the state resumes"
 
 
