@@ -138,6 +138,14 @@ class Quickstart:
         settings, wanted = self.out / "settings.json", self.settings()
         if self.cfg.restart and self.out.exists():  # run() refused a link
             self._delete()
+        # a new folder, an empty one or its own: it moved in among a training run's files, which the
+        # next --restart then deleted with it
+        others = sorted(p.name for p in self.out.iterdir() if p.name not in PARTS) if self.out.is_dir() else []
+        if others and not self._ours():
+            raise ValueError(
+                f"--out {self.out}: holds files a quickstart does not write ({', '.join(others[:4])}) and no "
+                "quickstart's settings.json; a quickstart runs in a new or empty folder, or its own (pick a new --out)"
+            )
         self.out.mkdir(parents=True, exist_ok=True)
         for part in PARTS:  # a link planted there had the stages write where it pointed
             if (self.out / part).is_symlink():
@@ -174,6 +182,11 @@ class Quickstart:
         """What a rerun must match (see :func:`_compared`)."""
         return _compared(asdict(self.cfg))
 
+    def _ours(self) -> bool:
+        """Whether OUT holds a quickstart's settings.json (a plain file, as one writes it)."""
+        made = self.out / "settings.json"
+        return made.is_file() and not made.is_symlink() and _is_settings(read_json_file(made))
+
     def _delete(self) -> None:
         """--restart: the run folder moved aside in one step, then deleted, so a stop part-way leaves
         the old run whole or none of it in its place (what a stopped deletion left aside goes with the
@@ -186,9 +199,7 @@ class Quickstart:
             raise ValueError(f"--out {self.out}: is not a folder; --restart deletes only a run folder")
         if Path.cwd().resolve().is_relative_to(self.out.resolve()):
             raise ValueError(f"--out {self.out}: holds the current folder; --restart would delete it")
-        made = self.out / "settings.json"
-        ours = made.is_file() and not made.is_symlink() and _is_settings(read_json_file(made))
-        if not ours and any(self.out.iterdir()):
+        if not self._ours() and any(self.out.iterdir()):
             raise ValueError(
                 f"--out {self.out}: holds files and no quickstart's settings.json; --restart deletes only a "
                 "quickstart's run folder (pick a new --out)"
