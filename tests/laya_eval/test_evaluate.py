@@ -381,6 +381,19 @@ def test_a_resume_by_a_policy_that_says_it_is_another_is_refused(tmp_path, monke
     assert on_disk["policy"]["identity"] == {"name": "v1"} and list(on_disk["games"]) == ["Pong"]
 
 
+def test_a_module_attr_policy_beside_the_user_is_found(tmp_path, monkeypatch):
+    """The README's `--policy mymodule:make_policy`, with mymodule.py in the current folder, was
+    "No module named 'mymodule'": a console script's import path does not hold the current folder."""
+    (tmp_path / "beside_the_user.py").write_text(
+        "from laya_eval.policies import RandomPolicy\n\ndef make_policy(**kwargs):\n    return RandomPolicy(**kwargs)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    policy = load_policy("beside_the_user:make_policy", {"seed": 3})
+    assert type(policy).__name__ == "RandomPolicy" and str(tmp_path) not in sys.path
+    with pytest.raises(EvalError, match="cannot import 'not_beside_anyone'"):
+        load_policy("not_beside_anyone:make_policy")
+
+
 def test_an_answer_without_its_newline_is_not_an_answer(tmp_path):
     """A policy that wrote an answer and exited before its newline was taken as having answered."""
     res = run(tmp_path, unruly(tmp_path, "cut"), episodes=1, random_episodes=0)

@@ -247,7 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     ga.add_argument("--games", "--game", dest="games", type=csv, help="only these games (comma-separated)")
 
     sc = sub.add_parser("schema", help="print the frozen schema (JSON Schema or the docs table)")
-    sc.add_argument("--of", choices=("record", "meta"), default="record", help="(default %(default)s)")
+    sc.add_argument(
+        "--of",
+        choices=("record", "meta"),
+        default="record",
+        help="the record schema or the meta.json one (default %(default)s)",
+    )
     sc.add_argument("--markdown", action="store_true", help="print the docs table instead of JSON Schema")
     pl = sub.add_parser(
         "pack-lmdb",

@@ -77,7 +77,7 @@ def load_policy(spec: str, kwargs: dict | None = None, timeout: float = 60.0):
         return _create(spec, factory, arg or None, **kwargs)
     if arg:
         try:
-            module = importlib.import_module(name)
+            module = _import_here_too(name)
         except ImportError as e:
             raise EvalError(
                 f"cannot import {name!r} ({e}); registered policies: {', '.join(sorted(found))}", field="--policy"
@@ -90,6 +90,25 @@ def load_policy(spec: str, kwargs: dict | None = None, timeout: float = 60.0):
         f"unknown policy {spec!r}; registered: {', '.join(sorted(found))}; or module:attr, or cmd:COMMAND",
         field="--policy",
     )
+
+
+def _import_here_too(name: str):
+    """``name`` imported as installed, else from the current folder, as ``python -m`` would find it
+    (a console script's path does not hold the current folder: a module beside the user was not found)."""
+    import os
+    import sys
+
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        here = os.getcwd()
+        if e.name != name.partition(".")[0] or here in sys.path:
+            raise
+        sys.path.append(here)  # last: an installed module of the same name still wins
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.path.remove(here)
 
 
 def _create(spec: str, factory, *args, **kwargs):
