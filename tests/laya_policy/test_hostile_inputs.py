@@ -222,19 +222,7 @@ def test_a_hostile_backbone_is_one_line_before_it_plays_or_trains(data, checkpoi
     ckpt = tmp_path / "ckpt"
     shutil.copytree(checkpoint, ckpt)
     plant(ckpt)
-    play = [
-        "run",
-        "--policy",
-        f"laya:{ckpt}",
-        "--games",
-        "Pong",
-        "--episodes",
-        "1",
-        "--cap",
-        "5",
-        "--out",
-        tmp_path / "r",
-    ]
+    play = ["run", "--policy", f"laya:{ckpt}", *"--games Pong --episodes 1 --cap 5 --out".split(), tmp_path / "r"]
     done, (code, err) = returns_within(60, lambda: check_promises(judge, play, sandbox=tmp_path, target=tmp_path / "r"))
     assert done and code == 2 and said in err and "backbone" in err, err
     fit = ["train", "--data", data, "--out", tmp_path / "run", "--model", ckpt / "backbone", *TRAIN]
@@ -242,39 +230,50 @@ def test_a_hostile_backbone_is_one_line_before_it_plays_or_trains(data, checkpoi
     assert done and code == 2 and said in err, err
 
 
-def test_a_sigterm_while_the_state_is_written_ends_on_one_line_and_the_run_resumes(data, tmp_path, capsys):
+#: A training command that sends itself SIGTERM while its state is written, ``delay`` seconds after
+#: the temporary state appears and only while it is still there; prints the command's exit code.
+SIGTERM_WHILE_SAVING = """
+import os, signal, sys, threading, time
+from laya_policy.cli import main
+
+delay, out, argv = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
+tmp = os.path.join(out, ".state.pt.tmp")
+
+def watch():
+    while True:
+        if os.path.exists(tmp):
+            time.sleep(delay)
+            if os.path.exists(tmp):
+                os.kill(os.getpid(), signal.SIGTERM)
+            return
+        time.sleep(0.0002)
+
+threading.Thread(target=watch, daemon=True).start()
+print(main(argv), flush=True)
+os._exit(0)
+"""
+
+
+def test_a_sigterm_while_the_state_is_written_ends_on_one_line_and_the_run_resumes(data, tmp_path):
     """A SIGTERM that landed inside torch.save broke its zip writer: a 30-line RuntimeError traceback
-    ('unexpected pos'), exit 1. The state is written whole, then the stop is taken."""
-    import os
-    import signal
-    import threading
-    import time
+    ('unexpected pos'), exit 1. The state is written whole, then the stop is taken. Each run in a
+    process of its own: a stop arms a fallback that ends the process a minute later."""
+    import subprocess
+    import sys
 
     for delay in (0.0, 0.003, 0.006, 0.012):  # after the file appears: torch.save's zip writer is open by then
-        out, stop = tmp_path / f"run-{delay}", threading.Event()
-
-        def term_while_the_state_is_written(out=out, stop=stop, delay=delay) -> None:
-            tmp = out / ".state.pt.tmp"
-            while not stop.is_set():
-                if tmp.exists():
-                    time.sleep(delay)
-                    # Only while it is still written: the run then works on for a while (calibration, the
-                    # final checkpoint), so the signal lands inside the command, never after it.
-                    if tmp.exists():
-                        os.kill(os.getpid(), signal.SIGTERM)
-                    return
-                time.sleep(0.0002)
-
-        watcher = threading.Thread(target=term_while_the_state_is_written, daemon=True)
-        watcher.start()
-        try:
-            code = main(["train", "--data", str(data), "--out", str(out), *TRAIN])
-        finally:
-            stop.set()
-            watcher.join()
-        err = capsys.readouterr().err
-        assert code in (0, 143) and err.count("\n") == (code == 143), (delay, err)  # 0: it missed the write
-        assert main(["train", "--data", str(data), "--out", str(out), *TRAIN]) == 0, "the state resumes"
+        out = tmp_path / f"run-{delay}"
+        argv = ["train", "--data", str(data), "--out", str(out), *TRAIN]
+        done = subprocess.run(
+            [sys.executable, "-c", SIGTERM_WHILE_SAVING, str(delay), str(out), *argv],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        code = int(done.stdout.split()[-1]) if done.stdout.split() else done.returncode
+        err = done.stderr
+        assert code in (0, 143) and err.count("\n") == (code == 143), (delay, code, err[-3000:])  # 0: it missed
+        assert main(argv) == 0, "the state resumes"
 
 
 def test_a_run_that_diverges_stops_on_one_line_and_writes_no_nan(data, tmp_path):
