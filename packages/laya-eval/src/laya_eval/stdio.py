@@ -53,6 +53,7 @@ from laya_eval.batch import Batch, PolicyError
 from laya_eval.processes import MARK, end_all, new_mark
 from laya_eval.reaper import JUDGE_LC_CTYPE
 from laya_eval.reaper import __file__ as REAPER
+from laya_protocol.errors import shown
 from laya_protocol.files import NotStandard, loads_standard
 
 PROTOCOL_VERSION = 1
@@ -301,10 +302,7 @@ class StdioPolicy:
             if not _all_int(acts):
                 return acts  # the judge's check says what it is
             if huge := [a for a in acts if not -(2**63) <= a < 2**63]:  # int64 would raise OverflowError
-                shown = (
-                    str(huge[0]) if len(str(huge[0])) <= 24 else f"{str(huge[0])[:12]}... ({len(str(huge[0]))} digits)"
-                )
-                raise PolicyError(f"answered action {shown}, out of range for {len(batch.actions)} actions")
+                raise PolicyError(f"answered action {shown(huge[0])}, out of range for {len(batch.actions)} actions")
             return np.asarray(acts, dtype=np.int64)
         return np.asarray(reply["probs"], dtype=np.float64)
 

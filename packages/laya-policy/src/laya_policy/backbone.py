@@ -194,9 +194,6 @@ def check_config(config, where: str) -> None:
         raise ValueError(f"{where}: declares about {n:,} parameters, over the {MAX_PARAMETERS:,} laya-policy builds")
 
 
-_WITH_REPORT = {"output_loading_info": True}  # (model, what loaded): missing keys are refused, not left random
-
-
 def load_pretrained(name: str, revision: str | None = None):
     """(Idefics3Model in float32, tokenizer) from a Hub id or a folder in the Hub's layout, read as
     untrusted: safetensors and JSON only (never the folder's own code), the config bounded before a
@@ -225,12 +222,13 @@ def load_pretrained(name: str, revision: str | None = None):
             warnings.simplefilter("ignore")
             # float32 master weights whatever the file stores (the Hub's SmolVLM is bfloat16): AdamW updates
             # at 2e-5 vanish in bf16, and the float32 head could not take bf16 states. CUDA runs autocast.
-            model, info = Idefics3Model.from_pretrained(
+            model, info = Idefics3Model.from_pretrained(  # the config checked above, not read again
                 name,
+                config=config,
                 revision=revision or "main",
                 dtype=torch.float32,
                 trust_remote_code=False,
-                output_loading_info=True,
+                output_loading_info=True,  # with what loaded: missing keys are refused, not left random
             )
             tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
     except OSError as e:

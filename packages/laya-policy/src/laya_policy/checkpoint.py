@@ -37,6 +37,7 @@ from laya_protocol.files import Refused, parse_json, read_capped
 
 CONFIG = "vlm_agent_config.json"
 FINAL = "final"  # the checkpoint a training run leaves in its folder
+BEST = "best"  # the checkpoint of its best evaluation, beside it
 CNN = "cnn"  # the backbone name of the reference CNN, and the stem of its weights file
 
 
@@ -81,10 +82,7 @@ def save_checkpoint(
     """Write the checkpoint beside ``path`` and rename it into place; what is there is replaced only
     if it is a checkpoint (or a link, removed itself): a folder of a user's, named best, is not."""
     path = Path(path)
-    if (path.exists() and not path.is_symlink()) and not (path / CONFIG).is_file():
-        raise ValueError(
-            f"{path}: is not a checkpoint, and is not replaced by one: move it, or train into another --out"
-        )
+    replaceable(path)
     with staged(path.with_name(f".{path.name}.tmp")) as tmp:
         remove(tmp)  # a link there is removed itself, never followed
         tmp.mkdir(parents=True)

@@ -31,6 +31,7 @@ from atari_data.layout import fresh_file, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import (
+    BEST,
     CNN,
     FINAL,
     HUB_SPEC,
@@ -760,7 +761,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
                 f"{out}: --out: is {'the root folder' if not folder.name else 'a symbolic link'}; "
                 f"give the folder to train in{f' ({os.path.realpath(out)})' if folder.name else ''}"
             )
-        for part in ("best", FINAL):  # refused now, not at the first evaluation's save
+        for part in (BEST, FINAL):  # refused now, not at the first evaluation's save
             replaceable(folder / part)
         folder.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
         with FileLock(folder.with_name(f".{folder.name}.lock"), str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
@@ -809,7 +810,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
             done["best"] = {"step": entry["step"], "nll": entry["nll"], "select_by": cfg.select_by}
             if "play" in entry:
                 done["best"]["play"] = entry["play"]["score"]
-            save_checkpoint(s.model, agent_config(s), out / "best")
+            save_checkpoint(s.model, agent_config(s), out / BEST)
 
     def evaluation() -> dict:
         games = evaluate(s, s.val)

@@ -15,6 +15,12 @@ class UnknownName(ValueError):
         self.close = close
 
 
+def shown(v: int | float) -> str:
+    """A number as a one-line error shows it: a 400-digit integer by its first digits and its length."""
+    text = f"{v:.6g}" if type(v) is float else str(v)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+
+
 def cause(e: BaseException, width: int = 200) -> str:
     """``e`` for a one-line error: its type and the first line of its message, at most ``width``
     characters. A pickle refused by ``torch.load(weights_only=True)`` is named for what it is: torch's
@@ -105,7 +111,6 @@ def signals_held(patience: float | None = None) -> Iterator[None]:
     ``patience`` seconds at most, if given: then delivered where the work stands. Main thread only;
     a handler set outside Python is left as it is."""
     import _thread
-    import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():  # no handler can be set there
@@ -153,7 +158,6 @@ def _restore(handlers: dict) -> None:
 
 def _deliver(signum: int, handler) -> None:
     """``signum`` as it would have landed on ``handler``: called, the default action, or nothing."""
-
     if callable(handler):
         handler(signum, None)
     elif handler == signal.SIG_DFL:

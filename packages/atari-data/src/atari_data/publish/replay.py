@@ -226,7 +226,6 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
     for s in SPLITS:
         for row in packed.rows[s]:
             by_episode.setdefault(row["record"]["episode"], []).append(row)
-    rows = packed.rows
 
     with GameLock(root, source, game), staged_game(root, source, game, "rebuild") as staged:
         _write_frames(staged.path, packed.protocol, game, packed.episodes, by_episode, res)
@@ -235,7 +234,7 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
         for s in SPLITS:
             text = "".join(
                 json.dumps(r["record"], ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
-                for r in rows[s]
+                for r in packed.rows[s]
             )
             (staged.path / f"{s}.jsonl").write_text(text, encoding="utf-8")
         copy_plain(src / META, staged.path / META, follow=True)  # a Hub snapshot is links into its blobs

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from laya_protocol.errors import shown
+
 Defect = tuple[str, str]  # (field path, what is wrong)
 
 
@@ -92,12 +94,6 @@ class Str(Type):
 
 #: The range of the schema's integers: int64, as Parquet stores them (:meth:`Int.hf`).
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
-def shown(v: int | float) -> str:
-    """A number as an error line shows it: a 400-digit integer by its first digits and its length."""
-    text = f"{v:.6g}" if type(v) is float else str(v)
-    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ LICENSE = "Apache-2.0 (frames: each game's own licence)"
 PLATFORM = "browser"
 REQUIRED = ("episode", "step", "frame", "frame_md5", "actions", "teacher_action", "taken_action")
 CARRIED = ("actor", "score", "reward", "done", "t", "seed")  # copied to provenance as they are
+_CARRIED_TYPE = JSONValue()  # what a provenance value may be (the record schema's type for them)
 
 
 def game_name(slug: str) -> str:
@@ -77,7 +78,7 @@ def _read_shard(shard: Path) -> dict[object, list[tuple[int, dict]]]:
                 raise AtariDataError(f"{rec[key]!r} is not a path", file=str(path), line=n, field=key)
         for key in CARRIED:  # what the layout could not hold (NaN, a 400-digit seed) is this line's error
             bad: list = []
-            JSONValue().check(rec.get(key), key, bad)
+            _CARRIED_TYPE.check(rec.get(key), key, bad)
             if bad:
                 raise AtariDataError(bad[0][1], file=str(path), line=n, field=bad[0][0])
         episodes.setdefault(rec["episode"], []).append((n, rec))
