@@ -319,6 +319,33 @@ def test_a_folder_of_a_checkpoints_name_that_is_not_one_is_never_replaced(data, 
     assert (out / part / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.parametrize("restart", [False, True], ids=["fresh", "restart"])
+@pytest.mark.parametrize(
+    "name,text",
+    [("log.jsonl", "2026-12-01 my experiment notes\n"), ("summary.json", '{"mine": true}\n'), ("log.jsonl", "[1]\n")],
+)
+def test_a_log_or_summary_that_no_run_wrote_is_never_replaced(data, tmp_path, name, text, restart):
+    """A fresh run (and --restart) into a folder holding someone's log.jsonl deleted it, and the
+    summary.json it writes at the end replaced theirs."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / name).write_text(text)
+    argv = ["train", "--data", data, "--out", out, *TRAIN, *(["--restart"] if restart else [])]
+    code, err = check_promises(main, argv, sandbox=tmp_path, target=out)
+    assert code == 2 and f"{name}: " in err and "not written by a training run" in err, err
+    assert (out / name).read_text() == text and sorted(p.name for p in out.iterdir()) == [name]
+
+
+def test_a_run_restarted_replaces_its_own_log_and_summary(data, tmp_path):
+    """What the refusal above must not catch: a run's own files, as it wrote them."""
+    out = tmp_path / "run"
+    argv = ["train", "--data", str(data), "--out", str(out), *TRAIN]
+    assert main(argv) == 0
+    (out / "state.pt").unlink()  # as a run killed before its first state save leaves it
+    assert main(argv) == 0 and main([*argv, "--restart"]) == 0
+    assert len((out / "log.jsonl").read_text().splitlines()) == 1
+
+
 def test_the_judge_refuses_a_checkpoint_whose_temperature_is_zero(checkpoint, tmp_path):
     """Through laya-eval's entry point, as a user plays a downloaded checkpoint: one line, exit 2."""
     import json

@@ -57,6 +57,7 @@ from laya_policy.objectives import (
     nll,
     training_loss,
 )
+from laya_protocol import files
 from laya_protocol.config import option
 from laya_protocol.errors import cause, signals_held
 from laya_protocol.games import FULL_ACTIONS
@@ -744,6 +745,30 @@ def resume(s: Setup, out: Path) -> dict | None:
 
 # -- the run -------------------------------------------------------------------------------------------
 
+#: The files a run replaces (a fresh run deletes its log; every run writes its summary at the end),
+#: with keys each JSON object in them has: what tells a run's own from someone else's of that name.
+RUN_FILES = {"log.jsonl": ("step", "games"), "summary.json": ("steps", "planned_steps")}
+RUN_FILE_CAP = 64 * 2**20  # far above any run's: an evaluation line is a few hundred bytes a game
+
+
+def written_by_a_run(path: Path) -> None:
+    """Refuse to go on where ``path`` (one of RUN_FILES) is there and no training run wrote it: the
+    run would delete or replace a user's file of that name. A link is replaced itself, never followed."""
+    if not path.exists() or path.is_symlink():
+        return
+    keys = RUN_FILES[path.name]
+    try:
+        text = files.read_capped(path, RUN_FILE_CAP).decode("utf-8")
+        lines = [text] if path.suffix == ".json" else [line for line in text.splitlines() if line.strip()]
+        objects = [json.loads(line) for line in lines]
+        ours = all(isinstance(o, dict) and all(k in o for k in keys) for o in objects)
+    except (OSError, ValueError, files.Refused):  # unreadable, too large, not UTF-8 or not JSON
+        ours = False
+    if not ours:
+        raise ValueError(
+            f"{path}: is not written by a training run, and a run here would replace it: move it, or give another --out"
+        )
+
 
 def train(cfg: TrainConfig, progress: bool = True) -> dict:
     """Train as the module docstring says; returns the summary (also OUT/summary.json), or {} on the
@@ -763,6 +788,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
             )
         for part in (BEST, FINAL):  # refused now, not at the first evaluation's save
             replaceable(folder / part)
+        for name in RUN_FILES:
+            written_by_a_run(folder / name)
         folder.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
         with FileLock(folder.with_name(f".{folder.name}.lock"), str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
             if cfg.processes == 1:
