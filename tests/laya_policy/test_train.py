@@ -806,6 +806,7 @@ def test_a_planted_pickle_in_state_pt_is_refused_not_run(data, tmp_path, capsys,
     err = capsys.readouterr().err
     assert code == 2 and not witness.exists()
     assert err.startswith("error: ") and "state.pt" in err and len(err.strip().splitlines()) == 1
+    assert err.count(str(out / "state.pt")) == 1 and "AtariDataError" not in err, err  # said once, as a user reads it
     # torch's own message starts with how to load it anyway (weights_only=False); cut to one line,
     # that advice lost its warning. The line says what was refused and why instead.
     assert "weights_only" not in err and ("could run code" in err or form == "bare pickle"), err

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from atari_data.errors import AtariDataError
 from atari_data.layout import fresh_file, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
@@ -734,8 +735,9 @@ def resume(s: Setup, out: Path) -> dict | None:
     except PlanChanged:
         raise
     except Exception as e:  # noqa: BLE001 - any defect in the file is the same one-line error
+        why = e.message if isinstance(e, AtariDataError) else cause(e)  # its file is the path named here
         raise ValueError(
-            f"{path}: is not a training state this version can resume ({cause(e)}); pass --restart to start over"
+            f"{path}: is not a training state this version can resume ({why}); pass --restart to start over"
         ) from None
     # The log holds exactly the evaluations the state knows: a kill between appending a line and
     # saving the state would otherwise leave that line twice after the resumed run logs it again.
