@@ -78,7 +78,7 @@ def test_generate_then_validate_in_a_fresh_process(tmp_path):
     )
     assert "already complete" in again.stdout
     val = subprocess.run(cmd + ["validate", str(root), "--images"], capture_output=True, text=True)
-    assert val.returncode == 0 and "valid: 1 games, 40 records" in val.stdout, val.stdout + val.stderr
+    assert val.returncode == 0 and "valid: 1 game, 40 records" in val.stdout, val.stdout + val.stderr
 
 
 def test_unknown_game_is_a_one_line_error(tmp_path, capsys):

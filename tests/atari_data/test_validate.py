@@ -348,7 +348,7 @@ def test_games_without_ready_are_not_errors(layout, capsys):
     rc, out, err = run_cli(layout, capsys=capsys)
     assert rc == 0
     assert "not ready: expert/Pong" in err
-    assert "valid: 1 games" in out
+    assert "valid: 1 game," in out
 
 
 def test_output_is_capped_with_a_count(layout, capsys):

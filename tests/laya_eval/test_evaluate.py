@@ -264,6 +264,7 @@ def test_intervals_say_how_they_were_made_and_warn_when_they_collapse(tmp_path):
     from laya_eval.report import markdown
 
     assert "Warning: every game has one episode" in markdown(one)
+    assert "1 episode per game," in markdown(one), markdown(one)  # not "1 episodes"
     task = load_results(tmp_path / "one" / "results.json", bootstrap="task")
     assert task["summary"]["intervals"]["bootstrap"] == "task"
     lo, hi = task["summary"]["all"]["mean_ci95"]

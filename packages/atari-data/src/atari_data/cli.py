@@ -28,6 +28,7 @@ from laya_protocol import seeds
 from laya_protocol.config import add_options, add_version, csv, from_args
 from laya_protocol.errors import stopped, terminations_raised
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
+from laya_protocol.wording import counted
 
 EXAMPLES = """examples:
   atari-data generate --root data/atari --games Pong,Breakout --source expert2f
@@ -351,14 +352,19 @@ def cmd_validate(a) -> int:
             print(e.render())
         more = len(report.defects) - cfg.max_lines
         if more > 0:
-            print(f"... and {more} more defects")
-        print(f"{len(report.defects)} defects in {len(report.games)} ready games", file=sys.stderr)
+            print(f"... and {counted(more, 'more defect')}")
+        print(
+            f"{counted(len(report.defects), 'defect')} in {counted(len(report.games), 'ready game')}", file=sys.stderr
+        )
         return 2
     if not report.games:
         print(f"no ready games under {cfg.root}", file=sys.stderr)
         return 2
     _print_table(stats_table(cfg.root, cfg.sources, cfg.games).filter(ready=True))
-    print(f"valid: {len(report.games)} games, {report.records} records{', frames decoded' if cfg.images else ''}")
+    print(
+        f"valid: {counted(len(report.games), 'game')}, {counted(report.records, 'record')}"
+        + (", frames decoded" if cfg.images else "")
+    )
     return 0
 
 
@@ -411,7 +417,7 @@ def cmd_generate(a) -> int:
         if b:
             line += (
                 f"; expert {b['expert_score']:g} vs random {b['random_score']:g} "
-                f"(mean of {len(b['expert_scores'])} episodes)"
+                f"(mean of {counted(len(b['expert_scores']), 'episode')})"
             )
         print(line)
     return 0
@@ -449,13 +455,14 @@ def cmd_pack(a) -> int:
         return 0
     if a.replay:
         for source, conf in summary["configs"].items():
-            print(f"{source}: {sum(conf['replay'].values())} records of {len(conf['replay'])} games, replay-packed")
+            records, games = sum(conf["replay"].values()), len(conf["replay"])
+            print(f"{source}: {counted(records, 'record')} of {counted(games, 'game')}, replay-packed")
         print(f"packed into {a.out}; rebuild the frames with `atari-data rebuild {a.out} --root DIR`")
         return 0
     for source, conf in summary["configs"].items():
         for split, s in conf["splits"].items():
             print(
-                f"{source}/{split}: {s['records']} records of {len(conf['games'])} games, "
+                f"{source}/{split}: {counted(s['records'], 'record')} of {counted(len(conf['games']), 'game')}, "
                 f"{len(s['parquet'])} parquet and {len(s['webdataset'])} webdataset shards"
             )
     print(f"packed into {a.out}; check it with `atari-data doctor {a.out}`")

@@ -16,6 +16,7 @@ import numpy as np
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import load_results
 from laya_eval.stats import bootstrap_ci, probability_of_improvement
+from laya_protocol.wording import counted
 
 
 def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
@@ -94,7 +95,7 @@ def markdown(result: dict) -> str:
         lo, hi = result["p_ci95"]
         how = "over episodes within each game" if result["bootstrap"] == "episode" else "over games and episodes"
         lines.append(
-            f"\nP(B > A) = {result['p']:.3f} [{lo:.3f}, {hi:.3f}] over {result['games']} games "
+            f"\nP(B > A) = {result['p']:.3f} [{lo:.3f}, {hi:.3f}] over {counted(result['games'], 'game')} "
             f"(raw per-game scores; 95% CI, {result['bootstrap']} bootstrap {how})"
         )
     return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName
 from laya_protocol.seeds import EVAL_SEED_BASE, episodes_problem, seed_problem
+from laya_protocol.wording import counted
 
 
 def make_game(scenario: str):
@@ -146,7 +147,8 @@ def evaluate_doom(
 
 def markdown(results: dict) -> str:
     lines = [
-        f"ViZDoom {results['scenario']}, {results['episodes']} episodes (seeds from {results['seed_base']}), "
+        f"ViZDoom {results['scenario']}, {counted(results['episodes'], 'episode')} "
+        f"(seeds from {results['seed_base']}), "
         f"{results['tics_per_decision']} tics per decision",
         "",
         "| policy | mean reward | kill rate | steps per episode | actions |",

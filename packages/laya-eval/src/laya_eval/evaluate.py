@@ -48,6 +48,7 @@ from laya_protocol.games import ACTION_SETS, action_set, emulator
 from laya_protocol.locks import FileLock
 from laya_protocol.protocol import BASELINE_CAP, EVAL_DECISION_CAP, FRAME_CAP, Protocol
 from laya_protocol.seeds import EVAL_SEED_BASE, episodes_problem, seed_problem
+from laya_protocol.wording import counted
 
 
 def decision_cap(text: str) -> int | None:
@@ -258,7 +259,7 @@ def _intervals(valued: list[dict], bootstrap: str) -> dict:
             + "; play --episodes 2 or more, or use --bootstrap task"
         )
     if bootstrap == "task" and len(valued) < 5:
-        out["warning"] = f"{len(valued)} games: too few to resample games meaningfully"
+        out["warning"] = f"{counted(len(valued), 'game')}: too few to resample games meaningfully"
     return out
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from laya_eval.errors import EvalError
 from laya_eval.jsonfile import replace_file
 from laya_eval.stats import bootstrap_ci, mean_of_means, performance_profile
+from laya_protocol.wording import counted
 
 AGGREGATES = (
     ("median", "median normalised"),
@@ -38,7 +39,8 @@ def markdown(results: dict) -> str:
     lines = [
         f"# Evaluation of `{s['policy']}`" + (f" ({results['_file']})" if results.get("_file") else ""),
         "",
-        f"{s['episodes']} episodes per game, seeds from {s['seed_base']}, decision cap {s['cap'] or 'none'}, "
+        f"{counted(s['episodes'], 'episode')} per game, seeds from {s['seed_base']}, "
+        f"decision cap {s['cap'] or 'none'}, "
         f"{'greedy' if s['greedy'] else 'sampled'} actions; protocol: "
         + ", ".join(f"{k} {v}" for k, v in results["protocol"].items())
         + (f"; ale-py {emu['ale_py']}" if emu.get("ale_py") else "")
@@ -83,7 +85,7 @@ def markdown(results: dict) -> str:
     }[iv["bootstrap"]]
     lines += [
         "",
-        f"Beats random in {n['beats_random']} of {n['scored']} games. Games: {n['games']}, "
+        f"Beats random in {n['beats_random']} of {counted(n['scored'], 'game')}. Games: {n['games']}, "
         f"with a normalised score: {n['with_normalised']}, unflagged: {n['unflagged']}"
         + (f", failed: {', '.join(sm['failed'])}" if sm["failed"] else "")
         + (f", excluded: {', '.join(sm['excluded'])}" if sm["excluded"] else "")
