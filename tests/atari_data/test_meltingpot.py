@@ -99,6 +99,8 @@ def test_pack_lmdb_then_doctor(src, tmp_path, capsys):
     ]
     doctor = Doctor(out).run()
     assert not doctor.defects and doctor.counts == {"clean_up": 2, "coins": 3}
+    assert main(["publish", str(out), "--repo", "me/meltingpot", "--dry-run"]) == 0, "publishable, as it says"
+    assert "train-000001.tar" in capsys.readouterr().out
     assert pack_lmdb(src, tmp_path / "again", rows_per_shard=2) == {"clean_up": 2, "coins": 3}
     assert (out / "webdataset" / "meltingpot" / "coins" / "train-000000.tar").read_bytes() == (
         tmp_path / "again" / "webdataset" / "meltingpot" / "coins" / "train-000000.tar"

@@ -224,3 +224,91 @@ def test_publish_refuses_what_the_card_does_not_describe(packed, tmp_path, capsy
     assert main(["publish", str(repo), "--repo", "me/atari", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "link.json" in err and "is a symlink" in err
+
+
+def _game_dirs(packed: Path) -> tuple[str, str]:
+    """(source, game) of one game in the packed fixture."""
+    meta = sorted((packed / "meta").glob("*/*.json"))[0]
+    return meta.parent.name, meta.stem
+
+
+STRAYS = [
+    "webdataset/{s}/{g}/notes.txt",
+    "schema/notes.txt",
+    "meta/{s}/{g}.json.bak",
+    "meta/private/keys.json",
+    "webdataset/{s}/{g}/train-00000[1].tar",
+    "data/{s}/{g}/train-00000-of-00001 copy.parquet",
+    "schema/a\nb.json",
+    b"schema/caf\xe9.json",
+]
+
+
+@pytest.mark.parametrize("stray", STRAYS, ids=range(len(STRAYS)))
+def test_publish_refuses_a_file_of_no_packed_repository_at_any_depth(packed, tmp_path, capsys, stray):
+    """Only top-level strays were refused: notes under webdataset/, meta/ or schema/, a name that is
+    not UTF-8 (which failed at upload, unnamed, for ever) and one with a newline were uploaded."""
+    import shutil
+
+    from atari_data.cli import main
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed, repo)
+    s, g = _game_dirs(packed)
+    rel = (
+        stray.replace(b"{s}", s.encode()).replace(b"{g}", g.encode())
+        if isinstance(stray, bytes)
+        else stray.format(s=s, g=g)
+    )
+    path = os.fsdecode(os.path.join(os.fsencode(repo), os.fsencode(rel)))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_bytes(b"{}")
+    assert main(["publish", str(repo), "--repo", "me/atari", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    named = Path(path).name.encode("utf-8", "backslashreplace").decode().replace("\n", "\\n")
+    assert named in err and err.count("\n") == 1 and err.startswith("error: "), err
+
+
+@pytest.mark.parametrize("revision", ["../x", "a b", "x\ny", "-f", "refs/heads/main", "a..b", "v1.lock"])
+def test_publish_refuses_a_revision_that_is_no_branch_name(packed, capsys, revision):
+    """--revision went to the Hub as given: '../x' or a name with a newline."""
+    from atari_data.cli import main
+
+    assert main(["publish", str(packed), "--repo", "me/atari", f"--revision={revision}", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "--revision" in err and err.count("\n") == 1 and err.startswith("error: "), err
+
+
+@pytest.mark.slow
+def test_a_second_publish_leaves_the_hub_holding_what_the_folder_holds(hub, packed, layout_master, tmp_path):
+    """Published again from a pack with other shard sizes, the first pack's shards stayed on the Hub,
+    matched the card's patterns, and a streamed split read every record twice. A branch publish
+    moved the v1 tag off main."""
+    from atari_data.publish.pack import PackConfig, pack
+
+    first = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/again")
+    assert first.returncode == 0, first.stderr[-2000:]
+    repo = "datasets/laya/again"
+    main_head = hub.store.repos[repo]["branches"]["main"]
+    # The user's own file beside the dataset, put there on the Hub: not the publisher's to remove.
+    notes = hub.store.put_blob(b"my notes")
+    hub.store.commit(repo, "main", {"NOTES.md": (notes, 8, False)}, [])
+    other = tmp_path / "other"
+    pack(PackConfig(root=str(layout_master), out=str(other), shard_size=40_000))
+    local = sorted(str(p.relative_to(other)) for p in other.rglob("*") if p.is_file())
+    assert set(local) != {str(p.relative_to(packed)) for p in packed.rglob("*") if p.is_file()}, "other shard names"
+
+    again = _run(hub, "-m", "atari_data.cli", "publish", str(other), "--repo", "laya/again")
+    assert again.returncode == 0, again.stderr[-2000:]
+    head = hub.store.repos[repo]["branches"]["main"]
+    assert sorted(hub.store.files(repo, head)) == sorted([*local, "NOTES.md"])
+    read = _run(hub, "-c", READ_BACK, "laya/again", "expert2f", cache="again")
+    assert read.returncode == 0, read.stderr[-3000:]
+    got = json.loads(read.stdout.strip().splitlines()[-1])
+    for streaming in (False, True):
+        assert got[f"expert2f streaming={streaming}"] == _layout_rows(layout_master, "expert2f"), streaming
+
+    main_head = head
+    branch = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/again", "--revision", "dev")
+    assert branch.returncode == 0, branch.stderr[-2000:]
+    assert hub.store.repos[repo]["tags"] == {"v1": main_head}, "v1 names main's newest, not the branch's"

@@ -210,14 +210,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="upload a packed repository to the Hugging Face Hub (resumable)",
         description="Check OUT (its card, `doctor`, no symlinks, nothing a packed repository does not "
         "hold), create the dataset repo if needed, upload the files the Hub does not hold yet in commits of "
-        "--commit-files files (the card last), and tag the revision with the schema version (v1). An "
+        "--commit-files files (the card last, with the deletion of the shards, metas and schemas the Hub holds "
+        "and OUT does not), and tag main's newest commit with the schema version (v1). An "
         "interrupted publish resumes when the same command runs again. The token comes from HF_TOKEN or "
         "`hf auth login` and is never printed.",
     )
     pb.add_argument("out", help="packed repository folder")
     pb.add_argument("--repo", required=True, help="ORG/NAME on the Hub")
     pb.add_argument("--private", action="store_true", help="create the repo private")
-    pb.add_argument("--revision", help="branch to upload to (created if missing)")
+    pb.add_argument("--revision", help="branch to upload to (created if missing; no tag is moved)")
     pb.add_argument(
         "--commit-files",
         type=int,

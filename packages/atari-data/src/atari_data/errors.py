@@ -22,5 +22,7 @@ class AtariDataError(Exception):
         if self.file is not None:
             where = str(self.file) + (f":{self.line}" if self.line is not None else "") + ": "
         text = f"{where}{self.field + ': ' if self.field else ''}{self.message.strip()}"
-        # One line whatever it quotes: a library's message ending in a newline, a file name holding one.
+        # One line whatever it quotes: a library's message ending in a newline, a file name holding one;
+        # printable on any stream: a file name's undecodable bytes (surrogates) as escapes.
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
         return text.replace("\r", "\\r").replace("\n", "\\n")

@@ -12,7 +12,7 @@ import numpy as np
 from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout import parse_json_line
-from atari_data.meltingpot.lmdb import ARRAYS, SOURCE, check_row
+from atari_data.meltingpot.lmdb import ARRAYS, check_row
 from atari_data.publish import repo
 
 
@@ -25,7 +25,7 @@ def check_lmdb_pack(doctor, games: dict) -> None:
         return
     for game, stated in games.items():
         n = 0
-        for t in sorted(doctor.folder.glob(repo.tar_pattern(SOURCE, "train", game))):
+        for t in sorted(doctor.folder.glob(repo.tar_pattern(repo.LMDB_SOURCE, "train", game))):
             try:
                 with tarfile.open(t) as tf:
                     samples: dict[str, dict] = {}

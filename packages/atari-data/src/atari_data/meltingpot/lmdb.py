@@ -26,7 +26,6 @@ import logging
 import os
 import pickle
 import pickletools
-import re
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -303,7 +302,6 @@ def _npy(a: np.ndarray) -> bytes:
 
 
 #: The source folder of Melting Pot clips in a packed repository (one config per game).
-SOURCE = "meltingpot"
 
 
 def pack_lmdb(
@@ -329,8 +327,11 @@ def pack_lmdb(
     if not games:
         raise AtariDataError("holds no <game>/data.mdb folders", file=str(src))
     for game in games:
-        if not GAME_FOLDER.fullmatch(game):  # it names shards, a config and a card line
-            raise AtariDataError(f"{game!r} is not a game folder name ({GAME_FOLDER.pattern})", file=str(src / game))
+        if not repo.LMDB_GAME_RE.match(game):  # it names shards, a config and a card line
+            raise AtariDataError(
+                f"{game!r} is not a game folder name (a letter or digit, then up to 99 of them and '_.-')",
+                file=str(src / game),
+            )
     repo.check_target(src, out, force, "source")
     out.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(out.with_name(f".{out.name}.lock"), str(out))
@@ -340,24 +341,20 @@ def pack_lmdb(
         lock.release()
 
 
-#: What a game folder of LMDBs may be called.
-GAME_FOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-
-
 def _pack_lmdb(src: Path, games: list[str], out: Path, rows_per_shard: int, name: str) -> dict:
     tmp = out.with_name(f".{out.name}.partial")
     remove(tmp)
     try:  # a refused or interrupted pack leaves no staging folder behind
         counts = {}
         for game in games:
-            (tmp / repo.tar_dir(SOURCE, game)).mkdir(parents=True)
+            (tmp / repo.tar_dir(repo.LMDB_SOURCE, game)).mkdir(parents=True)
             n, tar = 0, None
             try:
                 for key, row in read_lmdb(src / game):
                     if n % rows_per_shard == 0:
                         if tar is not None:
                             tar.close()
-                        shard = tmp / repo.tar_file(SOURCE, game, "train", n // rows_per_shard)
+                        shard = tmp / repo.tar_file(repo.LMDB_SOURCE, game, "train", n // rows_per_shard)
                         tar = tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT)
                     assert tar is not None
                     sample = f"{game}-{n:06d}"
@@ -385,7 +382,10 @@ def _write_card(path: Path, name: str, counts: dict) -> None:
         "pretty_name": name,
         "tags": ["melting-pot", "world-model", "webdataset"],
         "configs": [
-            {"config_name": g, "data_files": [{"split": "train", "path": repo.tar_pattern(SOURCE, "train", g)}]}
+            {
+                "config_name": g,
+                "data_files": [{"split": "train", "path": repo.tar_pattern(repo.LMDB_SOURCE, "train", g)}],
+            }
             for g in counts
         ],
         "lmdb_pack": {"games": counts},

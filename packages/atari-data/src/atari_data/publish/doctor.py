@@ -115,8 +115,23 @@ class Doctor:
         for p in sorted((self.folder / repo.DATA).rglob("*")) if (self.folder / repo.DATA).exists() else []:
             if p.is_file() and p not in claimed:
                 self.defect(p, "(file)", "belongs to no config in the card")
+        for path, fld, msg in repo.unexpected(self.folder, links=False):  # what publish would refuse to upload
+            self.defect(path, fld, msg)
+        self._orphan_metas()
         self._limits()
         return self
+
+    def _orphan_metas(self) -> None:
+        """A meta.json of a game the repository holds no shards or replay files of describes nothing."""
+        held = {
+            p.parent.relative_to(self.folder / top).parts
+            for top in (repo.DATA, repo.WEBDATASET, repo.REPLAY)
+            for p in (self.folder / top).glob("*/*/*")
+            if p.is_file()
+        }
+        for meta in sorted((self.folder / repo.META).glob("*/*.json")):
+            if (meta.parent.name, meta.stem) not in held:
+                self.defect(meta, "(file)", "is the meta.json of a game with no shards or replay files here")
 
     def _metas(self, source: str) -> dict[str, dict]:
         if source not in self._meta_cache:

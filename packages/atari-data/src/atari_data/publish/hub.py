@@ -55,6 +55,11 @@ def publish(
     read_card(folder)
     if not repo_mod.HUB_ID_RE.match(repo):
         raise AtariDataError(f"{repo!r} is not a Hub dataset id ORG/NAME", field="--repo")
+    if revision is not None and not repo_mod.BRANCH_RE.match(revision):
+        raise AtariDataError(
+            f"{revision!r} is not a branch name (letters, digits, '_.-' parts joined by '/'; no '..')",
+            field="--revision",
+        )
     for path, fld, msg in repo_mod.unexpected(folder)[:1]:
         raise AtariDataError(f"{msg}; refusing to publish", file=str(path), field=fld)
     defects = Doctor(folder).run().defects
@@ -72,7 +77,7 @@ def publish(
     )
     if dry_run:
         return files
-    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
     try:
         api = HfApi()
@@ -85,24 +90,34 @@ def publish(
             if hasattr(f, "blob_id")
         }
         todo = [(p, n) for p, n in files if not _same(card if p == repo_mod.CARD else folder / p, there.get(p))]
-        todo.sort(key=lambda f: f[0] == repo_mod.CARD)  # the card last: configs appear once their files are there
-        chunks = [todo[i : i + commit_files] for i in range(0, len(todo), commit_files)]
+        # The card last, in a commit of its own: configs appear once their files are there. With it go the
+        # deletions of what the folder no longer holds (an earlier pack's shards, which the card's patterns
+        # would match too); a file of the owner's outside the contract's folders (NOTES.md) stays.
+        mine = {p for p, _ in files}
+        gone = sorted(p for p in there if p.split("/")[0] in repo_mod.FOLDERS and p not in mine)
+        shards = [CommitOperationAdd(p, str(folder / p)) for p, _ in todo if p != repo_mod.CARD]
+        last: list[CommitOperationAdd | CommitOperationDelete] = (
+            [CommitOperationAdd(repo_mod.CARD, card)] if any(p == repo_mod.CARD for p, _ in todo) else []
+        )
+        last += [CommitOperationDelete(p) for p in gone]
+        chunks = [shards[i : i + commit_files] for i in range(0, len(shards), commit_files)] + ([last] if last else [])
         for k, chunk in enumerate(chunks, 1):
             api.create_commit(
                 repo,
-                operations=[CommitOperationAdd(p, card if p == repo_mod.CARD else str(folder / p)) for p, _ in chunk],
+                operations=chunk,
                 commit_message=f"atari-data publish ({k}/{len(chunks)})",
                 repo_type="dataset",
                 revision=revision,
             )
-        tag = f"v{SCHEMA_VERSION}"  # the newest revision readable as this schema version, as LeRobot tags
-        refs = api.list_repo_refs(repo, repo_type="dataset")
-        head = next(b.target_commit for b in refs.branches if b.name == (revision or "main"))
-        old = next((t for t in refs.tags if t.name == tag), None)
-        if old is not None and old.target_commit != head:
-            api.delete_tag(repo, tag=tag, repo_type="dataset")
-        if old is None or old.target_commit != head:
-            api.create_tag(repo, tag=tag, revision=revision, repo_type="dataset")
+        if (revision or "main") == "main":  # v1 names main's newest: a branch published to moves no tag
+            tag = f"v{SCHEMA_VERSION}"  # the newest revision readable as this schema version, as LeRobot tags
+            refs = api.list_repo_refs(repo, repo_type="dataset")
+            head = next(b.target_commit for b in refs.branches if b.name == "main")
+            old = next((t for t in refs.tags if t.name == tag), None)
+            if old is not None and old.target_commit != head:
+                api.delete_tag(repo, tag=tag, repo_type="dataset")
+            if old is None or old.target_commit != head:
+                api.create_tag(repo, tag=tag, repo_type="dataset")
     except Exception as e:  # noqa: BLE001 - offline, network, auth: all reported on one line
         why = _scrub(str(e)).splitlines()[0] if str(e) else ""
         raise AtariDataError(

@@ -381,10 +381,10 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path, before: dict[Path, t
         metas: dict[str, dict[str, dict]] = {}
         if cfg.replay:
             from atari_data.publish.card import write_replay_card
-            from atari_data.publish.replay import REPLAY_DIR, write_replay_game
+            from atari_data.publish.replay import write_replay_game
 
             for source, gs in sorted(by_source.items()):
-                counts = {g.game: write_replay_game(g, tmp / REPLAY_DIR / source / g.game) for g in gs}
+                counts = {g.game: write_replay_game(g, tmp / repo.REPLAY / source / g.game) for g in gs}
                 summary["configs"][source] = {"replay": counts}
                 metas[source] = {g.game: g.meta() for g in gs}
             write_replay_card(tmp / repo.CARD, cfg.name, summary, metas)

@@ -31,13 +31,12 @@ from atari_data.layout import EPISODES, META, GameDir, GameLock, copy_plain, rea
 from atari_data.layout.png import encode_png
 from atari_data.layout.records import GameRules
 from atari_data.layout.validate import commit_game
+from atari_data.publish.repo import REPLAY
 from atari_data.schema import GAME_RE, SOURCE_RE, check_structure
 from atari_data.schema import META as META_SCHEMA
 from laya_protocol.games import all_games, minimal_actions
 from laya_protocol.names import SPLITS
 from laya_protocol.protocol import Protocol
-
-REPLAY_DIR = "replay"
 
 
 def pixel_md5(frame: np.ndarray) -> str:
@@ -269,9 +268,9 @@ def _write_frames(
 
 def rebuild(repo: str | Path, root: str | Path) -> list[GameRebuild]:
     """Rebuild every replay-packed game of ``repo`` into the layout ``root``."""
-    base = Path(repo) / REPLAY_DIR
+    base = Path(repo) / REPLAY
     if not base.is_dir():
-        raise AtariDataError(f"has no {REPLAY_DIR}/ folder (pack it with --replay)", file=str(repo), field="repo")
+        raise AtariDataError(f"has no {REPLAY}/ folder (pack it with --replay)", file=str(repo), field="repo")
     out = []
     for game_dir in sorted(p for p in base.glob("*/*") if p.is_dir()):
         out.append(rebuild_game(game_dir, game_dir.parent.name, game_dir.name, Path(root)))

@@ -25,10 +25,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from atari_data.schema import IMAGE_SUFFIXES, image_suffix
+from atari_data.schema import GAME_RE, IMAGE_SUFFIXES, SOURCE_RE, image_suffix
+from laya_protocol.names import HUB_SPLITS, SPLITS
 
 CARD = "README.md"
 DATA, WEBDATASET, META, SCHEMA, REPLAY = "data", "webdataset", "meta", "schema", "replay"
+FOLDERS = (DATA, WEBDATASET, META, SCHEMA, REPLAY)  # what publish may add to or remove from on the Hub
 SCHEMA_KINDS = ("record", "meta")
 
 #: Limits of the Hub (its documented repository recommendations).
@@ -38,6 +40,16 @@ MAX_FILE_BYTES = 5_000_000_000
 
 #: A Hub repository id, ORG/NAME (what the card's examples may name).
 HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+
+#: A branch name publish may commit to (``--revision``): git's rules for a ref name, narrowed to
+#: plain parts (no ``..``, no part starting with a dot or ending in ``.lock``, no full ``refs/`` name).
+BRANCH_RE = re.compile(
+    r"(?!refs/)(?!.*\.\.)(?!.*\.lock(?:/|\Z))[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)*\Z"
+)
+
+#: Melting Pot games re-sharded from LMDB (``pack-lmdb``): their shards' source, and what a game may be called.
+LMDB_SOURCE = "meltingpot"
+LMDB_GAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
 
 #: A folder name that stays inside the repository.
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
@@ -157,16 +169,38 @@ def check_target(source: Path, out: Path, force: bool, what: str = "layout") -> 
             )
 
 
-def unexpected(folder: Path) -> list[tuple[Path, str, str]]:
-    """Whatever in ``folder`` this contract does not describe: symlinks anywhere (a link would upload
-    what it points to), and top-level entries other than the card and the folders above."""
+def _contract() -> re.Pattern:
+    """Every file path this contract describes, as the functions above name them."""
+    from atari_data.layout import EPISODES
+    from atari_data.layout import META as GAME_META
+
+    source, game, lmdb_game = (rx.pattern.removesuffix(r"\Z") for rx in (SOURCE_RE, GAME_RE, LMDB_GAME_RE))
+    hub_split = "|".join(HUB_SPLITS.values())
+    replay_files = "|".join(re.escape(n) for n in (GAME_META, EPISODES, *(f"{s}.jsonl" for s in SPLITS)))
+    paths = [
+        re.escape(CARD),
+        rf"{DATA}/{source}/{game}/(?:{hub_split})-[0-9]{{5}}-of-[0-9]{{5}}\.parquet",
+        rf"{WEBDATASET}/{source}/{game}/(?:{hub_split})-[0-9]{{6}}\.tar",
+        rf"{WEBDATASET}/{LMDB_SOURCE}/{lmdb_game}/train-[0-9]{{6}}\.tar",
+        rf"{META}/{source}/{game}\.json",
+        rf"{SCHEMA}/(?:{'|'.join(SCHEMA_KINDS)})\.schema\.json",
+        rf"{REPLAY}/{source}/{game}/(?:{replay_files})",
+    ]
+    return re.compile("(?:" + "|".join(paths) + r")\Z")
+
+
+def unexpected(folder: Path, links: bool = True) -> list[tuple[Path, str, str]]:
+    """Whatever in ``folder`` this contract does not describe, at any depth: files of any other path
+    (the card and the shards, metas, schemas and replay files above, by the names they are written
+    under), and with ``links`` symlinks (a link would upload what it points to; a Hub snapshot is
+    links into its blobs)."""
     out = []
-    known = {CARD, DATA, WEBDATASET, META, SCHEMA, REPLAY}
+    contract = _contract()
     for p in sorted(folder.rglob("*")):
-        if p.is_symlink():
+        if links and p.is_symlink():
             out.append((p, "(file)", "is a symlink"))
-        elif p.parent == folder and p.name not in known:
-            out.append((p, "(file)", f"is not part of a packed repository ({', '.join(sorted(known))})"))
+        elif not p.is_dir() and not contract.match(p.relative_to(folder).as_posix()):
+            out.append((p, "(file)", f"is not part of a packed repository ({', '.join(sorted((CARD, *FOLDERS)))})"))
     return out
 
 
