@@ -982,3 +982,57 @@ def test_a_checked_file_named_like_a_glob_is_refused(packed_master, tmp_path):
     with pytest.raises(AtariDataError, match=r"t\*\.parquet.*glob") as e:
         AtariDataset(repo, f"{source}-Pong")
     assert "\n" not in str(e.value)
+
+
+def _label_as_text(repo: Path, source: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for shard in sorted((repo / "data" / source / "Pong").glob("validation-*.parquet")):
+        table = pq.read_table(shard)
+        i = table.schema.get_field_index("label")
+        pq.write_table(table.set_column(i, "label", pa.array([str(x) for x in table["label"].to_pylist()])), shard)
+
+
+READER_TRICKS = {
+    "a label column of text": lambda repo, s: _label_as_text(repo, s),
+    "a pattern from the home folder": lambda repo, s: _card(
+        repo, lambda t: t.replace(f"path: data/{s}/Pong/validation-*.parquet", "path: ~/validation-*.parquet", 1)
+    ),
+    "a pattern with braces": lambda repo, s: _card(
+        repo,
+        lambda t: t.replace(
+            f"path: data/{s}/Pong/validation-*.parquet", f"path: 'data/{s}/{{Pong,Breakout}}/validation-*.parquet'", 1
+        ),
+    ),
+    "a pattern of any depth": lambda repo, s: _card(
+        repo, lambda t: t.replace(f"path: data/{s}/Pong/validation-*.parquet", "path: '**/validation-*.parquet'", 1)
+    ),
+}
+
+
+@pytest.mark.parametrize("reader", ["rows", "AtariDataset", "doctor"])
+@pytest.mark.parametrize("case", READER_TRICKS)
+def test_every_reader_of_a_packed_folder_refuses_what_doctor_refuses(packed_master, tmp_path, case, reader):
+    """A label column of strings passed doctor (datasets casts it on load) and parquet_rows gave '3',
+    AtariDataset a bare ValueError at collate; edited card patterns were an IndexError in rows(),
+    or Breakout's rows read as Pong's."""
+    from atari_data.errors import AtariDataError
+    from atari_data.publish.parquet_rows import rows
+    from atari_data.torch import AtariDataset
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    source = next((repo / "data").glob("*/Pong")).parent.name
+    READER_TRICKS[case](repo, source)
+    if reader == "doctor":
+        code, err = check_promises(main, ["doctor", repo], sandbox=tmp_path, target=None, report=True)
+        assert code == 2
+        return
+    with pytest.raises(AtariDataError) as e:
+        if reader == "rows":
+            list(rows(repo, f"{source}-Pong", "validation"))
+        else:
+            ds = AtariDataset(repo, f"{source}-Pong", split="validation")
+            [ds[i] for i in range(len(ds))]
+    assert "\n" not in str(e.value) and str(repo) in str(e.value), e.value

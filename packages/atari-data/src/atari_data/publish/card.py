@@ -224,8 +224,47 @@ def _rows(path: Path) -> int:
     st = path.stat()
     stamp = (str(path.resolve()), st.st_size, st.st_mtime_ns)
     if stamp not in _checked:
-        _checked[stamp] = parquet.check(path)
+        _checked[stamp] = checked_rows(path)
     return _checked[stamp]
+
+
+def checked_rows(path: Path) -> int:
+    """The rows of a packed Parquet file, once it decodes within the limits (:func:`atari_data.parquet.check`)
+    and its columns are a record row's as pack writes them (the HF features, one or two frames). A
+    reader that takes its columns as they are (``load_dataset("parquet")`` without features,
+    :mod:`~atari_data.publish.parquet_rows`) would otherwise give a label stored as text as text."""
+    import pyarrow.parquet as pq
+
+    rows = parquet.check(path)
+    found = pq.ParquetFile(path).schema_arrow
+    wanted = [hf_features(frames).arrow_schema for frames in (2, 1)]
+    if not any(found.names == w.names and all(map(_fits, found.types, w.types)) for w in wanted):
+        names = {f.name: f for f in wanted[0]}
+        bad = next((f for f in found if f.name not in names or not _fits(f.type, names[f.name].type)), None)
+        what = (
+            f"column {bad.name!r} is {bad.type}, where a record row's is "
+            f"{names[bad.name].type if bad.name in names else 'absent'}"
+            if bad is not None
+            else f"its columns are {found.names}, where a record row's are {wanted[0].names} (or without prev_image)"
+        )
+        raise AtariDataError(what, file=str(path), field=bad.name if bad is not None else "(columns)")
+    return rows
+
+
+def _fits(found, wanted) -> bool:
+    """Whether a column of arrow type ``found`` holds what one of type ``wanted`` would: the same type,
+    or nulls only where it has a type of its own (pyarrow writes a column of None as ``null``)."""
+    import pyarrow as pa
+
+    if found.equals(wanted) or pa.types.is_null(found):
+        return True
+    if pa.types.is_struct(found) and pa.types.is_struct(wanted):
+        return [f.name for f in found] == [f.name for f in wanted] and all(
+            _fits(f.type, w.type) for f, w in zip(found, wanted, strict=True)
+        )
+    if pa.types.is_list(found) and pa.types.is_list(wanted):
+        return _fits(found.value_type, wanted.value_type)
+    return False
 
 
 def default_config(card: dict) -> str:

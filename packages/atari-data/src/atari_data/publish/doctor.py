@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from atari_data import limits, parquet
+from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout import leaves_folder, read_json
 from atari_data.layout.png import decode_png, formats_of, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import REPEATED, repeated_key
 from atari_data.publish import repo
-from atari_data.publish.card import data_files, read_card
+from atari_data.publish.card import checked_rows, data_files, read_card
 from atari_data.publish.replay import read_replay_game
 from atari_data.publish.shards import records, shape_text
 from atari_data.publish.tar import members
@@ -94,7 +94,7 @@ class Doctor:
                     )
             for path in sorted(files[name] - claimed):  # each file once, before datasets expands it whole
                 try:
-                    parquet.check(path)
+                    checked_rows(path)
                 except AtariDataError as e:
                     self.defects.append(e)
                     costly.add(path)

@@ -25,7 +25,7 @@ import numpy as np
 from atari_data import parquet
 from atari_data.errors import AtariDataError
 from atari_data.layout.png import decode_png
-from atari_data.publish.card import config_files, read_card, split_files
+from atari_data.publish.card import check_files, split_files
 from atari_data.schema import FRAME_FIELDS
 from atari_data.threads import frame_threads
 
@@ -34,8 +34,9 @@ CHUNK = 64
 
 
 def files(folder: Path, config: str, split: str) -> list[Path]:
-    """The Parquet files the card of ``folder`` names for ``config`` and ``split``."""
-    return split_files(config_files(folder, read_card(folder), [config])[config], config, split, folder)
+    """The Parquet files the card of ``folder`` names for ``config`` and ``split``, checked as every
+    reader of a packed folder checks them (:func:`atari_data.publish.card.check_files`)."""
+    return split_files(check_files(folder, [config])[config], config, split, folder)
 
 
 def rows(folder: str | Path, config: str, split: str = "train", threads: int | None = None) -> Iterator[dict]:
