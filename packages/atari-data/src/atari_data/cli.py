@@ -26,7 +26,7 @@ from atari_data.publish.pack import PackConfig
 from atari_data.publish.teardown import release_arrow_threads
 from laya_protocol import seeds
 from laya_protocol.config import add_options, add_version, csv, from_args
-from laya_protocol.errors import stopped, terminations_raised
+from laya_protocol.errors import os_said, stopped, terminations_raised
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 from laya_protocol.wording import counted
 
@@ -652,6 +652,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except OSError as e:  # a full disk, a folder made read-only or removed mid-run: said, not a traceback
+        print(f"error: {os_said(e)}", file=sys.stderr)
+        return 2
     finally:
         release_arrow_threads()
 

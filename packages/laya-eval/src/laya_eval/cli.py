@@ -14,7 +14,7 @@ from laya_eval.evaluate import RunConfig
 from laya_eval.jsonfile import json_flag
 from laya_eval.stats import BOOTSTRAPS
 from laya_protocol.config import add_options, add_version, from_args
-from laya_protocol.errors import stopped, terminations_raised
+from laya_protocol.errors import os_said, stopped, terminations_raised
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 from laya_protocol.seeds import EVAL_SEED_BASE
 
@@ -184,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except EvalError as e:
         print(f"error: {e.render()}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a full disk, a folder made read-only or removed mid-run: said, not a traceback
+        print(f"error: {os_said(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         how, code = stopped(e)

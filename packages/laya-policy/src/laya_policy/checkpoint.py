@@ -16,6 +16,7 @@ A config without the preprocessing keys means 512 through the processor, and a C
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -33,7 +34,7 @@ from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
 from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
 from laya_protocol.errors import cause
-from laya_protocol.files import Refused, parse_json, read_capped
+from laya_protocol.files import Refused, parse_json, read_capped, writing
 
 CONFIG = "vlm_agent_config.json"
 FINAL = "final"  # the checkpoint a training run leaves in its folder
@@ -83,7 +84,7 @@ def save_checkpoint(
     if it is a checkpoint (or a link, removed itself): a folder of a user's, named best, is not."""
     path = Path(path)
     replaceable(path)
-    with staged(path.with_name(f".{path.name}.tmp")) as tmp:
+    with staged(path.with_name(f".{path.name}.tmp")) as tmp, _written(path):
         remove(tmp)  # a link there is removed itself, never followed
         tmp.mkdir(parents=True)
         if isinstance(policy, NatureCNN):
@@ -106,6 +107,19 @@ def save_checkpoint(
         remove(path)
         os.replace(tmp, path)
     return path
+
+
+@contextmanager
+def _written(path: Path) -> Iterator[None]:
+    """safetensors reports a failed write (a full disk) as its own error, naming no file: an OSError
+    naming the checkpoint instead."""
+    from safetensors import SafetensorError
+
+    try:
+        with writing(path):
+            yield
+    except SafetensorError as e:
+        raise OSError(errno.EIO, f"cannot be written ({str(e).splitlines()[0][:200]})", str(path)) from None
 
 
 def replaceable(path: Path) -> None:

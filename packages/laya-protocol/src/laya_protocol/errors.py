@@ -21,6 +21,15 @@ def shown(v: int | float) -> str:
     return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
 
 
+def os_said(e: OSError) -> str:
+    """An OSError for a one-line error: the file (and the second, for a rename), then what the system
+    said, as ``path: No space left on device``; escaped onto one printable line."""
+    files = " -> ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
+    what = e.strerror or str(e) or type(e).__name__
+    text = f"{files}: {what}" if files else what
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\r", "\\r").replace("\n", "\\n")
+
+
 def cause(e: BaseException, width: int = 200) -> str:
     """``e`` for a one-line error: its type and the first line of its message, at most ``width``
     characters. A pickle refused by ``torch.load(weights_only=True)`` is named for what it is: torch's

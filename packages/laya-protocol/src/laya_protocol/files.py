@@ -13,6 +13,8 @@ import json
 import math
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import BinaryIO
 
 #: What a file read with ``follow`` False was refused for.
@@ -123,3 +125,15 @@ def loads_standard(text: str | bytes):
     """``json.loads`` refusing what strict readers refuse (NaN, Infinity, 1e999) with :class:`NotStandard`;
     for what a stranger sends that the judge writes back (answers, policy arguments)."""
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
+
+
+@contextmanager
+def writing(path: str | os.PathLike) -> Iterator[None]:
+    """Name ``path`` in an OSError raised while it is written: a write's own error (a full disk, a
+    file-size limit) names no file, and a one-line error must."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None

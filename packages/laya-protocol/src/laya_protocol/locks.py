@@ -55,8 +55,10 @@ class FileLock:
     def release(self) -> None:
         fd, self._fd = self._fd, None  # first: a release cut short by a signal is not run again by __del__
         if fd is not None:
-            try:
-                self.path.unlink(missing_ok=True)  # while still held: no one can lock the old file meanwhile
+            try:  # while still held: no one can lock the old file meanwhile
+                self.path.unlink(missing_ok=True)
+            except OSError:  # a folder made read-only, or the name taken by another kind of file: a
+                pass  # file left behind is free once closed, and the next run takes it; the command's own error stands
             finally:
                 os.close(fd)
 

@@ -26,6 +26,7 @@ from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import commit_game
 from atari_data.schema import FRAME_FORMAT_RE, SCHEMA_VERSION, check_structure, frame_size
 from atari_data.schema import META as META_SCHEMA
+from laya_protocol.files import writing
 from laya_protocol.games import emulator, minimal_actions
 from laya_protocol.names import SPLITS
 from laya_protocol.protocol import Protocol
@@ -364,7 +365,7 @@ class GameWriter:
 
 
 def _write_file(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+    with writing(path), open(path, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

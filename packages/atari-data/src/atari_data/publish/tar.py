@@ -27,6 +27,7 @@ from pathlib import Path
 from atari_data.errors import AtariDataError
 from atari_data.limits import check, check_ratio, limit
 from atari_data.publish.repo import RECORD_EXT
+from laya_protocol.files import writing
 
 BLOCK = 512
 _END = bytes(2 * BLOCK)
@@ -119,12 +120,14 @@ class TarWriter:
 
     def add(self, name: str, data: bytes) -> None:
         block = member(name, data)
-        self.file.write(block)
+        with writing(self.path):
+            self.file.write(block)
         self.size += len(block)
 
     def close(self) -> None:
-        self.file.write(_END)
-        self.file.close()
+        with writing(self.path):
+            self.file.write(_END)
+            self.file.close()
 
 
 def members(stream, url: str, limited_as: str = "member", files_only: bool = False) -> Iterator[tuple[str, bytes]]:

@@ -1,0 +1,119 @@
+"""Every command on a full disk or beside a lock it cannot remove: one line, never a traceback.
+
+A full disk is the file-size limit (RLIMIT_FSIZE), which fails a write past it with EFBIG as a
+full disk fails one with ENOSPC (Python ignores the SIGXFSZ that comes with it): the same OSError
+from the same write, with no file system to mount."""
+
+import os
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from laya_protocol.locks import FileLock
+
+LIMIT = 16 << 10  # bytes a file may grow to: a lock's pid fits, a frame set's records.jsonl or a checkpoint does not
+
+
+def _limited(limit: int = LIMIT):
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def _run(module: str, *args, limit: int = LIMIT) -> subprocess.CompletedProcess:
+    # no bytecode written: CPython writes a .pyc in one unchecked write, which the limit cuts short,
+    # and the next interpreter to import that module fails on it ("marshal data too short")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", module, *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=_limited(limit), timeout=300)
+
+
+def _one_line(done: subprocess.CompletedProcess, *named: str) -> None:
+    err = done.stderr.strip()
+    assert done.returncode == 2, f"exit {done.returncode}: {err[-3000:]}"
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and err.startswith("error: "), err[-3000:]
+    assert "File too large" in err and all(n in err for n in named), err
+
+
+def test_generate_and_pack_on_a_full_disk_say_so_on_one_line(tmp_path, pong_data):
+    root = tmp_path / "root"
+    done = _run(
+        "atari_data.cli",
+        "generate",
+        "--root",
+        root,
+        "--games",
+        "Pong",
+        "--train-frames",
+        200,
+        "--val-frames",
+        10,
+        "--baseline-episodes",
+        0,
+    )
+    _one_line(done)
+    assert not list(root.rglob("_READY")), "nothing marked ready"
+    _one_line(_run("atari_data.cli", "pack", pong_data, tmp_path / "packed"))
+    assert not (tmp_path / "packed").exists()
+
+
+def test_the_judge_and_training_on_a_full_disk_say_so_on_one_line(tmp_path, pong_data):
+    out = tmp_path / "r.json"
+    done = _run(
+        "laya_eval.cli",
+        "run",
+        "--policy",
+        "random",
+        "--games",
+        "Pong",
+        "--episodes",
+        1,
+        "--cap",
+        50,
+        "--random-episodes",
+        0,
+        "--out",
+        out,
+        limit=2 << 10,
+    )
+    _one_line(done, "r.json")
+    done = _run(
+        "laya_policy.cli",
+        "train",
+        "--data",
+        pong_data,
+        "--out",
+        tmp_path / "run",
+        "--steps",
+        1,
+        "--batch",
+        2,
+        "--image-size",
+        64,
+        "--evals",
+        1,
+    )
+    _one_line(done)
+
+
+def test_a_lock_whose_file_cannot_be_removed_is_still_released(tmp_path):
+    """Releasing unlinks the lock file first: when that failed (the folder made read-only, or
+    replaced, mid-run), its error replaced the command's own and the descriptor stayed open."""
+    path = tmp_path / ".out.lock"
+    lock = FileLock(path, "out", lambda m, f: RuntimeError(m))
+    os.unlink(path)
+    os.mkdir(path)  # what unlink cannot remove: a folder by the lock's name
+    lock.release()  # no error: the flock goes with the descriptor, and a file left behind is taken by the next run
+    os.rmdir(path)
+    again = FileLock(path, "out", lambda m, f: RuntimeError(m))
+    again.release()
+    assert not path.exists()
+
+
+@pytest.fixture(scope="module")
+def pong_data(tmp_path_factory):
+    from atari_data.produce.generate import GenerateConfig, generate_game
+
+    root = tmp_path_factory.mktemp("pong")
+    generate_game(GenerateConfig(root=str(root), train_frames=12, val_frames=4, baseline_episodes=0), "Pong")
+    return root
