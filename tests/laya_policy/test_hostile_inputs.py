@@ -2,6 +2,7 @@
 or hostile, keep the promises of ``tests/promises.py`` (a planted ``state.pt`` is in test_train.py)."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -809,3 +810,21 @@ def test_a_write_that_fails_midway_leaves_no_temporary(checkpoint, tmp_path):
     with pytest.raises(TypeError):
         write_atomic(tmp_path / "log.jsonl", "not bytes")  # type: ignore[arg-type]
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "a temporary was left"
+
+
+def test_a_game_replaced_while_training_reads_it_is_refused(data, tmp_path):
+    """train reads the records at start and the frames when a batch needs them: a game replaced in
+    between (generate or dagger --force) paired the old labels with the new folder's frames, exit 0."""
+    from atari_data.errors import AtariDataError
+    from laya_policy.data import load_examples
+
+    root = tmp_path / "root"
+    shutil.copytree(data, root)
+    examples = load_examples(str(root), "train")
+    assert examples[0].frames(2)[1].shape == (210, 160, 3)
+    game = next(root.glob("*/Pong"))
+    shutil.copytree(game, game.with_name(".Pong.new"))
+    os.rename(game, game.with_name(".Pong.old"))  # generate --force's swap: the new folder takes the name
+    os.rename(game.with_name(".Pong.new"), game)
+    with pytest.raises(AtariDataError, match=r"Pong: \(folder\): was replaced while it was read"):
+        examples[1].frames(2)

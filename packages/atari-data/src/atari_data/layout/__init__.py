@@ -57,6 +57,28 @@ class GameDir:
     def split_file(self, split: str) -> Path:
         return self.path / f"{split}.jsonl"
 
+    def identity(self) -> tuple[int, int, int]:
+        """The folder as it stands: device, inode and change time. generate and import swap a finished
+        game in as a new folder, and a file system may give it the inode of one deleted before, so the
+        time tells them apart. Readers take no lock (a read-only layout reads): one that reads a game
+        over time compares this before and after. OSError when the game is gone (mid-swap)."""
+        st = os.stat(self.path)
+        return st.st_dev, st.st_ino, st.st_ctime_ns
+
+    def unchanged(self, was: tuple[int, int, int], reader: str) -> None:
+        """Refuse to go on when the folder is no longer the one whose :meth:`identity` was ``was``."""
+        try:
+            same = self.identity() == was
+        except OSError:
+            same = False
+        if not same:
+            raise AtariDataError(
+                f"was replaced while it was read (a generate, import or dagger --force of it?); {reader} "
+                "again once that has finished",
+                file=str(self.path),
+                field="(folder)",
+            )
+
     def meta(self) -> dict:
         return read_json(self.path / META, follow=self.follow)
 

@@ -336,19 +336,13 @@ def pack(cfg: PackConfig) -> dict:
 
 
 def _fingerprints(games: list[GameDir]) -> dict[Path, tuple]:
-    """Each game folder as it stands: its inode and change time (generate and import swap a finished
-    game in as a new folder; a file system may give it the inode of one deleted before, so the time
-    tells them apart) and its meta.json's bytes. Readers take no lock: a read-only layout packs."""
+    """Each game folder as it stands (:meth:`GameDir.identity`) and its meta.json's bytes."""
     try:
-        return {g.path: (_identity(os.stat(g.path)), read_file(g.path / META)) for g in games}
+        return {g.path: (g.identity(), read_file(g.path / META)) for g in games}
     except OSError as e:  # a game mid-swap, between generate's two renames
         raise AtariDataError(
             f"is being replaced ({e.strerror}); pack once that has finished", file=str(e.filename)
         ) from None
-
-
-def _identity(st: os.stat_result) -> tuple[int, int, int]:
-    return st.st_dev, st.st_ino, st.st_ctime_ns
 
 
 def _unchanged(games: list[GameDir], before: dict[Path, tuple]) -> None:
