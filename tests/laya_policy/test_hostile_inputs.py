@@ -347,6 +347,19 @@ def test_a_run_restarted_replaces_its_own_log_and_summary(data, tmp_path):
     assert len((out / "log.jsonl").read_text().splitlines()) == 1
 
 
+def test_an_out_reached_through_a_link_and_dotdot_is_the_folder_the_kernel_writes(data, tmp_path):
+    """``--out t/x/..`` with t/x a link to other/y: the lock and the checks took t (text), the files
+    went to other (the kernel follows x, then ..), and replaced a user's log.jsonl there."""
+    (tmp_path / "other" / "y").mkdir(parents=True)
+    (tmp_path / "other" / "log.jsonl").write_text("my notes\n")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "x").symlink_to(tmp_path / "other" / "y")
+    argv = ["train", "--data", data, "--out", f"{tmp_path}/t/x/..", *TRAIN]
+    code, err = check_promises(main, argv, sandbox=tmp_path, target=tmp_path / "other")
+    assert code == 2 and "other/log.jsonl: is not written by a training run" in err, err
+    assert (tmp_path / "other" / "log.jsonl").read_text() == "my notes\n"
+
+
 def test_the_judge_refuses_a_checkpoint_whose_temperature_is_zero(checkpoint, tmp_path):
     """Through laya-eval's entry point, as a user plays a downloaded checkpoint: one line, exit 2."""
     import json

@@ -782,11 +782,12 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
     try:
         if int(os.environ.get("RANK", "0")) != 0:  # a distributed run's other ranks: rank 0 holds the lock
             return _train(cfg, out, progress)
-        folder = Path(os.path.abspath(out))  # '.' and '..' by the names of the folders they are
-        if not folder.name or folder.is_symlink():  # a link's lock would be its own, not the folder's
+        given = Path(os.path.abspath(out))  # '.' and '..' by the names of the folders they are
+        folder = Path(os.path.realpath(out))  # the one the files go to: the kernel follows 'link/..' first
+        if not folder.name or given.is_symlink():  # a link's lock would be its own, not the folder's
             raise ValueError(
                 f"{out}: --out: is {'the root folder' if not folder.name else 'a symbolic link'}; "
-                f"give the folder to train in{f' ({os.path.realpath(out)})' if folder.name else ''}"
+                f"give the folder to train in{f' ({folder})' if folder.name else ''}"
             )
         for part in (BEST, FINAL):  # refused now, not at the first evaluation's save
             replaceable(folder / part)

@@ -330,6 +330,7 @@ def pack(cfg: PackConfig) -> dict:
         raise AtariDataError("lies under a file, not a folder", file=str(out), field="OUT") from None
     lock = FileLock(out.with_name(f".{out.name}.lock"), str(out))  # one pack into OUT at a time
     try:
+        repo.check_target(Path(cfg.root), out, cfg.force)  # again, held: one that ended meanwhile made OUT
         return _pack(cfg, games, out, before)
     finally:
         lock.release()
