@@ -607,6 +607,9 @@ def _print_table(df) -> None:
         print(df)
 
 
+#: What the same command does when run again after a stop, where it is not redoing unfinished games.
+AGAIN = {"publish": "upload what is not there yet", "pack": "pack again", "pack-lmdb": "pack again"}
+
 COMMANDS = {
     "validate": cmd_validate,
     "stats": cmd_stats,
@@ -647,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as e:
         how, code = stopped(e)
-        print(f"{how}; rerun the same command to redo unfinished games", file=sys.stderr)
+        print(f"{how}; rerun the same command to {AGAIN.get(args.command, 'redo unfinished games')}", file=sys.stderr)
         return code
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
