@@ -1036,3 +1036,37 @@ def test_every_reader_of_a_packed_folder_refuses_what_doctor_refuses(packed_mast
             ds = AtariDataset(repo, f"{source}-Pong", split="validation")
             [ds[i] for i in range(len(ds))]
     assert "\n" not in str(e.value) and str(repo) in str(e.value), e.value
+
+
+def _column(repo: Path, source: str, key: str, value) -> None:
+    """Every validation row of Pong given ``value`` in column ``key``, its type kept (doctor refuses it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for shard in sorted((repo / "data" / source / "Pong").glob("validation-*.parquet")):
+        table = pq.read_table(shard)
+        i = table.schema.get_field_index(key)
+        pq.write_table(
+            table.set_column(i, table.schema.field(i), pa.array([value] * table.num_rows, table.schema.field(i).type)),
+            shard,
+        )
+
+
+@pytest.mark.parametrize(
+    "key,value,field", [("label", 99, "label"), ("label", -1, "label"), ("game", "Breakout", "(game|question)")]
+)
+def test_the_torch_dataset_refuses_a_row_doctor_refuses(packed_master, tmp_path, key, value, field):
+    """A label of 99 or -1, or a Breakout row in the Pong config, read as rows: an IndexError at
+    collate, or a wrong batch (from an outside review)."""
+    from atari_data.errors import AtariDataError
+    from atari_data.torch import AtariDataset
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    source = next((repo / "data").glob("*/Pong")).parent.name
+    _column(repo, source, key, value)
+    code, _ = check_promises(main, ["doctor", repo], sandbox=tmp_path, target=None, report=True)
+    assert code == 2
+    ds = AtariDataset(repo, f"{source}-Pong", split="validation")
+    with pytest.raises(AtariDataError, match=rf"row 0 .*: {field}: "):
+        ds[0]

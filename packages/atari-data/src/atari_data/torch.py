@@ -30,6 +30,7 @@ import torch
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
 from atari_data.layout.png import decode_png
+from atari_data.layout.records import row_problem
 from atari_data.limits import read_bytes
 from atari_data.publish.card import check_files, default_config, read_card, split_files
 from atari_data.publish.hub import resolve_repo
@@ -55,6 +56,8 @@ class AtariDataset(torch.utils.data.Dataset):
         if split not in _LAYOUT_SPLIT:
             raise AtariDataError(f"{split!r} is not a split ({', '.join(_LAYOUT_SPLIT)})", field="split")
         self._layout: list[tuple[Any, dict]] | None = None
+        self._questions: dict = {}  # row_problem's cache of the questions asked
+        self._game = split_config(config)[1] if config else None
         if isinstance(data, (str, Path)) and _is_layout(Path(data)):
             if config is None:
                 raise AtariDataError("name a source (or source-Game) of the layout", file=str(data), field="config")
@@ -116,6 +119,14 @@ class AtariDataset(torch.utils.data.Dataset):
                     row[key] = json.loads(row[key])
                 except (ValueError, RecursionError) as e:
                     raise AtariDataError(f"is not valid JSON ({str(e)[:120]})", file=where, field=key) from None
+        # what doctor refuses, refused here too: a label past the options would fail at collate, and a
+        # row of another game in a game's config would train as that game
+        fields = {k: v for k, v in row.items() if k not in FRAME_FIELDS and v is not None}
+        problem = row_problem(fields, "prev_image" in row, self._questions)
+        if problem is None and self._game is not None and row.get("game") != self._game:
+            problem = ("game", f"{row.get('game')!r} in the config of {self._game}")
+        if problem is not None:
+            raise AtariDataError(problem[1], file=where, field=problem[0])
         return row
 
 

@@ -26,14 +26,12 @@ import numpy as np
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games, read_jsonl
 from atari_data.layout.png import decode_png
-from atari_data.layout.records import GameRules, image_name
+from atari_data.layout.records import GameRules, row_problem
 from atari_data.publish import repo
 from atari_data.publish.card import check_files, read_card
 from atari_data.publish.hub import resolve_repo
 from atari_data.publish.repo import split_config
 from atari_data.publish.teardown import streaming
-from atari_data.schema import JSON_TEXT, RECORD
-from atari_data.schema.questions import PLATFORMS, game_question
 from laya_protocol.names import HUB_SPLITS
 
 
@@ -174,43 +172,13 @@ def _packed_examples(data, split, sources, games) -> list[Example]:
                 rec["question"] = json.loads(rec["question"])
             except (KeyError, TypeError, ValueError, RecursionError):
                 raise ValueError(f"{where}: question: is not the JSON of a question") from None
-            problem = _row_problem(rec, prev is not None, questions)
+            problem = row_problem(rec, prev is not None, questions)
             if problem:
                 raise ValueError(f"{where}: {problem[0]}: {problem[1]}")
             if prev is not None:
                 rec["prev_image"] = "packed"
             out.append(Example(rec, partial(_packed_frame, image["bytes"], prev and prev["bytes"], where), where))
     return out
-
-
-def _row_problem(rec: dict, has_prev: bool, questions: dict) -> tuple[str, str] | None:
-    """The first defect of a packed row as a record (``None`` when it has none), by the rules the
-    validator applies to a layout's records: the schema, then the label, target and question against
-    the row's own actions. A row of NaN targets would train a checkpoint of NaN weights."""
-    rid = rec.get("id")
-    probe = {**rec, "image": image_name(str(rid))}  # the frames are bytes here; the schema names paths
-    for key in JSON_TEXT & probe.keys() - {"question"}:  # the question is parsed already
-        try:
-            probe[key] = json.loads(probe[key]) if isinstance(probe[key], str) else probe[key]
-        except (ValueError, RecursionError):
-            return key, "is not JSON text"
-    if has_prev:
-        probe["prev_image"] = image_name(str(rid), ".png", "prev")
-    found: list = []
-    RECORD.check(probe, "", found)
-    if found:
-        return found[0]
-    actions = rec["actions"]
-    if rec["label"] >= len(actions):
-        return "label", f"{rec['label']} is not an index into the {len(actions)} actions"
-    if "target" in rec and len(rec["target"]) != len(actions):
-        return "target", f"has {len(rec['target'])} entries for {len(actions)} actions"
-    asked = (rec["game"], tuple(actions))
-    if asked not in questions:
-        questions[asked] = [game_question(rec["game"], actions, p)["action"] for p in PLATFORMS]
-    if rec["question"] not in questions[asked]:
-        return "question", "is not the question atari-data asks for this game and these actions"
-    return None
 
 
 def _decode(data: bytes, where: str) -> np.ndarray:

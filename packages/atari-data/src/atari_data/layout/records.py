@@ -7,12 +7,13 @@ The writer builds records with it and the validator checks them with it, so both
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from atari_data.schema import IMAGE_SUFFIXES, RECORD, Defect, image_suffix
-from atari_data.schema.questions import game_question
+from atari_data.schema import IMAGE_SUFFIXES, JSON_TEXT, RECORD, Defect, image_suffix
+from atari_data.schema.questions import PLATFORMS, game_question
 
 TARGET_TOLERANCE = 1e-4
 
@@ -152,3 +153,36 @@ def check_target(target: list, n: int, out: list[Defect]) -> None:
     total = math.fsum(target)
     if abs(total - 1.0) > TARGET_TOLERANCE:
         out.append(("target", f"sums to {total:.6g}, expected 1 (tolerance {TARGET_TOLERANCE:g})"))
+
+
+def row_problem(rec: dict, has_prev: bool, questions: dict) -> tuple[str, str] | None:
+    """The first defect of a packed row as a record, as (field, message), or ``None``: by the rules the
+    validator applies to a layout's records, without the game's meta.json (a row carries its
+    actions): the schema, then the label, target and question against the row's own actions. The
+    row's frames are bytes, left out; ``has_prev`` says whether it had a previous one. JSON text
+    fields may be parsed already. ``questions`` caches the questions asked, across rows. A row of
+    NaN targets would train a checkpoint of NaN weights."""
+    rid = rec.get("id")
+    probe = {**rec, "image": image_name(str(rid))}  # the frames are bytes here; the schema names paths
+    for key in JSON_TEXT & probe.keys() - {"question"}:  # the question is parsed already
+        try:
+            probe[key] = json.loads(probe[key]) if isinstance(probe[key], str) else probe[key]
+        except (ValueError, RecursionError):
+            return key, "is not JSON text"
+    if has_prev:
+        probe["prev_image"] = image_name(str(rid), ".png", "prev")
+    found: list = []
+    RECORD.check(probe, "", found)
+    if found:
+        return found[0]
+    actions = rec["actions"]
+    if rec["label"] >= len(actions):
+        return "label", f"{rec['label']} is not an index into the {len(actions)} actions"
+    if "target" in rec and len(rec["target"]) != len(actions):
+        return "target", f"has {len(rec['target'])} entries for {len(actions)} actions"
+    asked = (rec["game"], tuple(actions))
+    if asked not in questions:
+        questions[asked] = [game_question(rec["game"], actions, p)["action"] for p in PLATFORMS]
+    if rec["question"] not in questions[asked]:
+        return "question", "is not the question atari-data asks for this game and these actions"
+    return None
