@@ -290,9 +290,10 @@ def test_a_second_publish_leaves_the_hub_holding_what_the_folder_holds(hub, pack
     assert first.returncode == 0, first.stderr[-2000:]
     repo = "datasets/laya/again"
     main_head = hub.store.repos[repo]["branches"]["main"]
-    # The user's own file beside the dataset, put there on the Hub: not the publisher's to remove.
-    notes = hub.store.put_blob(b"my notes")
-    hub.store.commit(repo, "main", {"NOTES.md": (notes, 8, False)}, [])
+    # The user's own files beside the dataset, put there on the Hub (the real Hub starts a repo with
+    # .gitattributes): not the publisher's to remove, nor doctor's to refuse.
+    notes, lfs = hub.store.put_blob(b"my notes"), hub.store.put_blob(b"*.parquet filter=lfs\n")
+    hub.store.commit(repo, "main", {"NOTES.md": (notes, 8, False), ".gitattributes": (lfs, 21, False)}, [])
     other = tmp_path / "other"
     pack(PackConfig(root=str(layout_master), out=str(other), shard_size=40_000))
     local = sorted(str(p.relative_to(other)) for p in other.rglob("*") if p.is_file())
@@ -301,7 +302,9 @@ def test_a_second_publish_leaves_the_hub_holding_what_the_folder_holds(hub, pack
     again = _run(hub, "-m", "atari_data.cli", "publish", str(other), "--repo", "laya/again")
     assert again.returncode == 0, again.stderr[-2000:]
     head = hub.store.repos[repo]["branches"]["main"]
-    assert sorted(hub.store.files(repo, head)) == sorted([*local, "NOTES.md"])
+    assert sorted(hub.store.files(repo, head)) == sorted([*local, ".gitattributes", "NOTES.md"])
+    doctor = _run(hub, "-m", "atari_data.cli", "doctor", "laya/again", cache="doctor")
+    assert doctor.returncode == 0 and "healthy" in doctor.stdout, doctor.stdout[-2000:] + doctor.stderr[-2000:]
     read = _run(hub, "-c", READ_BACK, "laya/again", "expert2f", cache="again")
     assert read.returncode == 0, read.stderr[-3000:]
     got = json.loads(read.stdout.strip().splitlines()[-1])

@@ -112,11 +112,13 @@ class Doctor:
                     f"configs.{name}",
                     f"is not among the files of config {source!r} (a game config reads a subset of its source's)",
                 )
-        for p in sorted((self.folder / repo.DATA).rglob("*")) if (self.folder / repo.DATA).exists() else []:
-            if p.is_file() and p not in claimed:
-                self.defect(p, "(file)", "belongs to no config in the card")
-        for path, fld, msg in repo.unexpected(self.folder, links=False):  # what publish would refuse to upload
+        strays = repo.unexpected(self.folder, local=False)  # what publish would refuse to upload
+        for path, fld, msg in strays:
             self.defect(path, fld, msg)
+        named = {path for path, _, _ in strays}
+        for p in sorted((self.folder / repo.DATA).rglob("*")) if (self.folder / repo.DATA).exists() else []:
+            if p.is_file() and p not in claimed and p not in named:
+                self.defect(p, "(file)", "belongs to no config in the card")
         self._orphan_metas()
         self._limits()
         return self

@@ -189,18 +189,24 @@ def _contract() -> re.Pattern:
     return re.compile("(?:" + "|".join(paths) + r")\Z")
 
 
-def unexpected(folder: Path, links: bool = True) -> list[tuple[Path, str, str]]:
-    """Whatever in ``folder`` this contract does not describe, at any depth: files of any other path
-    (the card and the shards, metas, schemas and replay files above, by the names they are written
-    under), and with ``links`` symlinks (a link would upload what it points to; a Hub snapshot is
-    links into its blobs)."""
+def unexpected(folder: Path, local: bool = True) -> list[tuple[Path, str, str]]:
+    """Whatever in ``folder`` this contract does not describe: in the contract's folders, any file of
+    another path than the shards, metas, schemas and replay files above, by the names they are
+    written under. ``local`` (a folder to publish) also refuses any other top-level file, and
+    symlinks (a link would upload what it points to); a Hub snapshot is links into its blobs, and
+    its repository may hold the owner's files beside the dataset (``.gitattributes``, ``NOTES.md``)."""
     out = []
     contract = _contract()
     for p in sorted(folder.rglob("*")):
-        if links and p.is_symlink():
+        rel = p.relative_to(folder)
+        if local and p.is_symlink():
             out.append((p, "(file)", "is a symlink"))
-        elif not p.is_dir() and not contract.match(p.relative_to(folder).as_posix()):
+        elif p.is_dir() or contract.match(rel.as_posix()) or (not local and rel.parts[0] not in FOLDERS):
+            continue
+        elif len(rel.parts) == 1:
             out.append((p, "(file)", f"is not part of a packed repository ({', '.join(sorted((CARD, *FOLDERS)))})"))
+        else:
+            out.append((p, "(file)", f"is not part of a packed repository: no file of this name under {rel.parts[0]}/"))
     return out
 
 
