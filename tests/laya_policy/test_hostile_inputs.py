@@ -323,7 +323,12 @@ def test_a_folder_of_a_checkpoints_name_that_is_not_one_is_never_replaced(data, 
 @pytest.mark.parametrize("restart", [False, True], ids=["fresh", "restart"])
 @pytest.mark.parametrize(
     "name,text",
-    [("log.jsonl", "2026-12-01 my experiment notes\n"), ("summary.json", '{"mine": true}\n'), ("log.jsonl", "[1]\n")],
+    [
+        ("log.jsonl", "2026-12-01 my experiment notes\n"),
+        ("log.jsonl", "my notes, no newline"),
+        ("summary.json", '{"mine": true}\n'),
+        ("log.jsonl", "[1]\n"),
+    ],
 )
 def test_a_log_or_summary_that_no_run_wrote_is_never_replaced(data, tmp_path, name, text, restart):
     """A fresh run (and --restart) into a folder holding someone's log.jsonl deleted it, and the
@@ -338,13 +343,18 @@ def test_a_log_or_summary_that_no_run_wrote_is_never_replaced(data, tmp_path, na
 
 
 def test_a_run_restarted_replaces_its_own_log_and_summary(data, tmp_path):
-    """What the refusal above must not catch: a run's own files, as it wrote them."""
+    """What the refusal above must not catch: a run's own files, as it wrote them, and a log whose
+    last line was cut short (a kill or a full disk mid-append), which its resume rewrites."""
     out = tmp_path / "run"
     argv = ["train", "--data", str(data), "--out", str(out), *TRAIN]
     assert main(argv) == 0
     (out / "state.pt").unlink()  # as a run killed before its first state save leaves it
     assert main(argv) == 0 and main([*argv, "--restart"]) == 0
     assert len((out / "log.jsonl").read_text().splitlines()) == 1
+    with open(out / "log.jsonl", "a") as f:
+        f.write('{"step": 3, "minutes": 0.01, "ga')
+    assert main(argv) == 0, "resumed: the state knows its log"
+    assert [json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()] == [1]
 
 
 def test_an_out_reached_through_a_link_and_dotdot_is_the_folder_the_kernel_writes(data, tmp_path):

@@ -749,7 +749,7 @@ def resume(s: Setup, out: Path) -> dict | None:
 
 #: The files a run replaces (a fresh run deletes its log; every run writes its summary at the end),
 #: with keys each JSON object in them has: what tells a run's own from someone else's of that name.
-RUN_FILES = {"log.jsonl": ("step", "games"), "summary.json": ("steps", "planned_steps")}
+RUN_FILES = {"log.jsonl": ("step", "games"), "summary.json": ("steps", "minutes")}
 RUN_FILE_CAP = 64 * 2**20  # far above any run's: an evaluation line is a few hundred bytes a game
 
 
@@ -761,9 +761,13 @@ def written_by_a_run(path: Path) -> None:
     keys = RUN_FILES[path.name]
     try:
         text = files.read_capped(path, RUN_FILE_CAP).decode("utf-8")
-        lines = [text] if path.suffix == ".json" else [line for line in text.splitlines() if line.strip()]
-        objects = [json.loads(line) for line in lines]
+        if path.suffix == ".json":
+            lines, cut = [text], ""
+        else:  # a last line without its newline was cut short by a kill or a full disk: a resume rewrites it
+            *lines, cut = text.split("\n")
+        objects = [json.loads(line) for line in lines if line.strip()]
         ours = all(isinstance(o, dict) and all(k in o for k in keys) for o in objects)
+        ours = ours and (not cut or cut.startswith('{"step": '))  # as json.dumps of an evaluation begins
     except (OSError, ValueError, files.Refused):  # unreadable, too large, not UTF-8 or not JSON
         ours = False
     if not ours:
