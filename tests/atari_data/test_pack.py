@@ -434,6 +434,10 @@ def _image_bytes(fmt, size=(160, 210), **options):
         (lambda r: [p.unlink() for p in (r / "data" / "expert" / "Pong").glob("train-*.parquet")], "matches no file"),
         (
             lambda r: (r / "data" / "expert2f" / "Breakout" / "extra.parquet").write_bytes(b"junk"),
+            "no file of this name under data/",
+        ),
+        (
+            lambda r: shutil.copytree(r / "data" / "expert", r / "data" / "other"),  # named as a shard, of no config
             "belongs to no config",
         ),
         (

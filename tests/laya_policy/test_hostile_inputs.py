@@ -846,6 +846,9 @@ def test_a_game_replaced_while_training_reads_it_is_refused(data, tmp_path):
     examples = load_examples(str(root), "train")
     assert examples[0].frames(2)[1].shape == (210, 160, 3)
     game = next(root.glob("*/Pong"))
+    os.chmod(game, 0o775)  # what is not a swap: a mode changed (chmod -R), a file added beside the game's
+    (game / "notes.txt").write_text("mine")
+    assert examples[2].frames(2)[1].shape == (210, 160, 3)
     shutil.copytree(game, game.with_name(".Pong.new"))
     os.rename(game, game.with_name(".Pong.old"))  # generate --force's swap: the new folder takes the name
     os.rename(game.with_name(".Pong.new"), game)

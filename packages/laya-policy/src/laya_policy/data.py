@@ -89,7 +89,7 @@ def _layout_examples(root, split, sources, games) -> list[Example]:
     still have been edited by hand): a defect is one AtariDataError naming file, line and field."""
     out = []
     for g in list_games(root, sources, games):
-        was = g.identity()  # before its records are read: a game swapped in later is caught at its frames
+        pin = g.pin()  # before its records are read: a game swapped in later is caught at its frames
         meta = g.meta()
         try:
             rules = GameRules(g.source, g.game, tuple(meta["actions"]), meta["frames"], meta.get("platform", "ale"))
@@ -102,19 +102,19 @@ def _layout_examples(root, split, sources, games) -> list[Example]:
             if defects:
                 field, msg = defects[0]
                 raise AtariDataError(msg, file=str(g.split_file(split)), line=n, field=field)
-            out.append(Example(rec, partial(_layout_frame, g, was, rec), (str(g.path), rec["image"])))
+            out.append(Example(rec, partial(_layout_frame, g, pin, rec), (str(g.path), rec["image"])))
     return out
 
 
-def _layout_frame(g, was: tuple, rec: dict, prev: bool) -> np.ndarray:
+def _layout_frame(g, pin, rec: dict, prev: bool) -> np.ndarray:
     """A frame of the game folder the records were read from: one swapped in since (generate --force)
     would pair these labels with its frames."""
     try:
         frame = g.frame(rec, prev=prev)
     except (AtariDataError, OSError):
-        g.unchanged(was, "train")  # a frame gone with the old folder says why
+        pin.unchanged("train")  # a frame gone with the old folder says why
         raise
-    g.unchanged(was, "train")
+    pin.unchanged("train")
     return frame
 
 

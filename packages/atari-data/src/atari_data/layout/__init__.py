@@ -57,27 +57,10 @@ class GameDir:
     def split_file(self, split: str) -> Path:
         return self.path / f"{split}.jsonl"
 
-    def identity(self) -> tuple[int, int, int]:
-        """The folder as it stands: device, inode and change time. generate and import swap a finished
-        game in as a new folder, and a file system may give it the inode of one deleted before, so the
-        time tells them apart. Readers take no lock (a read-only layout reads): one that reads a game
-        over time compares this before and after. OSError when the game is gone (mid-swap)."""
-        st = os.stat(self.path)
-        return st.st_dev, st.st_ino, st.st_ctime_ns
-
-    def unchanged(self, was: tuple[int, int, int], reader: str) -> None:
-        """Refuse to go on when the folder is no longer the one whose :meth:`identity` was ``was``."""
-        try:
-            same = self.identity() == was
-        except OSError:
-            same = False
-        if not same:
-            raise AtariDataError(
-                f"was replaced while it was read (a generate, import or dagger --force of it?); {reader} "
-                "again once that has finished",
-                file=str(self.path),
-                field="(folder)",
-            )
+    def pin(self) -> FolderPin:
+        """The folder as it stands now, held open: see :class:`FolderPin`. OSError when the game is gone
+        (mid-swap)."""
+        return FolderPin(self.path)
 
     def meta(self) -> dict:
         return read_json(self.path / META, follow=self.follow)
@@ -99,6 +82,45 @@ class GameDir:
             return decode_png(data, formats_of(path.name))  # as its name says
         except (OSError, ValueError, zlib.error) as e:
             raise AtariDataError(f"cannot read frame ({e})", file=str(path), field="image") from None
+
+
+class FolderPin:
+    """A game folder held open by a descriptor, to tell whether its path still names it. generate and
+    import swap a finished game in as a new folder; readers take no lock (a read-only layout reads),
+    so one that reads a game over time pins it first and checks before trusting what it read. The
+    open folder keeps its inode, so no later folder can be given the same one, and a mode changed or
+    a file added (which change a folder's ctime) is not taken for a swap."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        st = os.fstat(self._fd)
+        self._id = st.st_dev, st.st_ino
+
+    def same(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except OSError:  # gone, mid-swap
+            return False
+        return (st.st_dev, st.st_ino) == self._id
+
+    def unchanged(self, reader: str) -> None:
+        """Refuse to go on when the path no longer names the pinned folder."""
+        if not self.same():
+            raise AtariDataError(
+                f"was replaced while it was read (a generate, import or dagger --force of it?); {reader} "
+                "again once that has finished",
+                file=str(self.path),
+                field="(folder)",
+            )
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self):
+        self.close()
 
 
 def safe_join(base: Path, rel: str, field: str = "image") -> Path:

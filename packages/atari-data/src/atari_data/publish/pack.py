@@ -337,9 +337,9 @@ def pack(cfg: PackConfig) -> dict:
 
 
 def _fingerprints(games: list[GameDir]) -> dict[Path, tuple]:
-    """Each game folder as it stands (:meth:`GameDir.identity`) and its meta.json's bytes."""
+    """Each game folder pinned as it stands (:meth:`GameDir.pin`) and its meta.json's bytes."""
     try:
-        return {g.path: (g.identity(), read_file(g.path / META)) for g in games}
+        return {g.path: (g.pin(), read_file(g.path / META)) for g in games}
     except OSError as e:  # a game mid-swap, between generate's two renames
         raise AtariDataError(
             f"is being replaced ({e.strerror}); pack once that has finished", file=str(e.filename)
@@ -347,12 +347,12 @@ def _fingerprints(games: list[GameDir]) -> dict[Path, tuple]:
 
 
 def _unchanged(games: list[GameDir], before: dict[Path, tuple]) -> None:
-    try:
-        now = _fingerprints(games)
-    except AtariDataError:  # a game gone mid-swap
-        now = {}
-    for path, was in before.items():
-        if now.get(path) != was:
+    for path, (pin, meta) in before.items():
+        try:
+            same = pin.same() and read_file(path / META) == meta
+        except (AtariDataError, OSError):  # a game gone mid-swap
+            same = False
+        if not same:
             raise AtariDataError(
                 "was replaced while it was packed (a generate or import --force of it?); pack it again once "
                 "that has finished",
