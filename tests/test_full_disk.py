@@ -58,42 +58,12 @@ def test_generate_and_pack_on_a_full_disk_say_so_on_one_line(tmp_path, pong_data
 
 
 def test_the_judge_and_training_on_a_full_disk_say_so_on_one_line(tmp_path, pong_data):
-    out = tmp_path / "r.json"
-    done = _run(
-        "laya_eval.cli",
-        "run",
-        "--policy",
-        "random",
-        "--games",
-        "Pong",
-        "--episodes",
-        1,
-        "--cap",
-        50,
-        "--random-episodes",
-        0,
-        "--out",
-        out,
-        limit=2 << 10,
-    )
-    _one_line(done, "r.json")
-    done = _run(
-        "laya_policy.cli",
-        "train",
-        "--data",
-        pong_data,
-        "--out",
-        tmp_path / "run",
-        "--steps",
-        1,
-        "--batch",
-        2,
-        "--image-size",
-        64,
-        "--evals",
-        1,
-    )
-    _one_line(done)
+    judge = ["run", "--policy", "random", "--games", "Pong", "--episodes", 1, "--cap", 50, "--random-episodes", 0]
+    _one_line(_run("laya_eval.cli", *judge, "--out", tmp_path / "r.json", limit=2 << 10), "r.json")
+    train = ["train", "--data", pong_data, "--steps", 1, "--batch", 2, "--image-size", 64, "--evals", 1]
+    _one_line(_run("laya_policy.cli", *train, "--out", tmp_path / "run"), "best")
+    # room for a checkpoint's files, not for state.pt (the weights and the optimiser's two moments)
+    _one_line(_run("laya_policy.cli", *train, "--out", tmp_path / "run2", limit=3 << 20), "state.pt")
 
 
 def test_a_lock_whose_file_cannot_be_removed_is_still_released(tmp_path):

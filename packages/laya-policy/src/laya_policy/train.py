@@ -16,6 +16,7 @@ validation NLL; ``final/`` the last one, calibrated.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -607,7 +608,12 @@ def save_state(s: Setup, out: Path, done: dict) -> float:
     # RuntimeError traceback, exit 1, where a stop ends on one line)
     with signals_held(), staged(out / ".state.pt.tmp") as tmp:
         with fresh_file(tmp) as f:  # a link planted there is replaced, not written through
-            torch.save(state, f)
+            try:
+                torch.save(state, f)
+            except (OSError, RuntimeError) as e:  # a full disk: torch's zip writer raises its own over the OSError
+                first = e if isinstance(e, OSError) else e.__context__
+                why = first.strerror if isinstance(first, OSError) and first.strerror else cause(e, 120)
+                raise OSError(errno.EIO, f"cannot be written ({why})", str(out / "state.pt")) from None
         os.replace(tmp, out / "state.pt")
     return time.monotonic() - t
 
