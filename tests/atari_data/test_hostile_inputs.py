@@ -1070,3 +1070,67 @@ def test_the_torch_dataset_refuses_a_row_doctor_refuses(packed_master, tmp_path,
     ds = AtariDataset(repo, f"{source}-Pong", split="validation")
     with pytest.raises(AtariDataError, match=rf"row 0 .*: {field}: "):
         ds[0]
+
+
+def _rewritten(repo: Path, source: str, change) -> None:
+    import pyarrow.parquet as pq
+
+    for shard in sorted((repo / "data" / source / "Pong").glob("validation-*.parquet")):
+        pq.write_table(change(pq.read_table(shard)), shard)
+
+
+def _large(table):
+    import pyarrow as pa
+
+    kinds = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
+
+    def bigger(t):
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, bigger(f.type)) for f in t])
+        if pa.types.is_list(t):
+            return pa.large_list(bigger(t.value_type))
+        return kinds.get(t, t)
+
+    return table.cast(pa.schema([pa.field(f.name, bigger(f.type)) for f in table.schema]))
+
+
+OTHER_WRITERS = {
+    "columns in another order": lambda t: t.select(list(reversed(t.column_names))),
+    "large types (polars)": _large,
+    "a label of int32": lambda t: t.set_column(t.schema.get_field_index("label"), "label", t["label"].cast("int32")),
+    "a dictionary-encoded game": lambda t: t.set_column(
+        t.schema.get_field_index("game"), "game", t["game"].dictionary_encode()
+    ),
+}
+
+
+@pytest.mark.parametrize("case", OTHER_WRITERS)
+def test_a_parquet_file_another_tool_wrote_with_the_same_values_reads(packed_master, tmp_path, case):
+    """The column check took exact arrow types and order: polars' large types, another column order,
+    an int32 label or a dictionary-encoded string, all of which load_dataset reads, were refused."""
+    from atari_data.torch import AtariDataset
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    source = next((repo / "data").glob("*/Pong")).parent.name
+    _rewritten(repo, source, OTHER_WRITERS[case])
+    code, out, err = run_cli(main, ["doctor", repo])
+    assert code == 0, out + err
+    ds = AtariDataset(repo, f"{source}-Pong", split="validation")
+    assert all(ds[i]["image"].shape == (210, 160, 3) for i in range(len(ds)))
+
+
+def test_a_required_column_of_nulls_is_refused_by_every_reader(packed_master, tmp_path):
+    """A column of nulls fitted any type: parquet_rows gave label None where doctor refused."""
+    import pyarrow as pa
+
+    from atari_data.errors import AtariDataError
+    from atari_data.publish.parquet_rows import rows
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    source = next((repo / "data").glob("*/Pong")).parent.name
+    nulls = lambda t: t.set_column(t.schema.get_field_index("label"), "label", pa.nulls(t.num_rows))  # noqa: E731
+    _rewritten(repo, source, nulls)
+    with pytest.raises(AtariDataError, match="label"):
+        list(rows(repo, f"{source}-Pong", "validation"))

@@ -230,41 +230,57 @@ def _rows(path: Path) -> int:
 
 def checked_rows(path: Path) -> int:
     """The rows of a packed Parquet file, once it decodes within the limits (:func:`atari_data.parquet.check`)
-    and its columns are a record row's as pack writes them (the HF features, one or two frames). A
-    reader that takes its columns as they are (``load_dataset("parquet")`` without features,
-    :mod:`~atari_data.publish.parquet_rows`) would otherwise give a label stored as text as text."""
+    and its columns hold a record row's values (one or two frames; any order, the width or encoding
+    another tool writes them in). A reader that takes columns as they are (``load_dataset("parquet")``
+    without features, :mod:`~atari_data.publish.parquet_rows`) would otherwise give a label stored as
+    text as text."""
     import pyarrow.parquet as pq
 
     rows = parquet.check(path)
     found = pq.ParquetFile(path).schema_arrow
-    wanted = [hf_features(frames).arrow_schema for frames in (2, 1)]
-    if not any(found.names == w.names and all(map(_fits, found.types, w.types)) for w in wanted):
-        names = {f.name: f for f in wanted[0]}
-        bad = next((f for f in found if f.name not in names or not _fits(f.type, names[f.name].type)), None)
-        what = (
-            f"column {bad.name!r} is {bad.type}, where a record row's is "
-            f"{names[bad.name].type if bad.name in names else 'absent'}"
-            if bad is not None
-            else f"its columns are {found.names}, where a record row's are {wanted[0].names} (or without prev_image)"
-        )
-        raise AtariDataError(what, file=str(path), field=bad.name if bad is not None else "(columns)")
+    required = {f.name for f in RECORD.fields if f.required}
+    wanted = hf_features(2 if "prev_image" in found.names else 1).arrow_schema
+    for name in wanted.names:
+        if name not in found.names and name in required:
+            raise AtariDataError(f"has no column {name!r}", file=str(path), field=name)
+    for f in found:
+        if f.name not in wanted.names:
+            raise AtariDataError("is not a column of a record row", file=str(path), field=f.name)
+        want = wanted.field(f.name).type
+        if not _fits(f.type, want, f.name in required):
+            raise AtariDataError(
+                f"column {f.name!r} is {f.type}, where a record row's is {want}", file=str(path), field=f.name
+            )
     return rows
 
 
-def _fits(found, wanted) -> bool:
-    """Whether a column of arrow type ``found`` holds what one of type ``wanted`` would: the same type,
-    or nulls only where it has a type of its own (pyarrow writes a column of None as ``null``)."""
+def _fits(found, wanted, required: bool = False) -> bool:
+    """Whether a column of arrow type ``found`` holds values of type ``wanted``: the same kind of value
+    (any integer width, string or large string, a dictionary of them, lists and structs of such), or
+    nulls only, where the field may be left out (pyarrow writes a column of None as ``null``)."""
     import pyarrow as pa
 
-    if found.equals(wanted) or pa.types.is_null(found):
-        return True
-    if pa.types.is_struct(found) and pa.types.is_struct(wanted):
-        return [f.name for f in found] == [f.name for f in wanted] and all(
-            _fits(f.type, w.type) for f, w in zip(found, wanted, strict=True)
+    t = pa.types
+    if t.is_null(found):
+        return not required
+    if t.is_dictionary(found):
+        found = found.value_type
+    kinds = (t.is_integer, t.is_floating, t.is_boolean, t.is_string, t.is_large_string, t.is_binary, t.is_large_binary)
+    same = {t.is_string: t.is_large_string, t.is_binary: t.is_large_binary}
+    for kind in kinds:
+        if kind(wanted):
+            return kind(found) or (kind in same and same[kind](found))
+    if t.is_struct(wanted):
+        names = {f.name: f for f in found} if t.is_struct(found) else None
+        return (
+            names is not None
+            and set(names) == {f.name for f in wanted}
+            and all(_fits(names[f.name].type, f.type) for f in wanted)
         )
-    if pa.types.is_list(found) and pa.types.is_list(wanted):
-        return _fits(found.value_type, wanted.value_type)
-    return False
+    if t.is_list(wanted):
+        lists = t.is_list(found) or t.is_large_list(found) or t.is_fixed_size_list(found)
+        return lists and _fits(found.value_type, wanted.value_type)
+    return found.equals(wanted)
 
 
 def default_config(card: dict) -> str:
