@@ -87,3 +87,17 @@ def pong_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("pong")
     generate_game(GenerateConfig(root=str(root), train_frames=12, val_frames=4, baseline_episodes=0), "Pong")
     return root
+
+
+@pytest.mark.parametrize(
+    "module,argv",
+    [("laya_eval.cli", ["policies"]), ("atari_data.cli", ["games"]), ("laya_policy.cli", ["train", "--help"])],
+)
+def test_output_piped_into_a_reader_that_stops_ends_quietly(module, argv):
+    """``laya-eval policies | head -1``: the OSError handler said 'error: Broken pipe' and exit 2."""
+    r, w = os.pipe()
+    os.close(r)  # the reader has gone before the first line: every write is EPIPE
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", module, *argv], stdout=w, stderr=subprocess.PIPE, text=True, env=env)
+    os.close(w)
+    assert done.returncode == 0 and not done.stderr.strip(), (done.returncode, done.stderr[-2000:])

@@ -185,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     except EvalError as e:
         print(f"error: {e.render()}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
     except OSError as e:  # a full disk, a folder made read-only or removed mid-run: said, not a traceback
         print(f"error: {os_said(e)}", file=sys.stderr)
         return 2

@@ -194,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         how, code = stopped(e)
         print(f"{how}: run the same command again to resume", file=sys.stderr)
         return code
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
     except EXPECTED as e:
         print(f"error: {said(e)}", file=sys.stderr)
         return 2
