@@ -301,6 +301,8 @@ def test_a_second_publish_leaves_the_hub_holding_what_the_folder_holds(hub, pack
 
     again = _run(hub, "-m", "atari_data.cli", "publish", str(other), "--repo", "laya/again")
     assert again.returncode == 0, again.stderr[-2000:]
+    old = sorted({str(p.relative_to(packed)) for p in packed.rglob("*") if p.is_file()} - set(local))
+    assert f"deleted {len(old)} files" in again.stdout and old[0] in again.stdout, again.stdout  # said, not silent
     head = hub.store.repos[repo]["branches"]["main"]
     assert sorted(hub.store.files(repo, head)) == sorted([*local, ".gitattributes", "NOTES.md"])
     doctor = _run(hub, "-m", "atari_data.cli", "doctor", "laya/again", cache="doctor")

@@ -210,8 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="upload a packed repository to the Hugging Face Hub (resumable)",
         description="Check OUT (its card, `doctor`, no symlinks, nothing a packed repository does not "
         "hold), create the dataset repo if needed, upload the files the Hub does not hold yet in commits of "
-        "--commit-files files (the card last, with the deletion of the shards, metas and schemas the Hub holds "
-        "and OUT does not), and tag main's newest commit with the schema version (v1). An "
+        "--commit-files files (the card last, with the deletion of the shards, metas, schemas and replay files "
+        "the Hub holds and OUT does not, each named), and tag main's newest commit with the schema version (v1). An "
         "interrupted publish resumes when the same command runs again. The token comes from HF_TOKEN or "
         "`hf auth login` and is never printed.",
     )
@@ -473,7 +473,7 @@ def cmd_pack(a) -> int:
 def cmd_publish(a) -> int:
     from atari_data.publish.hub import publish
 
-    files = publish(
+    files, deleted = publish(
         a.out, a.repo, private=a.private, revision=a.revision, dry_run=a.dry_run, commit_files=a.commit_files
     )
     total = sum(size for _, size in files)
@@ -482,7 +482,9 @@ def cmd_publish(a) -> int:
             print(f"{size:>14,}  {name}")
         print(
             f"would upload {len(files)} files, {total:,} bytes, to dataset {a.repo}"
-            f"{' (private)' if a.private else ''}{f' branch {a.revision}' if a.revision else ''}"
+            f"{' (private)' if a.private else ''}{f' branch {a.revision}' if a.revision else ''}; files the "
+            "Hub holds under data/, webdataset/, meta/, schema/ or replay/ and this folder does not would be "
+            "deleted (a dry run does not ask the Hub which)"
         )
         print()
         from atari_data.publish.card import card_for
@@ -490,6 +492,9 @@ def cmd_publish(a) -> int:
         print(card_for(Path(a.out), a.repo).decode())
     else:
         print(f"uploaded {len(files)} files, {total:,} bytes, to https://huggingface.co/datasets/{a.repo}")
+        if deleted:
+            shown = ", ".join(deleted[:5]) + (", ..." if len(deleted) > 5 else "")
+            print(f"deleted {len(deleted)} files the folder no longer holds (an earlier pack's): {shown}")
     return 0
 
 

@@ -41,13 +41,14 @@ def publish(
     revision: str | None = None,
     dry_run: bool = False,
     commit_files: int = COMMIT_FILES,
-) -> list[tuple[str, int]]:
+) -> tuple[list[tuple[str, int]], list[str]]:
     """Check ``folder`` (its card, `doctor`, nothing the contract does not know, no symlinks), then
     upload to the dataset repo ``repo`` what it does not hold yet, in commits of
-    ``commit_files`` files with the card last (its examples loading ``repo``), and tag the
-    revision ``v<schema version>``.
-    Rerun after an interruption: it resumes. Returns the files and sizes that were (or, with
-    ``dry_run``, would be) uploaded."""
+    ``commit_files`` files with the card last (its examples loading ``repo``), and on main tag the
+    revision ``v<schema version>``. The card's commit also deletes what the Hub holds under the
+    contract's folders and ``folder`` does not. Rerun after an interruption: it resumes. Returns the files
+    and sizes that were (or, with ``dry_run``, would be) uploaded, and the files deleted (none in a
+    dry run, which does not ask the Hub)."""
     from atari_data.publish.doctor import Doctor
     from atari_data.schema import SCHEMA_VERSION
 
@@ -76,7 +77,7 @@ def publish(
         if p.is_file()
     )
     if dry_run:
-        return files
+        return files, []
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
     try:
@@ -124,7 +125,7 @@ def publish(
             f"cannot publish to the Hub ({type(e).__name__}: {why}); run the same command again to resume",
             field="--repo",
         ) from None
-    return todo
+    return todo, gone
 
 
 def _same(local: Path | bytes, remote) -> bool:
