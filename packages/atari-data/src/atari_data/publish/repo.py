@@ -41,10 +41,12 @@ MAX_FILE_BYTES = 5_000_000_000
 #: A Hub repository id, ORG/NAME (what the card's examples may name).
 HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
-#: A branch name publish may commit to (``--revision``): git's rules for a ref name, narrowed to
-#: plain parts (no ``..``, no part starting with a dot or ending in ``.lock``, no full ``refs/`` name).
+#: A branch name publish may commit to (``--revision``): plain parts joined by ``/``, narrower than
+#: git's rules for a ref name (no ``..``, no part starting with a dot or ending in ``.`` or ``.lock``,
+#: not ``HEAD``, not a full ``refs/`` name, not 40 hex digits, which read as a commit).
 BRANCH_RE = re.compile(
-    r"(?!refs/)(?!.*\.\.)(?!.*\.lock(?:/|\Z))[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)*\Z"
+    r"(?!refs/)(?!HEAD\Z)(?![0-9a-fA-F]{40}\Z)(?!.*\.\.)(?!.*\.lock(?:/|\Z))(?!.*\.(?:/|\Z))"
+    r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)*\Z"
 )
 
 #: Melting Pot games re-sharded from LMDB (``pack-lmdb``): their shards' source, and what a game may be called.
