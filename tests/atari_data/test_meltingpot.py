@@ -110,6 +110,16 @@ def test_pack_lmdb_then_doctor(src, tmp_path, capsys):
     assert any("says 4, the shards hold 3" in d.render() for d in Doctor(out).run().defects)
 
 
+def test_a_game_name_with_a_dot_is_refused_before_it_is_packed(tmp_path, capsys):
+    """WebDataset keys end at a member name's first dot: a game 'a.b' packed, then doctor found its
+    samples stray and its shards empty (from an outside review)."""
+    write_lmdb(tmp_path / "src" / "a.b", [clip(np.random.default_rng(0))])
+    assert main(["pack-lmdb", str(tmp_path / "src"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'a.b' is not a game folder name" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_pack_lmdb_bad_source_is_a_one_line_error(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["pack-lmdb", str(tmp_path / "empty"), str(tmp_path / "out")]) == 2

@@ -464,7 +464,7 @@ def cmd_pack(a) -> int:
         for split, s in conf["splits"].items():
             print(
                 f"{source}/{split}: {counted(s['records'], 'record')} of {counted(len(conf['games']), 'game')}, "
-                f"{len(s['parquet'])} parquet and {len(s['webdataset'])} webdataset shards"
+                f"{counted(len(s['parquet']), 'parquet shard')} and {counted(len(s['webdataset']), 'webdataset shard')}"
             )
     print(f"packed into {a.out}; check it with `atari-data doctor {a.out}`")
     return 0

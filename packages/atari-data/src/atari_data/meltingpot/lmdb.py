@@ -301,9 +301,6 @@ def _npy(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-#: The source folder of Melting Pot clips in a packed repository (one config per game).
-
-
 def pack_lmdb(
     src: str | Path, out: str | Path, rows_per_shard: int = 500, name: str = "meltingpot", force: bool = False
 ) -> dict:
@@ -329,7 +326,7 @@ def pack_lmdb(
     for game in games:
         if not repo.LMDB_GAME_RE.match(game):  # it names shards, a config and a card line
             raise AtariDataError(
-                f"{game!r} is not a game folder name (a letter or digit, then up to 99 of them and '_.-')",
+                f"{game!r} is not a game folder name (a letter or digit, then up to 99 of them and '_-')",
                 file=str(src / game),
             )
     repo.check_target(src, out, force, "source")

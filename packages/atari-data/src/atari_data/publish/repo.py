@@ -49,9 +49,10 @@ BRANCH_RE = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)*\Z"
 )
 
-#: Melting Pot games re-sharded from LMDB (``pack-lmdb``): their shards' source, and what a game may be called.
+#: Melting Pot games re-sharded from LMDB (``pack-lmdb``): the source their shards are under (one
+#: config per game), and what a game may be called.
 LMDB_SOURCE = "meltingpot"
-LMDB_GAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
+LMDB_GAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}\Z")  # no dot: a sample's key ends at its first
 
 #: A folder name that stays inside the repository.
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
