@@ -26,7 +26,7 @@ from atari_data.publish.pack import PackConfig
 from atari_data.publish.teardown import release_arrow_threads
 from laya_protocol import seeds
 from laya_protocol.config import add_options, add_version, csv, from_args
-from laya_protocol.errors import os_said, stopped, terminations_raised
+from laya_protocol.errors import os_error_exit, stopped, terminations_raised
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 from laya_protocol.wording import counted
 
@@ -657,12 +657,8 @@ def main(argv: list[str] | None = None) -> int:
         how, code = stopped(e)
         print(f"{how}; rerun the same command to {AGAIN.get(args.command, 'redo unfinished games')}", file=sys.stderr)
         return code
-    except BrokenPipeError:  # output piped into `head` and the like
-        sys.stderr.close()
-        return 0
-    except OSError as e:  # a full disk, a folder made read-only or removed mid-run: said, not a traceback
-        print(f"error: {os_said(e)}", file=sys.stderr)
-        return 2
+    except OSError as e:
+        return os_error_exit(e)
     finally:
         release_arrow_threads()
 

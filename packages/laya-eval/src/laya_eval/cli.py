@@ -14,7 +14,7 @@ from laya_eval.evaluate import RunConfig
 from laya_eval.jsonfile import json_flag
 from laya_eval.stats import BOOTSTRAPS
 from laya_protocol.config import add_options, add_version, from_args
-from laya_protocol.errors import os_said, stopped, terminations_raised
+from laya_protocol.errors import os_error_exit, stopped, terminations_raised
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 from laya_protocol.seeds import EVAL_SEED_BASE
 
@@ -185,12 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     except EvalError as e:
         print(f"error: {e.render()}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # output piped into `head` and the like
-        sys.stderr.close()
-        return 0
-    except OSError as e:  # a full disk, a folder made read-only or removed mid-run: said, not a traceback
-        print(f"error: {os_said(e)}", file=sys.stderr)
-        return 2
+    except OSError as e:
+        return os_error_exit(e)
     except KeyboardInterrupt as e:
         how, code = stopped(e)
         print(f"{how}; the same command again resumes from the results file", file=sys.stderr)

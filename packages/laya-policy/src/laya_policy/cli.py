@@ -9,7 +9,7 @@ import sys
 from atari_data.publish.teardown import release_arrow_threads
 from laya_policy.errors import EXPECTED, GroupFailed, said
 from laya_protocol.config import add_options, add_version, from_args
-from laya_protocol.errors import stopped, terminations_raised
+from laya_protocol.errors import os_error_exit, stopped, terminations_raised
 from laya_protocol.seeds import EVAL_SEED_BASE
 
 
@@ -194,9 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         how, code = stopped(e)
         print(f"{how}: run the same command again to resume", file=sys.stderr)
         return code
-    except BrokenPipeError:  # output piped into `head` and the like
-        sys.stderr.close()
-        return 0
+    except OSError as e:
+        return os_error_exit(e)
     except EXPECTED as e:
         print(f"error: {said(e)}", file=sys.stderr)
         return 2

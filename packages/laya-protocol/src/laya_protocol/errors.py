@@ -30,6 +30,19 @@ def os_said(e: OSError) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\r", "\\r").replace("\n", "\\n")
 
 
+def os_error_exit(e: OSError) -> int:
+    """How a command ends on an OSError, and the exit code: output piped into a reader that stopped
+    (``| head``) quietly, 0; anything else (a full disk, a folder made read-only or removed mid-run)
+    on one line naming the file, 2, never a traceback."""
+    import sys
+
+    if isinstance(e, BrokenPipeError):
+        sys.stderr.close()  # nothing more to say, and Python's flush at exit would say it failed
+        return 0
+    print(f"error: {os_said(e)}", file=sys.stderr)
+    return 2
+
+
 def cause(e: BaseException, width: int = 200) -> str:
     """``e`` for a one-line error: its type and the first line of its message, at most ``width``
     characters. A pickle refused by ``torch.load(weights_only=True)`` is named for what it is: torch's
