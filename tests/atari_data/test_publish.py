@@ -269,9 +269,10 @@ def test_publish_refuses_a_file_of_no_packed_repository_at_any_depth(packed, tmp
     assert named in err and err.count("\n") == 1 and err.startswith("error: "), err
 
 
-@pytest.mark.parametrize(
-    "revision", ["../x", "a b", "x\ny", "-f", "refs/heads/main", "a..b", "v1.lock", "x.", "a/b.", "HEAD", "v1", "0" * 40]
-)
+REVISIONS = ["../x", "a b", "x\ny", "-f", "refs/heads/main", "a..b", "v1.lock", "x.", "a/b.", "HEAD", "v1", "0" * 40]
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
 def test_publish_refuses_a_revision_that_is_no_branch_name(packed, capsys, revision):
     """--revision went to the Hub as given: '../x' or a name with a newline."""
     from atari_data.cli import main
