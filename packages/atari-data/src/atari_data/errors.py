@@ -6,6 +6,8 @@ person can jump straight to it; the CLI prints that line and exits 2.
 
 from __future__ import annotations
 
+from laya_protocol.errors import one_line
+
 
 class AtariDataError(Exception):
     """Bad input to atari-data: a file, a record or a field that is not as expected."""
@@ -21,8 +23,4 @@ class AtariDataError(Exception):
         where = ""
         if self.file is not None:
             where = str(self.file) + (f":{self.line}" if self.line is not None else "") + ": "
-        text = f"{where}{self.field + ': ' if self.field else ''}{self.message.strip()}"
-        # One line whatever it quotes: a library's message ending in a newline, a file name holding one;
-        # printable on any stream: a file name's undecodable bytes (surrogates) as escapes.
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-        return text.replace("\r", "\\r").replace("\n", "\\n")
+        return one_line(f"{where}{self.field + ': ' if self.field else ''}{self.message.strip()}")

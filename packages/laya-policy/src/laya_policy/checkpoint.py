@@ -16,7 +16,6 @@ A config without the preprocessing keys means 512 through the processor, and a C
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -84,7 +83,9 @@ def save_checkpoint(
     if it is a checkpoint (or a link, removed itself): a folder of a user's, named best, is not."""
     path = Path(path)
     replaceable(path)
-    with staged(path.with_name(f".{path.name}.tmp")) as tmp, _written(path):
+    from safetensors import SafetensorError  # how safetensors reports a failed write (a full disk)
+
+    with staged(path.with_name(f".{path.name}.tmp")) as tmp, writing(path, foreign=(SafetensorError,)):
         remove(tmp)  # a link there is removed itself, never followed
         tmp.mkdir(parents=True)
         if isinstance(policy, NatureCNN):
@@ -107,19 +108,6 @@ def save_checkpoint(
         remove(path)
         os.replace(tmp, path)
     return path
-
-
-@contextmanager
-def _written(path: Path) -> Iterator[None]:
-    """safetensors reports a failed write (a full disk) as its own error, naming no file: an OSError
-    naming the checkpoint instead."""
-    from safetensors import SafetensorError
-
-    try:
-        with writing(path):
-            yield
-    except SafetensorError as e:
-        raise OSError(errno.EIO, f"cannot be written ({str(e).splitlines()[0][:200]})", str(path)) from None
 
 
 def replaceable(path: Path) -> None:

@@ -16,7 +16,6 @@ validation NLL; ``final/`` the last one, calibrated.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import math
 import os
@@ -62,6 +61,7 @@ from laya_policy.objectives import (
 from laya_protocol import files
 from laya_protocol.config import option
 from laya_protocol.errors import cause, signals_held
+from laya_protocol.files import writing
 from laya_protocol.games import FULL_ACTIONS
 from laya_protocol.locks import FileLock
 from laya_protocol.seeds import PLAY_CHECK_SEED_BASE
@@ -607,13 +607,9 @@ def save_state(s: Setup, out: Path, done: dict) -> float:
     # A stop is taken once the state is in place: inside torch.save it broke the zip writer (a
     # RuntimeError traceback, exit 1, where a stop ends on one line)
     with signals_held(), staged(out / ".state.pt.tmp") as tmp:
-        with fresh_file(tmp) as f:  # a link planted there is replaced, not written through
-            try:
-                torch.save(state, f)
-            except (OSError, RuntimeError) as e:  # a full disk: torch's zip writer raises its own over the OSError
-                first = e if isinstance(e, OSError) else e.__context__
-                why = first.strerror if isinstance(first, OSError) and first.strerror else cause(e, 120)
-                raise OSError(errno.EIO, f"cannot be written ({why})", str(out / "state.pt")) from None
+        # a full disk: torch's zip writer raises a RuntimeError of its own over the OSError
+        with fresh_file(tmp) as f, writing(out / "state.pt", foreign=(RuntimeError,)):  # a planted link is replaced
+            torch.save(state, f)
         os.replace(tmp, out / "state.pt")
     return time.monotonic() - t
 

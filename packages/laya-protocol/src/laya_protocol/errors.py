@@ -21,13 +21,19 @@ def shown(v: int | float) -> str:
     return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
 
 
+def one_line(text: str) -> str:
+    """``text`` as a one-line error prints it, whatever it quotes: a library's message ending in a
+    newline, a file name holding one, or a name's undecodable bytes (surrogates), as escapes."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def os_said(e: OSError) -> str:
     """An OSError for a one-line error: the file (and the second, for a rename), then what the system
-    said, as ``path: No space left on device``; escaped onto one printable line."""
+    said, as ``path: No space left on device``."""
     files = " -> ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
     what = e.strerror or str(e) or type(e).__name__
-    text = f"{files}: {what}" if files else what
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\r", "\\r").replace("\n", "\\n")
+    return one_line(f"{files}: {what}" if files else what)
 
 
 def os_error_exit(e: OSError) -> int:

@@ -128,12 +128,18 @@ def loads_standard(text: str | bytes):
 
 
 @contextmanager
-def writing(path: str | os.PathLike) -> Iterator[None]:
+def writing(path: str | os.PathLike, foreign: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
     """Name ``path`` in an OSError raised while it is written: a write's own error (a full disk, a
-    file-size limit) names no file, and a one-line error must."""
+    file-size limit) names no file, and a one-line error must. A library that reports a failed write
+    as an error of its own (``foreign``: safetensors', torch's zip writer's) gives an OSError naming
+    ``path`` too, with the system's words when its error came from an OSError."""
     try:
         yield
     except OSError as e:
         if e.filename is not None:
             raise
         raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+    except foreign as e:
+        under = e.__context__
+        why = under.strerror if isinstance(under, OSError) and under.strerror else str(e).splitlines()[0][:200]
+        raise OSError(errno.EIO, f"cannot be written ({why})", str(path)) from None

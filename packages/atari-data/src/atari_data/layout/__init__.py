@@ -107,12 +107,17 @@ class FolderPin:
     def unchanged(self, reader: str) -> None:
         """Refuse to go on when the path no longer names the pinned folder."""
         if not self.same():
-            raise AtariDataError(
-                f"was replaced while it was read (a generate, import or dagger --force of it?); {reader} "
-                "again once that has finished",
-                file=str(self.path),
-                field="(folder)",
-            )
+            raise self.replaced("read", reader)
+
+    def replaced(self, while_it_was: str, again: str) -> AtariDataError:
+        """The error of a folder swapped while it was read (``while_it_was``: read, packed); ``again``
+        is what to run once the swap has finished."""
+        return AtariDataError(
+            f"was replaced while it was {while_it_was} (a generate, import or dagger --force of it?); {again} "
+            "again once that has finished",
+            file=str(self.path),
+            field="(folder)",
+        )
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

@@ -346,19 +346,14 @@ def _fingerprints(games: list[GameDir]) -> dict[Path, tuple]:
         ) from None
 
 
-def _unchanged(games: list[GameDir], before: dict[Path, tuple]) -> None:
+def _unchanged(before: dict[Path, tuple]) -> None:
     for path, (pin, meta) in before.items():
         try:
             same = pin.same() and read_file(path / META) == meta
         except (AtariDataError, OSError):  # a game gone mid-swap
             same = False
         if not same:
-            raise AtariDataError(
-                "was replaced while it was packed (a generate or import --force of it?); pack it again once "
-                "that has finished",
-                file=str(path),
-                field="(folder)",
-            )
+            raise pin.replaced("packed", "pack it")
 
 
 def _pack(cfg: PackConfig, games: list[GameDir], out: Path, before: dict[Path, tuple]) -> dict:
@@ -383,7 +378,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path, before: dict[Path, t
                 summary["configs"][source] = {"replay": counts}
                 metas[source] = {g.game: g.meta() for g in gs}
             write_replay_card(tmp / repo.CARD, cfg.name, summary, metas)
-            _unchanged(games, before)
+            _unchanged(before)
             return _finish(tmp, out, summary, cfg)
         for source, gs in sorted(by_source.items()):
             metas[source] = {g.game: g.meta() for g in gs}
@@ -439,7 +434,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path, before: dict[Path, t
         for kind in repo.SCHEMA_KINDS:
             (tmp / repo.schema_file(kind)).write_text(json.dumps(json_schema(kind), indent=2) + "\n")
         write_card(tmp / repo.CARD, cfg.name, summary, metas, cfg.repo)
-        _unchanged(games, before)
+        _unchanged(before)
         return _finish(tmp, out, summary, cfg)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
