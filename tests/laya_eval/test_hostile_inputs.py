@@ -175,6 +175,21 @@ def test_a_results_file_with_a_key_given_twice_is_one_line(results, tmp_path):
     assert code == 2 and "'summary' given twice" in err, err
 
 
+def test_a_file_name_with_a_newline_is_said_on_one_line(results, tmp_path):
+    """The name is the user's, and may hold a newline or bytes that are not UTF-8: the error escapes
+    them, as atari-data's and laya-policy's do."""
+    import os
+
+    for name in ("a\nb.json", os.fsdecode(b"r\xff.json")):
+        bad = tmp_path / name
+        bad.write_text('{"x": 1}')
+        code, err = check_promises(main, ["report", bad], sandbox=tmp_path, target=None)
+        assert code == 2 and "not a laya-eval results file" in err, err
+        assert ("a\\nb.json" in err) if "\n" in name else ("r\\udcff.json" in err), err
+        code, err = check_promises(main, ["compare", results, bad], sandbox=tmp_path, target=None)
+        assert code == 2, err
+
+
 def test_a_fifo_as_results_file_is_one_line_not_a_wait(results, tmp_path):
     import os
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from laya_protocol.errors import one_line
+
 
 class EvalError(Exception):
     """Bad input to laya-eval: a file, a setting or a policy that is not as expected."""
@@ -12,4 +14,4 @@ class EvalError(Exception):
 
     def render(self) -> str:
         where = f"{self.file}: " if self.file else ""
-        return f"{where}{self.field + ': ' if self.field else ''}{self.message}"
+        return one_line(f"{where}{self.field + ': ' if self.field else ''}{self.message}")
