@@ -284,8 +284,9 @@ def test_compare_refuses_other_protocols_and_uses_raw_scores_across_baselines(tm
     doc = json.loads(path_a.read_text())
     g = doc["games"]["Pong"]
     g["baseline"] = {**g["baseline"], "expert": g["baseline"]["expert"] * 10}  # the same play, another baseline
-    g["normalised_scores"] = [s / 10 for s in g["normalised_scores"]]
-    g["normalised"] = g["normalised"] / 10
+    e, r = g["baseline"]["expert"], g["baseline"]["random"]
+    g["normalised_scores"] = [(s - r) / (e - r) for s in g["scores"]]
+    g["normalised"] = (g["mean"] - r) / (e - r)
     (tmp_path / "b.json").write_text(json.dumps(doc))
     capsys.readouterr()
     assert main(["compare", str(path_a), str(tmp_path / "b.json"), "--out", str(tmp_path / "cmp")]) == 0

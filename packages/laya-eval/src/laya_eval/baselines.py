@@ -150,6 +150,25 @@ def choose_baseline(game: str, cap: int | None, extra: dict[str, list[Baseline]]
     return candidates[0] if candidates else None
 
 
+def disagreement(game: str, cap: int | None, extra: dict[str, list[Baseline]] | None) -> str | None:
+    """What to say when ``--baselines`` holds other baselines for ``game`` that ``choose_baseline``
+    could have taken (the same cap as the one it took) with other scores; None when there are none."""
+    chosen = choose_baseline(game, cap, extra)
+    if chosen is None:
+        return None
+    others = [b for b in (extra or {}).get(game, []) if b.cap == chosen.cap and b != chosen]
+    differ = [b for b in others if (b.expert, b.random) != (chosen.expert, chosen.random)]
+    if not differ:
+        return None
+    kinds = {(chosen.expert, chosen.random)} | {(b.expert, b.random) for b in differ}
+    return (
+        f"--baselines holds {len(kinds)} different baselines for {game} at cap {chosen.cap or 'none'}: it uses "
+        f"{chosen.source} ({chosen.expert:g} / {chosen.random:g}), not "
+        + "; ".join(f"{b.source} ({b.expert:g} / {b.random:g})" for b in differ)
+        + "; give --baselines the one to use"
+    )
+
+
 def normalise(score: float, b: Baseline | None) -> float | None:
     if b is None or b.expert is None or b.random is None or b.expert == b.random:
         return None

@@ -132,7 +132,7 @@ def cmd_run(a) -> int:
 
 def cmd_report(a) -> int:
     from laya_eval.evaluate import load_results
-    from laya_eval.report import markdown, write_report
+    from laya_eval.report import markdown_all, write_report
 
     runs = [load_results(path, bootstrap=a.bootstrap) for path in a.results]
     if len(runs) > 1:  # figures name each file, so two runs of one policy can be told apart
@@ -142,7 +142,7 @@ def cmd_report(a) -> int:
         for path in write_report(runs, a.out):
             print(path)
     else:
-        print("\n".join(markdown(r) for r in runs))
+        print(markdown_all(runs))
     return 0
 
 

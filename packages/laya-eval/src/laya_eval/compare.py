@@ -3,7 +3,9 @@
 P(B > A) is computed per game on raw episode scores (the chance an episode of B outscores one of
 A, ties half) and averaged over games, as rliable's probability of improvement. Per game it is
 invariant to any increasing rescaling, so it needs no normalisation, and two files normalised with
-different baselines compare fairly. Files played under different protocols (cap, action set,
+different baselines compare fairly. It is over the games both files scored, excluded games left
+out, as a report's summary leaves them out; a second figure is over the games neither file flags.
+What is left out is said. Files played under different protocols (cap, action set,
 sticky actions, frameskip), another ale-py or other ROMs are not one experiment and are refused.
 """
 
@@ -14,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from laya_eval.errors import EvalError
-from laya_eval.evaluate import load_results
+from laya_eval.evaluate import interval_warning, load_results
 from laya_eval.stats import bootstrap_ci, probability_of_improvement
 from laya_protocol.wording import counted
 
@@ -40,7 +42,8 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
             field="emulator",
         )
     rows: list[dict[str, Any]] = []
-    xs, ys = [], []
+    pairs, unflagged, episodes = [], [], {}
+    left_out: dict[str, str] = {}
     for game in [g for g in ra["games"] if g in rb["games"]]:
         ga, gb = ra["games"][game], rb["games"][game]
         if not ga.get("error") and not gb.get("error") and ga.get("rom_md5") != gb.get("rom_md5"):
@@ -61,30 +64,61 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
                 b_normalised=gb.get("normalised") if same else None,
                 p=probability_of_improvement([gb["scores"]], [ga["scores"]]),
             )
-            xs.append(np.asarray(gb["scores"], float))
-            ys.append(np.asarray(ga["scores"], float))
+            row["flagged"] = bool(ga["flags"] or gb["flags"])
+            if ga["excluded"] or gb["excluded"]:  # as the summary leaves it out
+                left_out[game] = next((f for f in ga["flags"] + gb["flags"] if f.startswith("excluded")), "excluded")
+            else:
+                pair = (np.asarray(gb["scores"], float), np.asarray(ga["scores"], float))
+                pairs.append(pair)
+                unflagged += [] if row["flagged"] else [pair]
+                episodes[game] = min(len(ga["scores"]), len(gb["scores"]))
         rows.append(row)
-    out: dict[str, Any] = {"a": path_a, "b": path_b, "rows": rows, "bootstrap": bootstrap, "p": None}
-    if xs:
-        out["p"] = probability_of_improvement(xs, ys)
-        out["p_ci95"] = bootstrap_ci(probability_of_improvement, xs, ys, kind=bootstrap)
-        out["games"] = len(xs)
+    out: dict[str, Any] = {
+        "a": path_a,
+        "b": path_b,
+        "rows": rows,
+        "bootstrap": bootstrap,
+        "only_in": {
+            "A": [g for g in ra["games"] if g not in rb["games"]],
+            "B": [g for g in rb["games"] if g not in ra["games"]],
+        },
+        "left_out": left_out,
+        "p": None,
+        "unflagged": None,
+    }
+    if pairs:
+        out.update(_improvement(pairs, bootstrap))
+        out["warning"] = interval_warning(episodes, bootstrap)
+    if unflagged:
+        out["unflagged"] = _improvement(unflagged, bootstrap)
     return out
 
 
+def _improvement(pairs: list[tuple[np.ndarray, np.ndarray]], bootstrap: str) -> dict[str, Any]:
+    """P(B > A) over games given as (B's scores, A's scores), with its interval."""
+    xs, ys = [b for b, _ in pairs], [a for _, a in pairs]
+    return {
+        "p": probability_of_improvement(xs, ys),
+        "p_ci95": bootstrap_ci(probability_of_improvement, xs, ys, kind=bootstrap),
+        "games": len(pairs),
+    }
+
+
 def markdown(result: dict) -> str:
-    lines = ["| game | A mean | B mean | B − A | P(B > A) | A normalised | B normalised |"]
-    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    lines = ["| game | A mean | B mean | B − A | P(B > A) | A normalised | B normalised | |"]
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     differ = []
     for r in result["rows"]:
         if r["failed"]:
-            lines.append(f"| {r['game']} | failed in {r['failed']} | | | | | |")
+            lines.append(f"| {r['game']} | failed in {r['failed']} | | | | | | |")
             continue
+        mark = "excluded" if r["game"] in result["left_out"] else "flagged" if r["flagged"] else ""
         fa, fb = ("—" if v is None else f"{v:.3f}" for v in (r["a_normalised"], r["b_normalised"]))
         if not r["same_baseline"]:
             differ.append(r["game"])
         lines.append(
-            f"| {r['game']} | {r['a']:.1f} | {r['b']:.1f} | {r['b'] - r['a']:+.1f} | {r['p']:.3f} | {fa} | {fb} |"
+            f"| {r['game']} | {r['a']:.1f} | {r['b']:.1f} | {r['b'] - r['a']:+.1f} | {r['p']:.3f} | {fa} | {fb} "
+            f"| {mark} |"
         )
     if differ:
         lines.append(
@@ -98,4 +132,17 @@ def markdown(result: dict) -> str:
             f"\nP(B > A) = {result['p']:.3f} [{lo:.3f}, {hi:.3f}] over {counted(result['games'], 'game')} "
             f"(raw per-game scores; 95% CI, {result['bootstrap']} bootstrap {how})"
         )
+    u = result["unflagged"]
+    if u is not None and (result["p"] is None or u["games"] < result["games"]):
+        lo, hi = u["p_ci95"]
+        lines.append(
+            f"Unflagged games: P(B > A) = {u['p']:.3f} [{lo:.3f}, {hi:.3f}] over {counted(u['games'], 'game')} "
+            "(the games neither file flags as not skill)"
+        )
+    gone = [f"{g} (only in {side})" for side in ("A", "B") for g in result["only_in"][side]]
+    gone += [f"{g} ({why})" for g, why in result["left_out"].items()]
+    if gone:
+        lines.append(f"Left out of P(B > A): {'; '.join(gone)}.")
+    if result.get("warning"):
+        lines.append(f"Warning: {result['warning']}.")
     return "\n".join(lines) + "\n"

@@ -20,9 +20,11 @@ from laya_eval import __version__
 from laya_eval.baselines import (
     CAP_FLAG,
     EXCLUDED,
+    MIN_SPREAD,
     Baseline,
     atari57,
     choose_baseline,
+    disagreement,
     flags_for,
     normalise,
     read_meta_baselines,
@@ -169,17 +171,17 @@ def score_game(
     rnd: Episodes | None,
     baseline: Baseline | None,
     cap: int | None,
-    human: tuple[float, float] | None,
     action_set: str = "minimal",
 ) -> dict:
     """One game's entry of the results file."""
-    scores = np.asarray(ep.scores, float)
+    rnd_mean = float(np.mean(rnd.scores)) if rnd is not None else None
+    d = derived(game, ep.scores, baseline, cap, rnd_mean)
     result: dict[str, Any] = {
         "game": game,
         "error": ep.error,
         "scores": ep.scores,
-        "mean": float(scores.mean()),
-        "std": float(scores.std()),
+        "mean": d["mean"],
+        "std": d["std"],
         "steps": ep.steps,
         "capped": int(sum(ep.capped)),
         "actions": ep.actions,
@@ -188,24 +190,49 @@ def score_game(
         "rom_md5": emulator(game)["rom_md5"],
     }
     if rnd is not None:
-        result["random"] = {"scores": rnd.scores, "mean": float(np.mean(rnd.scores)), "seconds": rnd.seconds}
+        result["random"] = {"scores": rnd.scores, "mean": rnd_mean, "seconds": rnd.seconds}
     result["baseline"] = baseline.to_dict() if baseline else None
-    norm = normalise(result["mean"], baseline)
-    result["normalised"] = norm
-    result["normalised_scores"] = [normalise(s, baseline) for s in ep.scores] if norm is not None else None
-    result["human_normalised"] = (result["mean"] - human[0]) / (human[1] - human[0]) if human else None
-    random_mean = result.get("random", {}).get("mean", baseline.random if baseline else None)
-    result["beats_random"] = bool(random_mean is not None and result["mean"] > random_mean)
-    result["flags"] = flags_for(game, norm, baseline, cap)
-    result["excluded"] = game in EXCLUDED
+    result.update((k, v) for k, v in d.items() if k not in result)
     return result
+
+
+def derived(
+    game: str, scores: list[float], baseline: Baseline | None, cap: int | None, random_mean: float | None
+) -> dict[str, Any]:
+    """What a game's entry derives from its scores, its baseline, the run's cap and the mean of its
+    random episodes: every field a report reads besides those. One home, for ``run`` writing a game
+    and for ``load_results`` checking a file read back (an edited one cannot disagree with itself)."""
+    x = np.asarray(scores, float)
+    mean = float(x.mean())
+    norm = normalise(mean, baseline)
+    human = atari57().get(game)
+    if random_mean is None and baseline is not None:
+        random_mean = baseline.random
+    return {
+        "mean": mean,
+        "std": float(x.std()),
+        "normalised": norm,
+        "normalised_scores": [normalise(s, baseline) for s in scores] if norm is not None else None,
+        "human_normalised": (mean - human[0]) / (human[1] - human[0]) if human else None,
+        "beats_random": bool(random_mean is not None and mean > random_mean),
+        "flags": flags_for(game, norm, baseline, cap),
+        "excluded": game in EXCLUDED,
+    }
+
+
+def scored_sets(games: dict[str, dict]) -> dict[str, list[dict]]:
+    """The games each aggregate is over: ``all`` those with a normalised score (failed and excluded
+    games left out), ``unflagged`` those of them no flag marks as not skill. The summary, the report's
+    figures and compare's P(B > A) all take them from here."""
+    valued = [g for g in games.values() if not g.get("error") and not g["excluded"] and g["normalised"] is not None]
+    return {"all": valued, "unflagged": [g for g in valued if not g["flags"]]}
 
 
 def summarise(games: dict[str, dict], seed: int = 0, bootstrap: str = "episode") -> dict:
     """Aggregates over scored games: excluded games and failed games are left out and counted."""
     ok = [g for g in games.values() if not g.get("error") and not g["excluded"]]
-    valued = [g for g in ok if g["normalised"] is not None]
-    unflagged = [g for g in valued if not g["flags"]]
+    sets = scored_sets(games)
+    valued, unflagged = sets["all"], sets["unflagged"]
     out: dict[str, Any] = {
         "counts": {
             "games": len(games),
@@ -217,7 +244,7 @@ def summarise(games: dict[str, dict], seed: int = 0, bootstrap: str = "episode")
         "failed": sorted(g["game"] for g in games.values() if g.get("error")),
         "excluded": sorted(g["game"] for g in games.values() if g["excluded"]),
         "flagged": sorted(g["game"] for g in valued if g["flags"]),
-        "intervals": _intervals(valued, bootstrap),
+        "intervals": _intervals({g["game"]: len(g["normalised_scores"]) for g in valued}, bootstrap),
     }
     capped = [g for g in valued if any(f.startswith(CAP_FLAG) for f in g["flags"])]
     if valued and not unflagged and capped:
@@ -233,7 +260,7 @@ def summarise(games: dict[str, dict], seed: int = 0, bootstrap: str = "episode")
         "iqm": iqm,
         "optimality_gap": optimality_gap,
     }
-    for name, subset in (("all", valued), ("unflagged", unflagged)):
+    for name, subset in sets.items():
         per_game = [np.asarray(g["normalised_scores"], float) for g in subset]
         if not per_game:
             out[name] = None
@@ -245,22 +272,33 @@ def summarise(games: dict[str, dict], seed: int = 0, bootstrap: str = "episode")
     return out
 
 
-def _intervals(valued: list[dict], bootstrap: str) -> dict:
-    """How the intervals were made, and when they mean less than they seem to."""
+def _intervals(episodes: dict[str, int], bootstrap: str) -> dict:
+    """How the intervals over games of these episode counts were made, and when they mean less than
+    they seem to."""
     if bootstrap not in BOOTSTRAPS:
         raise EvalError(f"{bootstrap!r} (expected {' or '.join(BOOTSTRAPS)})", field="--bootstrap")
     out: dict[str, Any] = {"bootstrap": bootstrap, "confidence": 1 - ALPHA, "reps": REPS}
-    single = [g["game"] for g in valued if len(g["normalised_scores"] or []) < 2]
-    if single and bootstrap == "episode":
-        out["warning"] = (
-            ("every game has" if len(single) == len(valued) else f"{len(single)} games ({', '.join(single)}) have")
-            + " one episode: the episode bootstrap has nothing to resample there, so the intervals "
-            + ("are points, not uncertainty" if len(single) == len(valued) else "understate the uncertainty")
-            + "; play --episodes 2 or more, or use --bootstrap task"
-        )
-    if bootstrap == "task" and len(valued) < 5:
-        out["warning"] = f"{counted(len(valued), 'game')}: too few to resample games meaningfully"
+    warning = interval_warning(episodes, bootstrap)
+    if warning:
+        out["warning"] = warning
     return out
+
+
+def interval_warning(episodes: dict[str, int], bootstrap: str) -> str | None:
+    """Why intervals over games of these episode counts mean less than they seem to, or None."""
+    if bootstrap == "task":
+        return (
+            f"{counted(len(episodes), 'game')}: too few to resample games meaningfully" if len(episodes) < 5 else None
+        )
+    single = [game for game, n in episodes.items() if n < 2]
+    if not single:
+        return None
+    return (
+        ("every game has" if len(single) == len(episodes) else f"{len(single)} games ({', '.join(single)}) have")
+        + " one episode: the episode bootstrap has nothing to resample there, so the intervals "
+        + ("are points, not uncertainty" if len(single) == len(episodes) else "understate the uncertainty")
+        + "; play --episodes 2 or more, or use --bootstrap task"
+    )
 
 
 def write_results(path: Path, results: dict) -> None:
@@ -337,6 +375,9 @@ def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
         problem = _game_problem(name, g)
         if problem:
             raise EvalError(problem, file=str(path), field=f"games.{name}")
+        wrong = _derived_problem(name, g, settings)
+        if wrong:
+            raise EvalError(wrong[1], file=str(path), field=f"games.{name}.{wrong[0]}")
     kind = intervals.get("bootstrap", "episode")
     results["summary"] = summarise(results["games"], bootstrap=bootstrap or kind)  # recomputed: games are the record
     return results
@@ -375,6 +416,51 @@ def _game_problem(name: str, g) -> str | None:
     return f"{', '.join(bad)}: not as laya-eval writes them" if bad else None
 
 
+def _derived_problem(name: str, g: dict, settings: dict) -> tuple[str, str] | None:
+    """(field, what is wrong) where a game's entry does not follow from its scores and baseline as
+    ``derived`` gives it (the summary is recomputed from these fields, so they must be the games'),
+    or None. Checked after ``_game_problem``: the types are right."""
+    if g.get("error") is not None:
+        return _differs("excluded", g["excluded"], name in EXCLUDED)
+    if len(g["scores"]) != settings["episodes"]:
+        return "scores", f"holds {counted(len(g['scores']), 'episode')}; the settings say {settings['episodes']} a game"
+    b, rnd = g["baseline"], g.get("random") or {}
+    if b and b["expert"] != b["random"] and abs(b["expert"] - b["random"]) < MIN_SPREAD:
+        return "baseline", f"expert {b['expert']:g} and random {b['random']:g} differ by less than {MIN_SPREAD:g}"
+    if "scores" in rnd:
+        if not (numbers(rnd["scores"], SCORE_LIMIT) and rnd["scores"]):
+            return "random", "scores: not as laya-eval writes them"
+        wrong = _differs("random", rnd.get("mean"), float(np.mean(rnd["scores"])))
+        if wrong:
+            return wrong
+    baseline = Baseline(b["expert"], b["random"], str(b.get("source", "")), b.get("cap")) if b else None
+    want = derived(name, g["scores"], baseline, settings["cap"], rnd.get("mean"))
+    for key, value in want.items():
+        wrong = _differs(key, g[key], value)
+        if wrong:
+            return wrong
+    return None
+
+
+def _differs(key: str, given: Any, want: Any) -> tuple[str, str] | None:
+    if _same(given, want):
+        return None
+    return key, (
+        f"{json.dumps(given)[:60]} does not follow from the game's scores and baseline, which give "
+        f"{json.dumps(want)[:60]}: the file was edited, or written by another tool"
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as a results file holds them: numbers to the last few digits (JSON keeps every digit of
+    a float, but another machine's libm may round the last), lists element by element."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) in (int, float) and type(b) in (int, float):
+        return bool(np.isclose(a, b, rtol=1e-9, atol=1e-12))
+    return a == b
+
+
 def play_game(
     cfg: RunConfig, game: str, policy=None, progress=None, extra: dict[str, list[Baseline]] | None = None
 ) -> dict:
@@ -396,9 +482,7 @@ def play_game(
             close_policy(policy)
     if extra is None and cfg.baselines:
         extra = read_meta_baselines(cfg.baselines)
-    return score_game(
-        game, ep, rnd, choose_baseline(game, cfg.cap, extra), cfg.cap, atari57().get(game), cfg.action_set
-    )
+    return score_game(game, ep, rnd, choose_baseline(game, cfg.cap, extra), cfg.cap, cfg.action_set)
 
 
 def close_policy(policy) -> None:
@@ -518,6 +602,10 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
         results = old
     extra = read_meta_baselines(cfg.baselines) if cfg.baselines else None  # fail now, not after the first game
     todo = [g for g in cfg.games if g not in results["games"] or results["games"][g].get("error")]
+    for game in todo:
+        note = disagreement(game, cfg.cap, extra)
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
 
     def record(result: dict) -> None:
         results["games"][result["game"]] = result

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from laya_eval.errors import EvalError
+from laya_eval.evaluate import scored_sets
 from laya_eval.jsonfile import replace_file
 from laya_eval.stats import bootstrap_ci, mean_of_means, performance_profile
 from laya_protocol.wording import counted
@@ -63,8 +64,14 @@ def markdown(results: dict) -> str:
             f"| {g['game']} | {g['mean']:.1f} ± {g['std']:.1f} | {rnd} | {base} | {_fmt(g['normalised'])} | "
             f"{_fmt(g['human_normalised'])} | {'; '.join(g['flags'])} |"
         )
+    sources: dict[str, list[str]] = {}
+    for g in results["games"].values():
+        if not g.get("error") and g["baseline"]:
+            sources.setdefault(str(g["baseline"].get("source") or "(not recorded)"), []).append(g["game"])
+    if sources:
+        lines += ["", "Baselines: " + "; ".join(f"{', '.join(games)}: {src}" for src, games in sources.items()) + "."]
     sm = results["summary"]
-    lines += ["", "| summary | all games with a baseline | unflagged games |", "| --- | ---: | ---: |"]
+    lines += ["", "| summary | all games with a normalised score | unflagged games |", "| --- | ---: | ---: |"]
     for key, label in AGGREGATES:
         row = []
         for part in ("all", "unflagged"):
@@ -99,8 +106,51 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def markdown_all(runs: list[dict]) -> str:
+    """Each file's report, and what makes their aggregates not side by side: other games, another protocol."""
+    text = "\n".join(markdown(r) for r in runs)
+    if len(runs) < 2:
+        return text
+    names = [str(r.get("_file") or r["settings"]["policy"]) for r in runs]
+    notes = []
+    games = [{g["game"] for g in scored_sets(r["games"])["all"]} for r in runs]
+    if len({frozenset(g) for g in games}) > 1:
+        every = set.intersection(*games)
+        notes.append(
+            "the files cover different games ("
+            + "; ".join(
+                f"{name} also {', '.join(sorted(g - every))}" for name, g in zip(names, games, strict=True) if g - every
+            )
+            + "), so their aggregates are over different games; `laya-eval compare` takes the games both hold"
+        )
+    protocols = [r["protocol"] for r in runs]
+    if any(p != protocols[0] for p in protocols):
+        keys = sorted({k for p in protocols for k in p if any(q.get(k) != p.get(k) for q in protocols)})
+        notes.append(
+            "the files were played under different protocols ("
+            + "; ".join(f"{k}: " + " against ".join(str(p.get(k)) for p in protocols) for k in keys)
+            + "), so their scores are not one experiment"
+        )
+    return text + "".join(f"\nNote: {n}.\n" for n in notes)
+
+
+def figure_sets(results: dict) -> list[tuple[str, list[dict]]]:
+    """The sets of games a figure draws for one file: all with a normalised score, and the unflagged
+    ones where flags leave some out (as the summary's two columns)."""
+    sets = scored_sets(results["games"])
+    out = [("all", sets["all"])] if sets["all"] else []
+    if sets["unflagged"] and len(sets["unflagged"]) < len(sets["all"]):
+        out.append(("unflagged", sets["unflagged"]))
+    return out
+
+
 def _scored(results: dict) -> list[dict]:
-    return [g for g in results["games"].values() if g.get("normalised") is not None and not g.get("error")]
+    return scored_sets(results["games"])["all"]
+
+
+def _set_label(results: dict, name: str, games: list[dict]) -> str:
+    n = counted(len(games), "game")
+    return f"{_label(results)}: " + (f"all {n}" if name == "all" else f"{n.replace(' ', ' unflagged ', 1)}")
 
 
 def _label(results: dict) -> str:
@@ -134,7 +184,7 @@ def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
 
     runs = [runs] if isinstance(runs, dict) else runs
     out = _folder(out_dir)
-    text = "\n".join(markdown(r) for r in runs)
+    text = markdown_all(runs)
     written = [replace_file(out / "report.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))]
     runs = [r for r in runs if _scored(r)]
     if not runs:
@@ -180,17 +230,18 @@ def _per_game(plt, runs: list[dict]):
 
 
 def _aggregates(plt, runs: list[dict]):
-    fig, axes = plt.subplots(1, len(AGGREGATES), figsize=(3.0 * len(AGGREGATES), 0.6 * len(runs) + 1.6))
+    """A row per file and set of games (all, unflagged), each the summary's own figures."""
+    rows = [(k, r, name, games) for k, r in enumerate(runs) for name, games in figure_sets(r)]
+    fig, axes = plt.subplots(1, len(AGGREGATES), figsize=(3.0 * len(AGGREGATES), 0.6 * len(rows) + 1.6))
     colours = plt.get_cmap("tab10").colors
     for ax, (key, label) in zip(axes, AGGREGATES, strict=True):
-        for k, r in enumerate(runs):
-            v = r["summary"].get("all")
-            if not v:
-                continue
+        for y, (k, r, name, _) in enumerate(rows):
+            v = r["summary"][name]
             lo, hi = v[f"{key}_ci95"]
-            ax.barh(k, hi - lo, left=lo, height=0.6, color=colours[k % 10], alpha=0.75)
-            ax.plot([v[key], v[key]], [k - 0.3, k + 0.3], color="k", lw=1.5)
-        ax.set_yticks(range(len(runs)), [_label(r) for r in runs] if ax is axes[0] else [""] * len(runs))
+            ax.barh(y, hi - lo, left=lo, height=0.6, color=colours[k % 10], alpha=0.75 if name == "all" else 0.45)
+            ax.plot([v[key], v[key]], [y - 0.3, y + 0.3], color="k", lw=1.5)
+        labels = [_set_label(r, name, games) for _, r, name, games in rows]
+        ax.set_yticks(range(len(rows)), labels if ax is axes[0] else [""] * len(rows))
         ax.set_title(label)
         ax.grid(axis="x", alpha=0.3)
     kinds = sorted({r["summary"].get("intervals", {}).get("bootstrap", "episode") for r in runs})
@@ -203,8 +254,8 @@ def _profile(plt, runs: list[dict]):
     taus = np.linspace(-0.5, 1.5, 201)
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     colours = plt.get_cmap("tab10").colors
-    for k, r in enumerate(runs):
-        scores = [np.asarray(g["normalised_scores"], float) for g in _scored(r)]
+    for k, r, name, games in [(k, run, n, gs) for k, run in enumerate(runs) for n, gs in figure_sets(run)]:
+        scores = [np.asarray(g["normalised_scores"], float) for g in games]
         curve = performance_profile(scores, taus)
         rng = np.random.default_rng(0)
         task = r["summary"].get("intervals", {}).get("bootstrap") == "task"  # resample games too
@@ -215,8 +266,9 @@ def _profile(plt, runs: list[dict]):
 
         draws = np.array([performance_profile(resample(), taus) for _ in range(500)])
         lo, hi = np.quantile(draws, [0.025, 0.975], axis=0)
-        ax.step(taus, curve, where="post", color=colours[k % 10], label=_label(r))
-        ax.fill_between(taus, lo, hi, step="post", color=colours[k % 10], alpha=0.2)
+        style = "-" if name == "all" else "--"
+        ax.step(taus, curve, where="post", color=colours[k % 10], ls=style, label=_set_label(r, name, games))
+        ax.fill_between(taus, lo, hi, step="post", color=colours[k % 10], alpha=0.2 if name == "all" else 0.1)
     ax.set_xlabel("normalised score τ")
     ax.set_ylabel("fraction of episodes with score > τ")
     kinds = sorted({r["summary"].get("intervals", {}).get("bootstrap", "episode") for r in runs})
@@ -235,7 +287,7 @@ def write_improvement(result: dict, out_dir: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     out = _folder(out_dir)
-    rows = [r for r in result["rows"] if not r["failed"]]
+    rows = [r for r in result["rows"] if not r["failed"] and r["game"] not in result["left_out"]]
     fig, ax = plt.subplots(figsize=(5.5, 0.45 * (len(rows) + 1) + 1.4))
     ys = list(range(len(rows)))
     ax.scatter([r["p"] for r in rows], ys, color="tab:blue", zorder=3, label="per game")

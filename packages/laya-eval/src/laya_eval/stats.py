@@ -1,8 +1,10 @@
 """Aggregate statistics over per-episode normalised scores, in the shape of rliable.
 
-Scores come as one array per game (its episodes' normalised scores; games may have different
-episode counts). Point estimates pool every (episode, game) score the way rliable pools
-(run, task) scores. Confidence intervals use a stratified bootstrap by default: episodes are
+Scores come as one array per game (its episodes' normalised scores). Point estimates pool every
+(episode, game) score the way rliable pools (run, task) scores, so the pooled ones (IQM, optimality
+gap, the profile) weigh a game by its episodes: rliable's runs x tasks matrix gives every game as
+many, and so does every results file laya-eval reads (it checks). Games of other counts are taken,
+and weighed that way. Confidence intervals use a stratified bootstrap by default: episodes are
 resampled with replacement *within each game* and the games are kept, so the interval reflects
 episode-to-episode noise of this set of games. The task bootstrap also resamples the games.
 """

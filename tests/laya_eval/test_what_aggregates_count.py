@@ -1,0 +1,191 @@
+"""What each aggregate counts, in every place the judge prints one: a report's tables and figures and
+compare's P(B > A) leave out the games the summary leaves out (failed, excluded), keep flagged games
+apart, and say what they left out. Two real runs, scored against baselines measured at their own
+cap, so some games are unflagged: Pong and Breakout; Tennis is flagged (stalling scores), Solaris
+excluded (its expert scores below random)."""
+
+import json
+
+import pytest
+
+from laya_eval.cli import main
+from laya_eval.compare import compare
+from laya_eval.compare import markdown as compare_markdown
+from laya_eval.evaluate import RunConfig, evaluate, load_results
+
+from ..promises import check_promises
+
+CAP = 80
+GAMES = ("Pong", "Breakout", "Tennis", "Solaris")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """(A, B, the --baselines folder): A plays random on all four games, B FIRE on all but Breakout."""
+    root = tmp_path_factory.mktemp("runs")
+    metas = root / "metas"
+    for game, expert, rnd in (
+        ("Pong", 1.0, -2.0),
+        ("Breakout", 5.0, 0.0),
+        ("Tennis", 1.0, -1.0),
+        ("Solaris", 50.0, 150.0),
+    ):
+        (metas / "expert" / game).mkdir(parents=True)
+        meta = {
+            "game": game,
+            "baselines": {
+                "expert": "by hand",
+                "expert_score": expert,
+                "random_score": rnd,
+                "protocol": {"decision_cap": CAP},
+            },
+        }
+        (metas / "expert" / game / "meta.json").write_text(json.dumps(meta))
+    paths = []
+    for name, policy, games in (("a", "random", GAMES), ("b", "constant:FIRE", ("Pong", "Tennis", "Solaris"))):
+        out = root / f"{name}.json"
+        cfg = RunConfig(
+            policy=policy, games=list(games), out=str(out), episodes=2, random_episodes=1, cap=CAP, baselines=str(metas)
+        )
+        evaluate(cfg, progress=False)
+        paths.append(out)
+    return paths[0], paths[1], metas
+
+
+def test_the_runs_hold_unflagged_flagged_and_excluded_games(runs):
+    sm = load_results(runs[0])["summary"]
+    assert sm["excluded"] == ["Solaris"] and sm["flagged"] == ["Tennis"], sm
+    assert sm["counts"]["unflagged"] == 2, sm["counts"]
+
+
+def test_compare_says_which_games_it_left_out_and_keeps_excluded_and_flagged_games_apart(runs):
+    a, b, _ = runs
+    res = compare(str(a), str(b))
+    assert res["only_in"] == {"A": ["Breakout"], "B": []}, res["only_in"]
+    assert res["left_out"] == {"Solaris": "excluded: the expert scores below random"}, res["left_out"]
+    rows = {r["game"]: r for r in res["rows"]}
+    assert res["games"] == 2 and res["p"] == pytest.approx((rows["Pong"]["p"] + rows["Tennis"]["p"]) / 2)
+    assert res["unflagged"]["games"] == 1 and res["unflagged"]["p"] == pytest.approx(rows["Pong"]["p"])
+    text = compare_markdown(res)
+    assert "Breakout (only in A)" in text and "Solaris (excluded" in text, text
+    assert "Unflagged games: P(B > A) =" in text and "over 1 game " in text, text
+    assert "too few" not in text, "the episode bootstrap needs no more games"
+    task = compare_markdown(compare(str(a), str(b), bootstrap="task"))
+    assert "Warning: 2 games: too few to resample games meaningfully" in task, task
+
+
+def test_compare_warns_when_its_interval_is_a_point(runs, tmp_path):
+    a, b, metas = runs
+    one = tmp_path / "one.json"
+    evaluate(
+        RunConfig(policy="constant:FIRE", games=["Pong"], out=str(one), episodes=1, random_episodes=0, cap=CAP),
+        progress=False,
+    )
+    text = compare_markdown(compare(str(one), str(one)))
+    assert "Warning: every game has one episode" in text, text
+
+
+def test_report_figures_draw_the_summarys_games_and_say_which(runs):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from laya_eval.report import _aggregates, _profile, figure_sets
+
+    a = load_results(runs[0])
+    sets = {name: sorted(g["game"] for g in games) for name, games in figure_sets(a)}
+    assert sets == {"all": ["Breakout", "Pong", "Tennis"], "unflagged": ["Breakout", "Pong"]}, sets
+    fig = _aggregates(plt, [a])
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["random: all 3 games", "random: 2 unflagged games"], labels
+    for ax in fig.axes:  # the bars are the summary's, set by set
+        lefts = sorted(round(p.get_x(), 9) for p in ax.patches)
+        assert len(lefts) == 2, lefts
+    fig = _profile(plt, [a])
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["random: all 3 games", "random: 2 unflagged games"], legend
+    plt.close("all")
+
+
+def test_a_report_of_files_over_other_games_says_so(runs, tmp_path, capsys):
+    a, b, _ = runs
+    code, _ = check_promises(
+        main, ["report", a, b, "--out", tmp_path / "rep"], sandbox=tmp_path, target=tmp_path / "rep"
+    )
+    assert code == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "| summary | all games with a normalised score | unflagged games |" in text, text
+    assert "Note: the files cover different games" in text and "Breakout" in text.split("Note: the files")[1], text
+    capsys.readouterr()
+    assert main(["report", str(a), str(b)]) == 0
+    assert "Note: the files cover different games" in capsys.readouterr().out
+
+
+def test_a_report_names_where_each_baseline_came_from(runs):
+    from laya_eval.report import markdown
+
+    text = markdown(load_results(runs[0]))
+    assert "Baselines: " in text and "expert/Pong/meta.json (by hand)" in text, text
+
+
+def test_a_second_baseline_for_a_game_that_disagrees_is_said(runs, tmp_path, capsys):
+    _, _, metas = runs
+    import shutil
+
+    both = tmp_path / "metas"
+    shutil.copytree(metas, both)
+    (both / "strong" / "Pong").mkdir(parents=True)
+    meta = json.loads((both / "expert" / "Pong" / "meta.json").read_text())
+    meta["baselines"].update(expert="stronger", expert_score=20.0)
+    (both / "strong" / "Pong" / "meta.json").write_text(json.dumps(meta))
+    argv = ["run", "--policy", "constant:FIRE", "--games", "Pong", "--episodes", "1", "--random-episodes", "0"]
+    argv += ["--cap", str(CAP), "--baselines", str(both), "--out", str(tmp_path / "r.json")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "Pong" in err and "2 different baselines" in err and "strong/Pong/meta.json" in err, err
+
+
+def _edited(doc: dict, game: str, field: str, value):
+    doc = json.loads(json.dumps(doc))
+    g = doc["games"][game]
+    if callable(value):
+        value(g)
+    else:
+        g[field] = value
+    return doc
+
+
+def _bump_first(key):
+    def edit(g):
+        g[key][0] += 1.0
+
+    return edit
+
+
+EDITS = [
+    ("Pong", "normalised", 0.9),
+    ("Pong", "normalised_scores", _bump_first("normalised_scores")),
+    ("Pong", "mean", _bump_first("scores")),  # the table's mean no longer that of the scores
+    ("Pong", "scores", lambda g: [g[k].append(g[k][0]) for k in ("scores", "normalised_scores")]),  # 3 of 2
+    ("Pong", "flags", ["stalling until the cap scores well"]),  # flagged by hand: out of the unflagged column
+    ("Tennis", "flags", []),  # a flagged game passed off as skill
+    ("Solaris", "excluded", False),
+    ("Pong", "excluded", True),
+    ("Pong", "beats_random", lambda g: g.update(beats_random=not g["beats_random"])),
+    ("Pong", "normalised", lambda g: g["baseline"].update(expert=g["baseline"]["random"])),  # no scale at all
+    ("Pong", "baseline", lambda g: g["baseline"].update(expert=g["baseline"]["random"] + 1e-9)),
+    ("Pong", "human_normalised", 0.5),
+    ("Pong", "random", lambda g: g["random"].update(mean=g["random"]["mean"] + 1.0)),
+]
+
+
+@pytest.mark.parametrize("game,field,value", EDITS, ids=[f"{g}.{f}" for g, f, _ in EDITS])
+def test_what_a_results_file_derives_must_follow_from_its_scores(runs, tmp_path, game, field, value):
+    """A report recomputes the summary from the games; a game's own derived fields (its mean, its
+    normalised scores, its flags) are checked against its scores and baseline, so an edited table
+    cannot disagree with the summary, nor a flag move a game in or out of the unflagged column."""
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps(_edited(json.loads(runs[0].read_text()), game, field, value)))
+    code, err = check_promises(main, ["report", bad], sandbox=tmp_path, target=None)
+    assert code == 2 and f"games.{game}.{field}" in err, err
