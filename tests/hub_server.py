@@ -229,8 +229,12 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(400, "the test Hub serves dataset and model repos only")
         key = f"{kind}s/{repo}"
         url = self._url(key)
+        self.server.created.append((self.path, body))
         if not self.server.store.create(key):
             return self._json({"error": f"You already created this {kind} repo", "url": url}, 409)
+        # the Hub's request: "private" (older clients) or "visibility"; a repo is public unless asked
+        private = body.get("private") is True or body.get("visibility") == "private"
+        self.server.store.repos[key]["private"] = private
         self._json({"url": url, "name": repo})
 
     def _url(self, key: str) -> str:
@@ -454,7 +458,7 @@ class Handler(BaseHTTPRequestHandler):
                 "id": name,
                 "author": name.split("/")[0],
                 "sha": commit,
-                "private": False,
+                "private": self.server.store.repos[repo].get("private", False),
                 "disabled": False,
                 "gated": False,
                 "downloads": 0,
@@ -511,6 +515,7 @@ class HubServer(ThreadingHTTPServer):
         self.store = Store(root)
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
         self.unknown: list[str] = []
+        self.created: list[tuple[str, dict]] = []  # (path, body) of every create request
         self.commits: list[tuple] = []
         self.lfs_puts = 0
         self.hold_after: int | None = None

@@ -66,6 +66,17 @@ def test_the_judge_and_training_on_a_full_disk_say_so_on_one_line(tmp_path, pong
     _one_line(_run("laya_policy.cli", *train, "--out", tmp_path / "run2", limit=3 << 20), "state.pt")
 
 
+def test_a_push_dry_run_on_a_full_disk_leaves_no_half_folder(tmp_path, pong_data):
+    """A dry run cut by a full disk left a truncated head.safetensors and an empty training.json in
+    its folder, and the rerun was refused because the folder existed."""
+    train = ["train", "--data", pong_data, "--steps", 1, "--batch", 2, "--image-size", 64, "--evals", 1]
+    made = _run("laya_policy.cli", *train, "--out", tmp_path / "run", limit=1 << 30)
+    assert made.returncode == 0, made.stderr[-3000:]
+    push = ["push", tmp_path / "run" / "final", "--repo", "me/x", "--dry-run", tmp_path / "staged"]
+    _one_line(_run("laya_policy.cli", *push), ".safetensors")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"], "no staged folder, no temporary beside it"
+
+
 def test_a_lock_whose_file_cannot_be_removed_is_still_released(tmp_path):
     """Releasing unlinks the lock file first: when that failed (the folder made read-only, or
     replaced, mid-run), its error replaced the command's own and the descriptor stayed open."""

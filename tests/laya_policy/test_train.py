@@ -997,20 +997,21 @@ def test_push_stages_a_model_card_then_uploads_to_a_hub_the_judge_plays_back_fro
         )
         == 2
     )
-    assert "is not this checkpoint" in capsys.readouterr().err and not (tmp_path / "s2").exists()
+    assert "records no checkpoint fingerprint" in capsys.readouterr().err and not (tmp_path / "s2").exists()
     assert main(["push", str(out / "final"), "--repo", "bad repo", "--dry-run", str(tmp_path / "s3")]) == 2
     assert "expected a Hub model id" in capsys.readouterr().err
     # Offline the upload itself is one line naming the repo.
     assert main(["push", str(out / "final"), "--repo", "me/laya-tiny-pong"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot push to the Hub repo me/laya-tiny-pong") and err.count("\n") == 1, err
-    _push_for_real_and_play_back(out / "final", results, card, tmp_path)
+    _push_for_real_and_play_back(out / "final", staged, results, tmp_path)
 
 
-def _push_for_real_and_play_back(ckpt, results, card, tmp_path):
+def _push_for_real_and_play_back(ckpt, staged, results, tmp_path):
     """The real upload: `laya-policy push` with the locked huggingface_hub against a server speaking
     the Hub's protocol, then `laya-eval run --policy laya:ORG/NAME` in a fresh cache downloads and
-    plays exactly those bytes. A second push of the same checkpoint uploads no file again."""
+    plays exactly those bytes (the dry run's, which are the checkpoint's with no local path in its
+    JSON). A second push of the same checkpoint uploads no file again."""
     import subprocess
     import sys
 
@@ -1050,9 +1051,11 @@ def _push_for_real_and_play_back(ckpt, results, card, tmp_path):
         key = "models/me/laya-tiny-pong"
         head = hub.store.repos[key]["branches"]["main"]
         stored = hub.store.files(key, head)
-        local = {str(p.relative_to(ckpt)): p.read_bytes() for p in ckpt.rglob("*") if p.is_file()}
-        assert sorted(stored) == sorted([*local, "README.md"]), "the checkpoint as it is, plus its card"
-        assert hub.store.blob(stored["README.md"][0]).read_text() == card, "the card the dry run showed"
+        local = {str(p.relative_to(staged)): p.read_bytes() for p in staged.rglob("*") if p.is_file()}
+        assert sorted(local) == sorted(
+            [*(str(p.relative_to(ckpt)) for p in ckpt.rglob("*") if p.is_file()), "README.md"]
+        )
+        assert sorted(stored) == sorted(local), "the checkpoint's files, plus its card"
         for path, data_ in local.items():
             assert hub.store.blob(stored[path][0]).read_bytes() == data_, path
         assert any(lfs for _, _, lfs in stored.values()), "weights go through git-lfs, as on the Hub"
@@ -1070,9 +1073,11 @@ def _push_for_real_and_play_back(ckpt, results, card, tmp_path):
         wait(player)
         assert json.loads((tmp_path / "played.json").read_text())["games"]["Pong"]["error"] is None
         fetched = list((tmp_path / "hf-player" / "hub").glob("models--me--laya-tiny-pong/snapshots/*"))
-        assert len(fetched) == 1 and (fetched[0] / "README.md").is_file(), fetched
-        for path, data_ in local.items():
-            assert (fetched[0] / path).read_bytes() == data_, path
+        assert len(fetched) == 1, fetched
+        got = sorted(str(p.relative_to(fetched[0])) for p in fetched[0].rglob("*") if not p.is_dir())
+        assert got == sorted(p for p in local if p != "README.md"), "a player fetches the checkpoint, not the card"
+        for path in got:
+            assert (fetched[0] / path).read_bytes() == local[path], path
 
 
 def test_a_run_cut_short_by_the_clock_keeps_the_step_schedule(data, tmp_path):

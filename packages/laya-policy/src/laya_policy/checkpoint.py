@@ -57,6 +57,14 @@ class AgentConfig:
 
 TEMPERATURES = (1e-3, 1e3)  # the choice temperature a checkpoint may carry: beyond it softmax under- or overflows
 TRAINING = "training.json"  # how the checkpoint was trained (data, steps, settings): for its model card
+HEAD, BACKBONE = "head.safetensors", "backbone"  # a VLM's head weights, and its backbone's folder
+
+#: The files a checkpoint is made of, as save_checkpoint writes them (a VLM's or the CNN's), as
+#: Hub patterns: what a player fetches of a Hub repo, and all that push stages of a folder.
+PARTS = (CONFIG, TRAINING, HEAD, f"{BACKBONE}/*", f"{CNN}.safetensors")
+#: A Hub snapshot's own files beside a checkpoint's: its card and git's attributes.
+HUB_FILES = ("README.md", ".gitattributes")
+_BACKBONE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # as transformers names them: config.json, ...
 
 
 @contextmanager
@@ -101,7 +109,7 @@ def save_checkpoint(
                 for k, v in policy.state_dict().items()
                 if not k.startswith("backbone.")
             }
-            save_file(head, tmp / "head.safetensors")
+            save_file(head, tmp / HEAD)
         (tmp / CONFIG).write_text(json.dumps(asdict(cfg), indent=2) + "\n")
         if training is not None:
             (tmp / TRAINING).write_text(json.dumps(training, indent=2) + "\n")
@@ -146,7 +154,7 @@ def resolve_checkpoint(spec: str | Path) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(m[1], revision=m[2]))
+        return Path(snapshot_download(m[1], revision=m[2], allow_patterns=list(PARTS)))  # no stray of the repo's
     except Exception as e:  # noqa: BLE001 - offline and not cached, unknown repo, network: one line each
         revision = f" --revision {m[2]}" if m[2] else ""
         raise OSError(
@@ -188,6 +196,61 @@ def check_files(path: Path) -> None:
         size = p.stat().st_size
         if p.suffix != ".safetensors" and size > FILE_MAX:
             raise ValueError(f"{p}: is {size:,} bytes; a checkpoint's file other than weights is at most 64 MB")
+
+
+def checkpoint_files(path: Path) -> list[Path]:
+    """The files of the checkpoint in ``path`` (a Hub snapshot's card and .gitattributes aside), as
+    one kind of checkpoint holds them: its config, its training.json, and a VLM's head and backbone/
+    (plain files named as transformers names them) or the CNN's weights. Anything else is refused on
+    one line naming it: a stray would be shared with the checkpoint (a 70 MB one, or a .git/ folder).
+    Links are refused, but a Hub snapshot's into its own blobs (the Hub cache's layout)."""
+    cnn = load_config(path).backbone == CNN
+    own = {CONFIG, TRAINING, f"{CNN}.safetensors"} if cnn else {CONFIG, TRAINING, HEAD}
+    blobs = (path.parent.parent / "blobs").resolve() if path.parent.name == "snapshots" else None
+    files = []
+    for p in sorted(path.rglob("*")):
+        rel = p.relative_to(path)
+        if p.is_symlink() and not (blobs and p.resolve().is_relative_to(blobs)):
+            raise ValueError(f"{p}: is a symlink; a checkpoint to share holds plain files only")
+        if p.is_dir() and rel.parts == (BACKBONE,) and not cnn:
+            continue
+        if p.is_file() and len(rel.parts) == 1 and rel.name in HUB_FILES:
+            continue
+        inside = len(rel.parts) == 2 and rel.parts[0] == BACKBONE and not cnn and _BACKBONE_FILE.match(rel.name)
+        if not p.is_file() or not (str(rel) in own or inside):
+            kind = "the CNN's" if cnn else "a VLM's"
+            raise ValueError(
+                f"{p}: is not part of a checkpoint ({kind} are {', '.join(sorted(own))}"
+                + ("" if cnn else f" and {BACKBONE}/")
+                + "); move it out of the folder"
+            )
+        files.append(p)
+    return files
+
+
+def fingerprint(path: Path) -> str:
+    """A checkpoint's identity across machines: SHA-256 over its files' names and bytes, but for what
+    says how it was made and not what it plays (training.json, and the config's backbone name and
+    revision, which push rewrites where they are a local path). laya-eval records it with a run's
+    results, so push can tell a checkpoint's results from another's at the same path or Hub id."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for p in checkpoint_files(path):
+        rel = p.relative_to(path).as_posix()
+        if rel == TRAINING:
+            continue
+        digest.update(rel.encode() + b"\0")
+        if rel == CONFIG:
+            raw = read_json_file(p)
+            kept = {k: v for k, v in raw.items() if k not in ("backbone", "revision")} | {"cnn": raw["backbone"] == CNN}
+            digest.update(json.dumps(kept, sort_keys=True).encode())
+        else:
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 
 def checkpoint_folder(spec: str | Path) -> Path:
@@ -264,16 +327,20 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
     with _no_library_bars():  # safetensors and JSON only, so nothing in the folder runs; one line a defect
         backbone, tokenizer = load_pretrained(str(path / "backbone"))
     try:
+        head = load_file(path / HEAD)
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own kinds for a cut or lying file
+        raise ValueError(f"{path / HEAD}: is not a loadable head ({cause(e)})") from None
+    try:
         policy = ChoicePolicy(backbone, tokenizer, question_types=cfg.question_types, head_layers=cfg.head_layers)
-        missing, unexpected = policy.load_state_dict(load_file(path / "head.safetensors"), strict=False)
-    except Exception as e:  # noqa: BLE001 - transformers, tokenizers and safetensors raise many kinds
+        missing, unexpected = policy.load_state_dict(head, strict=False)
+    except Exception as e:  # noqa: BLE001 - transformers, tokenizers and torch raise many kinds
         raise ValueError(f"{path}: is not a loadable laya-policy checkpoint ({cause(e)})") from None
     vision = getattr(backbone.config.vision_config, "image_size", None)
     if vision != cfg.image_size:  # the vision tower's position table fits one size: refused now, not at play
         raise ValueError(f"{path / CONFIG}: image_size {cfg.image_size}: its backbone's vision tower takes {vision}")
     missing = [k for k in missing if not k.startswith("backbone.")]
     if missing or unexpected:
-        raise ValueError(f"{path}/head.safetensors does not fit the head (missing {missing}, unexpected {unexpected})")
+        raise ValueError(f"{path / HEAD} does not fit the head (missing {missing}, unexpected {unexpected})")
     return policy.to(device).eval(), cfg
 
 

@@ -128,9 +128,9 @@ def _quiet_library_bars() -> None:
 
 @terminations_raised()
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     ctrl_c = None  # SIGINT's handler, while the way out ignores a second Ctrl-C
     try:
+        args = build_parser().parse_args(argv)  # imports torch: a stop while it does is a stop too
         _quiet_library_bars()
         if args.command == "play":
             from laya_policy.play import LayaPolicy
@@ -174,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             from laya_policy.push import push, stage
 
             if args.dry_run:
-                folder = stage(args.checkpoint, args.repo, Path(args.dry_run), args.results, args.license)
+                folder = stage(
+                    args.checkpoint, args.repo, Path(args.dry_run), args.results, args.license, args.revision
+                )
                 print(f"staged {sum(1 for p in folder.rglob('*') if p.is_file())} files in {folder}; nothing uploaded")
             else:
                 print(push(args.checkpoint, args.repo, args.results, args.private, args.revision, args.license))

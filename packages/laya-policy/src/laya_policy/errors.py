@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from atari_data.errors import AtariDataError
 from laya_eval.errors import EvalError
-from laya_protocol.errors import os_said
+from laya_protocol.errors import one_line, os_said
 
 #: Bad input, a refused file, a missing path: what the user can fix.
 EXPECTED = (OSError, ValueError, AtariDataError, EvalError)
@@ -19,4 +19,4 @@ def said(e: BaseException) -> str:
     """``e`` as its one line says it: the package errors render themselves."""
     if isinstance(e, OSError):
         return os_said(e)
-    return e.render() if isinstance(e, (AtariDataError, EvalError)) else str(e)
+    return e.render() if isinstance(e, (AtariDataError, EvalError)) else one_line(str(e))

@@ -14,7 +14,7 @@ import torch
 
 from atari_data.schema.questions import game_question
 from laya_policy.cache import FrameFeatureCache
-from laya_policy.checkpoint import load_checkpoint
+from laya_policy.checkpoint import checkpoint_folder, fingerprint, load_checkpoint
 from laya_policy.distributed import check_device
 from laya_policy.imageprep import ImagePrep
 from laya_policy.model import ChoicePolicy
@@ -50,6 +50,7 @@ class LayaPolicy:
         self.cache = FrameFeatureCache(self._encode) if use_cache else None
         self.identity = {
             "checkpoint": str(checkpoint),
+            "fingerprint": fingerprint(checkpoint_folder(checkpoint)),  # what push checks a results file by
             "backbone": self.cfg.backbone,
             "frames": self.cfg.frames,
             "image_size": self.cfg.image_size,

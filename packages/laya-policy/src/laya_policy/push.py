@@ -11,11 +11,22 @@ laya:ORG/NAME``. The token comes from the usual places and is never printed.
 from __future__ import annotations
 
 import json
-import shutil
+import os
 from pathlib import Path
 
 from laya_policy.backbone import PRESETS
-from laya_policy.checkpoint import CNN, CONFIG, HUB_SPEC, TRAINING, load_config, read_json_file, resolve_checkpoint
+from laya_policy.checkpoint import (
+    CNN,
+    CONFIG,
+    HUB_SPEC,
+    TRAINING,
+    checkpoint_files,
+    checkpoint_folder,
+    fingerprint,
+    load_checkpoint,
+    load_config,
+    read_json_file,
+)
 from laya_policy.cnn import MOTION_GAIN, takes_motion
 from laya_protocol.errors import cause
 
@@ -64,17 +75,23 @@ def read_training(ckpt: Path) -> dict:
     return training
 
 
-def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str = "apache-2.0") -> str:
+def model_card(
+    ckpt: Path, repo: str, results: dict | None = None, license: str = "apache-2.0", revision: str | None = None
+) -> str:
     cfg = load_config(ckpt)
     training = read_training(ckpt)
+    spec = repo if revision in (None, "main") else f"{repo}@{revision}"  # what a player names to get this one
+    games = sorted({g.split("/")[0] for g in training.get("groups") or []}) or ["Pong"]
     header = {
         "library_name": "laya-policy",
         "license": license,
         "pipeline_tag": "reinforcement-learning",
         "tags": ["atari", "vision-language-model" if cfg.backbone != CNN else "cnn", "game-playing", "laya"],
     }
-    if cfg.backbone not in PRESETS and training.get("model_on_hub", HUB_SPEC.match(cfg.backbone) is not None):
-        header["base_model"] = cfg.backbone  # a Hub id; a local copy's path means nothing to others
+    base = public_model(cfg.backbone, training)
+    named = f"`{base or cfg.backbone}`" if base or cfg.backbone in PRESETS else "a local copy"
+    if base:
+        header["base_model"] = base  # a Hub id; a local copy's path means nothing to others
     data = training.get("data")
     if data and training.get("data_on_hub"):
         header["datasets"] = [data]
@@ -86,7 +103,7 @@ def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str 
         "",
         f"# {repo}",
         "",
-        f"A Laya policy: an Idefics3 backbone (`{cfg.backbone}`) that reads {cfg.frames} game screen"
+        f"A Laya policy: an Idefics3 backbone ({named}) that reads {cfg.frames} game screen"
         f"{'s' if cfg.frames > 1 else ''} at {cfg.image_size}x{cfg.image_size} and a multiple-choice question "
         "whose options are the game's buttons, and a small head that scores each option."
         if cfg.backbone != CNN
@@ -95,7 +112,7 @@ def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str 
         f"({_cnn_form(cfg)}) and scores the 18 ALE buttons, of which each game's own are its options.",
         "",
         "```bash",
-        f"laya-eval run --policy laya:{repo} --games Pong --episodes 10 --out results.json",
+        f"laya-eval run --policy laya:{spec} --games {','.join(games)} --episodes 10 --out results.json",
         "```",
         "",
         "## Training",
@@ -152,33 +169,89 @@ def model_card(ckpt: Path, repo: str, results: dict | None = None, license: str 
     return "\n".join(lines)
 
 
-def stage(ckpt: str | Path, repo: str, out: Path, results_path: str | None = None, license: str = "apache-2.0") -> Path:
-    """The folder that would be uploaded: the checkpoint's files and README.md, written to ``out``."""
-    from laya_eval.evaluate import load_results
+def public_model(backbone: str, training: dict) -> str | None:
+    """The backbone's Hub id when it came from the Hub (a card's ``base_model``), else None: a preset,
+    the CNN or a local copy, whose path means nothing to others."""
+    if backbone in PRESETS or backbone == CNN or not HUB_SPEC.match(backbone):
+        return None
+    return backbone if training.get("model_on_hub", True) else None
 
-    if not HUB_SPEC.match(repo) or "@" in repo:
+
+def _public(ckpt: Path, rel: str) -> bytes:
+    """A checkpoint file as it is shared: the JSON files with no path of the trainer's machine (a local
+    backbone copy goes by its folder's name, local data by none); the rest as it is."""
+    data = (ckpt / rel).read_bytes()
+    if rel not in (CONFIG, TRAINING):
+        return data
+    raw = json.loads(data)
+    training = read_training(ckpt)
+    key = "backbone" if rel == CONFIG else "model"
+    name = raw.get(key)
+    if isinstance(name, str) and name not in PRESETS and name != CNN and not public_model(name, training):
+        raw[key] = Path(name).name  # still no preset's name: it reads as a pretrained backbone
+    if rel == TRAINING and not raw.get("data_on_hub"):
+        raw["data"] = None
+    return (json.dumps(raw, indent=2) + "\n").encode()
+
+
+def _results_problem(results: dict, ckpt: Path) -> str | None:
+    """Why a laya-eval results file is not this checkpoint's play, or None: it must name the
+    checkpoint's fingerprint (a path or a repo id is not enough: either may hold other weights now)."""
+    identity = (results.get("policy") or {}).get("identity") or {}
+    played = identity.get("fingerprint")
+    if played is None:
+        return "records no checkpoint fingerprint (laya-eval run of an older laya-policy, or another policy)"
+    if played != fingerprint(ckpt):
+        return f"was played by another checkpoint (fingerprint {str(played)[:12]}, this one's {fingerprint(ckpt)[:12]})"
+    return None
+
+
+def stage(
+    ckpt: str | Path,
+    repo: str,
+    out: Path,
+    results_path: str | None = None,
+    license: str = "apache-2.0",
+    revision: str | None = None,
+) -> Path:
+    """The folder that would be uploaded, written to ``out``: the checkpoint's files (no stray: see
+    ``checkpoint_files``; no local path: see ``_public``) and its card. Everything is checked before a
+    byte is written, and the folder is assembled beside ``out`` and renamed into place."""
+    from atari_data.layout import remove, staged
+    from atari_data.publish.repo import BRANCH_RE
+    from laya_eval.evaluate import load_results
+    from laya_protocol.files import writing
+
+    if not HUB_SPEC.match(repo) or "@" in repo or ".." in repo or repo.endswith(".git") or len(repo) > 96:
         raise ValueError(f"--repo {repo!r}: expected a Hub model id ORG/NAME")
-    ckpt = resolve_checkpoint(ckpt)
+    if revision is not None and not BRANCH_RE.match(revision):
+        raise ValueError(f"--revision {revision!r}: expected a branch name (letters, digits, _.- parts joined by /)")
+    ckpt = checkpoint_folder(ckpt)
+    files = checkpoint_files(ckpt)
+    load_checkpoint(ckpt)  # what every player checks: refused here, not after the upload
     results = load_results(results_path) if results_path else None
     if results is not None:
-        spec = str(results.get("policy", {}).get("spec", ""))
-        played = spec.removeprefix("laya:")
-        if not spec.startswith("laya:") or not (
-            played == repo or (Path(played).exists() and Path(played).resolve() == ckpt.resolve())
-        ):
-            raise ValueError(
-                f"{results_path}: policy {spec!r} is not this checkpoint ({ckpt}); evaluate it with "
-                f"`laya-eval run --policy laya:{ckpt}`"
-            )
-    if out.exists():  # never someone's folder: a dry run writes a new one
+        problem = _results_problem(results, ckpt)
+        if problem:
+            raise ValueError(f"{results_path}: {problem}; evaluate this one with `laya-eval run --policy laya:{ckpt}`")
+    out = Path(out)
+    if out.exists() or out.is_symlink():  # never someone's folder: a dry run writes a new one
         raise ValueError(f"{out}: exists; pass a new folder to stage into")
-    for p in sorted(ckpt.rglob("*")):  # plain files only: a link would upload what it points at
-        if p.is_symlink() or not (p.is_file() or p.is_dir()):
-            what = "a symlink" if p.is_symlink() else "not a plain file"
-            raise ValueError(f"{p}: is {what}; a checkpoint to share holds plain files only")
-    card = model_card(ckpt, repo, results, license)  # before anything is written
-    shutil.copytree(ckpt, out)
-    (out / "README.md").write_text(card, encoding="utf-8")
+    if out.resolve().is_relative_to(ckpt.resolve()):
+        raise ValueError(f"{out}: is inside the checkpoint {ckpt}; stage it somewhere else")
+    card = model_card(ckpt, repo, results, license, revision)  # before anything is written
+    tmp = out.with_name(f".{out.name}.staging")
+    remove(tmp)
+    with staged(tmp):
+        for p in files:
+            rel = p.relative_to(ckpt).as_posix()
+            target = tmp / rel
+            with writing(target):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(_public(ckpt, rel))
+        with writing(tmp / "README.md"):
+            (tmp / "README.md").write_text(card, encoding="utf-8")
+        os.replace(tmp, out)
     return out
 
 
@@ -191,19 +264,32 @@ def push(
     license: str = "apache-2.0",
     staging: Path | None = None,
 ) -> str:
-    """Upload the staged folder to the model repo ``repo``; returns the commit URL."""
+    """Upload the staged folder to the model repo ``repo``; returns the commit URL. The repo (at
+    ``revision``) then holds exactly that folder: what an earlier push left there and this one does
+    not hold is deleted in the same commit (the Hub's .gitattributes stays)."""
     import tempfile
 
     from huggingface_hub import HfApi
 
     with tempfile.TemporaryDirectory() as tmp:
-        folder = stage(ckpt, repo, staging or Path(tmp) / "upload", results_path, license)
+        folder = stage(ckpt, repo, staging or Path(tmp) / "upload", results_path, license, revision)
+        api = HfApi()
         try:
-            api = HfApi()
-            api.create_repo(repo, private=private, exist_ok=True)
+            # None keeps an organisation's default visibility; only --private asks for one
+            api.create_repo(repo, private=True if private else None, exist_ok=True)
+            if private and not api.model_info(repo).private:
+                raise ValueError(f"--private: the Hub repo {repo} exists and is public; nothing was uploaded")
+            if revision not in (None, "main"):
+                api.create_branch(repo, branch=revision, exist_ok=True)
             info = api.upload_folder(
-                repo_id=repo, folder_path=str(folder), revision=revision, commit_message="laya-policy push"
+                repo_id=repo,
+                folder_path=str(folder),
+                revision=revision,
+                commit_message="laya-policy push",
+                delete_patterns="*",
             )
+        except ValueError:
+            raise
         except Exception as e:  # noqa: BLE001 - offline, network, auth: one line, never the token
             raise OSError(f"cannot push to the Hub repo {repo} ({cause(e)})") from None
     return str(getattr(info, "commit_url", info))

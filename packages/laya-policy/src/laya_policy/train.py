@@ -34,12 +34,15 @@ from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
 from laya_policy.checkpoint import (
     BEST,
     CNN,
+    CONFIG,
     FINAL,
     HUB_SPEC,
     TEMPERATURES,
+    TRAINING,
     AgentConfig,
     load_checkpoint,
     load_config,
+    read_json_file,
     replaceable,
     resolve_checkpoint,
     save_checkpoint,
@@ -204,6 +207,8 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         raise ValueError(
             f"--processes {cfg.processes}: one process a GPU, and this machine has {torch.cuda.device_count()}"
         )
+    if cfg.model and (Path(cfg.model) / CONFIG).is_file():  # a whole policy, not a backbone
+        raise ValueError(f"--model {cfg.model}: is a laya-policy checkpoint; continue from it with --init-from")
     preset = None if cfg.init_from else PRESETS.get(cfg.model or "tiny")  # a checkpoint's own size is checked below
     if preset and cfg.image_size is not None and (cfg.image_size < 1 or cfg.image_size % (16 * preset.scale_factor)):
         unit = 16 * preset.scale_factor
@@ -909,7 +914,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
 
     training = {k: v for k, v in asdict(cfg).items() if k in TRAINING_KEYS} | {
         "model": cfg.backbone,
-        "model_on_hub": cfg.pretrained and not Path(cfg.backbone).exists(),
+        "model_on_hub": _model_on_hub(cfg),
         "data_on_hub": data_kind(cfg.data) == "hub",
         "freeze": "none" if s.train_vision else "vision",
         "lrs": s.lrs,
@@ -942,6 +947,20 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
     }
     write_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
     return summary
+
+
+def _model_on_hub(cfg: TrainConfig) -> bool:
+    """Whether the backbone came from the Hub (a card then names it as the base model): a continued
+    checkpoint's says so in its training.json (its backbone's name may be a path on another machine)."""
+    if not cfg.pretrained:
+        return False
+    if cfg.init_from:
+        try:
+            said = read_json_file(Path(cfg.init_from) / TRAINING)
+        except ValueError:  # none, or not a run's: nothing says the backbone came from the Hub
+            return False
+        return isinstance(said, dict) and said.get("model_on_hub") is True
+    return not Path(cfg.backbone).exists()
 
 
 def calibrate(s: Setup) -> tuple[float, dict]:
