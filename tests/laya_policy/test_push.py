@@ -295,3 +295,11 @@ def test_a_continued_run_does_not_take_a_missing_path_for_a_hub_id(ckpts, tmp_pa
     assert json.loads((child / "training.json").read_text())["model_on_hub"] is False
     card = model_card(child, "me/x")
     assert "base_model" not in card and "alice-private" not in card, card[:600]
+
+
+@pytest.mark.parametrize("repo", ["me/a..b", "me/modèle", "me/x.git", "me/x--y", "me/" + "a" * 97, "name", "me/x@v2"])
+def test_a_repo_id_the_hub_would_refuse_is_refused_before_anything_is_made(ckpts, hub, repo):
+    """These passed the dry run, then failed at upload unnamed, after an empty repo was made."""
+    done = hub.push(ckpts[0], "--repo", repo)
+    assert done.returncode == 2 and "expected a Hub model id" in done.stderr, done.stderr
+    assert not hub.server.created, "no repo made"

@@ -217,12 +217,19 @@ def stage(
     """The folder that would be uploaded, written to ``out``: the checkpoint's files (no stray: see
     ``checkpoint_files``; no local path: see ``_public``) and its card. Everything is checked before a
     byte is written, and the folder is assembled beside ``out`` and renamed into place."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
     from atari_data.layout import remove, staged
     from atari_data.publish.repo import BRANCH_RE
     from laya_eval.evaluate import load_results
     from laya_protocol.files import writing
 
-    if not HUB_SPEC.match(repo) or "@" in repo or ".." in repo or repo.endswith(".git") or len(repo) > 96:
+    try:  # the Hub's own rule, before a repo is made: 'a..b', 'x--y', 'modèle' failed only at upload
+        validate_repo_id(repo)
+        hub_rule = True
+    except HFValidationError:
+        hub_rule = False
+    if not hub_rule or not HUB_SPEC.match(repo) or "@" in repo:  # and ORG/NAME: a bare name passes the Hub's
         raise ValueError(f"--repo {repo!r}: expected a Hub model id ORG/NAME")
     if revision is not None and not BRANCH_RE.match(revision):
         raise ValueError(f"--revision {revision!r}: expected a branch name (letters, digits, _.- parts joined by /)")
