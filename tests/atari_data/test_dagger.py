@@ -38,6 +38,12 @@ def test_dagger_round_writes_labelled_two_frame_records(tmp_path):
     differ = sum(r["provenance"]["played"] != r["label"] for r in recs)
     assert differ > len(recs) / 3, "a uniform learner mostly disagrees with the expert"
     assert write_dagger_round(cfg, policy) == {"Breakout": None}  # complete: left alone
+    assert "learner a policy (sampled)" in meta["origin"], meta["origin"]
+    # A round is one learner's: another checkpoint, or greedy play, does not add games beside it.
+    with pytest.raises(AtariDataError, match="written by another player"):
+        write_dagger_round(cfg, policy, learner="runs/b/final")
+    with pytest.raises(AtariDataError, match="written by another player"):
+        write_dagger_round(DaggerConfig(**{**vars(cfg), "greedy": True}), policy)
 
 
 def test_a_broken_policy_is_a_clear_error(tmp_path):

@@ -150,6 +150,12 @@ def test_calibration_fits_on_held_out_episodes_and_reports_on_records_it_did_not
     calib = summary["calibration"]
     assert calib["holdout"] == ["Breakout", "Pong"], "by default the training games' own held-out episodes"
     assert (calib["fit_records"], calib["report_records"]) == (len(fit), len(report))
+    one = sorted(g for g in ("Breakout", "Pong") if g not in multi)
+    assert calib["report_from"] == (
+        f"alternate records of the one episode of {', '.join(f'{g}/expert2f' for g in one)}"
+        if one
+        else "other episodes"
+    ), calib["report_from"]
     _, saved = load_checkpoint(tmp_path / "a" / "final")
     if "skipped" in calib:
         assert calib["ece_before"] < 0.05 and saved.temperatures["choice"] == 1.0
@@ -161,6 +167,62 @@ def test_calibration_fits_on_held_out_episodes_and_reports_on_records_it_did_not
         progress=False,
     )
     assert summary["calibration"]["start_temperature"] == pytest.approx(saved.temperatures["choice"])
+    _, best = load_checkpoint(tmp_path / "b" / "best")
+    assert best.temperatures["choice"] == saved.temperatures["choice"], "best/ keeps the temperature it started from"
+
+
+def _examples(games=("Boxing", "Breakout"), episodes=1, each=1000):
+    from laya_policy.data import Example
+
+    return [
+        Example({"game": g, "source": "expert2f", "episode": i % episodes, "id": f"{g}-{i}"}, None, (g, i))
+        for g in games
+        for i in range(each)
+    ]
+
+
+@pytest.mark.parametrize("episodes", [1, 4])
+def test_the_calibration_halves_are_spread_over_every_game(episodes):
+    """A half was cut at 512 records after a stride rounded down: of 1,000 val records a game, the
+    fit half held 500 of Boxing and 12 of Breakout, so the temperature was Boxing's."""
+    from laya_policy.train import _halves
+
+    for games in (("Boxing", "Breakout"), ("Boxing", "Breakout", "Freeway", "Pong")):
+        for half in _halves(_examples(games, episodes)):
+            counts = [sum(ex.rec["game"] == g for ex in half) for g in games]
+            assert len(half) == 512 and max(counts) - min(counts) <= 1 + 512 // 20, counts
+
+
+def test_an_evaluation_spreads_its_records_over_the_whole_split():
+    from laya_policy.train import evenly
+
+    picked = evenly(list(range(511)), 256)
+    assert len(picked) == 256 and picked[0] == 0 and picked[-1] == 510, picked[-3:]
+    assert evenly(list(range(100)), 256) == list(range(100))
+
+
+def test_calibrating_on_a_game_the_data_lacks_is_refused_before_training(data, tmp_path, capsys):
+    from laya_policy.cli import main
+
+    for games in ("Freeway", "Pongg"):
+        argv = ["train", "--data", str(data), "--out", str(tmp_path / games), "--steps", "2", "--image-size", "64"]
+        assert main([*argv, "--calibrate-on", games]) == 2
+        err = capsys.readouterr().err
+        assert "--calibrate-on" in err and games in err and err.count("\n") == 1, err
+        assert not (tmp_path / games / "state.pt").exists(), "refused before the first step"
+
+
+def test_a_held_out_set_too_small_to_halve_skips_calibration_and_says_why(tmp_path):
+    root = tmp_path / "d"
+    generate_game(
+        GenerateConfig(
+            root=str(root), train_frames=40, val_frames=1, min_train_episodes=1, decision_cap=40, baseline_episodes=0
+        ),
+        "Pong",
+    )
+    summary = train(config(root, tmp_path / "run", steps=2, evals=1), progress=False)
+    assert "fewer than 2" in summary["calibration"]["skipped"], summary["calibration"]
+    assert (tmp_path / "run" / "final").is_dir()
 
 
 def test_the_temperature_fit_follows_soft_targets():

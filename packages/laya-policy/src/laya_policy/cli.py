@@ -160,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
             from laya_policy.play import LayaPolicy
 
             policy = LayaPolicy(args.model, device=args.device)
-            for game, meta in write_dagger_round(from_args(DaggerConfig, args), policy.frames_policy()).items():
+            learner = f"{args.model} (fingerprint {policy.identity['fingerprint'][:12]})"
+            for game, meta in write_dagger_round(
+                from_args(DaggerConfig, args), policy.frames_policy(), learner
+            ).items():
                 if meta is None:
                     print(f"{game}: already written (--force to redo)")
                 else:

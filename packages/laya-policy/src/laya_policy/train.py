@@ -156,7 +156,8 @@ class TrainConfig:
     calibrate_on: list[str] | None = option(
         None,
         "games whose val split fits the temperature (not trained on)",
-        shown="the training games' own held-out val episodes; ECE is reported on episodes the fit did not use",
+        shown="the training games' own held-out val episodes; ECE is reported on records the fit did not use "
+        "(other episodes; alternate records where a game has one)",
     )
 
     @property
@@ -421,6 +422,14 @@ def build(cfg: TrainConfig) -> Setup:
         raise ValueError(
             f"{cfg.data}: no training records for sources {cfg.sources or 'all'} and games {cfg.games or 'all'}"
         )
+    if cfg.calibrate_on and dist.main:  # checked now: after training it silently left final/ at T = 1
+        held = {ex.rec["game"] for group in load_groups(cfg, "val", cfg.calibrate_on).values() for ex in group}
+        if missing := [g for g in cfg.calibrate_on if g not in held]:
+            which = "that game" if len(missing) == 1 else "those games"
+            raise ValueError(
+                f"--calibrate-on {','.join(missing)}: no val records of {which} in {cfg.data} "
+                f"(sources {cfg.sources or 'all'})"
+            )
     if isinstance(model, NatureCNN):
         offered = {a for group in (*train.values(), *val.values()) for ex in group for a in ex.rec["actions"]}
         if other := sorted(offered - set(FULL_ACTIONS)):
@@ -515,7 +524,7 @@ def evaluate(s: Setup, groups: dict[str, list[Example]]) -> dict[str, dict]:
     spread records of each."""
     per_group = {}
     for key, examples in groups.items():
-        picked = examples[:: max(1, len(examples) // s.cfg.eval_records)][: s.cfg.eval_records]
+        picked = evenly(examples, s.cfg.eval_records)
         lg, lb, _ = scored(s, picked)
         per_group[key] = {
             "accuracy": accuracy(lg, lb),
@@ -545,12 +554,15 @@ def play_check(s: Setup, out: Path) -> dict:
     }
 
 
-def agent_config(s: Setup, temperature: float = 1.0) -> AgentConfig:
+def agent_config(s: Setup, temperature: float | None = None) -> AgentConfig:
     """What the checkpoint restores: a continued checkpoint's own fields (interpolation, head shape,
-    revision), with this run's temperature."""
+    revision), with this run's temperature (``final/``'s, fitted), or the one it started from (1, or
+    ``init_from``'s: ``best/`` and the play checks are not calibrated)."""
     from dataclasses import replace
 
     base = s.start or AgentConfig(backbone=s.cfg.backbone)
+    if temperature is None:
+        temperature = float(base.temperatures.get("choice", 1.0)) if s.start else 1.0
     return replace(
         base,
         image_size=s.image_size,
@@ -976,14 +988,21 @@ def calibrate(s: Setup) -> tuple[float, dict]:
     start_t = float(s.start.temperatures.get("choice", 1.0)) if s.start else 1.0
     holdout = load_groups(cfg, "val", cfg.calibrate_on) if cfg.calibrate_on else s.val
     examples = [ex for key in sorted(holdout) for ex in holdout[key]]
-    if not examples:
-        return start_t, {}
     fit, report = _halves(examples)
+    if not fit or not report:  # nothing to fit on, or nothing to say how the fit did
+        n = len(examples)
+        print(f"calibration skipped: {n} held-out record{'s' * (n != 1)}, fewer than 2; final/ keeps T = {start_t:g}")
+        return start_t, {"skipped": f"{n} held-out record{'s' * (n != 1)}, fewer than 2", "start_temperature": start_t}
     (fit_logits, fit_labels, fit_targets), (rep_logits, rep_labels, _) = scored(s, fit), scored(s, report)
     raw = expected_calibration_error(rep_logits / start_t, rep_labels)
+    episodes: dict[str, set] = {}
+    for ex in examples:
+        episodes.setdefault(f"{ex.rec['game']}/{ex.rec['source']}", set()).add(ex.rec["episode"])
+    single = sorted(k for k, e in episodes.items() if len(e) < 2)  # their halves are alternate records
     calib: dict = {
         "ece_before": raw,
         "holdout": sorted(holdout),
+        "report_from": f"alternate records of the one episode of {', '.join(single)}" if single else "other episodes",
         "fit_records": len(fit),
         "report_records": len(report),
         "start_temperature": start_t,
@@ -1014,8 +1033,16 @@ def _halves(examples: list[Example], most: int = 512) -> tuple[list[Example], li
         else:
             halves[0] += group[0::2]
             halves[1] += group[1::2]
-    fit, report = (h[:: max(1, len(h) // most)][:most] for h in halves)
+    fit, report = (evenly(h, most) for h in halves)
     return fit, report
+
+
+def evenly(items: list, most: int) -> list:
+    """At most ``most`` of ``items``, evenly spaced from the first to the last (a stride rounded down,
+    then cut at ``most``, kept the first groups whole and dropped the last ones)."""
+    if len(items) <= most:
+        return list(items)
+    return [items[int(i)] for i in np.linspace(0, len(items) - 1, most).round()]
 
 
 def print_eval(entry: dict) -> None:

@@ -47,7 +47,15 @@ RANGES: tuple[tuple[str, int, str], ...] = (
 
 
 def dagger_episode(round_: int, episode: int) -> int:
-    """The episode number a DAgger round's ALE seed derives from."""
+    """The episode number a DAgger round's ALE seed derives from. A round's episodes are numbered as
+    generate's (val from ``VAL_EPISODES_FROM``, train from ``TRAIN_EPISODES_FROM``), so one past the
+    round's stride would be the next round's: refused, not played twice."""
+    if not 0 <= episode < DAGGER_ROUND_STRIDE:
+        raise ValueError(
+            f"DAgger round {round_}: episode {episode} would share its seed with round {round_ + 1}'s; a round "
+            f"plays at most {DAGGER_ROUND_STRIDE - TRAIN_EPISODES_FROM:,} train episodes (raise --decision-cap "
+            "or lower --train-frames)"
+        )
     return DAGGER_EPISODES_FROM + DAGGER_ROUND_STRIDE * round_ + episode
 
 

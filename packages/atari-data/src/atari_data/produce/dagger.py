@@ -91,12 +91,18 @@ def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):
     return behave
 
 
-def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | None]:
+def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a policy") -> dict[str, dict | None]:
     """Write ``<root>/dagger<round>/<Game>`` for every game; returns each game's meta.json
-    (None for games already complete)."""
+    (None for games already complete). ``learner`` names the policy in each game's meta.json
+    (its ``origin``, with greedy or sampled play): a round is one learner's, so a game of it that
+    another wrote is refused rather than left beside this one's."""
     if cfg.round < 1:
         raise AtariDataError(f"round {cfg.round} (expected 1 or more)", field="round")
     source = f"dagger{cfg.round}"
+    origin = (
+        f"atari-data DAgger round {cfg.round}, expert {expert_id(cfg.expert, cfg.planner_frames)}, "
+        f"learner {learner} ({'greedy' if cfg.greedy else 'sampled'})"
+    )
     out: dict[str, dict | None] = {}
     for name in cfg.games:
         protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
@@ -106,7 +112,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
             name,
             frame_format="rgb_210x160",
             frames=2,
-            origin=f"atari-data DAgger round {cfg.round}, expert {expert_id(cfg.expert, cfg.planner_frames)}",
+            origin=origin,
             license="MIT",
             caps={"train": cfg.train_frames, "val": cfg.val_frames},
             protocol=protocol,
@@ -114,6 +120,13 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy) -> dict[str, dict | No
             force=cfg.force,
         ) as writer:
             if writer.complete:
+                written = writer.dir.meta().get("origin")
+                if written != origin:
+                    raise AtariDataError(
+                        f"{source}/{name} was written by another player ({written}); this round plays {learner} "
+                        f"({'greedy' if cfg.greedy else 'sampled'}): pass --force to redo it, or another --round",
+                        field="round",
+                    )
                 out[name] = None
                 continue
             expert = load_expert(cfg.expert, name, cfg.planner_frames)
