@@ -865,3 +865,7 @@ def test_ray_executor_gives_the_local_results(tmp_path, ray_local):
             "seconds": remote["games"][game]["random"]["seconds"],
         }
     assert np.isclose(remote["summary"]["all"]["iqm"], local["summary"]["all"]["iqm"])
+    # What the player says it is was recorded by the local judge only (push then refused Ray's results).
+    (tmp_path / "c").mkdir()
+    said = run(tmp_path / "c", unruly(tmp_path, "calm"), episodes=1, random_episodes=0, executor="ray")
+    assert said["policy"].get("identity") == {"name": "calm"}, said["policy"]

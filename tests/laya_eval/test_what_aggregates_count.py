@@ -176,6 +176,8 @@ EDITS = [
     ("Pong", "normalised", lambda g: g["baseline"].update(expert=g["baseline"]["random"])),  # no scale at all
     ("Pong", "baseline", lambda g: g["baseline"].update(expert=g["baseline"]["random"] + 1e-9)),
     ("Pong", "human_normalised", 0.5),
+    ("Pong", "human_normalised", lambda g: g.pop("human_normalised")),  # a key left out: one line, not a KeyError
+    ("Pong", "normalised", lambda g: [g.pop("normalised"), g.pop("normalised_scores")]),
     ("Pong", "random", lambda g: g["random"].update(mean=g["random"]["mean"] + 1.0)),
 ]
 

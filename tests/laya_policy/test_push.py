@@ -303,3 +303,29 @@ def test_a_repo_id_the_hub_would_refuse_is_refused_before_anything_is_made(ckpts
     done = hub.push(ckpts[0], "--repo", repo)
     assert done.returncode == 2 and "expected a Hub model id" in done.stderr, done.stderr
     assert not hub.server.created, "no repo made"
+
+
+def test_a_results_file_from_before_fingerprints_resumes_and_another_checkpoints_is_refused_before_play(
+    ckpts, tmp_path
+):
+    """Resuming a results file whose identity held no fingerprint yet was refused after a game was
+    played, with --restart (which drops its games) as the way out; another checkpoint's file was
+    also refused only after playing."""
+    from laya_eval.cli import main as judge
+
+    vlm, _, results = ckpts
+    doc = json.loads(results.read_text())
+    del doc["policy"]["identity"]["fingerprint"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    argv = ["run", "--policy", f"laya:{vlm}", "--games", "Pong,Breakout", "--episodes", "1", "--cap", "5"]
+    argv += ["--random-episodes", "0"]
+    assert judge([*argv, "--out", str(old)]) == 0
+    after = json.loads(old.read_text())
+    assert sorted(after["games"]) == ["Breakout", "Pong"] and len(after["policy"]["identity"]["fingerprint"]) == 64
+    doc["policy"]["identity"]["fingerprint"] = "0" * 64
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(doc))
+    code, err = check_promises(judge, [*argv, "--out", other], sandbox=tmp_path, target=other)
+    assert code == 2 and "policy.identity" in err, err
+    assert sorted(json.loads(other.read_text())["games"]) == ["Pong"], "refused before Breakout was played"

@@ -435,8 +435,8 @@ def _derived_problem(name: str, g: dict, settings: dict) -> tuple[str, str] | No
             return wrong
     baseline = Baseline(b["expert"], b["random"], str(b.get("source", "")), b.get("cap")) if b else None
     want = derived(name, g["scores"], baseline, settings["cap"], rnd.get("mean"))
-    for key, value in want.items():
-        wrong = _differs(key, g[key], value)
+    for key, value in want.items():  # a key left out reads as null, as _game_problem reads it
+        wrong = _differs(key, g.get(key), value)
         if wrong:
             return wrong
     return None
@@ -483,6 +483,20 @@ def play_game(
     if extra is None and cfg.baselines:
         extra = read_meta_baselines(cfg.baselines)
     return score_game(game, ep, rnd, choose_baseline(game, cfg.cap, extra), cfg.cap, cfg.action_set)
+
+
+def play_identified(cfg: RunConfig, game: str) -> tuple[dict, dict | None, str | None]:
+    """One game played by a policy of its own (a Ray task's unit of work), with what the policy says
+    it is, or why it could not say (as text: an EvalError does not cross Ray's pickling)."""
+    policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout)
+    try:
+        result = play_game(cfg, game, policy)
+        try:
+            return result, policy_identity(policy), None
+        except EvalError as e:
+            return result, None, e.message
+    finally:
+        close_policy(policy)
 
 
 def close_policy(policy) -> None:
@@ -615,13 +629,22 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
     if cfg.executor == "ray":
         from laya_eval.executors import ray_each
 
-        for result in ray_each(play_game, [(cfg, g) for g in todo]):
+        for result, identity, problem in ray_each(play_identified, [(cfg, g) for g in todo]):
+            _same_player(results, identity, out)
             record(result)
+            if problem:
+                raise EvalError(problem, field="policy.identity")
         return results
     if cfg.executor != "local":
         raise EvalError(f"unknown executor {cfg.executor!r} (expected local or ray)", field="--executor")
     policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout) if todo else None
     try:
+        if policy is not None:  # another player's file is refused before a game is played, not after
+            try:
+                early = policy_identity(policy)
+            except EvalError:  # an identity it cannot say is charged after its first game, as ever
+                early = None
+            _same_player(results, early, out)
         for game in todo:
             with tqdm(total=cfg.episodes, desc=game, unit="episode", disable=None if progress else True) as bar:
                 result = play_game(cfg, game, policy, bar, extra)
@@ -630,19 +653,26 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
                 identity = policy_identity(policy)
             except EvalError as e:
                 identity, problem = None, e
-            then = results["policy"].get("identity")
-            if identity and then and identity != then:  # one file, one player: its games are not comparable
-                raise EvalError(
-                    f"the results hold games played by a policy that said it is {json.dumps(then)[:200]}; this "
-                    f"one says {json.dumps(identity)[:200]}: use --restart to overwrite them or --out for a new file",
-                    file=str(out),
-                    field="policy.identity",
-                )
-            if identity:
-                results["policy"]["identity"] = identity
+            _same_player(results, identity, out)
             record(result)  # the game is kept, whatever its identity says
             if problem:
                 raise problem
     finally:
         close_policy(policy)
     return results
+
+
+def _same_player(results: dict, identity: dict | None, out: Path) -> None:
+    """Record ``identity`` as the results' player, or refuse it: one file, one player, as its games
+    are otherwise not comparable. An identity that says all the recorded one said, and more (a
+    checkpoint's fingerprint, which laya-policy added later), is the same player saying more."""
+    then = results["policy"].get("identity")
+    if identity and then and identity != then and not then.items() <= identity.items():
+        raise EvalError(
+            f"the results hold games played by a policy that said it is {json.dumps(then)[:200]}; this "
+            f"one says {json.dumps(identity)[:200]}: use --restart to overwrite them or --out for a new file",
+            file=str(out),
+            field="policy.identity",
+        )
+    if identity:
+        results["policy"]["identity"] = identity
