@@ -106,14 +106,13 @@ def test_a_second_push_leaves_the_hub_holding_only_the_new_checkpoint(ckpts, hub
 STRAYS = [
     ("notes.bin", b"\0" * 1024),
     (".git/config", b"[core]\n"),
-    (".cache/huggingface/upload/x", b"x"),
     ("backbone/extra/config.json", b"{}"),
     (os.fsdecode(b"backbone/r\xffsum.txt"), b"x"),
     ("backbone/a\nb.json", b"{}"),
 ]
 
 
-@pytest.mark.parametrize("name,data", STRAYS, ids=["top-level", "git", "hf-cache", "subfolder", "non-utf8", "newline"])
+@pytest.mark.parametrize("name,data", STRAYS, ids=["top-level", "git", "subfolder", "non-utf8", "newline"])
 def test_push_stages_the_checkpoint_only_and_names_anything_else(ckpts, tmp_path, name, data):
     """What huggingface_hub would skip (.git/, .cache/) was counted in the dry run and not uploaded; a
     70 MB stray was uploaded and then refused by every player; names that are not UTF-8 failed at
@@ -329,3 +328,24 @@ def test_a_results_file_from_before_fingerprints_resumes_and_another_checkpoints
     code, err = check_promises(judge, [*argv, "--out", other], sandbox=tmp_path, target=other)
     assert code == 2 and "policy.identity" in err, err
     assert sorted(json.loads(other.read_text())["games"]) == ["Pong"], "refused before Breakout was played"
+
+
+def test_a_checkpoint_fetched_with_hf_download_local_dir_plays_and_pushes(ckpts, tmp_path):
+    """`hf download ORG/NAME --local-dir DIR`, the offline way the errors name, writes its own
+    .cache/huggingface/ into DIR: playing DIR was refused as a stray. A stray file stops a push, not
+    a player, whose fingerprint is of the checkpoint's parts."""
+    from laya_policy.checkpoint import fingerprint
+    from laya_policy.play import LayaPolicy
+
+    vlm = ckpts[0]
+    copy = tmp_path / "dir"
+    shutil.copytree(vlm, copy)
+    (copy / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    (copy / ".cache" / "huggingface" / "download" / "head.safetensors.metadata").write_text("abc\n")
+    assert LayaPolicy(str(copy)).identity["fingerprint"] == fingerprint(vlm)
+    staged = stage(copy, "me/x", tmp_path / "staged")
+    assert not (staged / ".cache").exists()
+    (copy / "notes.txt").write_text("mine")
+    assert LayaPolicy(str(copy)).identity["fingerprint"] == fingerprint(vlm), "a player ignores a stray"
+    with pytest.raises(ValueError, match="notes.txt: is not part of a checkpoint"):
+        stage(copy, "me/x", tmp_path / "staged2")

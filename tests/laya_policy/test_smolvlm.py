@@ -175,3 +175,14 @@ def test_train_save_reload_in_a_fresh_process_play_and_judge(data, smolvlm, tmp_
     out, err = fresh.communicate(timeout=300)
     assert fresh.returncode == 0, err[-800:]
     assert json.loads(out.splitlines()[-1]) == here, "a fresh process gives identical logits"
+    # Shared, a checkpoint trained from a local copy names no path of this machine: its config and
+    # training.json named the copy's folder, and the card declared nothing or the path.
+    from laya_policy.push import stage
+
+    staged = stage(ckpt, "me/smol", tmp_path / "staged", str(results))
+    for p in staged.rglob("*"):
+        if p.suffix in (".json", ".md", ".jinja", ".txt"):
+            text = p.read_text()
+            assert str(smolvlm) not in text and str(data) not in text, p
+    shared = json.loads((staged / "vlm_agent_config.json").read_text())["backbone"]
+    assert shared == f"local:{smolvlm.name}" and "base_model" not in (staged / "README.md").read_text()

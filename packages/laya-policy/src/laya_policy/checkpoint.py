@@ -58,10 +58,8 @@ class AgentConfig:
 TEMPERATURES = (1e-3, 1e3)  # the choice temperature a checkpoint may carry: beyond it softmax under- or overflows
 TRAINING = "training.json"  # how the checkpoint was trained (data, steps, settings): for its model card
 HEAD, BACKBONE = "head.safetensors", "backbone"  # a VLM's head weights, and its backbone's folder
+CNN_WEIGHTS = f"{CNN}.safetensors"  # the reference CNN's weights, in its head and backbone's place
 
-#: The files a checkpoint is made of, as save_checkpoint writes them (a VLM's or the CNN's), as
-#: Hub patterns: what a player fetches of a Hub repo, and all that push stages of a folder.
-PARTS = (CONFIG, TRAINING, HEAD, f"{BACKBONE}/*", f"{CNN}.safetensors")
 #: A Hub snapshot's own files beside a checkpoint's: its card and git's attributes.
 HUB_FILES = ("README.md", ".gitattributes")
 _BACKBONE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # as transformers names them: config.json, ...
@@ -97,13 +95,11 @@ def save_checkpoint(
         remove(tmp)  # a link there is removed itself, never followed
         tmp.mkdir(parents=True)
         if isinstance(policy, NatureCNN):
-            save_file(
-                {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}, tmp / f"{CNN}.safetensors"
-            )
+            save_file({k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}, tmp / CNN_WEIGHTS)
         else:
             with _no_library_bars():
-                policy.backbone.save_pretrained(tmp / "backbone")
-            processor(policy, cfg).save_pretrained(tmp / "backbone")  # tokenizer, chat template, image processor
+                policy.backbone.save_pretrained(tmp / BACKBONE)
+            processor(policy, cfg).save_pretrained(tmp / BACKBONE)  # tokenizer, chat template, image processor
             head = {
                 k: v.detach().contiguous().cpu()
                 for k, v in policy.state_dict().items()
@@ -142,6 +138,17 @@ def processor(policy: ChoicePolicy, cfg: AgentConfig):
 HUB_SPEC = re.compile(r"([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@([\w./-]+))?\Z")
 
 
+def on_hub(backbone: str, said: bool | None = None) -> bool:
+    """Whether a backbone's name is the Hub id it was loaded from: ``said`` by the training.json of
+    the checkpoint that holds it, where it says; else a name of the Hub's form that is no folder here.
+    A preset, the CNN and a local copy's path are not (a card names no base model for them)."""
+    from laya_policy.backbone import PRESETS
+
+    if backbone in PRESETS or backbone == CNN or not HUB_SPEC.match(backbone):
+        return False
+    return said if isinstance(said, bool) else not Path(backbone).exists()
+
+
 def resolve_checkpoint(spec: str | Path) -> Path:
     """A checkpoint folder: ``spec`` itself when it exists, else ``ORG/NAME[@REVISION]`` from the Hub
     (``snapshot_download``; offline, the local Hub cache)."""
@@ -154,7 +161,8 @@ def resolve_checkpoint(spec: str | Path) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(m[1], revision=m[2], allow_patterns=list(PARTS)))  # no stray of the repo's
+        wanted = sorted({*parts(cnn=True), *parts(cnn=False)})  # the repo's strays are not fetched
+        return Path(snapshot_download(m[1], revision=m[2], allow_patterns=wanted))
     except Exception as e:  # noqa: BLE001 - offline and not cached, unknown repo, network: one line each
         revision = f" --revision {m[2]}" if m[2] else ""
         raise OSError(
@@ -198,33 +206,39 @@ def check_files(path: Path) -> None:
             raise ValueError(f"{p}: is {size:,} bytes; a checkpoint's file other than weights is at most 64 MB")
 
 
-def checkpoint_files(path: Path) -> list[Path]:
-    """The files of the checkpoint in ``path`` (a Hub snapshot's card and .gitattributes aside), as
-    one kind of checkpoint holds them: its config, its training.json, and a VLM's head and backbone/
-    (plain files named as transformers names them) or the CNN's weights. Anything else is refused on
-    one line naming it: a stray would be shared with the checkpoint (a 70 MB one, or a .git/ folder).
-    Links are refused, but a Hub snapshot's into its own blobs (the Hub cache's layout)."""
+def parts(cnn: bool) -> tuple[str, ...]:
+    """The files a checkpoint is made of, by its kind: its config and training.json, then the CNN's
+    weights, or a VLM's head and the files of its backbone/ folder (``BACKBONE/*``)."""
+    return (CONFIG, TRAINING, *((CNN_WEIGHTS,) if cnn else (HEAD, f"{BACKBONE}/*")))
+
+
+def checkpoint_files(path: Path, strict: bool = True) -> list[Path]:
+    """The files of the checkpoint in ``path`` (:func:`parts`; a backbone file named as transformers
+    names one, in backbone/ itself). A Hub snapshot's card and .gitattributes, and the .cache/ that
+    ``hf download --local-dir`` keeps, are not the checkpoint's and are passed over. Anything else is,
+    when ``strict`` (what push shares), refused on one line naming it: a stray would be shared with the
+    checkpoint (a 70 MB one, a .git/ folder); so is a link, but a Hub snapshot's into its own blobs.
+    Not ``strict`` (what a player fingerprints), strays are passed over and links followed."""
     cnn = load_config(path).backbone == CNN
-    own = {CONFIG, TRAINING, f"{CNN}.safetensors"} if cnn else {CONFIG, TRAINING, HEAD}
+    own = parts(cnn)
     blobs = (path.parent.parent / "blobs").resolve() if path.parent.name == "snapshots" else None
     files = []
     for p in sorted(path.rglob("*")):
         rel = p.relative_to(path)
-        if p.is_symlink() and not (blobs and p.resolve().is_relative_to(blobs)):
+        if rel.parts[:2] in ((".cache",), (".cache", "huggingface")) or (rel.as_posix() in HUB_FILES and p.is_file()):
+            continue
+        if strict and p.is_symlink() and not (blobs and p.resolve().is_relative_to(blobs)):
             raise ValueError(f"{p}: is a symlink; a checkpoint to share holds plain files only")
-        if p.is_dir() and rel.parts == (BACKBONE,) and not cnn:
+        if p.is_dir() and rel.as_posix() == BACKBONE and not cnn:
             continue
-        if p.is_file() and len(rel.parts) == 1 and rel.name in HUB_FILES:
-            continue
-        inside = len(rel.parts) == 2 and rel.parts[0] == BACKBONE and not cnn and _BACKBONE_FILE.match(rel.name)
-        if not p.is_file() or not (str(rel) in own or inside):
+        inside = len(rel.parts) == 2 and f"{rel.parts[0]}/*" in own and _BACKBONE_FILE.match(rel.name)
+        if p.is_file() and (rel.as_posix() in own or inside):
+            files.append(p)
+        elif strict:
             kind = "the CNN's" if cnn else "a VLM's"
             raise ValueError(
-                f"{p}: is not part of a checkpoint ({kind} are {', '.join(sorted(own))}"
-                + ("" if cnn else f" and {BACKBONE}/")
-                + "); move it out of the folder"
+                f"{p}: is not part of a checkpoint ({kind} are {', '.join(own)}); move it out of the folder"
             )
-        files.append(p)
     return files
 
 
@@ -236,14 +250,15 @@ def fingerprint(path: Path) -> str:
     import hashlib
 
     digest = hashlib.sha256()
-    for p in checkpoint_files(path):
+    cnn = load_config(path).backbone == CNN
+    for p in checkpoint_files(path, strict=False):
         rel = p.relative_to(path).as_posix()
         if rel == TRAINING:
             continue
         digest.update(rel.encode() + b"\0")
         if rel == CONFIG:
             raw = read_json_file(p)
-            kept = {k: v for k, v in raw.items() if k not in ("backbone", "revision")} | {"cnn": raw["backbone"] == CNN}
+            kept = {k: v for k, v in raw.items() if k not in ("backbone", "revision")} | {"cnn": cnn}
             digest.update(json.dumps(kept, sort_keys=True).encode())
         else:
             with open(p, "rb") as f:
@@ -325,7 +340,7 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
     if cfg.backbone == CNN:
         return _load_cnn(path, cfg).to(device).eval(), cfg
     with _no_library_bars():  # safetensors and JSON only, so nothing in the folder runs; one line a defect
-        backbone, tokenizer = load_pretrained(str(path / "backbone"))
+        backbone, tokenizer = load_pretrained(str(path / BACKBONE))
     try:
         head = load_file(path / HEAD)
     except Exception as e:  # noqa: BLE001 - safetensors raises its own kinds for a cut or lying file
@@ -347,7 +362,7 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
 def _load_cnn(path: Path, cfg: AgentConfig) -> NatureCNN:
     try:
         model = NatureCNN(cfg.frames, cfg.image_size, cfg.cnn_inputs)
-        model.load_state_dict(load_file(path / f"{CNN}.safetensors"))
+        model.load_state_dict(load_file(path / CNN_WEIGHTS))
     except Exception as e:  # noqa: BLE001 - safetensors and torch raise many kinds; any defect is one line
         raise ValueError(f"{path}: is not a loadable laya-policy CNN checkpoint ({cause(e)})") from None
     return model

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 from laya_policy.backbone import PRESETS
 from laya_policy.checkpoint import (
+    BACKBONE,
     CNN,
+    CNN_WEIGHTS,
     CONFIG,
+    HEAD,
     HUB_SPEC,
     TRAINING,
     checkpoint_files,
@@ -25,6 +29,7 @@ from laya_policy.checkpoint import (
     fingerprint,
     load_checkpoint,
     load_config,
+    on_hub,
     read_json_file,
 )
 from laya_policy.cnn import MOTION_GAIN, takes_motion
@@ -159,9 +164,9 @@ def model_card(
         "",
         f"`{CONFIG}` (preprocessing, frames, temperature), "
         + (
-            "`backbone/` (loads with AutoModel, AutoTokenizer and AutoProcessor), `head.safetensors`"
+            f"`{BACKBONE}/` (loads with AutoModel, AutoTokenizer and AutoProcessor), `{HEAD}`"
             if cfg.backbone != CNN
-            else f"`{CNN}.safetensors` (the network's weights)"
+            else f"`{CNN_WEIGHTS}` (the network's weights)"
         )
         + "; the formats are in laya's docs/formats.md.",
         "",
@@ -170,25 +175,19 @@ def model_card(
 
 
 def public_model(backbone: str, training: dict) -> str | None:
-    """The backbone's Hub id when it came from the Hub (a card's ``base_model``), else None: a preset,
-    the CNN or a local copy, whose path means nothing to others."""
-    if backbone in PRESETS or backbone == CNN or not HUB_SPEC.match(backbone):
-        return None
-    return backbone if training.get("model_on_hub", True) else None
+    """The backbone's Hub id when it came from the Hub (a card's ``base_model``), else None."""
+    return backbone if on_hub(backbone, training.get("model_on_hub")) else None
 
 
-def _public(ckpt: Path, rel: str) -> bytes:
-    """A checkpoint file as it is shared: the JSON files with no path of the trainer's machine (a local
-    backbone copy goes by its folder's name, local data by none); the rest as it is."""
-    data = (ckpt / rel).read_bytes()
-    if rel not in (CONFIG, TRAINING):
-        return data
-    raw = json.loads(data)
-    training = read_training(ckpt)
+def _public_json(ckpt: Path, rel: str) -> bytes:
+    """The config or training.json as shared: no path of the trainer's machine. A local backbone copy
+    goes by ``local:`` and its folder's name (no preset's name, no Hub id: it still reads as a
+    pretrained backbone), local data by none."""
+    raw = read_json_file(ckpt / rel)
     key = "backbone" if rel == CONFIG else "model"
     name = raw.get(key)
-    if isinstance(name, str) and name not in PRESETS and name != CNN and not public_model(name, training):
-        raw[key] = Path(name).name  # still no preset's name: it reads as a pretrained backbone
+    if isinstance(name, str) and name not in PRESETS and name != CNN and not public_model(name, read_training(ckpt)):
+        raw[key] = f"local:{Path(name).name}"
     if rel == TRAINING and not raw.get("data_on_hub"):
         raw["data"] = None
     return (json.dumps(raw, indent=2) + "\n").encode()
@@ -201,8 +200,9 @@ def _results_problem(results: dict, ckpt: Path) -> str | None:
     played = identity.get("fingerprint")
     if played is None:
         return "records no checkpoint fingerprint (laya-eval run of an older laya-policy, or another policy)"
-    if played != fingerprint(ckpt):
-        return f"was played by another checkpoint (fingerprint {str(played)[:12]}, this one's {fingerprint(ckpt)[:12]})"
+    ours = fingerprint(ckpt)
+    if played != ours:
+        return f"was played by another checkpoint (fingerprint {str(played)[:12]}, this one's {ours[:12]})"
     return None
 
 
@@ -255,7 +255,10 @@ def stage(
             target = tmp / rel
             with writing(target):
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(_public(ckpt, rel))
+                if rel in (CONFIG, TRAINING):
+                    target.write_bytes(_public_json(ckpt, rel))
+                else:  # streamed: a backbone's weights may be gigabytes
+                    shutil.copyfile(p, target)
         with writing(tmp / "README.md"):
             (tmp / "README.md").write_text(card, encoding="utf-8")
         os.replace(tmp, out)

@@ -42,6 +42,7 @@ from laya_policy.checkpoint import (
     AgentConfig,
     load_checkpoint,
     load_config,
+    on_hub,
     read_json_file,
     replaceable,
     resolve_checkpoint,
@@ -972,7 +973,7 @@ def _model_on_hub(cfg: TrainConfig) -> bool:
         except ValueError:  # none, or not a run's: nothing says the backbone came from the Hub
             return False
         return isinstance(said, dict) and said.get("model_on_hub") is True
-    return not Path(cfg.backbone).exists()
+    return on_hub(cfg.backbone)
 
 
 def calibrate(s: Setup) -> tuple[float, dict]:
