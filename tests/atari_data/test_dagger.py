@@ -44,6 +44,11 @@ def test_dagger_round_writes_labelled_two_frame_records(tmp_path):
         write_dagger_round(cfg, policy, learner="runs/b/final")
     with pytest.raises(AtariDataError, match="written by another player"):
         write_dagger_round(DaggerConfig(**{**vars(cfg), "greedy": True}), policy)
+    # Checked before anything is played: another player's Pong is not written beside its Breakout.
+    both = DaggerConfig(**{**vars(cfg), "games": ["Pong", "Breakout"]})
+    with pytest.raises(AtariDataError, match="written by another player"):
+        write_dagger_round(both, policy, learner="runs/b/final")
+    assert not (tmp_path / "dagger1" / "Pong").exists()
 
 
 def test_a_broken_policy_is_a_clear_error(tmp_path):

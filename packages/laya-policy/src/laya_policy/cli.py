@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             from laya_policy.play import LayaPolicy
 
             policy = LayaPolicy(args.model, device=args.device)
-            learner = f"{args.model} (fingerprint {str(policy.identity['fingerprint'])[:12]})"
+            learner = f"checkpoint {str(policy.identity['fingerprint'])[:12]}"  # however its path is spelled
             for game, meta in write_dagger_round(
                 from_args(DaggerConfig, args), policy.frames_policy(), learner
             ).items():

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from atari_data.errors import AtariDataError
+from atari_data.layout import GameDir
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.play.experts import expert_id, load_expert
@@ -99,10 +101,18 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
     if cfg.round < 1:
         raise AtariDataError(f"round {cfg.round} (expected 1 or more)", field="round")
     source = f"dagger{cfg.round}"
+    played = f"{learner} ({'greedy' if cfg.greedy else 'sampled'})"
     origin = (
-        f"atari-data DAgger round {cfg.round}, expert {expert_id(cfg.expert, cfg.planner_frames)}, "
-        f"learner {learner} ({'greedy' if cfg.greedy else 'sampled'})"
+        f"atari-data DAgger round {cfg.round}, expert {expert_id(cfg.expert, cfg.planner_frames)}, learner {played}"
     )
+    for name in cfg.games:  # every game checked before any is played: a round is not left half another's
+        done = GameDir(Path(cfg.root), source, name)
+        if done.ready and not cfg.force and (written := done.meta().get("origin")) != origin:
+            raise AtariDataError(
+                f"{source}/{name} was written by another player ({written}); this round plays {played}: "
+                "pass --force to redo it, or another --round",
+                field="round",
+            )
     out: dict[str, dict | None] = {}
     for name in cfg.games:
         protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
@@ -120,13 +130,6 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
             force=cfg.force,
         ) as writer:
             if writer.complete:
-                written = writer.dir.meta().get("origin")
-                if written != origin:
-                    raise AtariDataError(
-                        f"{source}/{name} was written by another player ({written}); this round plays {learner} "
-                        f"({'greedy' if cfg.greedy else 'sampled'}): pass --force to redo it, or another --round",
-                        field="round",
-                    )
                 out[name] = None
                 continue
             expert = load_expert(cfg.expert, name, cfg.planner_frames)
