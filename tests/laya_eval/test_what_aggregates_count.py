@@ -191,3 +191,35 @@ def test_what_a_results_file_derives_must_follow_from_its_scores(runs, tmp_path,
     bad.write_text(json.dumps(_edited(json.loads(runs[0].read_text()), game, field, value)))
     code, err = check_promises(main, ["report", bad], sandbox=tmp_path, target=None)
     assert code == 2 and f"games.{game}.{field}" in err, err
+
+
+def test_compares_unflagged_games_are_not_chosen_by_how_they_were_played(runs, tmp_path):
+    """A game whose normalised score fell outside [-0.5, 1.5] was dropped from the unflagged P(B > A):
+    a flag of the play and of each file's baseline, where P(B > A) reads raw scores only."""
+    _, _, metas = runs
+    import shutil
+
+    tight = tmp_path / "metas"
+    shutil.copytree(metas, tight)
+    meta = json.loads((tight / "expert" / "Pong" / "meta.json").read_text())
+    meta["baselines"].update(expert_score=-1.5, random_score=-2.0)  # random play at cap 80 scores about -1: 2.0
+    (tight / "expert" / "Pong" / "meta.json").write_text(json.dumps(meta))
+    paths = []
+    for name, policy in (("a", "random"), ("b", "constant:FIRE")):
+        out = tmp_path / f"{name}.json"
+        cfg = RunConfig(
+            policy=policy,
+            games=["Pong", "Tennis"],
+            out=str(out),
+            episodes=2,
+            random_episodes=0,
+            cap=CAP,
+            baselines=str(tight),
+        )
+        evaluate(cfg, progress=False)
+        paths.append(out)
+    pong = load_results(paths[0])["games"]["Pong"]
+    assert any(f.startswith("normalised score") for f in pong["flags"]), pong["flags"]
+    res = compare(str(paths[0]), str(paths[1]))
+    assert res["unflagged"]["games"] == 1, "Pong: flagged for its normalised score, not for what it is"
+    assert res["unflagged"]["p"] == pytest.approx(next(r["p"] for r in res["rows"] if r["game"] == "Pong"))

@@ -259,9 +259,14 @@ def test_train_given_a_checkpoint_as_its_backbone_says_to_continue_from_it(ckpts
 
 
 def test_the_cards_command_plays_the_games_it_was_trained_on(ckpts, tmp_path):
+    """It said --games Pong whatever the checkpoint was trained on."""
     from laya_policy.push import model_card
 
-    assert "--games Pong --episodes" in model_card(ckpts[0], "me/x")
+    copy = tmp_path / "ckpt"
+    shutil.copytree(ckpts[0], copy)
+    training = json.loads((copy / "training.json").read_text())
+    (copy / "training.json").write_text(json.dumps({**training, "groups": ["Breakout/expert2f", "Freeway/dagger1"]}))
+    assert "--games Breakout,Freeway --episodes" in model_card(copy, "me/x")
 
 
 def test_a_continued_run_does_not_take_a_missing_path_for_a_hub_id(ckpts, tmp_path):

@@ -54,12 +54,12 @@ def test_seed_ranges_are_apart_and_all_listed():
     assert constants == set(starts), "every range constant is in the table that help texts print"
     assert seeds.seed_problem(max(starts), seeds.MAX_EPISODES) is None, "every range is a valid ALE seed"
     # Twenty DAgger rounds stay below the imported rows' numbers, and no round reaches the next's:
-    # its train episodes are numbered from TRAIN_EPISODES_FROM, so the 8,001st would be round r + 1's
-    # first val episode's (the check was of episode 9,999, which no round numbers so).
+    # its train episodes are numbered from TRAIN_EPISODES_FROM, so the 8,001st would take the next
+    # round's first seed (the check was of episode 9,999 alone, and nothing stopped a round there).
     assert seeds.dagger_episode(19, seeds.DAGGER_ROUND_STRIDE - 1) < seeds.IMPORTED_VAL_FROM
     last = seeds.dagger_episode(1, seeds.TRAIN_EPISODES_FROM + 7_999)
     assert last < seeds.dagger_episode(2, seeds.VAL_EPISODES_FROM)
-    with pytest.raises(ValueError, match="share its seed with round 2"):
+    with pytest.raises(ValueError, match="would take a seed of round 2"):
         seeds.dagger_episode(1, seeds.TRAIN_EPISODES_FROM + 8_000)
     for _, first, _ in seeds.RANGES:
         assert f"{first:,}" in seeds.table()

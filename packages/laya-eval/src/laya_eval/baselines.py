@@ -113,10 +113,9 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
             )
         for cap in (None, BASELINE_CAP):
             e, r = b.get(score_key("expert", cap)), b.get(score_key("random", cap))
-            if e is not None and r is not None and e != r and abs(e - r) < MIN_SPREAD:
+            if e is not None and r is not None and spread_problem(e, r):
                 raise EvalError(
-                    f"baselines {score_key('expert', cap)} {e:g} and {score_key('random', cap)} {r:g} differ by "
-                    f"less than {MIN_SPREAD:g}: no scale to normalise by",
+                    f"baselines {score_key('expert', cap)} and {score_key('random', cap)}: {spread_problem(e, r)}",
                     file=str(f),
                     field="--baselines",
                 )
@@ -138,6 +137,14 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
     if not out:
         raise EvalError("holds no meta.json with baselines", file=str(path), field="--baselines")
     return out
+
+
+def spread_problem(expert: float, random: float) -> str | None:
+    """Why an expert and a random score give no scale to normalise by, or None: equal ones give no
+    normalised score (and are flagged), but ones apart by less than ``MIN_SPREAD`` give a huge one."""
+    if expert != random and abs(expert - random) < MIN_SPREAD:
+        return f"{expert:g} and {random:g} differ by less than {MIN_SPREAD:g}: no scale to normalise by"
+    return None
 
 
 def choose_baseline(game: str, cap: int | None, extra: dict[str, list[Baseline]] | None = None) -> Baseline | None:

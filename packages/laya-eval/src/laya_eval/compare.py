@@ -4,9 +4,11 @@ P(B > A) is computed per game on raw episode scores (the chance an episode of B 
 A, ties half) and averaged over games, as rliable's probability of improvement. Per game it is
 invariant to any increasing rescaling, so it needs no normalisation, and two files normalised with
 different baselines compare fairly. It is over the games both files scored, excluded games left
-out, as a report's summary leaves them out; a second figure is over the games neither file flags.
-What is left out is said. Files played under different protocols (cap, action set,
-sticky actions, frameskip), another ale-py or other ROMs are not one experiment and are refused.
+out, as a report's summary leaves them out; a second figure leaves out the games flagged for what
+they are (``baselines.FLAGGED``: stalling scores, a NOOP expert), not those flagged for a baseline
+or a normalised score, which P(B > A) never reads. What is left out is said. Files played under
+different protocols (cap, action set, sticky actions, frameskip), another ale-py or other ROMs are
+not one experiment and are refused.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from laya_eval.baselines import FLAGGED
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import interval_warning, load_results
 from laya_eval.stats import bootstrap_ci, probability_of_improvement
@@ -64,7 +67,7 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
                 b_normalised=gb.get("normalised") if same else None,
                 p=probability_of_improvement([gb["scores"]], [ga["scores"]]),
             )
-            row["flagged"] = bool(ga["flags"] or gb["flags"])
+            row["flagged"] = game in FLAGGED
             if ga["excluded"] or gb["excluded"]:  # as the summary leaves it out
                 left_out[game] = next((f for f in ga["flags"] + gb["flags"] if f.startswith("excluded")), "excluded")
             else:
@@ -133,11 +136,11 @@ def markdown(result: dict) -> str:
             f"(raw per-game scores; 95% CI, {result['bootstrap']} bootstrap {how})"
         )
     u = result["unflagged"]
-    if u is not None and (result["p"] is None or u["games"] < result["games"]):
+    if u is not None and u["games"] < result["games"]:
         lo, hi = u["p_ci95"]
         lines.append(
             f"Unflagged games: P(B > A) = {u['p']:.3f} [{lo:.3f}, {hi:.3f}] over {counted(u['games'], 'game')} "
-            "(the games neither file flags as not skill)"
+            "(the games not flagged for what they are)"
         )
     gone = [f"{g} (only in {side})" for side in ("A", "B") for g in result["only_in"][side]]
     gone += [f"{g} ({why})" for g, why in result["left_out"].items()]

@@ -20,7 +20,6 @@ from laya_eval import __version__
 from laya_eval.baselines import (
     CAP_FLAG,
     EXCLUDED,
-    MIN_SPREAD,
     Baseline,
     atari57,
     choose_baseline,
@@ -28,6 +27,7 @@ from laya_eval.baselines import (
     flags_for,
     normalise,
     read_meta_baselines,
+    spread_problem,
 )
 from laya_eval.errors import EvalError
 from laya_eval.games import resolve_game
@@ -222,8 +222,9 @@ def derived(
 
 def scored_sets(games: dict[str, dict]) -> dict[str, list[dict]]:
     """The games each aggregate is over: ``all`` those with a normalised score (failed and excluded
-    games left out), ``unflagged`` those of them no flag marks as not skill. The summary, the report's
-    figures and compare's P(B > A) all take them from here."""
+    games left out), ``unflagged`` those of them no flag marks as not skill. The summary and the
+    report's figures take them from here (compare's P(B > A), on raw scores, leaves out the same
+    failed and excluded games, and keeps its own unflagged set: see compare)."""
     valued = [g for g in games.values() if not g.get("error") and not g["excluded"] and g["normalised"] is not None]
     return {"all": valued, "unflagged": [g for g in valued if not g["flags"]]}
 
@@ -425,8 +426,8 @@ def _derived_problem(name: str, g: dict, settings: dict) -> tuple[str, str] | No
     if len(g["scores"]) != settings["episodes"]:
         return "scores", f"holds {counted(len(g['scores']), 'episode')}; the settings say {settings['episodes']} a game"
     b, rnd = g["baseline"], g.get("random") or {}
-    if b and b["expert"] != b["random"] and abs(b["expert"] - b["random"]) < MIN_SPREAD:
-        return "baseline", f"expert {b['expert']:g} and random {b['random']:g} differ by less than {MIN_SPREAD:g}"
+    if b and spread_problem(b["expert"], b["random"]):
+        return "baseline", f"expert and random: {spread_problem(b['expert'], b['random'])}"
     if "scores" in rnd:
         if not (numbers(rnd["scores"], SCORE_LIMIT) and rnd["scores"]):
             return "random", "scores: not as laya-eval writes them"

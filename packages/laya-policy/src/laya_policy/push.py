@@ -1,4 +1,4 @@
-"""Sharing a checkpoint on the Hub: the folder as it is plus a generated model card.
+"""Sharing a checkpoint on the Hub: its own files (no stray, no local path) and a generated model card.
 
     laya-policy push runs/tiny/final --repo ORG/NAME --results runs/tiny/eval.json
 
@@ -33,6 +33,7 @@ from laya_policy.checkpoint import (
     read_json_file,
 )
 from laya_policy.cnn import MOTION_GAIN, takes_motion
+from laya_policy.train import group_game
 from laya_protocol.errors import cause
 
 
@@ -86,7 +87,7 @@ def model_card(
     cfg = load_config(ckpt)
     training = read_training(ckpt)
     spec = repo if revision in (None, "main") else f"{repo}@{revision}"  # what a player names to get this one
-    games = sorted({g.split("/")[0] for g in training.get("groups") or []}) or ["Pong"]
+    games = sorted({group_game(g) for g in training.get("groups") or []}) or ["Pong"]
     header = {
         "library_name": "laya-policy",
         "license": license,

@@ -306,6 +306,11 @@ def group_key(ex: Example, balance: str) -> str:
     return game if balance == "game" else f"{game}/{source}"
 
 
+def group_game(key: str) -> str:
+    """The game of a balancing group's key (:func:`group_key`)."""
+    return key.split("/", 1)[0]
+
+
 def load_groups(cfg: TrainConfig, split: str, games: list[str] | None = None) -> dict[str, list[Example]]:
     """Examples by balancing group (:func:`group_key`)."""
     groups: dict[str, list[Example]] = {}
@@ -992,8 +997,9 @@ def calibrate(s: Setup) -> tuple[float, dict]:
     fit, report = _halves(examples)
     if not fit or not report:  # nothing to fit on, or nothing to say how the fit did
         n = len(examples)
-        print(f"calibration skipped: {n} held-out record{'s' * (n != 1)}, fewer than 2; final/ keeps T = {start_t:g}")
-        return start_t, {"skipped": f"{n} held-out record{'s' * (n != 1)}, fewer than 2", "start_temperature": start_t}
+        why = f"{n} held-out record{'s' * (n != 1)}: no game has two, one to fit on and one to report on"
+        print(f"calibration skipped: {why}; final/ keeps T = {start_t:g}")
+        return start_t, {"skipped": why, "start_temperature": start_t}
     (fit_logits, fit_labels, fit_targets), (rep_logits, rep_labels, _) = scored(s, fit), scored(s, report)
     raw = expected_calibration_error(rep_logits / start_t, rep_labels)
     episodes: dict[str, set] = {}
@@ -1039,8 +1045,8 @@ def _halves(examples: list[Example], most: int = 512) -> tuple[list[Example], li
 
 
 def evenly(items: list, most: int) -> list:
-    """At most ``most`` of ``items``, evenly spaced from the first to the last (a stride rounded down,
-    then cut at ``most``, kept the first groups whole and dropped the last ones)."""
+    """At most ``most`` of ``items``, evenly spaced from the first to the last, so items grouped in
+    order (games, episodes) each keep their share."""
     if len(items) <= most:
         return list(items)
     return [items[int(i)] for i in np.linspace(0, len(items) - 1, most).round()]

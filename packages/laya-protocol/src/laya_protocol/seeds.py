@@ -52,9 +52,9 @@ def dagger_episode(round_: int, episode: int) -> int:
     round's stride would be the next round's: refused, not played twice."""
     if not 0 <= episode < DAGGER_ROUND_STRIDE:
         raise ValueError(
-            f"DAgger round {round_}: episode {episode} would share its seed with round {round_ + 1}'s; a round "
-            f"plays at most {DAGGER_ROUND_STRIDE - TRAIN_EPISODES_FROM:,} train episodes (raise --decision-cap "
-            "or lower --train-frames)"
+            f"DAgger round {round_}: episode {episode} would take a seed of round {round_ + 1}'s; a round "
+            f"plays at most {DAGGER_ROUND_STRIDE - TRAIN_EPISODES_FROM:,} train episodes (lower --train-frames "
+            "or --min-train-episodes, or raise --decision-cap)"
         )
     return DAGGER_EPISODES_FROM + DAGGER_ROUND_STRIDE * round_ + episode
 
