@@ -272,6 +272,22 @@ def test_publish_refuses_a_file_of_no_packed_repository_at_any_depth(packed, tmp
 REVISIONS = ["../x", "a b", "x\ny", "-f", "refs/heads/main", "a..b", "v1.lock", "x.", "a/b.", "HEAD", "v1", "0" * 40]
 
 
+@pytest.mark.parametrize("repo", ["me/a..b", "me/modèle", "me/x.git", "me/x--y", "me/" + "a" * 97, "atari"])
+@pytest.mark.parametrize("command", ["publish", "pack"])
+def test_a_repo_id_the_hub_refuses_is_refused_first(layout_master, packed, capsys, tmp_path, repo, command):
+    """These passed publish's dry run and pack's card, and the Hub refused them at upload."""
+    from atari_data.cli import main
+
+    if command == "publish":
+        argv = ["publish", str(packed), "--repo", repo, "--dry-run"]
+    else:
+        argv = ["pack", str(layout_master), str(tmp_path / "out"), "--repo", repo]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--repo" in err and err.count("\n") == 1 and err.startswith("error: "), err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("revision", REVISIONS)
 def test_publish_refuses_a_revision_that_is_no_branch_name(packed, capsys, revision):
     """--revision went to the Hub as given: '../x' or a name with a newline."""

@@ -22,7 +22,6 @@ from laya_policy.checkpoint import (
     CNN_WEIGHTS,
     CONFIG,
     HEAD,
-    HUB_SPEC,
     TRAINING,
     checkpoint_files,
     checkpoint_folder,
@@ -216,24 +215,17 @@ def stage(
     revision: str | None = None,
 ) -> Path:
     """The folder that would be uploaded, written to ``out``: the checkpoint's files (no stray: see
-    ``checkpoint_files``; no local path: see ``_public``) and its card. Everything is checked before a
+    ``checkpoint_files``; no local path: see ``_public_json``) and its card. Everything is checked before a
     byte is written, and the folder is assembled beside ``out`` and renamed into place."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
     from atari_data.layout import remove, staged
-    from atari_data.publish.repo import BRANCH_RE
+    from atari_data.publish.repo import BRANCH_RE, BRANCH_RULE, hub_id_problem
     from laya_eval.evaluate import load_results
     from laya_protocol.files import writing
 
-    try:  # the Hub's own rule, before a repo is made: 'a..b', 'x--y', 'modèle' failed only at upload
-        validate_repo_id(repo)
-        hub_rule = True
-    except HFValidationError:
-        hub_rule = False
-    if not hub_rule or not HUB_SPEC.match(repo) or "@" in repo:  # and ORG/NAME: a bare name passes the Hub's
-        raise ValueError(f"--repo {repo!r}: expected a Hub model id ORG/NAME")
+    if problem := hub_id_problem(repo):  # before a repo is made: 'a..b', 'x--y' failed only at upload
+        raise ValueError(f"--repo {problem}; expected a Hub model id ORG/NAME")
     if revision is not None and not BRANCH_RE.match(revision):
-        raise ValueError(f"--revision {revision!r}: expected a branch name (letters, digits, _.- parts joined by /)")
+        raise ValueError(f"--revision {revision!r}: expected a branch name ({BRANCH_RULE})")
     ckpt = checkpoint_folder(ckpt)
     files = checkpoint_files(ckpt)
     load_checkpoint(ckpt)  # what every player checks: refused here, not after the upload

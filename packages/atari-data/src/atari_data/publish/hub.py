@@ -54,12 +54,11 @@ def publish(
 
     folder = Path(folder)
     read_card(folder)
-    if not repo_mod.HUB_ID_RE.match(repo):
-        raise AtariDataError(f"{repo!r} is not a Hub dataset id ORG/NAME", field="--repo")
+    if problem := repo_mod.hub_id_problem(repo):
+        raise AtariDataError(problem, field="--repo")
     if revision is not None and (not repo_mod.BRANCH_RE.match(revision) or revision == f"v{SCHEMA_VERSION}"):
         raise AtariDataError(
-            f"{revision!r} is not a branch name publish takes (letters, digits, '_.-' parts joined by '/'; "
-            f"no '..', not HEAD, not a commit's 40 hex digits, not the tag v{SCHEMA_VERSION})",
+            f"{revision!r} is not a branch name publish takes ({repo_mod.BRANCH_RULE}; not the tag v{SCHEMA_VERSION})",
             field="--revision",
         )
     for path, fld, msg in repo_mod.unexpected(folder)[:1]:

@@ -309,8 +309,8 @@ def pack(cfg: PackConfig) -> dict:
         raise AtariDataError(f"{cfg.png_level} is not a libdeflate level 1-12 (or keep)", field="--png-level")
     if cfg.threads is not None and (type(cfg.threads) is not int or not 1 <= cfg.threads <= MAX_THREADS):
         raise AtariDataError(f"{cfg.threads!r} is not a thread count 1-{MAX_THREADS}", field="--threads")
-    if cfg.repo is not None and not repo.HUB_ID_RE.match(cfg.repo):
-        raise AtariDataError(f"{cfg.repo!r} is not a Hub dataset id ORG/NAME", field="--repo")
+    if cfg.repo is not None and (problem := repo.hub_id_problem(cfg.repo)):
+        raise AtariDataError(problem, field="--repo")
     games = list_games(cfg.root, cfg.sources, cfg.games, follow=False)
     if not games:
         raise AtariDataError("has no ready games to pack", file=str(cfg.root), field="root")

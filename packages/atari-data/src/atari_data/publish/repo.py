@@ -41,13 +41,32 @@ MAX_FILE_BYTES = 5_000_000_000
 #: A Hub repository id, ORG/NAME (what the card's examples may name).
 HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
-#: A branch name publish may commit to (``--revision``): plain parts joined by ``/``, narrower than
-#: git's rules for a ref name (no ``..``, no part starting with a dot or ending in ``.`` or ``.lock``,
-#: not ``HEAD``, not a full ``refs/`` name, not 40 hex digits, which read as a commit).
+
+def hub_id_problem(repo: str) -> str | None:
+    """Why ``repo`` is no Hub repository id to make or push to, or None: ORG/NAME in plain characters,
+    and the Hub's own rule (huggingface_hub's ``validate_repo_id``: no '--' or '..', no '.git' at the
+    end, at most 96 characters), checked before any repository is made. One rule for publish, pack's
+    card and laya-policy push."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if not HUB_ID_RE.match(repo):
+        return f"{repo!r} is not a Hub id ORG/NAME (letters, digits and '_.-')"
+    try:
+        validate_repo_id(repo)
+    except HFValidationError:
+        return f"{repo!r} is a name the Hub refuses (no '--' or '..', no '.git' at the end, at most 96 characters)"
+    return None
+
+
+#: A branch name publish and laya-policy push may commit to (``--revision``): plain parts joined by
+#: ``/``, narrower than git's rules for a ref name (no ``..``, no part starting with a dot or ending in
+#: ``.`` or ``.lock``, not ``HEAD``, not a full ``refs/`` name, not 40 hex digits, which read as a
+#: commit). BRANCH_RULE says it in words.
 BRANCH_RE = re.compile(
     r"(?!refs/)(?!HEAD\Z)(?![0-9a-fA-F]{40}\Z)(?!.*\.\.)(?!.*\.lock(?:/|\Z))(?!.*\.(?:/|\Z))"
     r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)*\Z"
 )
+BRANCH_RULE = "letters, digits, '_.-' parts joined by '/'; no '..', not HEAD, not a commit's 40 hex digits"
 
 #: Melting Pot games re-sharded from LMDB (``pack-lmdb``): the source their shards are under (one
 #: config per game), and what a game may be called.
