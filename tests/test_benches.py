@@ -1,5 +1,6 @@
 """Every benchmark in tools/bench that has a smoke mode runs in it: its numbers are not checked
-(tests never assert timings), only that it runs to its table on this machine."""
+(tests never assert timings), only that it runs to its table on this machine, and that every ratio
+it prints is a number (a nan or inf ratio would print as readily as a real one)."""
 
 import re
 
@@ -20,6 +21,7 @@ def test_the_training_bench_measures_quiet_and_loaded_in_one_run(capsys):
     assert len(rows) == 3 and "1 thread" in rows[0] and "(--processes)" in rows[2], out
     assert "x of 1 core |" in rows[0] and re.search(r"x of \d+ cores? \|", rows[2]), out
     assert "GFLOP (forward and backward); one thread multiplies 256x256" in out, out
+    ratios_are_numbers(out)
 
 
 def test_the_load_bench_reports_rates_and_bytes_against_the_layout(capsys):
@@ -28,11 +30,12 @@ def test_the_load_bench_reports_rates_and_bytes_against_the_layout(capsys):
     assert "| (a) WebDataset helper (frames at libdeflate 9) |" in out, out
     assert "| packed Parquet (frames at libdeflate 9) |" in out, out
     assert "ms per record re-compressing" in out, out
+    ratios_are_numbers(out)
 
 
 SMOKED = {  # script: a line its table must print
     "validate.py": "| validate --images |",
-    "eval_overhead.py": "| gymnasium make_vec, async (raw stepping) |",
+    "eval_overhead.py": "| gymnasium make_vec, default: ale-py's AtariVectorEnv (raw stepping) |",
     "generate.py": "| generate expert2f records |",
     "import.py": "| atari_head |",
     "png.py": "| OpenCV imdecode |",
@@ -73,3 +76,14 @@ def test_the_bench_runs_in_its_smoke_mode(script, capsys, monkeypatch):
         bench(script).main(["--smoke"])
         out = capsys.readouterr().out
     assert SMOKED[script] in out, out
+    ratios_are_numbers(out)
+
+
+def ratios_are_numbers(out: str) -> None:
+    """Each ratio a bench prints (``1.23x``, ``nanx``, ``infx``) is a finite number, not below 0."""
+    for cell in re.findall(r"(?<![\w.])([-\w.]+)x(?![A-Za-z0-9])", out):
+        try:
+            value = float(cell)
+        except ValueError:
+            continue  # a word ending in x ("max", "1024x"), not a ratio
+        assert value == value and abs(value) != float("inf") and value >= 0, f"ratio {cell}x: {out}"
