@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     cores = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(cores)})  # one core for both sides (an OMP setting after numpy's import did nothing)
     try:
-        print(f"planner budget {args.planner_frames:,} emulator frames per decision, {args.decisions} decisions, one core")
+        budget = f"planner budget {args.planner_frames:,} emulator frames per decision"
+        print(f"{budget}, {args.decisions} decisions, one core")
         print("| game | raw ALE frames/s | planner frames/s | ratio | planner decisions/s | goal |")
         print("| --- | ---: | ---: | ---: | ---: | ---: |")
         for game in args.games:
