@@ -47,7 +47,15 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.smoke:
         args.decisions, args.episodes, args.size, args.repeats = 8, 2, 64, 1
+    before = torch.get_num_threads()
     torch.set_num_threads(args.threads)
+    try:
+        _measure(args)
+    finally:
+        torch.set_num_threads(before)  # the caller's back (the tests run this in their own process)
+
+
+def _measure(args) -> None:
     torch.manual_seed(0)
     tok = tiny_tokenizer()
     size = TinySize(
