@@ -17,9 +17,9 @@ samples/s; data wait under 10% of step time.
 
 The physical limit, measured in the same run: one step's floating-point work (forward and
 backward, torch's FLOP counter; the optimiser's few are not counted) against the rate at which one
-thread multiplies two large matrices, taken as every core's. Each quiet row says what share of that
-rate its steps reached, counting every core a row's threads or processes use; a step of small
-matrices, norms and attention cannot reach 1.0x.
+thread multiplies two large matrices, alone and in one process a core, all timed at once. Each
+quiet row says what share of that rate its steps reached, over the cores a row's threads or
+processes use; a step of small matrices, norms and attention cannot reach 1.0x.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ def step_flops(data: str, out: str, batch: int, image_size: int, steps: int = 3)
     return total / steps
 
 
-def matmul_rate(side: int, repeats: int) -> float:
-    """FLOP/s of one thread multiplying two ``side`` x ``side`` float32 matrices, the best of ``repeats``."""
+def matmul_rate(side: int, repeats: int, start_at: float | None = None) -> float:
+    """FLOP/s of one thread multiplying two ``side`` x ``side`` float32 matrices, the best of
+    ``repeats``; timed from the wall-clock time ``start_at`` when given, so processes time at once."""
     import time
 
     import torch
@@ -76,6 +77,8 @@ def matmul_rate(side: int, repeats: int) -> float:
     try:
         a, b = torch.randn(side, side), torch.randn(side, side)
         a @ b
+        if start_at is not None:
+            time.sleep(max(0.0, start_at - time.time()))
         best = float("inf")
         for _ in range(repeats):
             start = time.perf_counter()
@@ -86,32 +89,17 @@ def matmul_rate(side: int, repeats: int) -> float:
     return 2 * side**3 / best
 
 
-_MATMUL = """
-import sys, time, torch
-torch.set_num_threads(1)
-side, repeats = int(sys.argv[1]), int(sys.argv[2])
-a, b = torch.randn(side, side), torch.randn(side, side)
-a @ b
-best = float("inf")
-for _ in range(repeats):
-    start = time.perf_counter()
-    a @ b
-    best = min(best, time.perf_counter() - start)
-print(2 * side**3 / best)
-"""
-
-
-def matmul_rate_together(side: int, repeats: int, cores: int) -> float:
+def matmul_rate_together(side: int, repeats: int, cores: int, margin: float = 15.0) -> float:
     """FLOP/s of ``cores`` processes of one thread each multiplying ``side`` x ``side`` matrices at
     once, summed: what the cores give together (two vCPUs may share a physical core, and a core's
     rate alone would then count twice)."""
     import subprocess
     import sys
+    import time
 
-    procs = [
-        subprocess.Popen([sys.executable, "-c", _MATMUL, str(side), str(repeats)], stdout=subprocess.PIPE, text=True)
-        for _ in range(cores)
-    ]
+    start_at = time.time() + margin  # past every process's imports: their timed products overlap
+    argv = [sys.executable, __file__, "--matmul-rate", str(side), str(repeats), str(start_at)]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(cores)]
     return sum(float(p.communicate()[0].split()[-1]) for p in procs)
 
 
@@ -154,12 +142,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--image-size", type=int, default=128)
     ap.add_argument("--background-load", type=int, default=1, help="busy torch processes for the loaded runs")
+    ap.add_argument("--matmul-rate", nargs=3, type=float, help=argparse.SUPPRESS)  # SIDE REPEATS START_AT: one core's
     ap.add_argument(
         "--smoke",
         action="store_true",
         help="a few steps at 64 px, the background load at the lowest priority: checks the bench runs, not speed",
     )
     args = ap.parse_args(argv)
+    if args.matmul_rate:  # one of the processes matmul_rate_together starts
+        side, repeats, start_at = args.matmul_rate
+        print(matmul_rate(int(side), int(repeats), start_at))
+        return
     if args.smoke:
         args.steps, args.batch, args.image_size = 3, 2, 64
     cores = len(os.sched_getaffinity(0))
@@ -188,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         flops = step_flops(data, f"{tmp}/flops", args.batch, args.image_size)
         side = 256 if args.smoke else 1024
         peak = matmul_rate(side, 3 if args.smoke else 20)
-        together = matmul_rate_together(side, 3 if args.smoke else 20, cores)
+        together = matmul_rate_together(side, 3 if args.smoke else 20, cores, margin=0.0 if args.smoke else 15.0)
         rows = {}
         for loaded in (False, True):
             # In the smoke run the load only has to start and stop: at nice 19 it leaves the cores to the
