@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import asdict, dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -71,8 +72,9 @@ FLAGGED = {
 NORMALISED_RANGE = (-0.5, 1.5)
 
 
+@cache  # read once: every game's entry derives from it, when written and when a file is checked
 def atari57() -> dict[str, tuple[float, float]]:
-    """game -> (random, human) of the Atari-57 table."""
+    """game -> (random, human) of the Atari-57 table (shared: not to be changed by a caller)."""
     text = resources.files("laya_eval").joinpath("data/atari57.csv").read_text()
     rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
     return {r["game"]: (float(r["random"]), float(r["human"])) for r in rows}
@@ -113,9 +115,9 @@ def read_meta_baselines(path: str | Path) -> dict[str, list[Baseline]]:
             )
         for cap in (None, BASELINE_CAP):
             e, r = b.get(score_key("expert", cap)), b.get(score_key("random", cap))
-            if e is not None and r is not None and spread_problem(e, r):
+            if e is not None and r is not None and (problem := spread_problem(e, r)):
                 raise EvalError(
-                    f"baselines {score_key('expert', cap)} and {score_key('random', cap)}: {spread_problem(e, r)}",
+                    f"baselines {score_key('expert', cap)} and {score_key('random', cap)}: {problem}",
                     file=str(f),
                     field="--baselines",
                 )

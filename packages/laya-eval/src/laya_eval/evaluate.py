@@ -426,8 +426,8 @@ def _derived_problem(name: str, g: dict, settings: dict) -> tuple[str, str] | No
     if len(g["scores"]) != settings["episodes"]:
         return "scores", f"holds {counted(len(g['scores']), 'episode')}; the settings say {settings['episodes']} a game"
     b, rnd = g["baseline"], g.get("random") or {}
-    if b and spread_problem(b["expert"], b["random"]):
-        return "baseline", f"expert and random: {spread_problem(b['expert'], b['random'])}"
+    if b and (problem := spread_problem(b["expert"], b["random"])):
+        return "baseline", f"expert and random: {problem}"
     if "scores" in rnd:
         if not (numbers(rnd["scores"], SCORE_LIMIT) and rnd["scores"]):
             return "random", "scores: not as laya-eval writes them"

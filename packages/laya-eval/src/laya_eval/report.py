@@ -144,6 +144,11 @@ def figure_sets(results: dict) -> list[tuple[str, list[dict]]]:
     return out
 
 
+def _figure_rows(runs: list[dict]) -> list[tuple[int, dict, str, list[dict]]]:
+    """(file's index, file, set name, its games) for every set of games of every file a figure draws."""
+    return [(k, r, name, games) for k, r in enumerate(runs) for name, games in figure_sets(r)]
+
+
 def _scored(results: dict) -> list[dict]:
     return scored_sets(results["games"])["all"]
 
@@ -231,7 +236,7 @@ def _per_game(plt, runs: list[dict]):
 
 def _aggregates(plt, runs: list[dict]):
     """A row per file and set of games (all, unflagged), each the summary's own figures."""
-    rows = [(k, r, name, games) for k, r in enumerate(runs) for name, games in figure_sets(r)]
+    rows = _figure_rows(runs)
     fig, axes = plt.subplots(1, len(AGGREGATES), figsize=(3.0 * len(AGGREGATES), 0.6 * len(rows) + 1.6))
     colours = plt.get_cmap("tab10").colors
     for ax, (key, label) in zip(axes, AGGREGATES, strict=True):
@@ -254,7 +259,7 @@ def _profile(plt, runs: list[dict]):
     taus = np.linspace(-0.5, 1.5, 201)
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     colours = plt.get_cmap("tab10").colors
-    for k, r, name, games in [(k, run, n, gs) for k, run in enumerate(runs) for n, gs in figure_sets(run)]:
+    for k, r, name, games in _figure_rows(runs):
         scores = [np.asarray(g["normalised_scores"], float) for g in games]
         curve = performance_profile(scores, taus)
         rng = np.random.default_rng(0)

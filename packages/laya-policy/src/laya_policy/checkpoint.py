@@ -212,14 +212,16 @@ def parts(cnn: bool) -> tuple[str, ...]:
     return (CONFIG, TRAINING, *((CNN_WEIGHTS,) if cnn else (HEAD, f"{BACKBONE}/*")))
 
 
-def checkpoint_files(path: Path, strict: bool = True) -> list[Path]:
+def checkpoint_files(path: Path, strict: bool = True, cnn: bool | None = None) -> list[Path]:
     """The files of the checkpoint in ``path`` (:func:`parts`; a backbone file named as transformers
     names one, in backbone/ itself). A Hub snapshot's card and .gitattributes, and the .cache/ that
     ``hf download --local-dir`` keeps, are not the checkpoint's and are passed over. Anything else is,
     when ``strict`` (what push shares), refused on one line naming it: a stray would be shared with the
     checkpoint (a 70 MB one, a .git/ folder); so is a link, but a Hub snapshot's into its own blobs.
-    Not ``strict`` (what a player fingerprints), strays are passed over and links followed."""
-    cnn = load_config(path).backbone == CNN
+    Not ``strict`` (what a player fingerprints), strays are passed over and links followed. ``cnn``,
+    when the caller has read the config already, says its kind."""
+    if cnn is None:
+        cnn = load_config(path).backbone == CNN
     own = parts(cnn)
     blobs = (path.parent.parent / "blobs").resolve() if path.parent.name == "snapshots" else None
     files = []
@@ -251,7 +253,7 @@ def fingerprint(path: Path) -> str:
 
     digest = hashlib.sha256()
     cnn = load_config(path).backbone == CNN
-    for p in checkpoint_files(path, strict=False):
+    for p in checkpoint_files(path, strict=False, cnn=cnn):
         rel = p.relative_to(path).as_posix()
         if rel == TRAINING:
             continue

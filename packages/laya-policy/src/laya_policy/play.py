@@ -35,7 +35,8 @@ class LayaPolicy:
         cuda_graph: bool = False,
     ):
         check_device(device)
-        self.model, self.cfg = load_checkpoint(checkpoint, device)
+        folder = checkpoint_folder(checkpoint)  # a Hub id is looked up once, for the weights and the fingerprint
+        self.model, self.cfg = load_checkpoint(folder, device)
         path = preprocess or self.cfg.preprocess
         if path != self.cfg.preprocess and not force:
             raise PathMismatch(
@@ -50,7 +51,7 @@ class LayaPolicy:
         self.cache = FrameFeatureCache(self._encode) if use_cache else None
         self.identity = {
             "checkpoint": str(checkpoint),
-            "fingerprint": fingerprint(checkpoint_folder(checkpoint)),  # what push checks a results file by
+            "fingerprint": fingerprint(folder),  # what push checks a results file by
             "backbone": self.cfg.backbone,
             "frames": self.cfg.frames,
             "image_size": self.cfg.image_size,

@@ -1002,10 +1002,7 @@ def calibrate(s: Setup) -> tuple[float, dict]:
         return start_t, {"skipped": why, "start_temperature": start_t}
     (fit_logits, fit_labels, fit_targets), (rep_logits, rep_labels, _) = scored(s, fit), scored(s, report)
     raw = expected_calibration_error(rep_logits / start_t, rep_labels)
-    episodes: dict[str, set] = {}
-    for ex in examples:
-        episodes.setdefault(f"{ex.rec['game']}/{ex.rec['source']}", set()).add(ex.rec["episode"])
-    single = sorted(k for k, e in episodes.items() if len(e) < 2)  # their halves are alternate records
+    single = [f"{g}/{src}" for (g, src), group in _by_group(examples) if len(_episodes_of(group)) < 2]  # alternated
     calib: dict = {
         "ece_before": raw,
         "holdout": sorted(holdout),
@@ -1027,12 +1024,9 @@ def _halves(examples: list[Example], most: int = 512) -> tuple[list[Example], li
     """(fit, report), both holding every (game, source): within each, whole episodes alternate between
     the two halves, or its records alternate when it has a single episode. Each half at most ``most``
     records, evenly spread."""
-    groups: dict[tuple, list[Example]] = {}
-    for ex in examples:
-        groups.setdefault((ex.rec["game"], ex.rec["source"]), []).append(ex)
     halves: list[list[Example]] = [[], []]
-    for _, group in sorted(groups.items()):
-        episodes = sorted({ex.rec["episode"] for ex in group})
+    for _, group in _by_group(examples):
+        episodes = _episodes_of(group)
         if len(episodes) >= 2:
             side = {e: i % 2 for i, e in enumerate(episodes)}
             for ex in group:
@@ -1042,6 +1036,18 @@ def _halves(examples: list[Example], most: int = 512) -> tuple[list[Example], li
             halves[1] += group[1::2]
     fit, report = (evenly(h, most) for h in halves)
     return fit, report
+
+
+def _by_group(examples: list[Example]) -> list[tuple[tuple[str, str], list[Example]]]:
+    """The examples by (game, source), in that order: what calibration halves, group by group."""
+    groups: dict[tuple[str, str], list[Example]] = {}
+    for ex in examples:
+        groups.setdefault((ex.rec["game"], ex.rec["source"]), []).append(ex)
+    return sorted(groups.items())
+
+
+def _episodes_of(group: list[Example]) -> list:
+    return sorted({ex.rec["episode"] for ex in group})
 
 
 def evenly(items: list, most: int) -> list:
