@@ -42,7 +42,7 @@ SMOKED = {  # script: a line its table must print
     "play.py": "| cache | decisions/s |",
     "preprocess.py": "| device-side | 32 |",
     "play_gpu.py": "| device-side + cache |",
-    "train_gpu.py": "| reference A100 |",
+    "train_gpu.py": "steps past 1 of warm-up |",
     "planner.py": "| Pong |",
     "record.py": "samples/s read, round by round",
     "stats.py": "| 5 x 4 |",

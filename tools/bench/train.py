@@ -42,22 +42,22 @@ from laya_policy.train import TrainConfig, train
 BUSY = "import torch\na = torch.randn(512, 512)\nwhile True: a @ a"
 
 
-def step_flops(data: str, out: str, batch: int, image_size: int, steps: int = 3) -> float:
-    """Floating-point operations of one training step (forward, backward; the mean of ``steps``):
-    what the physical limit is computed from."""
+def step_flops(cfg: TrainConfig, steps: int = 3) -> float:
+    """Floating-point operations of one training step of ``cfg`` on its device (forward, backward;
+    the mean of ``steps``): what the physical limit is computed from. train_gpu.py counts its own
+    with this function."""
     import random
 
     from torch.utils.flop_counter import FlopCounterMode
 
     from laya_policy.train import build, optimise, resolve
 
-    cfg = resolve(TrainConfig(data=data, out=out, steps=steps, batch=batch, image_size=image_size, threads=1))
-    s = build(cfg)
+    s = build(resolve(cfg))
     rng = random.Random(0)
     groups = list(s.train.values())
     total = 0
     for step in range(steps):
-        batch_examples = [rng.choice(rng.choice(groups)) for _ in range(batch)]
+        batch_examples = [rng.choice(rng.choice(groups)) for _ in range(cfg.batch)]
         counter = FlopCounterMode(display=False)
         with counter:
             optimise(s, batch_examples, s.screens(batch_examples), step)
@@ -178,7 +178,9 @@ def main(argv: list[str] | None = None) -> None:
                     ),
                     game,
                 )
-        flops = step_flops(data, f"{tmp}/flops", args.batch, args.image_size)
+        flops = step_flops(
+            TrainConfig(data=data, out=f"{tmp}/flops", steps=3, batch=args.batch, image_size=args.image_size, threads=1)
+        )
         side = 256 if args.smoke else 1024
         peak = matmul_rate(side, 3 if args.smoke else 20)
         together = matmul_rate_together(side, 3 if args.smoke else 20, cores, margin=0.0 if args.smoke else 15.0)
