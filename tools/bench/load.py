@@ -6,7 +6,9 @@ same PNG files straight from the layout with Pillow, in one run. The helper deco
 PNGs without Pillow (`atari_data.layout.png.decode_png`, libdeflate); a row shows that decoder on the raw files too.
 Also the packed bytes per record against the layout's (files' sizes, not disk blocks; a frame file
 that two records share counts once), and what re-compressing the frames costs `pack`: the same
-pack timed with and without it.
+pack timed with and without it. Reads are the best of --repeats rounds that time every reader once
+(``_timing.in_rounds``: alternating order, after an untimed pass of each; until 2026-12-06 each
+reader's repeats ran together, in a fixed order).
 
     uv run python tools/bench/load.py [--root DIR] [--records 4000]
     uv run python tools/bench/load.py --smoke     # a few hundred records, one repeat (the tests run it)
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _timing import in_rounds
 from PIL import Image
 
 from atari_data.layout import list_games
@@ -123,17 +126,13 @@ def main(argv: list[str] | None = None) -> None:
             for r in load_dataset(str(folder), "expert2f", split="train", streaming=True):
                 np.asarray(r["image"]), np.asarray(r["prev_image"])
 
-        def best(fn):
-            times = []
-            for _ in range(args.repeats):
-                t = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t)
-            return min(times)
-
-        t_raw, t_ours, t_wds, t_stream = best(raw), best(raw_ours), best(helper), best(streaming)
-        t_once, t_plain_wds = best(raw_ours_once), best(plain_webdataset)
-        t_wds_copied, t_stream_copied = best(lambda: helper(urls_copied)), best(lambda: streaming(copied))
+        sides = {"raw": raw, "ours": raw_ours, "helper": helper, "streaming": streaming, "once": raw_ours_once}
+        sides |= {"plain": plain_webdataset, "helper copied": lambda: helper(urls_copied)}
+        sides["streaming copied"] = lambda: streaming(copied)
+        seconds, _ = in_rounds(sides, args.repeats)
+        t_raw, t_ours, t_wds, t_stream, t_once, t_plain_wds, t_wds_copied, t_stream_copied = (
+            min(seconds[k]) for k in sides
+        )
         layout_bytes = sum(f.stat().st_size for f in set(files)) + sum(
             g.split_file("train").stat().st_size for g in games
         )
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         packed_wds = sum(Path(u).stat().st_size for u in urls)
         packed_records = sum(g.meta()["train"]["records"] + g.meta()["val"]["records"] for g in games)
-    print(f"{n} two-frame records (expert2f, Pong and Breakout), best of {args.repeats}")
+    print(f"{n} two-frame records (expert2f, Pong and Breakout); reads: best of {args.repeats} rounds")
     print("| what | samples/s | ratio to raw PNG decode | goal |\n| --- | ---: | ---: | ---: |")
     print(f"| raw PNG decode (2 frames a sample) | {n / t_raw:,.0f} | 1.00x | |")
     print(f"| raw decode_png (what the helper uses) | {n / t_ours:,.0f} | {t_raw / t_ours:.2f}x | |")

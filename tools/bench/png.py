@@ -9,7 +9,8 @@ Real screens of Pong, Breakout, Boxing and Freeway, three ways:
 
 Peers: Pillow (``Image.open`` + ``np.asarray``), OpenCV (``cv2.imdecode`` / ``cv2.imencode``, BGR
 order left as it is: converting would only add to its time) and pyspng when it is installed. Each
-is timed in the same run, best of --repeats. atari-data keeps its own code only where it is ahead.
+is timed in the same run, the best of --repeats rounds that time every side once (``_timing.in_rounds``:
+alternating order, after an untimed call of each). atari-data keeps its own code only where it is ahead.
 
     uv run python tools/bench/png.py [--frames 200] [--repeats 3]
     uv run python tools/bench/png.py --smoke        # 16 frames, once (the tests run it)
@@ -19,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import io
-import time
 
 import numpy as np
+from _timing import in_rounds
 from PIL import Image
 
 from atari_data.layout.png import decode_png, encode_png
@@ -46,15 +47,12 @@ def pillow_png(frame: np.ndarray, level: int = 6) -> bytes:
     return buf.getvalue()
 
 
-def timed(fn, items, repeats: int) -> float:
-    """Best microseconds per item."""
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for x in items:
-            fn(x)
-        best = min(best, time.perf_counter() - t)
-    return best / len(items) * 1e6
+def timed(sides: dict, repeats: int) -> dict:
+    """Best microseconds per item of each side, ``{name: (fn, items)}``, timed in rounds."""
+    seconds, _ = in_rounds(
+        {k: lambda fn=fn, items=items: [fn(x) for x in items] for k, (fn, items) in sides.items()}, repeats
+    )
+    return {k: min(seconds[k]) / len(items) * 1e6 for k, (_, items) in sides.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,15 +94,16 @@ def main(argv: list[str] | None = None) -> None:
         }
 
     print(
-        f"{len(frames)} screens of {', '.join(GAMES)}, best of {args.repeats}; pyspng: "
+        f"{len(frames)} screens of {', '.join(GAMES)}, best of {args.repeats} rounds, each side once a round; pyspng: "
         f"{'installed' if pyspng else 'not installed'}"
     )
     print("| decode | ours, generated (µs) | ours, packed at 9 (µs) | Pillow-filtered (µs) |")
     print("| --- | ---: | ---: | ---: |")
-    rows = {}
-    for name, fn in decoders.items():
-        rows[name] = [timed(fn, batch, args.repeats) for batch in (ours_fast, ours9, filtered)]
-        print(f"| {name} | " + " | ".join(f"{t:,.0f}" for t in rows[name]) + " |")
+    batches = (ours_fast, ours9, filtered)
+    us = timed({(name, i): (fn, b) for name, fn in decoders.items() for i, b in enumerate(batches)}, args.repeats)
+    rows = {name: [us[name, i] for i in range(len(batches))] for name in decoders}
+    for name, row in rows.items():
+        print(f"| {name} | " + " | ".join(f"{t:,.0f}" for t in row) + " |")
     ours = rows.pop("atari-data decode_png")
     best_peer = [min(v[i] for v in rows.values()) for i in range(3)]
     print(
@@ -115,9 +114,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     for level, title in ((None, "encode fast (ours: generate's default; peers: level 1)"), (9, "encode at level 9")):
         print(f"\n| {title} | µs per frame | bytes per frame |\n| --- | ---: | ---: |")
+        us = timed({name: (fn, frames) for name, fn in encoders(level).items()}, args.repeats)
         for name, fn in encoders(level).items():
             size = np.mean([len(fn(f)) for f in frames])
-            print(f"| {name} | {timed(fn, frames, args.repeats):,.0f} | {size:,.0f} |")
+            print(f"| {name} | {us[name]:,.0f} | {size:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ at batch 1 and 8 (play) and 32 and 512 (training), with torch's threads set as t
 (`laya_policy.distributed.set_threads`: one per CPU process; `--threads` to change), against
 `ImagePrep(mode="processor")` (Idefics3ImageProcessorPil, which loops
 over frames, so its per-frame cost does not depend on the batch; measured on --processor-frames),
-in one run; and the fidelity of the device-side path against the processor per game.
+in one run, each the best of --repeats rounds that time every path and batch once (``_timing.in_rounds``:
+alternating order, after an untimed call of each; until 2026-12-06 the processor was timed once, cold);
+and the fidelity of the device-side path against the processor per game.
 
-    uv run python tools/bench/preprocess.py [--size 512] [--processor-frames 16] [--threads 1]
+    uv run python tools/bench/preprocess.py [--size 512] [--processor-frames 16] [--threads 1] [--repeats 3]
 
 Goal: the device-side path at least 25x faster than the processor.
 """
@@ -15,10 +17,10 @@ Goal: the device-side path at least 25x faster than the processor.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import torch
+from _timing import in_rounds
 
 from atari_data.play.ale import AtariGame, play_episode
 from laya_policy.distributed import set_threads
@@ -34,38 +36,38 @@ def frames_of(game: str, n: int) -> np.ndarray:
     return np.stack(out)
 
 
-def ms_per_frame(fn, frames, repeats=2) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn(frames)
-        best = min(best, time.perf_counter() - t)
-    return 1000 * best / len(frames)
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--processor-frames", type=int, default=16)
     ap.add_argument("--threads", type=int, help="torch intra-op threads (default: as training sets them, 1)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed rounds, each path and batch once a round (default 3)")
     ap.add_argument(
         "--smoke", action="store_true", help="128 px, 2 processor frames: checks the bench runs (the tests run it)"
     )
     args = ap.parse_args(argv)
     per_game = 86  # 516 real screens
     if args.smoke:
-        args.size, args.processor_frames, per_game = 128, 2, 8
+        args.size, args.processor_frames, per_game, args.repeats = 128, 2, 8, 1
     set_threads(args.threads, "cpu")
     pool = np.concatenate([frames_of(g, per_game) for g in GAMES])
     gpu, proc = ImagePrep(args.size, "gpu"), ImagePrep(args.size, "processor")
     exact = ImagePrep(args.size, "gpu", "lanczos2-exact")
+    batches = {  # side: (path, frames); the processor loops over frames, so a few measure its rate
+        "gpu 1": (gpu, pool[:1]),
+        "gpu 8": (gpu, pool[:8]),
+        "gpu 32": (gpu, pool[:32]),
+        "gpu 512": (gpu, pool[:512]),
+        "processor": (proc, pool[: args.processor_frames]),
+        "exact 8": (exact, pool[: 2 if args.smoke else 8]),
+    }
     with torch.inference_mode():
-        gpu(pool[:2])
-        t1, t8 = ms_per_frame(gpu, pool[:1], repeats=5), ms_per_frame(gpu, pool[:8], repeats=3)
-        t32, t512 = ms_per_frame(gpu, pool[:32]), ms_per_frame(gpu, pool[:512], repeats=1 if args.smoke else 2)
-        tp = ms_per_frame(proc, pool[: args.processor_frames], repeats=1)
-        te = ms_per_frame(exact, pool[: 2 if args.smoke else 8], repeats=1)
-    print(f"size {args.size}, CPU threads {torch.get_num_threads()}")
+        seconds, _ = in_rounds({k: lambda f=f, x=x: f(x) for k, (f, x) in batches.items()}, args.repeats)
+    t1, t8, t32, t512, tp, te = (1000 * min(seconds[k]) / len(x) for k, (_, x) in batches.items())
+    print(
+        f"size {args.size}, CPU threads {torch.get_num_threads()}; best of {args.repeats} rounds, each path and batch "
+        "once a round, after an untimed call of each"
+    )
     print("| path | batch | ms/frame | speed-up vs processor | goal |\n| --- | ---: | ---: | ---: | ---: |")
     print(f"| processor (PIL) | any | {tp:.2f} | 1.0x | |")
     print(f"| device-side | 1 | {t1:.2f} | {tp / t1:.1f}x | (play) |")

@@ -7,7 +7,9 @@ game, the games kept) with the same number of resamples, in one run:
 
 - agreement: point estimates must be equal (to 1e-12); intervals differ only by bootstrap noise,
   shown as the largest endpoint difference over the interval's width;
-- time: seconds for every interval of one matrix, and rliable's time over ours.
+- time: seconds for every interval of one matrix, and rliable's time over ours, the best of
+  ``--repeats`` rounds that time each side once (``_timing.in_rounds``: alternating order, after an
+  untimed call of each).
 
     uv run python tools/bench/stats.py [--reps 2000]
     uv run python tools/bench/stats.py --smoke   # 200 resamples, one small matrix (the tests run it)
@@ -19,10 +21,10 @@ from __future__ import annotations
 
 import argparse
 import signal
-import time
 import warnings
 
 import numpy as np
+from _timing import in_rounds
 
 from atari_data.signals import kept
 from laya_eval import stats
@@ -70,15 +72,19 @@ def theirs(x: np.ndarray, y: np.ndarray, reps: int) -> tuple[list[float], list[t
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=2000, help="bootstrap resamples (default 2000, laya-eval's)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed rounds, each side once a round (default 3)")
     ap.add_argument("--smoke", action="store_true", help="200 resamples, one small matrix: checks the bench runs")
     args = ap.parse_args(argv)
     shapes = ((5, 4),) if args.smoke else SHAPES
     if args.smoke:
-        args.reps = 200
+        args.reps, args.repeats = 200, 1
     import rliable
 
     names = ("IQM", "mean", "median", "optimality gap", "P(X > Y)")
-    print(f"rliable {getattr(rliable, '__version__', '')}, {args.reps} resamples, 95% percentile intervals\n")
+    print(
+        f"rliable {getattr(rliable, '__version__', '')}, {args.reps} resamples, 95% percentile intervals; "
+        f"seconds: best of {args.repeats} rounds, each side once a round, after an untimed call of each\n"
+    )
     print(
         "| runs x games | ours (s) | rliable (s) | speed ratio | largest point difference "
         "| largest interval difference / width |"
@@ -88,12 +94,12 @@ def main(argv: list[str] | None = None) -> None:
         rng = np.random.default_rng(runs * 1000 + games)
         x = rng.normal(0.6, 0.5, size=(runs, games))
         y = rng.normal(0.5, 0.5, size=(runs, games))
-        t = time.perf_counter()
-        p_ours, ci_ours = ours(x, y, args.reps)
-        t_ours = time.perf_counter() - t
-        t = time.perf_counter()
-        p_theirs, ci_theirs = theirs(x, y, args.reps)
-        t_theirs = time.perf_counter() - t
+        seconds, got = in_rounds(
+            {"ours": lambda x=x, y=y: ours(x, y, args.reps), "rliable": lambda x=x, y=y: theirs(x, y, args.reps)},
+            args.repeats,
+        )
+        (p_ours, ci_ours), (p_theirs, ci_theirs) = got["ours"], got["rliable"]  # seeded: the same every call
+        t_ours, t_theirs = min(seconds["ours"]), min(seconds["rliable"])
         dp = max(abs(a - b) for a, b in zip(p_ours, p_theirs, strict=True))
         assert dp < 1e-12, f"point estimates differ by {dp} ({names})"
         d_ci = max(

@@ -2,8 +2,9 @@
 
 Schema checks (no --images) are compared with plain `json.loads` of the same lines; frame checks
 (--images) with plain PNG decoding of the same files (Pillow), and with its floor: reading each
-file and inflating its image data once, which a whole-file check cannot skip. Both references are measured in the same
-run, best of --repeats, so the ratios hold on a noisy shared machine.
+file and inflating its image data once, which a whole-file check cannot skip. All are measured in the same run, each
+the best of --repeats rounds that time every side once (``_timing.in_rounds``: alternating order, after an untimed
+call of each), so the ratios hold on a noisy shared machine.
 
     uv run python tools/bench/validate.py [--root DIR] [--records 4000] [--repeats 3]
     uv run python tools/bench/validate.py --smoke     # 200 records, once: checks the bench runs
@@ -17,10 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import orjson
+from _timing import in_rounds
 from PIL import Image
 
 from atari_data.layout import list_games
@@ -41,15 +42,6 @@ def build(root: Path, records: int) -> None:
             baseline_episodes=0,
         )
         generate_game(cfg, game)
-
-
-def best(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -109,10 +101,10 @@ def main(argv: list[str] | None = None) -> None:
 
         return run
 
-    t_json, t_schema = best(raw_json, args.repeats), best(check(False), args.repeats)
-    t_orjson = best(raw_orjson, args.repeats)
-    t_png, t_images = best(raw_png, args.repeats), best(check(True), args.repeats)
-    t_inflate = best(raw_inflate, args.repeats)
+    sides = {"json": raw_json, "schema": check(False), "orjson": raw_orjson}
+    sides |= {"png": raw_png, "images": check(True), "inflate": raw_inflate}
+    seconds, _ = in_rounds(sides, args.repeats)
+    t_json, t_schema, t_orjson, t_png, t_images, t_inflate = (min(seconds[k]) for k in sides)
 
     rows = [
         ("validate (schema)", n / t_schema, "json.loads", n / t_json, t_json / t_schema, 0.5),
@@ -120,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         ("validate --images", n / t_images, "PNG decode", n / t_png, t_png / t_images, 0.8),
         ("validate --images", n / t_images, "read + inflate", n / t_inflate, t_inflate / t_images, "(its floor)"),
     ]
-    print(f"{n} records, {len(frames)} frames, {len(games)} games, best of {args.repeats}")
+    print(f"{n} records, {len(frames)} frames, {len(games)} games, best of {args.repeats} rounds")
     print("| what | records/s | reference | records/s | ratio | goal |")
     print("| --- | ---: | --- | ---: | ---: | ---: |")
     for what, rate, ref, ref_rate, ratio, goal in rows:
