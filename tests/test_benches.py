@@ -87,3 +87,17 @@ def ratios_are_numbers(out: str) -> None:
         except ValueError:
             continue  # a word ending in x ("max", "1024x"), not a ratio
         assert value == value and abs(value) != float("inf") and value >= 0, f"ratio {cell}x: {out}"
+
+
+def test_sides_are_timed_in_rounds_of_alternating_order():
+    """Each side once untimed, then once a round, every other round reversed: the order the benches'
+    fairness rests on (a fixed order puts one side always on the machine's earlier minutes)."""
+    timing = load_script("tools/bench/_timing.py")
+    calls = []
+    sides = {k: (lambda k=k: calls.append(k) or k.upper()) for k in "abc"}
+    seconds, last = timing.in_rounds(sides, 3)
+    assert calls == list("abc" + "abc" + "cba" + "abc")
+    assert {k: len(v) for k, v in seconds.items()} == dict.fromkeys("abc", 3) and last == {"a": "A", "b": "B", "c": "C"}
+    calls.clear()
+    timing.in_rounds(sides, 2, warm=False)
+    assert calls == list("abc" + "cba")
