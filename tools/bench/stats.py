@@ -7,9 +7,10 @@ game, the games kept) with the same number of resamples, in one run:
 
 - agreement: point estimates must be equal (to 1e-12); intervals differ only by bootstrap noise,
   shown as the largest endpoint difference over the interval's width;
-- time: seconds for every interval of one matrix, and rliable's time over ours, the best of
-  ``--repeats`` rounds that time each side once (``_timing.in_rounds``: alternating order, after an
-  untimed call of each).
+- time: seconds for every interval of one matrix, and rliable's time over ours, after an untimed
+  call of each at 50 resamples; with ``--repeats`` above 1, the best of that many rounds that time
+  each side once (``_timing.in_rounds``: alternating order). One round is the default: rliable takes
+  20-140 s a matrix, hundreds of times ours, far past what drift between the two calls can move.
 
     uv run python tools/bench/stats.py [--reps 2000]
     uv run python tools/bench/stats.py --smoke   # 200 resamples, one small matrix (the tests run it)
@@ -72,7 +73,9 @@ def theirs(x: np.ndarray, y: np.ndarray, reps: int) -> tuple[list[float], list[t
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=2000, help="bootstrap resamples (default 2000, laya-eval's)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed rounds, each side once a round (default 3)")
+    ap.add_argument(
+        "--repeats", type=int, default=1, help="timed rounds, each side once a round (default 1: rliable takes minutes)"
+    )
     ap.add_argument("--smoke", action="store_true", help="200 resamples, one small matrix: checks the bench runs")
     args = ap.parse_args(argv)
     shapes = ((5, 4),) if args.smoke else SHAPES
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     names = ("IQM", "mean", "median", "optimality gap", "P(X > Y)")
     print(
         f"rliable {getattr(rliable, '__version__', '')}, {args.reps} resamples, 95% percentile intervals; "
-        f"seconds: best of {args.repeats} rounds, each side once a round, after an untimed call of each\n"
+        f"seconds: best of {args.repeats} round(s), each side once a round, after an untimed call of each\n"
     )
     print(
         "| runs x games | ours (s) | rliable (s) | speed ratio | largest point difference "
@@ -94,9 +97,11 @@ def main(argv: list[str] | None = None) -> None:
         rng = np.random.default_rng(runs * 1000 + games)
         x = rng.normal(0.6, 0.5, size=(runs, games))
         y = rng.normal(0.5, 0.5, size=(runs, games))
+        ours(x, y, 50), theirs(x, y, 50)  # first-use costs, untimed, at a few resamples: rliable takes minutes
         seconds, got = in_rounds(
             {"ours": lambda x=x, y=y: ours(x, y, args.reps), "rliable": lambda x=x, y=y: theirs(x, y, args.reps)},
             args.repeats,
+            warm=False,
         )
         (p_ours, ci_ours), (p_theirs, ci_theirs) = got["ours"], got["rliable"]  # seeded: the same every call
         t_ours, t_theirs = min(seconds["ours"]), min(seconds["rliable"])
