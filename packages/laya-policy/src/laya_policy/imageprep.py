@@ -6,8 +6,9 @@ down, made even), then to ``size`` x ``size``; it then rescales to [0, 1] and no
 and std 0.5. On a 210x160 Atari screen that is 210x160 -> 2048x1560 -> 512x512.
 
 Resizing is linear along each axis, so the two hops compose into one matrix per axis, computed
-once in float64: ``out = A_h @ frame @ A_w.T`` per channel, two matmuls on the device, then
-rounded, clamped to 0..255 and normalised as the processor does. The processor goes through 2048
+once in float64: ``out = A_h @ frame @ A_w.T`` per channel, two matmuls on the device (each by
+the operator's nonzero blocks: a resampling operator is banded), then rounded, clamped to 0..255
+and normalised as the processor does. The processor goes through 2048
 at every final size (its ``size`` is SmolVLM's, ``max_image_size`` the final one), and so does the
 operator. What a linear operator cannot do is the processor's uint8 intermediate: LANCZOS
 overshoots at hard edges (a 0 -> 200 edge rings below 0 and above 200), and Pillow clamps those
@@ -95,6 +96,27 @@ def axis_operators(h: int, w: int, size: int, interpolation: str = "lanczos2") -
     return resize_matrix(h, size, interpolation), resize_matrix(w, size, interpolation)
 
 
+#: On a CPU frames are resized a few at a time, so that each one's intermediate and output stay in the
+#: cache: at 512 px (3 MB of output a frame) a batch of 32 in one go ran at 10.5 ms a frame, against
+#: 2.3 one frame at a time (tools/bench/preprocess.py, one thread). A GPU takes the batch in one go.
+CPU_CHUNK_BYTES = 4 * 2**20
+
+
+def band_blocks(a: np.ndarray, rows: int = 64) -> list[tuple[int, int, int, int]]:
+    """(first row, end row, first column, end column) of each block of ``rows`` rows of ``a`` and the
+    columns its nonzero weights span. A resampling operator is banded (the composed Lanczos at 512 px
+    has 8-9 nonzero weights a row of 160-210), so multiplying by its blocks does a fifth of the dense
+    product's work, with the same terms: only exact zeros are left out."""
+    nonzero = a != 0
+    first = nonzero.argmax(1)
+    last = a.shape[1] - 1 - nonzero[:, ::-1].argmax(1)
+    blocks = []
+    for r0 in range(0, a.shape[0], rows):
+        r1 = min(r0 + rows, a.shape[0])
+        blocks.append((r0, r1, int(first[r0:r1].min()), int(last[r0:r1].max()) + 1))
+    return blocks
+
+
 class ImagePrep:
     """Screens (uint8 ``[N, H, W, 3]``, numpy or torch) to normalised float ``[N, 3, size, size]``.
 
@@ -114,39 +136,71 @@ class ImagePrep:
         self._processor = None
 
     def _operators(self, h: int, w: int):
+        """Each axis operator's nonzero blocks: [(r0, r1, c0, c1, weights [r1 - r0, c1 - c0])]."""
         if (h, w) not in self._ops:
-            ah, aw = axis_operators(h, w, self.size, self.interpolation)
-            self._ops[(h, w)] = (
-                torch.as_tensor(ah, dtype=torch.float32, device=self.device),
-                torch.as_tensor(aw, dtype=torch.float32, device=self.device),
+            self._ops[(h, w)] = tuple(
+                [
+                    (r0, r1, c0, c1, torch.as_tensor(a[r0:r1, c0:c1], dtype=torch.float32, device=self.device))
+                    for r0, r1, c0, c1 in band_blocks(a)
+                ]
+                for a in axis_operators(h, w, self.size, self.interpolation)
             )
         return self._ops[(h, w)]
 
     def __call__(self, frames) -> torch.Tensor:
         if self.mode == "processor":
             return self._via_processor(frames)
-        return self.normalise(self.resize(frames))
+        return self._by_chunks(frames, normalised=True)
 
     @staticmethod
-    def normalise(pixels: torch.Tensor) -> torch.Tensor:
-        """Resized uint8 ``[N, 3, size, size]`` to the tower's input, as the processor normalises."""
-        return (pixels.float() - 127.5) / 127.5
+    def normalise(pixels: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Resized screens ``[N, 3, size, size]`` (uint8, or float holding whole numbers 0..255) to
+        the tower's input, as the processor normalises (into ``out`` when given: float32, that shape)."""
+        if out is None:
+            return (pixels.float() - 127.5) / 127.5
+        return torch.sub(pixels, 127.5, out=out).div_(127.5)
 
     def resize(self, frames) -> torch.Tensor:
         """The device-side path up to the processor's last rounding: uint8 ``[N, 3, size, size]``
         (exact, so a cache of these gives the same input as resizing again)."""
         if self.mode == "processor":
             raise ValueError("resize() is the device-side path (mode gpu); the processor normalises itself")
+        return self._by_chunks(frames, normalised=False)
+
+    def _by_chunks(self, frames, normalised: bool) -> torch.Tensor:
+        """Resized uint8 ``[N, 3, size, size]`` screens, or with ``normalised`` the tower's float
+        input, made a chunk of frames at a time: on a CPU as many as fit :data:`CPU_CHUNK_BYTES`,
+        elsewhere all at once."""
         x = torch.as_tensor(frames, device=self.device)
         if x.dtype != torch.uint8 or x.ndim != 4 or x.shape[-1] != 3:
             raise ValueError(f"expected uint8 [N, H, W, 3] screens, got {x.dtype} {tuple(x.shape)}")
-        x = x.permute(0, 3, 1, 2).float()  # [N, 3, H, W]
+        n = len(x)
+        step = max(1, CPU_CHUNK_BYTES // (3 * self.size**2 * 4)) if self.device.type == "cpu" else max(n, 1)
+        dtype = torch.float32 if normalised else torch.uint8
+        out = torch.empty((n, 3, self.size, self.size), dtype=dtype, device=self.device)
+        for i in range(0, n, step):
+            pixels = self._resize(x[i : i + step])  # whole numbers 0..255, as float: what uint8 would hold
+            if normalised:
+                self.normalise(pixels, out[i : i + step])  # scaled where it lands, while still in the cache
+            else:
+                out[i : i + step] = pixels
+        return out
+
+    def _resize(self, frames: torch.Tensor) -> torch.Tensor:
+        """uint8 ``[n, H, W, 3]`` on the device to ``[n, 3, size, size]`` rounded and clamped to 0..255,
+        still float: the uint8 screen's values, without a conversion there and back."""
+        x = frames.permute(0, 3, 1, 2).float()  # [n, 3, H, W]
         if self.interpolation == "lanczos2-exact":
             x = self._four_passes(x)
-        else:
+        else:  # A_h @ x @ A_w.T, block by block of each banded operator
             ah, aw = self._operators(x.shape[2], x.shape[3])
-            x = torch.matmul(torch.matmul(ah, x), aw.T)  # [N, 3, size, size]
-        return x.round_().clamp_(0, 255).to(torch.uint8)
+            y = x.new_empty((*x.shape[:2], self.size, x.shape[3]))
+            for r0, r1, c0, c1, block in ah:
+                torch.matmul(block, x[..., c0:c1, :], out=y[..., r0:r1, :])
+            x = x.new_empty((*x.shape[:2], self.size, self.size))
+            for r0, r1, c0, c1, block in aw:
+                torch.matmul(y[..., c0:c1], block.T, out=x[..., r0:r1])
+        return x.round_().clamp_(0, 255)
 
     def _four_passes(self, x: torch.Tensor) -> torch.Tensor:
         """Pillow's order: per hop a horizontal then a vertical pass, each rounded to 8 bits."""
