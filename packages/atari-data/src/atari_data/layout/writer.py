@@ -22,7 +22,7 @@ import numpy as np
 from atari_data.errors import AtariDataError
 from atari_data.layout import EPISODES, META, GameDir, GameLock, staged_game
 from atari_data.layout.png import encode_png, formats_of, frame_defect
-from atari_data.layout.records import GameRules, image_name
+from atari_data.layout.records import GameRules, image_name, record_line
 from atari_data.layout.validate import commit_game
 from atari_data.schema import FRAME_FORMAT_RE, SCHEMA_VERSION, check_structure, frame_size
 from atari_data.schema import META as META_SCHEMA
@@ -293,10 +293,10 @@ class GameWriter:
                 files.append((tmp / rec["image"], k.image))
                 if k.prev is not None:
                     files.append((tmp / rec["prev_image"], k.prev))
-                lines.append(json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+                lines.append(record_line(rec))
                 labels[self.rules.actions[k.label]] += 1
                 episodes.add(k.episode)
-            _write_file(tmp / f"{split}.jsonl", "".join(line + "\n" for line in lines))
+            _write_file(tmp / f"{split}.jsonl", b"".join(line + b"\n" for line in lines))
             splits[split] = {
                 "records": len(lines),
                 "episodes": len(episodes),
@@ -364,9 +364,9 @@ class GameWriter:
         return meta
 
 
-def _write_file(path: Path, text: str) -> None:
-    with writing(path), open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+def _write_file(path: Path, text: str | bytes) -> None:
+    with writing(path), open(path, "wb") as f:
+        f.write(text.encode() if isinstance(text, str) else text)
         f.flush()
         os.fsync(f.fileno())
 

@@ -29,7 +29,7 @@ import numpy as np
 from atari_data.errors import AtariDataError
 from atari_data.layout import EPISODES, META, GameDir, GameLock, copy_plain, read_json, read_jsonl, staged_game
 from atari_data.layout.png import encode_png
-from atari_data.layout.records import GameRules
+from atari_data.layout.records import GameRules, record_line
 from atari_data.layout.validate import commit_game
 from atari_data.publish.repo import REPLAY
 from atari_data.schema import GAME_RE, SOURCE_RE, check_structure
@@ -231,11 +231,8 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
         if res.mismatched:
             return res
         for s in SPLITS:
-            text = "".join(
-                json.dumps(r["record"], ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
-                for r in packed.rows[s]
-            )
-            (staged.path / f"{s}.jsonl").write_text(text, encoding="utf-8")
+            text = b"".join(record_line(r["record"]) + b"\n" for r in packed.rows[s])
+            (staged.path / f"{s}.jsonl").write_bytes(text)
         copy_plain(src / META, staged.path / META, follow=True)  # a Hub snapshot is links into its blobs
         copy_plain(src / EPISODES, staged.path / EPISODES, follow=True)
         commit_game(staged, images=True, file=str(src))
