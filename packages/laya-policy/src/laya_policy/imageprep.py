@@ -132,7 +132,7 @@ class ImagePrep:
         if mode not in ("gpu", "processor"):
             raise ValueError(f"preprocess {mode!r}: expected gpu or processor")
         self.size, self.mode, self.interpolation, self.device = size, mode, interpolation, torch.device(device)
-        self._ops: dict[tuple, tuple[torch.Tensor, ...]] = {}
+        self._ops: dict[tuple, tuple] = {}  # (h, w): each axis's blocks; ("exact", h, w): the four passes' matrices
         self._processor = None
 
     def _operators(self, h: int, w: int):
