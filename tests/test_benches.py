@@ -40,7 +40,7 @@ SMOKED = {  # script: a line its table must print
     "import.py": "| atari_head |",
     "png.py": "| OpenCV imdecode |",
     "play.py": "| cache | decisions/s |",
-    "preprocess.py": "| device-side | 32 |",
+    "preprocess.py": "| device-side, training's resize + normalise | 32 |",
     "play_gpu.py": "| device-side + cache |",
     "train_gpu.py": "steps past 1 of warm-up |",
     "planner.py": "| Pong |",

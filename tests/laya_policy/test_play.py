@@ -238,6 +238,21 @@ def test_cuda_graph_gives_the_eager_probabilities(ckpt):
     assert np.allclose(out[0], out[1], atol=1e-5)
 
 
+def test_a_new_play_of_the_same_game_keeps_what_was_captured_for_its_question(ckpt):
+    """laya-eval's play resets the policy before its first step, every time. The CUDA graphs replay
+    one question's language model, so they go when the question changes, and stay when a play of
+    the same game follows: clearing them made each play capture them again, inside its timing (no
+    CUDA here: the graphs' store is checked, as the replay is by the CUDA test above)."""
+    policy = LayaPolicy(str(ckpt[0]))
+    actions = ["NOOP", "FIRE", "RIGHT", "LEFT"]
+    policy.reset("Breakout", actions)
+    policy._graphs[8] = "captured for Breakout"
+    policy.reset("Breakout", actions)
+    assert policy._graphs == {8: "captured for Breakout"}
+    policy.reset("Breakout", actions[:3])
+    assert policy._graphs == {}
+
+
 def test_the_question_follows_the_batchs_platform(ckpt):
     from laya_eval.batch import Batch
 

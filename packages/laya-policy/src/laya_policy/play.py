@@ -58,21 +58,24 @@ class LayaPolicy:
             "preprocess": path,
         }
         self._question: dict | None = None
+        self._asked: tuple | None = None  # (game, actions, platform) of the question
         if cuda_graph and self.device.type != "cuda":
             raise ValueError(f"cuda_graph needs a CUDA device (got {device})")
         if cuda_graph and not isinstance(self.model, ChoicePolicy):
             raise ValueError(f"cuda_graph replays a VLM's language model; {checkpoint} is a {self.cfg.backbone}")
         self.cuda_graph = cuda_graph
-        self._graphs: dict = {}  # (batch size, question) -> (graph, static features, static logits)
+        self._graphs: dict = {}  # batch size -> (graph, static features, static logits), for this question
 
     def _encode(self, frames: np.ndarray) -> torch.Tensor:
         with torch.inference_mode():
             return self.model.encode_images(self.prep(frames))
 
     def reset(self, game: str, actions, platform: str = "ale") -> None:
+        asked = (game, tuple(actions), platform)
+        if asked != self._asked:  # the graphs replay one question's model: kept for it
+            self._graphs.clear()
         self._question = game_question(game, list(actions), platform)["action"]
-        self._asked = (game, tuple(actions), platform)
-        self._graphs.clear()
+        self._asked = asked
         if self.cache is not None:
             self.cache.clear()
 
