@@ -165,6 +165,16 @@ def test_bad_records_are_refused_at_write_time(tmp_path):
     assert not (tmp_path / "synth/Breakout").exists()
 
 
+def test_a_record_json_cannot_hold_is_refused_on_one_line(tmp_path):
+    """A source's provenance with a key that is not text (JSON object keys are strings): Python's json
+    wrote it as "1", orjson refuses it; either way the record is not what the source gave."""
+    w = writer(tmp_path)
+    w.add_episode(2000, "train", [Step(np.zeros((8, 8), np.uint8), 0, provenance={"gaze": {1: 0.5}})])
+    with pytest.raises(AtariDataError, match=r"train\.jsonl: provenance\.gaze: key 1 is not text"):
+        w.finish()
+    assert not (tmp_path / "synth/Breakout").exists()
+
+
 def test_assign_splits():
     s = assign_splits(range(40))
     assert sum(v == "val" for v in s.values()) == 2

@@ -23,6 +23,8 @@ def in_rounds(
     """(seconds of each side in each round, each side's last result). Rounds call the sides in the
     order of ``sides``, then in the reverse order, and so on; with ``warm``, each is called once
     untimed first."""
+    if rounds < 1:
+        raise ValueError(f"rounds: {rounds}; at least one is timed")
     results = {what: run() for what, run in sides.items()} if warm else {}
     seconds: dict[str, list[float]] = {what: [] for what in sides}
     for r in range(rounds):

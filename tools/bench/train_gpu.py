@@ -5,10 +5,12 @@ Random weights in SmolVLM-256M's shapes (``random-smolvlm``), batch 32, two fram
 device-side preprocessing, bf16 autocast, the vision tower frozen (as for the real backbone), on a
 small expert2f layout generated here.
 
-The step rate leaves out warm-up (CUDA's kernels loaded and tuned on the first steps, the screen
-cache filling): after one untimed run of ``--warmup`` steps (what a process does once), the same
-training is run for ``--warmup`` steps and for ``--warmup`` + ``--steps``, and the rate is
-``--steps`` over the difference of their step times. The physical limit: one
+The step rate leaves out warm-up (CUDA's kernels loaded and tuned on the first steps): after one
+untimed run of ``--warmup`` steps (what a process does once), the same training is run for
+``--warmup`` steps and for ``--warmup`` + ``--steps``, and the rate is ``--steps`` over the
+difference of their step times. Each run starts with an empty screen cache, so the timed steps
+resize the screens they meet first, as a run's first pass over its data does (on the prefetch
+thread, beside the step). The physical limit: one
 step's floating-point work (forward and backward, torch's FLOP counter on the device; the
 optimiser's few are not counted) against the rate at which the GPU multiplies two large bf16
 matrices, timed here. The reference's 2.78 steps/s on an A100 (full 8-game two-frame runs, 22

@@ -25,7 +25,8 @@ def record_line(rec: dict) -> bytes:
     form validate's quick check expects (a line that writing its parsed record back reproduces holds
     no key twice, so it is not parsed again). Python's json wrote 9e-06 where orjson writes 9e-6,
     which sent every line of an 18-action game's probabilities to the second parse. Numbers must be
-    finite, as :meth:`GameRules.check` requires before a record is written: orjson writes NaN as null."""
+    finite and keys text, as :meth:`GameRules.check` requires before a record is written: orjson
+    writes NaN as null. A numpy float64, which the check takes as the float it is, is written as one."""
     return orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY)
 
 

@@ -302,6 +302,9 @@ class JSONValue(Type):
                 if depth == self.max_depth:
                     out.append((root, f"nests deeper than {self.max_depth} levels"))
                     return
+                for k in v if isinstance(v, dict) else ():  # a record built in code, not parsed, may hold one
+                    if type(k) is not str:
+                        out.append((path, f"key {shown(k)} is not text (JSON object keys are strings)"))
                 items = (
                     [(f"{path}[{i}]", x) for i, x in enumerate(v)]
                     if isinstance(v, list)
