@@ -172,3 +172,14 @@ def identity_exits(**_):
             raise SystemExit(0)
 
     return P()
+
+
+def moves_away(folder=".", **_):
+    """Changes the working directory at its first decision (a relative --out must not follow it)."""
+    import os
+
+    def policy(batch):
+        os.chdir(folder)
+        return np.zeros(len(batch), dtype=int)
+
+    return policy

@@ -79,3 +79,54 @@ def test_doom_out_under_a_file_is_one_line(tmp_path):
         main, ["doom", "--policy", "random", "--episodes", "1", "--out", out], sandbox=tmp_path, target=out
     )
     assert code == 2 and "--out" in err, err
+
+
+@pytest.mark.parametrize(
+    "policy,message",
+    [
+        ("tests.laya_eval.fake_policies:nan_probs", "non-finite probabilities"),
+        ("tests.laya_eval.fake_policies:wrong_batch", "returned shape"),
+        ("tests.laya_eval.fake_policies:raising", "raised RuntimeError: model exploded"),
+        ("tests.laya_eval.fake_policies:reset_raises", "reset raised"),
+        ("tests.laya_eval.fake_policies:exits", "raised SystemExit: 0"),
+    ],
+)
+def test_a_misbehaving_policy_fails_doom_on_one_line_and_the_baselines_are_kept(tmp_path, capsys, policy, message):
+    """As `run` fails a game: one line, exit 1, the results file written with the baselines and the error
+    (a traceback before, and sys.exit(0) in a policy ended the judge with 0 and no file)."""
+    out = tmp_path / "d.json"
+    code = main(["doom", "--policy", policy, "--episodes", "1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("failed: DoomBasic: ") and message in err, err
+    written = json.loads(out.read_text())
+    assert message in written["error"] and written["normalised"] is None
+    assert set(written["results"]) == {"expert", "random", "always_attack"}
+
+
+def test_a_close_that_raises_is_a_warning_and_the_run_is_kept(tmp_path, capsys):
+    out = tmp_path / "d.json"
+    assert (
+        main(["doom", "--policy", "tests.laya_eval.fake_policies:close_raises", "--episodes", "1", "--out", str(out)])
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert "warning: the policy's close() raised RuntimeError: close failed" in err
+    assert "policy" in json.loads(out.read_text())["results"]
+
+
+def test_a_policy_that_changes_folder_does_not_move_the_results(tmp_path, capsys, monkeypatch):
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    kwargs = json.dumps({"folder": str(tmp_path / "elsewhere")})
+    policy = "tests.laya_eval.fake_policies:moves_away"
+    args = ["doom", "--policy", policy, "--policy-kwargs", kwargs, "--episodes", "1", "--out", "d.json"]
+    assert main(args) == 0
+    assert (tmp_path / "d.json").exists() and not (tmp_path / "elsewhere" / "d.json").exists()
+
+
+def test_a_constant_button_doom_lacks_is_refused_before_play(tmp_path, capsys):
+    out = tmp_path / "d.json"
+    assert main(["doom", "--policy", "constant:FIRE", "--episodes", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--policy" in err and "FIRE is not a button of DoomBasic" in err and not out.exists(), err

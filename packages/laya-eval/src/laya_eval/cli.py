@@ -14,7 +14,7 @@ from laya_eval.evaluate import RunConfig
 from laya_eval.jsonfile import json_flag
 from laya_eval.stats import BOOTSTRAPS
 from laya_protocol.config import add_options, add_version, from_args
-from laya_protocol.errors import os_error_exit, stopped, terminations_raised
+from laya_protocol.errors import one_line, os_error_exit, stopped, terminations_raised
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
 from laya_protocol.seeds import EVAL_SEED_BASE
 
@@ -171,6 +171,9 @@ def cmd_doom(a) -> int:
 
     results = evaluate_doom(a.policy, a.scenario, a.episodes, a.seed_base, not a.sample, a.policy_kwargs, a.out)
     print(markdown(results))
+    if "error" in results:
+        print(one_line(f"failed: {results['game']}: {results['error']}"), file=sys.stderr)
+        return 1
     return 0
 
 
@@ -189,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         return os_error_exit(e)
     except KeyboardInterrupt as e:
         how, code = stopped(e)
-        print(f"{how}; the same command again resumes from the results file", file=sys.stderr)
+        resumes = args.command == "run"  # the one command that keeps what it finished (doom writes at the end)
+        print(f"{how}; the same command again resumes from the results file" if resumes else how, file=sys.stderr)
         return code
 
 

@@ -19,13 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from laya_eval.batch import Batch, choose
+from laya_eval.batch import Batch, PolicyError, choose
 from laya_eval.errors import EvalError
-from laya_eval.evaluate import writable, write_results
+from laya_eval.evaluate import close_policy, writable, write_results
 from laya_eval.policies import ConstantPolicy, RandomPolicy, load_policy
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
-from laya_protocol.errors import UnknownName
+from laya_protocol.errors import UnknownName, cause
+from laya_protocol.locks import FileLock
 from laya_protocol.seeds import EVAL_SEED_BASE, episodes_problem, seed_problem
 from laya_protocol.wording import counted
 
@@ -57,7 +58,10 @@ def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: boo
     names = tuple(buttons(game))
     name = doom.game_name(scenario)
     if hasattr(policy, "reset"):
-        policy.reset(name, names)
+        try:
+            policy.reset(name, names)
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a third-party policy may raise anything
+            raise PolicyError(f"reset raised {cause(e)}") from None
     rng = np.random.default_rng(seed_base)
     rewards, kills, steps, mix = [], [], [], Counter[str]()
     for i in range(episodes):
@@ -76,7 +80,11 @@ def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: boo
                 episodes=np.array([i]),
                 platform="vizdoom",
             )
-            action = int(choose(policy(batch), batch, greedy, rng)[0])
+            try:
+                answer = policy(batch)
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - a third-party policy may raise anything
+                raise PolicyError(f"raised {cause(e)}") from None
+            action = int(choose(answer, batch, greedy, rng)[0])
             mix[names[action]] += 1
             game.make_action([j == action for j in range(len(names))], TICS_PER_DECISION)
             prev, n = frame, n + 1
@@ -109,10 +117,29 @@ def evaluate_doom(
         raise EvalError(problem, field="--seed-base")
     if policy_kwargs is not None and not isinstance(policy_kwargs, dict):
         raise EvalError(f"{json.dumps(policy_kwargs)[:80]} is not a JSON object", field="--policy-kwargs")
-    if out:
-        writable(Path(out))  # before any episode is played, not after
+    path = Path(out).absolute() if out else None  # a policy may change the working directory: the results stay here
+    if path is None:
+        return _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs)
+    writable(path)  # before any episode is played, not after
+    with FileLock(path.with_name(f".{path.name}.lock"), str(path), lambda m, f: EvalError(m, file=f, field="--out")):
+        results = _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs)
+        write_results(path, results)  # beside it, then renamed: a link or FIFO there is replaced
+    return results
+
+
+def _judged(policy_spec: str, scenario: str, episodes: int, seed_base: int, greedy: bool, policy_kwargs) -> dict:
+    """The baselines, then the policy, on one game; a policy that misbehaves leaves its row out and
+    its error in ``error``, as `run` fails a game."""
     game = make_game(scenario)
+    error = None
     try:
+        names = buttons(game)
+        constant, _, arg = policy_spec.partition(":")
+        if constant == "constant" and arg and arg.upper() not in names:
+            raise EvalError(
+                f"{arg.upper()} is not a button of {doom.game_name(scenario)} (its buttons: {', '.join(names)})",
+                field="--policy",
+            )
         rows = {
             "expert": play(ExpertPolicy(game), game, scenario, episodes, seed_base),
             "random": play(RandomPolicy(seed=seed_base), game, scenario, episodes, seed_base),
@@ -122,26 +149,28 @@ def evaluate_doom(
         t = time.monotonic()
         try:
             rows["policy"] = play(policy, game, scenario, episodes, seed_base, greedy)
+            rows["policy"]["seconds"] = round(time.monotonic() - t, 1)
+        except PolicyError as e:
+            error = str(e)
         finally:
-            if hasattr(policy, "close"):
-                policy.close()
-        rows["policy"]["seconds"] = round(time.monotonic() - t, 1)
+            close_policy(policy)  # what it raises is a warning: the episodes are played
     finally:
         game.close()
     span = rows["expert"]["mean"] - rows["random"]["mean"]
     results = {
         "platform": "vizdoom",
         "scenario": scenario,
+        "game": doom.game_name(scenario),
         "policy": policy_spec,
         "episodes": episodes,
         "seed_base": seed_base,
         "greedy": greedy,
         "tics_per_decision": TICS_PER_DECISION,
         "results": rows,
-        "normalised": (rows["policy"]["mean"] - rows["random"]["mean"]) / span if span else None,
+        "normalised": (rows["policy"]["mean"] - rows["random"]["mean"]) / span if span and not error else None,
     }
-    if out:
-        write_results(Path(out), results)  # beside it, then renamed: a link or FIFO there is replaced
+    if error:
+        results["error"] = error
     return results
 
 
