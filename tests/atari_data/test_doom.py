@@ -68,3 +68,34 @@ def test_generate_writes_doom_records_in_the_frozen_schema(tmp_path, capsys):
     other = list_games(roots[1])[0]
     assert (g.path / "train.jsonl").read_bytes() == (other.path / "train.jsonl").read_bytes(), "same seed, same bytes"
     assert (g.path / train[3]["image"]).read_bytes() == (other.path / train[3]["image"]).read_bytes()
+
+
+@pytest.mark.parametrize(
+    "flags,field,said",
+    [
+        (["--epsilon", "2"], "--epsilon", "is not a probability"),
+        (["--epsilon", "nan"], "--epsilon", "is not a probability"),
+        (["--seed", "-1"], "--seed", "expected 0 or more"),
+        (["--seed", "5000"], "--seed", "expected at most 4,294"),
+        (["--train-frames", "-5"], "--train-frames", "expected 1 or more"),
+        (["--train-frames", "0", "--val-frames", "0"], "--train-frames", "expected 1 or more"),
+    ],
+)
+def test_doom_generate_checks_its_flags_as_ale_generate_does(tmp_path, capsys, flags, field, said):
+    """The vizdoom branch built its config by hand and checked nothing: NaN epsilon was recorded, a
+    negative or large seed was a pybind traceback, no frames made an empty game marked ready."""
+    root = tmp_path / "d"
+    code = main(["generate", "--platform", "vizdoom", "--root", str(root), "--val-frames", "5", *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and field in err and said in err, err
+    assert not root.exists() or not any(root.rglob("*.jsonl"))
+
+
+def test_doom_train_episodes_stay_below_the_judges_seeds():
+    """Doom seeds an episode with seed * 1,000,003 + its number, so at --seed 0 train episode
+    100,000 would be laya-eval's first evaluation episode: refused, not played."""
+    from laya_protocol.seeds import EVAL_SEED_BASE
+
+    assert doom.episode_seed(0, EVAL_SEED_BASE - 1) == EVAL_SEED_BASE - 1
+    with pytest.raises(Exception, match="evaluation"):
+        doom.episode_seed(0, EVAL_SEED_BASE)

@@ -16,10 +16,11 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.layout.writer import GameWriter, Step
+from atari_data.produce.generate import check_counts, check_root
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName
-from laya_protocol.seeds import TRAIN_EPISODES_FROM, VAL_EPISODES_FROM
+from laya_protocol.seeds import EVAL_SEED_BASE, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM
 
 
 def make_game(scenario: str = "basic", seed: int = 0):
@@ -85,6 +86,35 @@ class DoomConfig:
     seed: int = 0
     force: bool = False
 
+    def __post_init__(self):
+        check_root(self.root)
+        check_counts(
+            ("--train-frames", self.train_frames, 1), ("--val-frames", self.val_frames, 0), ("--seed", self.seed, 0)
+        )
+        if self.seed > MAX_SEED:
+            raise AtariDataError(
+                f"{self.seed}: expected at most {MAX_SEED:,} (ViZDoom seeds are 32-bit)", field="--seed"
+            )
+        if not 0 <= self.epsilon <= 1:
+            raise AtariDataError(f"{self.epsilon} is not a probability", field="--epsilon")
+
+
+#: ViZDoom seeds episode ``e`` of ``--seed S`` with ``S * SEED_STRIDE + e``, an unsigned 32-bit number.
+SEED_STRIDE = 1_000_003
+MAX_SEED = (2**32 - 1 - EVAL_SEED_BASE) // SEED_STRIDE
+
+
+def episode_seed(seed: int, episode: int) -> int:
+    """ViZDoom's seed for a data episode. Episode numbers stay below laya-eval's first seed: at --seed 0
+    the seed is the episode number, so train episode 100,000 would play the judge's first episode."""
+    if episode >= EVAL_SEED_BASE:
+        raise AtariDataError(
+            f"episode {episode} would be seeded as laya-eval's evaluation episodes are (from {EVAL_SEED_BASE:,}); "
+            f"a Doom game holds at most {EVAL_SEED_BASE - TRAIN_EPISODES_FROM:,} train episodes",
+            field="--train-frames",
+        )
+    return seed * SEED_STRIDE + episode
+
 
 def generate_doom(cfg: DoomConfig) -> dict | None:
     """Write ``<root>/doom_<scenario>/<Game>``; returns its meta.json (None when already complete)."""
@@ -113,7 +143,7 @@ def generate_doom(cfg: DoomConfig) -> dict | None:
         for split, first, cap in plan:
             labelled, i = 0, 0
             while labelled < cap:
-                seed = cfg.seed * 1_000_003 + first + i
+                seed = episode_seed(cfg.seed, first + i)
                 rng = np.random.default_rng(seed)
                 steps = list(_labelled(play(game, seed, behave, rng), writer))
                 labelled += len(steps)
