@@ -322,3 +322,29 @@ def test_folders_without_an_lmdb_are_named_not_skipped_silently(src, tmp_path, c
     assert pack_lmdb(src, tmp_path / "out") == {"clean_up": 2, "coins": 3}
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert said == ["skipped 1 folder of SRC without data.mdb: harvest"], said
+
+
+def test_a_shard_array_declaring_more_than_it_holds_is_a_defect_not_an_allocation(src, tmp_path):
+    """A .npy member of 200 bytes whose header declares a petabyte: numpy allocates what the header
+    says before it reads, so doctor ended in a MemoryError traceback."""
+    import io
+    import tarfile
+
+    out = tmp_path / "packed"
+    pack_lmdb(src, out, rows_per_shard=2)
+    shard = out / "webdataset" / "meltingpot" / "coins" / "train-000000.tar"
+    members = []
+    with tarfile.open(shard) as tf:
+        for m in tf:
+            members.append((m, tf.extractfile(m).read()))
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000, 1000000, 250), }"
+    header += " " * (117 - len(header)) + "\n"
+    huge = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + bytes(64)
+    npy = next(m for m, _ in members if m.name.endswith(".npy"))
+    with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for m, data in members:
+            data = huge if m is npy else data
+            m.size = len(data)
+            tf.addfile(m, io.BytesIO(data))
+    defects = [d.render() for d in Doctor(out).run().defects]
+    assert any(npy.name in d and "declares" in d for d in defects), defects

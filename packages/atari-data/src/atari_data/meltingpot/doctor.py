@@ -5,6 +5,7 @@ without pickle and within the schema, and the card's counts right."""
 from __future__ import annotations
 
 import io
+import math
 import tarfile
 
 import numpy as np
@@ -49,7 +50,7 @@ def check_lmdb_pack(doctor, games: dict) -> None:
                                 raise ValueError(f"{m.name} is not a JSON object")
                             samples.setdefault(key, {}).update(value)
                         elif ext.endswith(".npy") and ext[:-4] in ARRAYS:
-                            samples.setdefault(key, {})[ext[:-4]] = np.load(io.BytesIO(data), allow_pickle=False)
+                            samples.setdefault(key, {})[ext[:-4]] = load_npy(data, m.name)
                         else:
                             doctor.defect(t, m.name, "is a stray member")
                     for key, sample in samples.items():
@@ -66,3 +67,18 @@ def check_lmdb_pack(doctor, games: dict) -> None:
         doctor.counts[game] = n
         if n != stated:
             doctor.defect(doctor.folder / repo.CARD, f"lmdb_pack.games.{game}", f"says {stated}, the shards hold {n}")
+
+
+def load_npy(data: bytes, name: str) -> np.ndarray:
+    """A ``.npy`` member, its header's shape held to the bytes it brought before anything is allocated:
+    numpy allocates what a header declares before it reads (200 bytes declaring a petabyte were a
+    MemoryError). A ValueError names what is wrong."""
+    f = io.BytesIO(data)
+    version = np.lib.format.read_magic(f)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(f)
+    declared = math.prod(shape) * dtype.itemsize
+    held = len(data) - f.tell()
+    if declared != held:
+        raise ValueError(f"{name} declares {shape} of {dtype} ({declared:,} bytes) and holds {held:,}")
+    return np.load(io.BytesIO(data), allow_pickle=False)
