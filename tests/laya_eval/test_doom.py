@@ -130,3 +130,23 @@ def test_a_constant_button_doom_lacks_is_refused_before_play(tmp_path, capsys):
     assert main(["doom", "--policy", "constant:FIRE", "--episodes", "1", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--policy" in err and "FIRE is not a button of DoomBasic" in err and not out.exists(), err
+
+
+def test_a_vizdoom_config_in_the_working_folder_changes_nothing(tmp_path, monkeypatch):
+    """ViZDoom reads ./_vizdoom.ini and runs ./_vizdoom/autoexec.cfg as console commands, and writes
+    both where it is started: a file someone left there changed the judge's baselines (turbo 255 moved
+    the expert from +73 to +79). The game starts in a private folder of its own."""
+    clean = tmp_path / "clean"
+    hostile = tmp_path / "hostile"
+    (hostile / "_vizdoom").mkdir(parents=True)
+    (hostile / "_vizdoom" / "autoexec.cfg").write_text("turbo 255\n")
+    (hostile / "_vizdoom.ini").write_text("[GlobalSettings]\n")
+    clean.mkdir()
+    rows = []
+    for folder in (clean, hostile):
+        monkeypatch.chdir(folder)
+        played = evaluate_doom("random", episodes=3)["results"]
+        played["policy"].pop("seconds")  # the one figure that is the machine's
+        rows.append(played)
+    assert rows[0] == rows[1]
+    assert not any(p.name.startswith("_vizdoom") for p in clean.iterdir()), "nothing written where it was started"

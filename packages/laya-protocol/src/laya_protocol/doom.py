@@ -12,7 +12,11 @@ centre, 2 px margin) and otherwise strafes toward the box's centre. With no box 
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
+import tempfile
 
 from laya_protocol.errors import UnknownName
 
@@ -44,8 +48,25 @@ def make_game(scenario: str = "basic", seed: int | None = None):
     game.set_labels_buffer_enabled(True)
     if seed is not None:
         game.set_seed(seed)
-    game.init()
+    # ViZDoom reads ./_vizdoom.ini, runs ./_vizdoom/autoexec.cfg as console commands, and writes both
+    # where it starts: a file left in the working folder changed the judge's baselines and the data's
+    # bytes. It starts in a private folder, kept while the process lives (it writes the ini at close).
+    folder = _private_folder()
+    game.set_doom_config_path(os.path.join(folder, "_vizdoom.ini"))
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        game.init()
+    finally:
+        os.chdir(here)
     return game
+
+
+@functools.cache
+def _private_folder() -> str:
+    folder = tempfile.mkdtemp(prefix="laya-vizdoom-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def buttons(game) -> list[str]:
