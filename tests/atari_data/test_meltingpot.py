@@ -324,27 +324,86 @@ def test_folders_without_an_lmdb_are_named_not_skipped_silently(src, tmp_path, c
     assert said == ["skipped 1 folder of SRC without data.mdb: harvest"], said
 
 
-def test_a_shard_array_declaring_more_than_it_holds_is_a_defect_not_an_allocation(src, tmp_path):
-    """A .npy member of 200 bytes whose header declares a petabyte: numpy allocates what the header
-    says before it reads, so doctor ended in a MemoryError traceback."""
+def rewritten_shard(src, tmp_path, change):
+    """A pack of ``src`` whose first coins shard is written again with ``change(members)``, a list of
+    (TarInfo, bytes) that it may edit; the pack's folder."""
     import io
     import tarfile
 
     out = tmp_path / "packed"
     pack_lmdb(src, out, rows_per_shard=2)
     shard = out / "webdataset" / "meltingpot" / "coins" / "train-000000.tar"
-    members = []
     with tarfile.open(shard) as tf:
-        for m in tf:
-            members.append((m, tf.extractfile(m).read()))
+        members = [(m, tf.extractfile(m).read()) for m in tf]
+    members = change(members)
+    with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for m, data in members:
+            m.size = len(data)
+            tf.addfile(m, io.BytesIO(data))
+    return out
+
+
+def test_a_shard_array_declaring_more_than_it_holds_is_a_defect_not_an_allocation(src, tmp_path):
+    """A .npy member of 200 bytes whose header declares a petabyte: numpy allocates what the header
+    says before it reads, so doctor ended in a MemoryError traceback."""
     header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000, 1000000, 250), }"
     header += " " * (117 - len(header)) + "\n"
     huge = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + bytes(64)
-    npy = next(m for m, _ in members if m.name.endswith(".npy"))
-    with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as tf:
-        for m, data in members:
-            data = huge if m is npy else data
-            m.size = len(data)
-            tf.addfile(m, io.BytesIO(data))
+
+    def change(members):
+        first = next(i for i, (m, _) in enumerate(members) if m.name.endswith(".npy"))
+        members[first] = (members[first][0], huge)
+        return members
+
+    out = rewritten_shard(src, tmp_path, change)
     defects = [d.render() for d in Doctor(out).run().defects]
-    assert any(npy.name in d and "declares" in d for d in defects), defects
+    assert any(".npy declares (1000000, 1000000, 250)" in d for d in defects), defects
+
+
+@pytest.mark.parametrize("how", ["member twice", "key twice", "json past the record limit"])
+def test_a_shard_sample_readers_would_read_otherwise_is_a_defect(src, tmp_path, how):
+    """A sample's json given twice, a key given twice within it, or 80 MB of padding beside its
+    fields: doctor called each healthy (the last member or key won, and the padding was read whole)."""
+    import copy
+
+    def change(members):
+        i = next(i for i, (m, _) in enumerate(members) if m.name.endswith(".json"))
+        m, data = members[i]
+        if how == "member twice":
+            members.insert(i + 1, (copy.copy(m), data.replace(b'"prompt"', b'"prompt":"evil","x"')))
+        elif how == "key twice":
+            members[i] = (m, data.replace(b"{", b'{"num_players":9,', 1))
+        else:
+            members[i] = (m, data[:-1] + b',"pad":"' + b"x" * (2 * 2**20) + b'"}')
+        return members
+
+    out = rewritten_shard(src, tmp_path, change)
+    said = {
+        "member twice": "is given twice in the shard",
+        "key twice": "is given twice",
+        "json past the record limit": "over the record limit",
+    }[how]
+    defects = [d.render() for d in Doctor(out).run().defects]
+    assert any(said in d for d in defects), defects
+
+
+@pytest.mark.parametrize("how", ["unlisted game", "no games listed"])
+def test_doctor_checks_every_shard_a_pack_would_publish(src, tmp_path, how):
+    """doctor walked the card's games only: a shard of a game the card does not list, or every shard
+    under a card listing no games, was healthy, and publish would upload it. (A stray top-level file
+    is publish's to refuse, as for record packs: a Hub snapshot may hold its owner's files.)"""
+    out = tmp_path / "packed"
+    pack_lmdb(src, out, rows_per_shard=2)
+    if how == "unlisted game":
+        (out / "webdataset" / "meltingpot" / "evil").mkdir()
+        (out / "webdataset" / "meltingpot" / "evil" / "train-000000.tar").write_bytes(b"not a tar")
+        said = "belongs to no game in the card"
+    else:
+        card = out / "README.md"
+        text = card.read_text()
+        start = text.index("  games:")
+        end = text.index("\n", text.index("coins:", start))
+        card.write_text(text[:start] + "  games: {}" + text[end:])
+        said = "belongs to no game in the card"
+    defects = [d.render() for d in Doctor(out).run().defects]
+    assert any(said in d for d in defects), defects

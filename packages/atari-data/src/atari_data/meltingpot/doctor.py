@@ -13,6 +13,7 @@ import numpy as np
 from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout import parse_json_line
+from atari_data.layout.validate import REPEATED, repeated_key
 from atari_data.meltingpot.lmdb import ARRAYS, check_row
 from atari_data.publish import repo
 
@@ -24,17 +25,34 @@ def check_lmdb_pack(doctor, games: dict) -> None:
     ):
         doctor.defect(doctor.folder / repo.CARD, "lmdb_pack.games", "is not a mapping of game names to row counts")
         return
+    listed = {t for g in games for t in doctor.folder.glob(repo.tar_pattern(repo.LMDB_SOURCE, "train", g))}
+    shards = doctor.folder / repo.WEBDATASET
+    for path in sorted(shards.rglob("*")) if shards.is_dir() else []:  # publish uploads every one
+        if (path.is_file() or path.is_symlink()) and path not in listed:
+            doctor.defect(path, "(file)", "belongs to no game in the card")
     for game, stated in games.items():
         n = 0
         for t in sorted(doctor.folder.glob(repo.tar_pattern(repo.LMDB_SOURCE, "train", game))):
             try:
                 with tarfile.open(t) as tf:
                     samples: dict[str, dict] = {}
+                    seen: set[str] = set()
                     for m in tf:
                         if not m.isfile() or "/" in m.name or m.name.startswith(".."):
                             doctor.defect(t, m.name, "is not a plain file at the top of the shard")
                             continue
+                        if m.name in seen:  # readers keep the first or the last: the sample is not one thing
+                            doctor.defect(t, m.name, "is given twice in the shard")
+                            continue
+                        seen.add(m.name)
                         key, ext = repo.split_member(m.name)
+                        if ext == "json" and m.size > limits.limit("record"):  # fields and a prompt: small
+                            doctor.defect(
+                                t,
+                                m.name,
+                                f"declares {m.size:,} bytes, over the record limit of {limits.limit('record'):,}",
+                            )
+                            continue
                         if m.size > limits.limit("member"):
                             doctor.defect(
                                 t,
@@ -48,6 +66,9 @@ def check_lmdb_pack(doctor, games: dict) -> None:
                             value = parse_json_line(data, f"{t}!{m.name}", 1, "(member)")
                             if not isinstance(value, dict):
                                 raise ValueError(f"{m.name} is not a JSON object")
+                            if twice := repeated_key(data):
+                                doctor.defect(t, f"{m.name}: {twice}", REPEATED)
+                                continue
                             samples.setdefault(key, {}).update(value)
                         elif ext.endswith(".npy") and ext[:-4] in ARRAYS:
                             samples.setdefault(key, {})[ext[:-4]] = load_npy(data, m.name)

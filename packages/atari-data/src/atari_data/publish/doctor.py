@@ -70,6 +70,8 @@ class Doctor:
             from atari_data.meltingpot.doctor import check_lmdb_pack
 
             check_lmdb_pack(self, card["lmdb_pack"].get("games") or {})
+            for path, fld, msg in repo.unexpected(self.folder, local=False):  # as for record packs
+                self.defect(path, fld, msg)
             self._limits()
             return self
         version = card.get("schema_version")
