@@ -407,3 +407,14 @@ def test_doctor_checks_every_shard_a_pack_would_publish(src, tmp_path, how):
         said = "belongs to no game in the card"
     defects = [d.render() for d in Doctor(out).run().defects]
     assert any(said in d for d in defects), defects
+
+
+def test_a_game_without_clips_is_refused_not_packed_as_a_config_that_cannot_load(src, tmp_path, capsys):
+    """An LMDB holding no rows became a card config whose pattern matched no file, which doctor
+    called healthy and load_dataset failed on (IndexError)."""
+    write_lmdb(src / "empty", [])
+    out = tmp_path / "packed"
+    assert main(["pack-lmdb", str(src), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "empty" in err and "holds no clips" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()

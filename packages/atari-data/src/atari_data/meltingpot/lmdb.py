@@ -363,6 +363,8 @@ def _pack_lmdb(src: Path, games: list[str], out: Path, rows_per_shard: int, name
             finally:
                 if tar is not None:
                     tar.close()
+            if n == 0:  # its card config would match no file: load_dataset fails on it
+                raise AtariDataError("holds no clips (a packed game needs at least one)", file=str(src / game))
             counts[game] = n
         _write_card(tmp / repo.CARD, name, counts)
         swap_into_place(tmp, out)
