@@ -126,6 +126,9 @@ def test_pack_lmdb_bad_source_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "holds no <game>/data.mdb folders" in err
     assert not (tmp_path / "out").exists()
+    assert main(["pack-lmdb", str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nowhere: does not exist" in err, err
 
 
 class _Call:

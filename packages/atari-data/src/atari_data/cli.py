@@ -558,7 +558,7 @@ def cmd_pack_lmdb(a) -> int:
     counts = pack_lmdb(a.src, a.out, a.rows_per_shard, a.name, a.force)
     for game, n in counts.items():
         print(f"{game}: {n} clips")
-    print(f"wrote {a.out} ({sum(counts.values())} clips, {len(counts)} games)")
+    print(f"wrote {a.out} ({counted(sum(counts.values()), 'clip')}, {counted(len(counts), 'game')})")
     return 0
 
 

@@ -322,7 +322,8 @@ def pack_lmdb(
             ", ".join(skipped[:10]) + (", ..." if len(skipped) > 10 else ""),
         )
     if not games:
-        raise AtariDataError("holds no <game>/data.mdb folders", file=str(src))
+        what = "does not exist" if not src.exists() else "is not a folder" if not src.is_dir() else ""
+        raise AtariDataError(what or "holds no <game>/data.mdb folders", file=str(src))
     for game in games:
         if not repo.LMDB_GAME_RE.match(game):  # it names shards, a config and a card line
             raise AtariDataError(
