@@ -27,7 +27,9 @@ def test_baselines_and_a_policy_on_the_same_seeds(tmp_path):
     assert rows["policy"]["actions"] == {"ATTACK": sum(rows["policy"]["actions"].values())}
     expected = (rows["policy"]["mean"] - rows["random"]["mean"]) / (rows["expert"]["mean"] - rows["random"]["mean"])
     assert r["normalised"] == pytest.approx(expected)
-    assert json.loads((tmp_path / "d.json").read_text())["scenario"] == "basic"
+    written = json.loads((tmp_path / "d.json").read_text())
+    assert written["scenario"] == "basic" and written["policy_kwargs"] == {}
+    assert set(written["emulator"]) == {"vizdoom"} and written["laya_eval"] and written["date"], "what it was played on"
 
 
 def test_a_subprocess_policy_plays_doom_through_the_cli(tmp_path, capsys):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from laya_eval import __version__
 from laya_eval.batch import Batch, PolicyError, choose
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import close_policy, writable, write_results
@@ -157,11 +158,19 @@ def _judged(policy_spec: str, scenario: str, episodes: int, seed_base: int, gree
     finally:
         game.close()
     span = rows["expert"]["mean"] - rows["random"]["mean"]
+    import datetime
+
+    import vizdoom
+
     results = {
+        "laya_eval": __version__,
+        "emulator": {"vizdoom": vizdoom.__version__},  # what a score depends on besides the settings
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "platform": "vizdoom",
         "scenario": scenario,
         "game": doom.game_name(scenario),
         "policy": policy_spec,
+        "policy_kwargs": policy_kwargs or {},
         "episodes": episodes,
         "seed_base": seed_base,
         "greedy": greedy,
