@@ -63,6 +63,18 @@ def test_a_malicious_pickle_is_refused_with_its_key(tmp_path):
         safe_loads(pickle.dumps(Exploit()))
 
 
+def test_a_pickled_row_that_sets_a_key_twice_is_refused(tmp_path):
+    """A pickle may set a dict's key twice (the last value won: a prompt no reader of the source saw
+    first); Python's pickler never writes one."""
+    row = clip(np.random.default_rng(0))
+    row["promp2"] = "evil"
+    data = pickle.dumps(row).replace(b"promp2", b"prompt")
+    assert data.count(b"prompt") == 2
+    write_lmdb(tmp_path / "twice", [data])
+    with pytest.raises(AtariDataError, match="row 3030303030303030: .*'prompt' given twice"):
+        list(read_lmdb(tmp_path / "twice"))
+
+
 @pytest.mark.parametrize(
     "change,field",
     [

@@ -29,6 +29,7 @@ import pickletools
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -162,7 +163,35 @@ class _SafeUnpickler(pickle._Unpickler):
             raise _Refused(f"refused to build a {type(inst).__name__} from {type(state).__name__}")
         super().load_build()
 
-    dispatch = {**pickle._Unpickler.dispatch, pickle.BUILD[0]: load_build}  # type: ignore[dict-item]
+    def _set(self, target: dict, key, value) -> None:
+        # Python's pickler writes each key of a dict once; a pickle written to set one twice would have
+        # the last value win, unsaid: a row other readers of the source would read differently.
+        if key in target:
+            raise _Refused(f"refused a dict with {key!r} given twice")
+        target[key] = value
+
+    def load_setitem(self):
+        value, key = self.stack.pop(), self.stack.pop()
+        self._set(self.stack[-1], key, value)
+
+    def load_setitems(self):
+        items = self.pop_mark()
+        for i in range(0, len(items), 2):
+            self._set(self.stack[-1], items[i], items[i + 1])
+
+    def load_dict(self):
+        items, d = self.pop_mark(), {}
+        for i in range(0, len(items), 2):
+            self._set(d, items[i], items[i + 1])
+        self.append(d)
+
+    dispatch: ClassVar[dict] = {
+        **pickle._Unpickler.dispatch,  # type: ignore[attr-defined]
+        pickle.BUILD[0]: load_build,
+        pickle.SETITEM[0]: load_setitem,
+        pickle.SETITEMS[0]: load_setitems,
+        pickle.DICT[0]: load_dict,
+    }
 
 
 def safe_loads(data: bytes):
