@@ -152,3 +152,25 @@ def test_a_vizdoom_config_in_the_working_folder_changes_nothing(tmp_path, monkey
         rows.append(played)
     assert rows[0] == rows[1]
     assert not any(p.name.startswith("_vizdoom") for p in clean.iterdir()), "nothing written where it was started"
+
+
+def test_a_subprocess_policy_is_told_the_platform(tmp_path):
+    """A policy in another process was told the game and its buttons, never the platform, so it
+    could not ask the question it was trained on; each act now names it, on Doom and on ALE."""
+    from laya_eval.runner import play
+    from laya_eval.stdio import StdioPolicy
+    from laya_protocol.protocol import Protocol
+
+    policy = tmp_path / "x.py"
+    policy.write_text((Path(__file__).parent / "telling_policy.py").read_text())
+    for platform in ("vizdoom", "ale"):
+        log = tmp_path / f"{platform}.jsonl"
+        command = f"{sys.executable} {policy} {log}"
+        if platform == "vizdoom":
+            evaluate_doom(f"cmd:{command}", episodes=1)
+        else:
+            p = StdioPolicy(command)
+            play(p, "Pong", Protocol.ale_v5("Pong", decision_cap=3), 1, 100_000)
+            p.close()
+        acts = [json.loads(line) for line in log.read_text().splitlines() if '"act"' in line]
+        assert acts and {a["platform"] for a in acts} == {platform}, acts[:1]

@@ -286,6 +286,7 @@ class StdioPolicy:
             {
                 "type": "act",
                 "game": batch.game,
+                "platform": batch.platform,  # which question the game's name asks: ale, vizdoom
                 "n": n,
                 "height": h,
                 "width": w,
