@@ -174,3 +174,15 @@ def test_a_subprocess_policy_is_told_the_platform(tmp_path):
             p.close()
         acts = [json.loads(line) for line in log.read_text().splitlines() if '"act"' in line]
         assert acts and {a["platform"] for a in acts} == {platform}, acts[:1]
+
+
+def test_a_subprocess_policy_that_dies_fails_doom_as_it_fails_run(tmp_path, capsys):
+    """The stdio bridge says what went wrong itself (PolicyError); Doom's loop wrapped that as
+    'raised PolicyError: ...', where `run` passes it on as it is."""
+    script = Path(__file__).parent / "unruly_policy.py"
+    out = tmp_path / "d.json"
+    code = main(
+        ["doom", "--policy", f"cmd:{sys.executable} {script} crash {tmp_path}", "--episodes", "1", "--out", str(out)]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "exited" in err and "raised PolicyError" not in err, err

@@ -32,6 +32,17 @@ class PolicyError(Exception):
     """The policy misbehaved: raised, hung, or answered out of range. Recorded per game."""
 
 
+def asked(call, *args, what: str = ""):
+    """``call(*args)`` of a third-party policy, whatever it raises made one PolicyError (``what``
+    says which call: ``"reset "``); a PolicyError of its own, such as the stdio bridge's, as it is."""
+    try:
+        return call(*args)
+    except PolicyError:
+        raise
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a third-party policy may raise anything
+        raise PolicyError(f"{what}raised {cause(e)}") from None
+
+
 def choose(out, batch: Batch, greedy: bool, rng: np.random.Generator) -> np.ndarray:
     """Validate a policy's answer and turn it into one action index per row."""
     n, a = len(batch), len(batch.actions)

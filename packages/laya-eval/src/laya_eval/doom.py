@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from laya_eval import __version__
-from laya_eval.batch import Batch, PolicyError, choose
+from laya_eval.batch import Batch, PolicyError, asked, choose
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import close_policy, writable, write_results
-from laya_eval.policies import ConstantPolicy, RandomPolicy, load_policy
+from laya_eval.policies import ConstantPolicy, RandomPolicy, constant_button, load_policy
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
-from laya_protocol.errors import UnknownName, cause
+from laya_protocol.errors import UnknownName
 from laya_protocol.locks import FileLock
 from laya_protocol.seeds import EVAL_SEED_BASE, episodes_problem, seed_problem
 from laya_protocol.wording import counted
@@ -59,10 +59,7 @@ def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: boo
     names = tuple(buttons(game))
     name = doom.game_name(scenario)
     if hasattr(policy, "reset"):
-        try:
-            policy.reset(name, names)
-        except (Exception, SystemExit) as e:  # noqa: BLE001 - a third-party policy may raise anything
-            raise PolicyError(f"reset raised {cause(e)}") from None
+        asked(policy.reset, name, names, what="reset ")
     rng = np.random.default_rng(seed_base)
     rewards, kills, steps, mix = [], [], [], Counter[str]()
     for i in range(episodes):
@@ -81,11 +78,7 @@ def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: boo
                 episodes=np.array([i]),
                 platform="vizdoom",
             )
-            try:
-                answer = policy(batch)
-            except (Exception, SystemExit) as e:  # noqa: BLE001 - a third-party policy may raise anything
-                raise PolicyError(f"raised {cause(e)}") from None
-            action = int(choose(answer, batch, greedy, rng)[0])
+            action = int(choose(asked(policy, batch), batch, greedy, rng)[0])
             mix[names[action]] += 1
             game.make_action([j == action for j in range(len(names))], TICS_PER_DECISION)
             prev, n = frame, n + 1
@@ -135,10 +128,9 @@ def _judged(policy_spec: str, scenario: str, episodes: int, seed_base: int, gree
     error = None
     try:
         names = buttons(game)
-        constant, _, arg = policy_spec.partition(":")
-        if constant == "constant" and arg and arg.upper() not in names:
+        if (button := constant_button(policy_spec)) and button not in names:
             raise EvalError(
-                f"{arg.upper()} is not a button of {doom.game_name(scenario)} (its buttons: {', '.join(names)})",
+                f"{button} is not a button of {doom.game_name(scenario)} (its buttons: {', '.join(names)})",
                 field="--policy",
             )
         rows = {

@@ -32,7 +32,7 @@ from laya_eval.baselines import (
 from laya_eval.errors import EvalError
 from laya_eval.games import resolve_game
 from laya_eval.jsonfile import SCORE_LIMIT, is_number, json_flag, numbers, read_json, replace_file
-from laya_eval.policies import RandomPolicy, load_policy
+from laya_eval.policies import RandomPolicy, constant_button, load_policy
 from laya_eval.runner import Episodes, play
 from laya_eval.stats import (
     ALPHA,
@@ -136,12 +136,11 @@ class RunConfig:
         for flag, value in (("--random-episodes", self.random_episodes), ("--threads", self.threads)):
             if value < 0:
                 raise EvalError(f"{value} (expected 0 or more)", field=flag)
-        name, _, arg = self.policy.partition(":")
-        if name == "constant" and arg:
-            lacking = [g for g in self.games if arg.upper() not in action_set(g, self.action_set)]
+        if button := constant_button(self.policy):
+            lacking = [g for g in self.games if button not in action_set(g, self.action_set)]
             if lacking:
                 raise EvalError(
-                    f"{arg.upper()} is not a button of {', '.join(lacking)} in the {self.action_set} set "
+                    f"{button} is not a button of {', '.join(lacking)} in the {self.action_set} set "
                     f"(its actions: {', '.join(action_set(lacking[0], self.action_set))})",
                     field="--policy",
                 )

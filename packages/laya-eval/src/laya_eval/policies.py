@@ -39,6 +39,13 @@ class RandomPolicy:
         return self.rng.integers(len(batch.actions), size=len(batch))
 
 
+def constant_button(spec: str) -> str | None:
+    """The button a ``constant:NAME`` policy spec presses (as ConstantPolicy names it), or None for any
+    other spec: what `run` and `doom` refuse before play when a game lacks it."""
+    name, _, arg = spec.partition(":")
+    return arg.upper() if name == "constant" and arg else None
+
+
 class ConstantPolicy:
     """Always the same action, by name (``constant:FIRE``). `laya-eval run` refuses a game that lacks it
     before playing; called directly, it plays NOOP there."""

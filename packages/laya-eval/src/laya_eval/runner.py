@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from laya_eval.batch import Batch, PolicyError, choose
-from laya_protocol.errors import cause
+from laya_eval.batch import Batch, PolicyError, asked, choose
 from laya_protocol.games import action_set, minimal_actions, rom_id
 from laya_protocol.protocol import Protocol
 
@@ -86,12 +85,7 @@ def play(
     error = None
     try:
         if hasattr(policy, "reset"):
-            try:
-                policy.reset(game, names)
-            except PolicyError:
-                raise
-            except (Exception, SystemExit) as e:  # noqa: BLE001 - a third-party policy may raise anything
-                raise PolicyError(f"reset raised {cause(e)}") from None
+            asked(policy.reset, game, names, what="reset ")
         obs, info = env.reset(seed=seed_base)
         frames = obs[:, 0]
         last = frames.copy()
@@ -114,13 +108,7 @@ def play(
                     idx = np.flatnonzero(decide)
                     cur, prev = frames[idx], last[idx]
                 batch = Batch(game, names, cur, prev, steps[idx] == 0, idx)
-                try:
-                    out = policy(batch)
-                except PolicyError:
-                    raise
-                except (Exception, SystemExit) as e:  # noqa: BLE001 - a third-party policy may raise anything
-                    raise PolicyError(f"raised {cause(e)}") from None
-                chosen = choose(out, batch, greedy, rng)
+                chosen = choose(asked(policy, batch), batch, greedy, rng)
                 act[idx] = chosen
                 counts += np.bincount(chosen, minlength=len(names))
                 if decide.all():

@@ -17,7 +17,7 @@ import orjson
 from atari_data.errors import AtariDataError
 from atari_data.layout import EPISODES, META, READY, GameDir, list_games, read_file, swap_into_place, write_atomic
 from atari_data.layout.png import formats_of, frame_defect, is_intact, pillow_frame
-from atari_data.layout.records import GameRules, side_paths
+from atari_data.layout.records import GameRules, record_line, side_paths
 from atari_data.limits import check as check_size
 from atari_data.limits import limit, read_bytes
 from atari_data.schema import META as META_SCHEMA
@@ -167,7 +167,7 @@ class _GameCheck:
         lines = data.split(b"\n")
         if lines[-1] == b"":
             lines.pop()
-        check, loads, dumps, images, n_ids = rules.check, orjson.loads, orjson.dumps, self.images, len(ids)
+        check, loads, images, n_ids = rules.check, orjson.loads, self.images, len(ids)
         record_cap = limit("record")
         for n, line in enumerate(lines, 1):
             if len(line) > record_cap:  # refused before it is parsed, into up to 30 times its size
@@ -181,9 +181,10 @@ class _GameCheck:
             except orjson.JSONDecodeError as e:
                 self.defect(path, "(record)", f"is not valid JSON ({e})", n)
                 continue
-            # A line written back the same holds no key twice (1 us); any other is parsed again, keys kept.
+            # A line written back as the writer writes it holds no key twice (1 us); any other is parsed
+            # again, keys kept.
             try:
-                same = dumps(rec) == line
+                same = record_line(rec) == line
             except TypeError:  # nested past orjson's writer (254 levels): the schema's depth check says so
                 same = False
             if not same and (twice := repeated_key(line)):

@@ -25,14 +25,15 @@ def check_lmdb_pack(doctor, games: dict) -> None:
     ):
         doctor.defect(doctor.folder / repo.CARD, "lmdb_pack.games", "is not a mapping of game names to row counts")
         return
-    listed = {t for g in games for t in doctor.folder.glob(repo.tar_pattern(repo.LMDB_SOURCE, "train", g))}
-    shards = doctor.folder / repo.WEBDATASET
-    for path in sorted(shards.rglob("*")) if shards.is_dir() else []:  # publish uploads every one
-        if (path.is_file() or path.is_symlink()) and path not in listed:
+    listed = {g: sorted(doctor.folder.glob(repo.tar_pattern(repo.LMDB_SOURCE, "train", g))) for g in games}
+    mine = {t for shards in listed.values() for t in shards}
+    folder = doctor.folder / repo.WEBDATASET
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:  # publish uploads every one
+        if (path.is_file() or path.is_symlink()) and path not in mine:
             doctor.defect(path, "(file)", "belongs to no game in the card")
     for game, stated in games.items():
         n = 0
-        for t in sorted(doctor.folder.glob(repo.tar_pattern(repo.LMDB_SOURCE, "train", game))):
+        for t in listed[game]:
             try:
                 with tarfile.open(t) as tf:
                     samples: dict[str, dict] = {}

@@ -16,7 +16,7 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.layout.writer import GameWriter, Step
-from atari_data.produce.generate import check_counts, check_root
+from atari_data.produce.generate import check_counts, check_probability, check_root
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName
@@ -95,8 +95,7 @@ class DoomConfig:
             raise AtariDataError(
                 f"{self.seed}: expected at most {MAX_SEED:,} (ViZDoom seeds are 32-bit)", field="--seed"
             )
-        if not 0 <= self.epsilon <= 1:
-            raise AtariDataError(f"{self.epsilon} is not a probability", field="--epsilon")
+        check_probability(self.epsilon, "--epsilon")
 
 
 #: ViZDoom seeds episode ``e`` of ``--seed S`` with ``S * SEED_STRIDE + e``, an unsigned 32-bit number.

@@ -91,8 +91,7 @@ class GenerateConfig:
         )
         if self.source not in SOURCES:
             raise AtariDataError(f"unknown source {self.source!r} (expected {' or '.join(SOURCES)})", field="--source")
-        if not 0 <= self.epsilon <= 1:
-            raise AtariDataError(f"{self.epsilon} is not a probability", field="--epsilon")
+        check_probability(self.epsilon, "--epsilon")
         check_budget(self.planner_frames)
         check_holds(self.expert)
         self.games = playable_games(self.expert, self.games)
@@ -102,6 +101,12 @@ def check_root(root: str) -> None:
     """A layout root that exists must be a folder (a file there was a NotADirectoryError traceback)."""
     if Path(root).exists() and not Path(root).is_dir():
         raise AtariDataError("is not a folder (a layout root holds <source>/<game>/)", file=root, field="--root")
+
+
+def check_probability(value: float, flag: str) -> None:
+    """A probability in [0, 1] (NaN is none)."""
+    if not 0 <= value <= 1:
+        raise AtariDataError(f"{value} is not a probability", field=flag)
 
 
 def check_counts(*flags: tuple[str, int, int]) -> None:
