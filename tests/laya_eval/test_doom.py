@@ -161,8 +161,7 @@ def test_a_subprocess_policy_is_told_the_platform(tmp_path):
     from laya_eval.stdio import StdioPolicy
     from laya_protocol.protocol import Protocol
 
-    policy = tmp_path / "x.py"
-    policy.write_text((Path(__file__).parent / "telling_policy.py").read_text())
+    policy = Path(__file__).parent / "telling_policy.py"
     for platform in ("vizdoom", "ale"):
         log = tmp_path / f"{platform}.jsonl"
         command = f"{sys.executable} {policy} {log}"

@@ -24,28 +24,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import io
 import tempfile
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
+from train import step_flops  # the training bench's FLOP count, beside this script
 
 from atari_data.produce.generate import GenerateConfig, generate_game
 from laya_policy.train import TrainConfig, train
 
 REFERENCE_A100_STEPS_S = 2.78
-
-
-def training_bench():
-    """tools/bench/train.py, whose step FLOP count this bench uses (the scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location("bench_train", Path(__file__).with_name("train.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def matmul_rate(device: str, side: int, repeats: int) -> float:
@@ -117,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         step_seconds(cfg)  # what a process does once (CUDA's context, kernels loaded) falls here, untimed
         warm, _ = step_seconds(cfg)
         whole, wait = step_seconds(replace(cfg, steps=args.warmup + args.steps))
-        flops = training_bench().step_flops(replace(cfg, out=f"{tmp}/flops", steps=3))
+        flops = step_flops(replace(cfg, out=f"{tmp}/flops", steps=3))
     steps_s = args.steps / max(whole - warm, 1e-9)
     rate = matmul_rate(device, side, 3 if args.smoke else 20)
     limit = rate / flops
