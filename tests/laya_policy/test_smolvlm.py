@@ -2,6 +2,7 @@
 safetensors, its config, tokenizer, chat template and processor configs; see smolvlm_layout.py)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -186,3 +187,59 @@ def test_train_save_reload_in_a_fresh_process_play_and_judge(data, smolvlm, tmp_
             assert str(smolvlm) not in text and str(data) not in text, p
     shared = json.loads((staged / "vlm_agent_config.json").read_text())["backbone"]
     assert shared == f"local:{smolvlm.name}" and "base_model" not in (staged / "README.md").read_text()
+
+
+REVISION_CLIENT = """
+import json, sys
+from laya_policy.train import TrainConfig, agent_config, build, resolve
+s = build(resolve(TrainConfig(data=sys.argv[1], out=sys.argv[2], model=sys.argv[3], batch=2, steps=1)))
+cfg = agent_config(s)
+embed = s.model.backbone.text_model.embed_tokens.weight
+print(json.dumps({"backbone": cfg.backbone, "revision": cfg.revision, "embed": embed.double().sum().item()}))
+"""
+
+
+@pytest.mark.slow
+def test_a_backbone_named_with_its_revision_is_that_revision(data, smolvlm, tmp_path):
+    """`--model ORG/NAME@REV` passed train's check and then asked the Hub for a repo called
+    'NAME@REV' (a validation error). The backbone is the branch's (main holds no model here, so
+    main's would not load), and the checkpoint says which revision it was built on, its base model
+    staying ORG/NAME, the Hub's form of an id."""
+    from safetensors.torch import load_file
+
+    from ..hub_server import HubServer
+
+    wanted = load_file(smolvlm / "model.safetensors")["model.text_model.embed_tokens.weight"].double().sum().item()
+    with HubServer(tmp_path / "hub") as hub:
+        env = {
+            **os.environ,
+            "HF_ENDPOINT": hub.url,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_TOKEN": "hf_test",
+            "HF_HUB_OFFLINE": "0",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HOME": str(tmp_path / "hf"),
+        }
+        upload = (
+            "import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo('acme/smol'); "
+            "api.create_branch('acme/smol', branch='v1'); "
+            "api.upload_folder(folder_path=sys.argv[1], repo_id='acme/smol', revision='v1')"
+        )
+
+        def run(*argv: str) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [sys.executable, *argv],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                cwd=Path(__file__).resolve().parents[2],
+            )
+
+        done = run("-c", upload, str(smolvlm))
+        assert done.returncode == 0, done.stderr[-2000:]
+        done = run("-c", REVISION_CLIENT, str(data), str(tmp_path / "run"), "acme/smol@v1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (got["backbone"], got["revision"]) == ("acme/smol", "v1"), got
+    assert got["embed"] == pytest.approx(wanted, rel=1e-9), "the branch's weights"

@@ -123,9 +123,9 @@ def tiny_config(tokenizer, size: TinySize = TinySize()):
     )
 
 
-def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0, revision: str | None = None):
+def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0):
     """(Idefics3Model, tokenizer). ``tiny`` or ``random-smolvlm``: random weights, built here (see
-    PRESETS); otherwise a Hub id or a local directory."""
+    PRESETS); otherwise a Hub id ORG/NAME[@REVISION] or a local directory."""
     from dataclasses import replace
 
     from transformers import Idefics3Model
@@ -134,7 +134,7 @@ def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0, rev
         tokenizer = tiny_tokenizer()
         torch.manual_seed(seed)
         return Idefics3Model(tiny_config(tokenizer, replace(PRESETS[name], image_size=image_size))), tokenizer
-    return load_pretrained(name, revision)
+    return load_pretrained(name)
 
 
 #: The most parameters a backbone's config.json may declare (12 GB of float32 weights), counted
@@ -194,8 +194,25 @@ def check_config(config, where: str) -> None:
         raise ValueError(f"{where}: declares about {n:,} parameters, over the {MAX_PARAMETERS:,} laya-policy builds")
 
 
-def load_pretrained(name: str, revision: str | None = None):
-    """(Idefics3Model in float32, tokenizer) from a Hub id or a folder in the Hub's layout, read as
+def hub_reference(name: str) -> tuple[str, str | None]:
+    """(what transformers loads, its revision or None): a Hub id ORG/NAME@REVISION is split, a folder
+    or any other name is left whole."""
+    from pathlib import Path
+
+    from atari_data.publish.repo import HUB_REF_RE
+
+    m = None if Path(name).is_dir() else HUB_REF_RE.match(name)
+    return (m[1], m[2]) if m else (name, None)
+
+
+def download_hint(name: str) -> str:
+    """How to fetch a backbone once where the Hub is reachable, for an offline error."""
+    repo, revision = hub_reference(name)
+    return f"`hf download {repo}{f' --revision {revision}' if revision else ''} --local-dir DIR`"
+
+
+def load_pretrained(name: str):
+    """(Idefics3Model in float32, tokenizer) from a Hub id ORG/NAME[@REVISION] or a folder in the Hub's layout, read as
     untrusted: safetensors and JSON only (never the folder's own code), the config bounded before a
     layer is built, every weight present (a missing one was left random, and played), the chat
     template SmolVLM's or none. A defect is one ValueError; an unreachable one, OSError."""
@@ -204,13 +221,14 @@ def load_pretrained(name: str, revision: str | None = None):
     from transformers import AutoConfig, AutoTokenizer, Idefics3Model
     from transformers.utils import logging
 
-    where = f"backbone {name}"
+    where, hint = f"backbone {name}", download_hint(name)
+    name, revision = hub_reference(name)
     try:
-        config = AutoConfig.from_pretrained(name, revision=revision or "main", trust_remote_code=False)
+        config = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=False)
     except OSError as e:
         raise OSError(
             f"cannot load {where} ({cause(e)}). Offline, download it once where the Hub is reachable "
-            f"(`hf download {name} --local-dir DIR`) and pass --model DIR"
+            f"({hint}) and pass --model DIR"
         ) from None
     except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a config it cannot read
         raise ValueError(f"{where}: config.json: not an Idefics3 config ({cause(e)})") from None
@@ -225,7 +243,7 @@ def load_pretrained(name: str, revision: str | None = None):
             model, info = Idefics3Model.from_pretrained(  # the config checked above, not read again
                 name,
                 config=config,
-                revision=revision or "main",
+                revision=revision,
                 dtype=torch.float32,
                 trust_remote_code=False,
                 output_loading_info=True,  # with what loaded: missing keys are refused, not left random
@@ -249,7 +267,7 @@ def load_pretrained(name: str, revision: str | None = None):
     return model, tokenizer
 
 
-def pretrained_image_size(name: str, revision: str | None = None) -> tuple[int, int]:
+def pretrained_image_size(name: str) -> tuple[int, int]:
     """(image size, patch size) a pretrained backbone's vision tower was built for, read from its
     config without the weights."""
     from pathlib import Path
@@ -258,13 +276,14 @@ def pretrained_image_size(name: str, revision: str | None = None) -> tuple[int, 
 
     if name.startswith((".", "/")) and not Path(name).is_dir():
         raise OSError(f"--model {name}: no such folder")
+    repo, revision = hub_reference(name)
     try:
-        v = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=False).vision_config
+        v = AutoConfig.from_pretrained(repo, revision=revision, trust_remote_code=False).vision_config
         return int(v.image_size), int(v.patch_size)
     except (OSError, ValueError, AttributeError) as e:
         raise OSError(
             f"cannot read the config of backbone {name!r} ({cause(e)}). "
-            f"Offline, download it once (`hf download {name} --local-dir DIR`) and pass --model DIR"
+            f"Offline, download it once ({download_hint(name)}) and pass --model DIR"
         ) from None
 
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 
 from atari_data.layout import remove, staged
-from laya_policy.backbone import load_pretrained
+from atari_data.publish.repo import HUB_REF_RE
+from laya_policy.backbone import download_hint, load_pretrained
 from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
 from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
@@ -135,16 +136,13 @@ def processor(policy: ChoicePolicy, cfg: AgentConfig):
     )
 
 
-HUB_SPEC = re.compile(r"([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@([\w./-]+))?\Z")
-
-
 def on_hub(backbone: str, said: bool | None = None) -> bool:
     """Whether a backbone's name is the Hub id it was loaded from: ``said`` by the training.json of
     the checkpoint that holds it, where it says; else a name of the Hub's form that is no folder here.
     A preset, the CNN and a local copy's path are not (a card names no base model for them)."""
     from laya_policy.backbone import PRESETS
 
-    if backbone in PRESETS or backbone == CNN or not HUB_SPEC.match(backbone):
+    if backbone in PRESETS or backbone == CNN or not HUB_REF_RE.match(backbone):
         return False
     return said if isinstance(said, bool) else not Path(backbone).exists()
 
@@ -155,7 +153,7 @@ def resolve_checkpoint(spec: str | Path) -> Path:
     path = Path(spec)
     if path.exists():
         return path
-    m = HUB_SPEC.match(str(spec))
+    m = HUB_REF_RE.match(str(spec))
     if not m:
         raise FileNotFoundError(f"{spec}: no such checkpoint folder (nor a Hub id ORG/NAME[@REVISION])")
     from huggingface_hub import snapshot_download
@@ -164,11 +162,9 @@ def resolve_checkpoint(spec: str | Path) -> Path:
         wanted = sorted({*parts(cnn=True), *parts(cnn=False)})  # the repo's strays are not fetched
         return Path(snapshot_download(m[1], revision=m[2], allow_patterns=wanted))
     except Exception as e:  # noqa: BLE001 - offline and not cached, unknown repo, network: one line each
-        revision = f" --revision {m[2]}" if m[2] else ""
         raise OSError(
             f"{spec}: not a local folder, and the Hub checkpoint cannot be fetched ({type(e).__name__}); "
-            f"download it where the Hub is reachable (`hf download {m[1]}{revision} --local-dir DIR`) "
-            "and pass DIR"
+            f"download it where the Hub is reachable ({download_hint(str(spec))}) and pass DIR"
         ) from None
 
 

@@ -30,13 +30,13 @@ import torch
 from atari_data.errors import AtariDataError
 from atari_data.layout import fresh_file, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
-from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone
+from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone, hub_reference
 from laya_policy.checkpoint import (
     BEST,
     CNN,
     CONFIG,
     FINAL,
-    HUB_SPEC,
+    HUB_REF_RE,
     TEMPERATURES,
     TRAINING,
     AgentConfig,
@@ -97,7 +97,8 @@ class TrainConfig:
     frames: int | None = option(None, "frames per record the model sees", choices=(1, 2), shown="--init-from's, else 2")
     model: str | None = option(
         None,
-        f"tiny (random weights, built here), a Hub id such as {SMOLVLM}, a local directory, or cnn "
+        f"tiny (random weights, built here), a Hub id such as {SMOLVLM} (ORG/NAME@REVISION pins a branch, tag "
+        "or commit), a local directory, or cnn "
         "(the reference student: a Nature-DQN-sized CNN, not a VLM; see laya_policy.cnn)",
         shown="--init-from's backbone, else tiny",
     )
@@ -253,7 +254,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         size = 84 if cfg.image_size is None else cfg.image_size
         check_size(size)
     if cfg.pretrained:
-        if not (Path(cfg.backbone).is_dir() or HUB_SPEC.match(cfg.backbone)):  # asked of no Hub, so at once
+        if not (Path(cfg.backbone).is_dir() or HUB_REF_RE.match(cfg.backbone)):  # asked of no Hub, so at once
             raise ValueError(
                 f"--model {cfg.backbone}: not a preset ({', '.join([*PRESETS, CNN])}), a folder or a Hub id ORG/NAME"
             )
@@ -566,7 +567,8 @@ def agent_config(s: Setup, temperature: float | None = None) -> AgentConfig:
     ``init_from``'s: ``best/`` and the play checks are not calibrated)."""
     from dataclasses import replace
 
-    base = s.start or AgentConfig(backbone=s.cfg.backbone)
+    backbone, revision = hub_reference(s.cfg.backbone)  # ORG/NAME@REV: the id, as a card names it, and REV
+    base = s.start or AgentConfig(backbone=backbone, revision=revision)
     if temperature is None:
         temperature = float(base.temperatures.get("choice", 1.0)) if s.start else 1.0
     return replace(

@@ -38,8 +38,12 @@ MAX_FILES = 100_000
 MAX_FILES_PER_FOLDER = 10_000
 MAX_FILE_BYTES = 5_000_000_000
 
+_HUB_ID = r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*"
 #: A Hub repository id, ORG/NAME (what the card's examples may name).
-HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+HUB_ID_RE = re.compile(_HUB_ID + r"\Z")
+#: A Hub repository as a command line names one to read: ORG/NAME[@REVISION] (a branch, tag or
+#: commit); group 1 is the id, group 2 the revision or None.
+HUB_REF_RE = re.compile(rf"({_HUB_ID})(?:@([\w./-]+))?\Z")
 
 
 def hub_id_problem(repo: str) -> str | None:
