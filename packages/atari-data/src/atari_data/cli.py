@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="episode numbers by role (laya_protocol.seeds):\n" + textwrap.indent(seeds.table(), "  "),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_options(g, GenerateConfig, skip=("epsilon", "min_val_episodes"))
+    add_options(g, GenerateConfig, skip=("epsilon",))
     g.add_argument(
         "--epsilon",
         type=float,

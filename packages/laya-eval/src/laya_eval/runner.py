@@ -13,12 +13,12 @@ but its reward counts. An episode ends at game over, the frame cap, or the decis
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from laya_eval.batch import Batch, PolicyError, asked, choose
-from laya_protocol.games import action_set, minimal_actions, rom_id
+from laya_protocol.games import action_set, rom_id
 from laya_protocol.protocol import Protocol
 
 
@@ -32,7 +32,6 @@ class Episodes:
     actions: dict[str, int]  # decisions per action name
     seconds: float
     error: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def play(
@@ -42,7 +41,6 @@ def play(
     episodes: int,
     seed_base: int,
     greedy: bool = True,
-    sample_seed: int = 0,
     threads: int = 0,
     progress=None,
 ) -> Episodes:
@@ -50,10 +48,7 @@ def play(
     from ale_py.vector_env import AtariVectorEnv
 
     names = action_set(game, protocol.action_set)  # what the policy chooses among, in ALE's order
-    # Auto-FIRE is the game's rule (its minimal set has FIRE), not the action set's: the full set
-    # always lists FIRE, and Freeway or MsPacman must not get presses they never had.
-    auto = "FIRE" in minimal_actions(game) and protocol.auto_fire != "none"
-    fire = names.index("FIRE") if auto else None
+    fire = names.index("FIRE") if protocol.auto_fires(game) else None
     env = AtariVectorEnv(
         rom_id(game),
         episodes,
@@ -80,7 +75,8 @@ def play(
     needs_fire = np.full(episodes, fire is not None)
     fresh = np.ones(episodes, dtype=bool)  # the next decision's previous frame is its own
     counts = np.zeros(len(names), dtype=np.int64)
-    rng = np.random.default_rng([sample_seed, seed_base, *game.encode()])
+    # --sample's draws follow the episodes' seeds and the game (the leading 0 keeps earlier runs' draws)
+    rng = np.random.default_rng([0, seed_base, *game.encode()])
     cap = protocol.decision_cap
     error = None
     try:

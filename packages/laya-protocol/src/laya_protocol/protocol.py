@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 #: Press FIRE once after reset and once after each lost life (episode not over), for games whose
 #: action set contains FIRE; these presses are not decisions, but their rewards count.
 AUTO_FIRE_RULE = "reset_and_life_loss"
+AUTO_FIRE_RULES = (AUTO_FIRE_RULE, "none")  # what a protocol's auto_fire may say: the rule, or no presses
 
 #: ALE v5's own episode limit, in emulator frames.
 FRAME_CAP = 108_000
@@ -39,6 +40,14 @@ class Protocol:
     def ale_v5(cls, game: str, **overrides) -> Protocol:
         """The ALE v5 defaults for ``game``, with the evaluation's decision cap unless overridden."""
         return cls(env_id=f"ALE/{game}-v5", **overrides)
+
+    def auto_fires(self, game: str) -> bool:
+        """Whether the auto-FIRE rule presses FIRE in ``game``: the rule is on and the game's minimal
+        action set has FIRE (the full set always lists it: Freeway or MsPacman must get no presses),
+        whichever set the policy chooses among."""
+        from laya_protocol.games import minimal_actions
+
+        return self.auto_fire == AUTO_FIRE_RULE and "FIRE" in minimal_actions(game)
 
     def to_dict(self) -> dict:
         return asdict(self)

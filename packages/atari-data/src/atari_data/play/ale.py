@@ -16,7 +16,7 @@ import numpy as np
 
 from atari_data.play.reseed import Reseeder
 from laya_protocol.games import minimal_actions, rom_id
-from laya_protocol.protocol import AUTO_FIRE_RULE, DATA_DECISION_CAP, Protocol
+from laya_protocol.protocol import DATA_DECISION_CAP, Protocol
 
 
 @dataclass
@@ -52,9 +52,7 @@ class AtariGame:
         )
         self.ale = self.env.ale
         self.reseeder = Reseeder(self.env, shortcut=not reload_rom)
-        self._fire = (
-            self.actions.index("FIRE") if "FIRE" in self.actions and self.protocol.auto_fire == AUTO_FIRE_RULE else None
-        )
+        self._fire = self.actions.index("FIRE") if self.protocol.auto_fires(game) else None
         self.score = 0.0
         self.seed = 0
         self.done = True

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout.writer import GameWriter, Step
+from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
 from atari_data.produce.generate import check_counts, check_probability, check_root
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
@@ -80,8 +80,8 @@ def episode_scores(game, seeds, behave: Behaviour, rng_seed: int = 0) -> dict:
 class DoomConfig:
     root: str
     scenario: str = "basic"
-    train_frames: int = 20_000
-    val_frames: int = 2_000
+    train_frames: int = DEFAULT_CAPS["train"]  # as generate's ALE games
+    val_frames: int = DEFAULT_CAPS["val"]
     epsilon: float = 0.3
     seed: int = 0
     force: bool = False

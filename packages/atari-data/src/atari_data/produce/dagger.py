@@ -26,6 +26,7 @@ from atari_data.play.experts.base import check_holds, playable_games
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
+    MIN_VAL_EPISODES,
     behaviour_rng,
     check_counts,
     check_root,
@@ -155,7 +156,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
                 writer,
                 one_by_one(steps_for),
                 [
-                    ("val", VAL_EPISODES_FROM, cfg.val_frames, 1),
+                    ("val", VAL_EPISODES_FROM, cfg.val_frames, MIN_VAL_EPISODES),
                     ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes),
                 ],
             )

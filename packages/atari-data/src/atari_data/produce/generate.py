@@ -60,7 +60,6 @@ class GenerateConfig:
     )
     val_frames: int = option(DEFAULT_CAPS["val"], "val records per game at most")
     min_train_episodes: int = option(3, "play at least this many train episodes")
-    min_val_episodes: int = option(1, "play at least this many val episodes")
     epsilon: float = option(0.1, "probability of a uniform random move instead of the expert's")
     decision_cap: int | None = option(
         DATA_DECISION_CAP, "decisions per episode at most (the default is ALE v5's frame limit)"
@@ -83,7 +82,6 @@ class GenerateConfig:
             ("--train-frames", self.train_frames, 1),
             ("--val-frames", self.val_frames, 0),
             ("--min-train-episodes", self.min_train_episodes, 1),
-            ("--min-val-episodes", self.min_val_episodes, 0),
             ("--baseline-episodes", self.baseline_episodes, 0),
             ("--seed", self.seed, 0),
             ("--workers", self.workers, 1),
@@ -211,6 +209,10 @@ def one_by_one(steps_for: Callable[[int, dict], Iterable[Step]]) -> Episodes:
             yield n, steps_for(n, replay), replay
 
     return episodes
+
+
+#: A val split plays at least one episode, however few its frames: generate's and DAgger's.
+MIN_VAL_EPISODES = 1
 
 
 def fill_splits(writer: GameWriter, episodes: Episodes, plan: list[tuple[str, int, int, int]], progress=None) -> None:
@@ -382,7 +384,7 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
             writer,
             played_ahead(cfg, game) if fanned else one_by_one(steps_for),
             [
-                ("val", VAL_EPISODES_FROM, cfg.val_frames, cfg.min_val_episodes),
+                ("val", VAL_EPISODES_FROM, cfg.val_frames, MIN_VAL_EPISODES),
                 ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes),
             ],
             progress,

@@ -17,7 +17,7 @@ import re
 from atari_data.schema.types import Defect, Field, Image, Int, JSONValue, List, Map, Nullable, Num, Object, Str
 from laya_protocol.games import ACTION_SETS
 from laya_protocol.names import BASELINE_ROLES, score_key, scores_key
-from laya_protocol.protocol import AUTO_FIRE_RULE, BASELINE_CAP
+from laya_protocol.protocol import AUTO_FIRE_RULES, BASELINE_CAP
 
 SCHEMA_VERSION = 1
 KNOWN_VERSIONS = (1,)
@@ -122,7 +122,7 @@ PROTOCOL = _object(
         Field("decision_cap", Nullable(Int()), True, "decision cap, or null for none"),
         Field(
             "auto_fire",
-            Str(choices=(AUTO_FIRE_RULE, "none")),
+            Str(choices=AUTO_FIRE_RULES),
             True,
             "when FIRE is pressed automatically (not a decision)",
         ),

@@ -28,8 +28,8 @@ from pathlib import Path
 from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout.writer import GameWriter, Step
-from atari_data.play.actions import resolve_game
-from laya_protocol.games import FULL_ACTIONS, minimal_actions
+from atari_data.play.actions import minimal_index, minimal_labels, resolve_game
+from laya_protocol.games import minimal_actions
 
 SOURCE = "atari_head"
 ORIGIN = "Atari-HEAD, Zenodo record 3451402"
@@ -320,7 +320,7 @@ def import_game(
     if not path.exists():
         raise AtariDataError(f"no {path.name} (a local copy of {ORIGIN})", file=str(root))
     actions = minimal_actions(game)
-    index = {name: i for i, name in enumerate(actions)}
+    labels = minimal_labels(game)
     with GameWriter(
         out,
         SOURCE,
@@ -352,7 +352,7 @@ def import_game(
             for n, t in sorted(trials.items()):
                 frames = frames_of(archive, t, str(path))
                 for k, (episode, rows) in enumerate(_episodes(t.rows)):
-                    writer.add_episode(n * 1000 + k, splits[n], _steps(rows, frames, index, t, episode, writer))
+                    writer.add_episode(n * 1000 + k, splits[n], _steps(rows, frames, labels, t, episode, writer))
         return writer.finish()
 
 
@@ -368,14 +368,11 @@ def _episodes(rows: list[dict]) -> Iterator[tuple[int | None, list[dict]]]:
         yield run[-1]["episode"], run
 
 
-def _steps(rows, frames, index, trial: Trial, episode, writer: GameWriter) -> Iterator[Step]:
+def _steps(rows, frames, labels, trial: Trial, episode, writer: GameWriter) -> Iterator[Step]:
     for r in rows:
-        a = r["action"]
-        if a is None or not 0 <= a < len(FULL_ACTIONS):
-            writer.drop("invalid_action")
-            continue
-        if FULL_ACTIONS[a] not in index:
-            writer.drop("not_in_minimal_set")
+        label = minimal_index(labels, r["action"])
+        if isinstance(label, str):
+            writer.drop(label)
             continue
         png = frames.get(r["frame_id"] or "")
         if png is None:
@@ -386,7 +383,7 @@ def _steps(rows, frames, index, trial: Trial, episode, writer: GameWriter) -> It
             continue
         yield Step(
             frame=png,
-            label=index[FULL_ACTIONS[a]],
+            label=label,
             provenance={
                 "trial": trial.trial,
                 "frame_id": r["frame_id"],

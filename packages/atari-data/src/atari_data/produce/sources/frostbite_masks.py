@@ -22,7 +22,8 @@ from atari_data import parquet
 from atari_data.errors import AtariDataError
 from atari_data.layout.png import png_size
 from atari_data.layout.writer import GameWriter, Step
-from laya_protocol.games import FULL_ACTIONS, minimal_actions
+from atari_data.play.actions import minimal_index, minimal_labels
+from laya_protocol.games import minimal_actions
 from laya_protocol.protocol import FRAME_CAP
 from laya_protocol.seeds import IMPORTED_VAL_FROM
 
@@ -78,7 +79,7 @@ def import_game(
     if not files["train"]:
         raise AtariDataError(f"no train-*.parquet below (a local copy of {REPO})", file=str(root))
     actions = minimal_actions(GAME)
-    index = {name: i for i, name in enumerate(actions)}
+    labels = minimal_labels(GAME)
     with GameWriter(
         out,
         SOURCE,
@@ -97,15 +98,15 @@ def import_game(
         for split, kind in SPLITS.items():
             first = 0 if kind == "train" else IMPORTED_VAL_FROM
             for n, (game_i, life_i, run) in enumerate(lives(files[split])):
-                writer.add_episode(first + n, kind, _steps(run, index, game_i, life_i, writer))
+                writer.add_episode(first + n, kind, _steps(run, labels, game_i, life_i, writer))
         return writer.finish()
 
 
-def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer: GameWriter) -> Iterator[Step]:
+def _steps(run: list[dict], labels: dict[str, int], game: int, life: int, writer: GameWriter) -> Iterator[Step]:
     for row in run:
-        a = row["action"]
-        if type(a) is not int or not 0 <= a < len(FULL_ACTIONS) or FULL_ACTIONS[a] not in index:
-            writer.drop("invalid_action")  # None, a float, text: counted, not a crash
+        label = minimal_index(labels, row["action"])
+        if isinstance(label, str):  # None, a float, text: counted, not a crash
+            writer.drop(label)
             continue
         obs, mask = (row[c].get("bytes") if isinstance(row[c], dict) else None for c in ("observation", "mask"))
         if not isinstance(obs, bytes) or not isinstance(mask, bytes):
@@ -119,7 +120,7 @@ def _steps(run: list[dict], index: dict[str, int], game: int, life: int, writer:
             continue
         yield Step(
             frame=obs,
-            label=index[FULL_ACTIONS[a]],
+            label=label,
             side={"mask": mask},
             provenance={
                 "row": row["row"],
