@@ -3,6 +3,8 @@ import pytest
 from scipy import stats as sps
 
 from laya_eval.stats import (
+    BOOTSTRAPS,
+    bootstrap_ci,
     iqm,
     mean,
     median_of_means,
@@ -183,3 +185,18 @@ def test_the_task_bootstrap_draws_games_then_episodes_in_both_of_its_ways(length
     assert task_bootstrap_ci(mean_of_means, noisy, seed=2) == task_bootstrap_ci(mean_of_means, noisy, seed=2)
     lo, hi = task_bootstrap_ci(mean_of_means, noisy, seed=2)
     assert lo < mean_of_means(noisy) < hi
+
+
+@pytest.mark.parametrize("kind", BOOTSTRAPS)
+@pytest.mark.parametrize("sizes", [(10, 10, 10), (10, 7, 12)], ids=["equal", "unequal"])
+def test_a_curve_is_bootstrapped_as_each_of_its_points(kind, sizes):
+    """A statistic that is a curve (the performance profile the report draws) gets, at each point, the
+    interval that point gets alone: the same resamples. The report's band drew 500 of its own."""
+    rng = np.random.default_rng(1)
+    games = [rng.normal(0.5, 0.4, size=n) for n in sizes]
+    taus = np.array([0.0, 0.25, 0.5, 1.0])
+    lo, hi = bootstrap_ci(lambda s: performance_profile(s, taus), games, kind=kind)
+    assert lo.shape == hi.shape == taus.shape and (lo <= hi).all() and lo[0] > hi[-1]
+    for j, t in enumerate(taus):
+        alone = bootstrap_ci(lambda s, t=t: performance_profile(s, [t])[..., 0], games, kind=kind)
+        assert (lo[j], hi[j]) == alone, t

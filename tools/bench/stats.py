@@ -72,7 +72,9 @@ def theirs(x: np.ndarray, y: np.ndarray, reps: int) -> tuple[list[float], list[t
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=2000, help="bootstrap resamples (default 2000, laya-eval's)")
+    ap.add_argument(
+        "--reps", type=int, default=stats.REPS, help="bootstrap resamples (default %(default)s, laya-eval's)"
+    )
     ap.add_argument(
         "--repeats", type=int, default=1, help="timed rounds, each side once a round (default 1: rliable takes minutes)"
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from laya_eval.baselines import NORMALISED_RANGE
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import scored_sets
 from laya_eval.jsonfile import replace_file
@@ -256,21 +257,14 @@ def _aggregates(plt, runs: list[dict]):
 
 
 def _profile(plt, runs: list[dict]):
-    taus = np.linspace(-0.5, 1.5, 201)
+    taus = np.linspace(*NORMALISED_RANGE, 201)  # the range outside which a normalised score is flagged
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     colours = plt.get_cmap("tab10").colors
     for k, r, name, games in _figure_rows(runs):
         scores = [np.asarray(g["normalised_scores"], float) for g in games]
         curve = performance_profile(scores, taus)
-        rng = np.random.default_rng(0)
-        task = r["summary"].get("intervals", {}).get("bootstrap") == "task"  # resample games too
-
-        def resample(scores=scores, task=task, rng=rng):
-            games = rng.integers(len(scores), size=len(scores)) if task else range(len(scores))
-            return [scores[i][rng.integers(len(scores[i]), size=len(scores[i]))] for i in games]
-
-        draws = np.array([performance_profile(resample(), taus) for _ in range(500)])
-        lo, hi = np.quantile(draws, [0.025, 0.975], axis=0)
+        kind = r["summary"].get("intervals", {}).get("bootstrap", "episode")
+        lo, hi = bootstrap_ci(lambda s: performance_profile(s, taus), scores, kind=kind)
         style = "-" if name == "all" else "--"
         ax.step(taus, curve, where="post", color=colours[k % 10], ls=style, label=_set_label(r, name, games))
         ax.fill_between(taus, lo, hi, step="post", color=colours[k % 10], alpha=0.2 if name == "all" else 0.1)

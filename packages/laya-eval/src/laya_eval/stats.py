@@ -66,8 +66,9 @@ def optimality_gap(scores: Scores, gamma: float = 1.0) -> Any:
 
 
 def performance_profile(scores: Scores, taus: np.ndarray) -> np.ndarray:
-    """Fraction of pooled scores above each threshold tau."""
-    return (_pooled(scores)[None, :] > np.asarray(taus, float)[:, None]).mean(1)
+    """Fraction of pooled scores above each threshold tau (the taus on the last axis)."""
+    pooled = _pooled(scores)
+    return np.stack([(pooled > t).mean(-1) for t in np.asarray(taus, float)], axis=-1)
 
 
 def probability_of_improvement(x: Scores, y: Scores) -> Any:
@@ -130,14 +131,16 @@ def _scored(stat: Callable[..., Any], draw: Callable[[int], list], reps: int, bl
 
 
 def _per_resample(value, k: int) -> np.ndarray:
-    if np.shape(value) != (k,):
+    if np.shape(value)[:1] != (k,):
         raise ValueError(f"a bootstrap statistic must return one value per resample ({k}), got shape {np.shape(value)}")
     return np.asarray(value, float)
 
 
-def _interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
-    lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
+def _interval(values: np.ndarray, alpha: float) -> tuple[Any, Any]:
+    """The percentile interval: two floats, or two arrays where the statistic is a curve (a value
+    per resample and point, such as a performance profile's)."""
+    lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2], axis=0)
+    return _value(lo), _value(hi)
 
 
 #: How intervals resample: ``episode`` within each game (stratified; the games are fixed), or
