@@ -18,7 +18,7 @@ from pathlib import Path
 from atari_data.errors import AtariDataError
 from atari_data.layout.writer import DEFAULT_CAPS
 from atari_data.play.doom import DoomConfig
-from atari_data.produce.executors import EXECUTORS, WorkerDied
+from atari_data.produce.executors import WorkerDied
 from atari_data.produce.generate import GenerateConfig
 from atari_data.produce.importing import SOURCES
 from atari_data.publish.hub import COMMIT_FILES
@@ -27,7 +27,9 @@ from atari_data.publish.teardown import release_arrow_threads
 from laya_protocol import seeds
 from laya_protocol.config import add_options, add_version, csv, from_args
 from laya_protocol.errors import os_error_exit, stopped, terminations_raised
+from laya_protocol.names import score_key, scores_key
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
+from laya_protocol.ray import EXECUTORS
 from laya_protocol.wording import counted
 
 EXAMPLES = """examples:
@@ -417,8 +419,8 @@ def cmd_generate(a) -> int:
         b = meta.get("baselines")
         if b:
             line += (
-                f"; expert {b['expert_score']:g} vs random {b['random_score']:g} "
-                f"(mean of {counted(len(b['expert_scores']), 'episode')})"
+                f"; expert {b[score_key('expert')]:g} vs random {b[score_key('random')]:g} "
+                f"(mean of {counted(len(b[scores_key('expert')]), 'episode')})"
             )
         print(line)
     return 0

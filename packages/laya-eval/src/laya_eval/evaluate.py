@@ -49,6 +49,7 @@ from laya_protocol.errors import UnknownName, cause
 from laya_protocol.games import ACTION_SETS, action_set, emulator
 from laya_protocol.locks import FileLock
 from laya_protocol.protocol import BASELINE_CAP, EVAL_DECISION_CAP, FRAME_CAP, Protocol
+from laya_protocol.ray import EXECUTORS, executor_problem
 from laya_protocol.seeds import EVAL_SEED_BASE, episodes_problem, seed_problem
 from laya_protocol.wording import counted
 
@@ -95,7 +96,7 @@ class RunConfig:
     threads: int = option(0, "emulator threads, 0 for one per core")
     timeout: float = option(60.0, "seconds a cmd: policy may take per call before it is killed")
     executor: str = option(
-        "local", "ray plays games as Ray tasks (RAY_ADDRESS, else a local instance)", choices=("local", "ray")
+        "local", "ray plays games as Ray tasks (RAY_ADDRESS, else a local instance)", choices=EXECUTORS
     )
     restart: bool = option(False, "overwrite a results file made with other settings")
     bootstrap: str = option(
@@ -635,8 +636,8 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
             if problem:
                 raise EvalError(problem, field="policy.identity")
         return results
-    if cfg.executor != "local":
-        raise EvalError(f"unknown executor {cfg.executor!r} (expected local or ray)", field="--executor")
+    if problem := executor_problem(cfg.executor):
+        raise EvalError(problem, field="--executor")
     policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout) if todo else None
     try:
         if policy is not None:  # another player's file is refused before a game is played, not after

@@ -11,6 +11,15 @@ from collections.abc import Callable
 
 from laya_protocol.errors import UNWIND_SECONDS, ctrl_c_ignored, signals_held
 
+#: Where a package's --executor runs its work: here (a process pool or this process), or on Ray.
+EXECUTORS = ("local", "ray")
+
+
+def executor_problem(executor: str) -> str | None:
+    """Why ``executor`` is none of :data:`EXECUTORS`, or None."""
+    return None if executor in EXECUTORS else f"unknown executor {executor!r} (expected {' or '.join(EXECUTORS)})"
+
+
 #: How long a Ctrl-C or SIGTERM that arrives while ``ray.init`` runs is held for it to finish (its
 #: start-up takes about 6 s on two busy cores); past that, it is delivered where init stands.
 START_PATIENCE = 10.0

@@ -371,7 +371,11 @@ def _write_file(path: Path, text: str | bytes) -> None:
         os.fsync(f.fileno())
 
 
-def assign_splits(episodes: Sequence[int], val_fraction: float = 0.05) -> dict[int, str]:
+#: The share of episodes that go to val where a source has no splits of its own (Atari-HEAD, PlayJev).
+VAL_FRACTION = 0.05
+
+
+def assign_splits(episodes: Sequence[int], val_fraction: float = VAL_FRACTION) -> dict[int, str]:
     """Split episode numbers about ``val_fraction`` to val, evenly spread, deterministic.
 
     With two or more episodes at least one goes to val and at least one to train.

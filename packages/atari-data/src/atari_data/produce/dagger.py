@@ -22,7 +22,7 @@ from atari_data.layout import GameDir
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.play.experts import expert_id, load_expert
-from atari_data.play.experts.base import check_holds, playable_games
+from atari_data.play.experts.base import EXPERT_FORMS, check_holds, playable_games
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
@@ -35,6 +35,7 @@ from atari_data.produce.generate import (
     one_by_one,
     sample,
 )
+from atari_data.schema import ALE_FRAME_FORMAT
 from laya_protocol.config import option
 from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
 from laya_protocol.seeds import TRAIN_EPISODES_FROM, VAL_EPISODES_FROM, dagger_episode
@@ -52,7 +53,7 @@ class DaggerConfig:
     root: str = option(help="atari-data layout root to write into")
     round: int = option(help="round number N (source dagger<N>)")
     games: list[str] = option(help="comma-separated games")
-    expert: str = option("builtin", "builtin, sb3:PATH, cleanrl:PATH, hub:REPO or planner[/K][:BASE]")
+    expert: str = option("builtin", EXPERT_FORMS)
     planner_frames: int = option(PLANNER_FRAMES, "a planner's emulator frames per decision, all rollouts together")
     train_frames: int = option(3_000, "train records per game at most")
     val_frames: int = option(150, "val records per game at most")
@@ -121,7 +122,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
             cfg.root,
             source,
             name,
-            frame_format="rgb_210x160",
+            frame_format=ALE_FRAME_FORMAT,
             frames=2,
             origin=origin,
             license="MIT",

@@ -23,9 +23,7 @@ from typing import Any
 
 from atari_data.errors import AtariDataError
 from laya_protocol.errors import UNWIND_SECONDS, end_within, signal_name
-from laya_protocol.ray import cancel, remote
-
-EXECUTORS = ("local", "ray")
+from laya_protocol.ray import cancel, executor_problem, remote
 
 
 def fan_out(
@@ -43,8 +41,8 @@ def fan_out(
     progress bar of items), or, with one worker, ``here(x)`` (default ``fn``) one after another in
     this process, where it may show its own progress."""
     items = list(items)
-    if executor not in EXECUTORS:
-        raise AtariDataError(f"unknown executor {executor!r} (expected {' or '.join(EXECUTORS)})", field="--executor")
+    if problem := executor_problem(executor):
+        raise AtariDataError(problem, field="--executor")
     if executor == "ray":
         return ray_map(fn, items)
     if workers <= 1 or len(items) <= 1:
@@ -69,8 +67,8 @@ def ahead(fn: Callable, items: Iterator, *, executor: str = "local", workers: in
     """``(fn(x) for x in items)``, in order, computed ``workers`` items ahead of the consumer on
     spawned processes or Ray tasks, for a sequence whose end the consumer decides (episodes until a
     split is full). Leaving the block stops the work still in flight."""
-    if executor not in EXECUTORS:
-        raise AtariDataError(f"unknown executor {executor!r} (expected {' or '.join(EXECUTORS)})", field="--executor")
+    if problem := executor_problem(executor):
+        raise AtariDataError(problem, field="--executor")
     workers = max(1, workers)
     if executor == "ray":
         ray, task = _ray(fn)

@@ -24,13 +24,15 @@ from atari_data.layout import GameDir
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, episode_seed, play_episode
 from atari_data.play.experts import Expert, expert_id, is_planner, load_expert
-from atari_data.play.experts.base import check_holds, playable_games
+from atari_data.play.experts.base import EXPERT_FORMS, check_holds, playable_games
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
-from atari_data.produce.executors import EXECUTORS, ahead
+from atari_data.produce.executors import ahead
+from atari_data.schema import ALE_FRAME_FORMAT
 from laya_protocol.config import option
 from laya_protocol.names import score_key, scores_key
 from laya_protocol.protocol import BASELINE_CAP, DATA_DECISION_CAP, Protocol
+from laya_protocol.ray import EXECUTORS
 from laya_protocol.seeds import EXPERT_BASELINE_FROM, RANDOM_BASELINE_FROM, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM
 
 log = logging.getLogger(__name__)
@@ -49,9 +51,9 @@ class GenerateConfig:
     source: str = option("expert2f", "expert2f also records the previous frame as prev_image", choices=tuple(SOURCES))
     expert: str = option(
         "builtin",
-        "builtin (RAM-reading scripted experts), sb3:PATH, cleanrl:PATH, hub:REPO, or planner[/K][:BASE] "
-        "(rollouts in the emulator, BASE playing them: uniform random when omitted; /K also tries holding "
-        "each button 2, 4 ... K decisions before BASE takes over)",
+        f"{EXPERT_FORMS}: builtin reads the RAM (scripted experts), planner rolls out in the emulator, BASE "
+        "playing the rollouts (uniform random when omitted; /K also tries holding each button 2, 4 ... K "
+        "decisions before BASE takes over)",
     )
     planner_frames: int = option(PLANNER_FRAMES, "a planner's emulator frames per decision, all rollouts together")
     train_frames: int = option(
@@ -361,7 +363,7 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
         cfg.root,
         cfg.source,
         game_name,
-        frame_format="rgb_210x160",
+        frame_format=ALE_FRAME_FORMAT,
         origin=f"atari-data generate, expert {expert_id(cfg.expert, cfg.planner_frames)}, epsilon {cfg.epsilon}",
         license="MIT",
         frames=SOURCES[cfg.source],

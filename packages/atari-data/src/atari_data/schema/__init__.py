@@ -26,6 +26,7 @@ SOURCE_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
 GAME_RE = re.compile(r"[A-Za-z0-9]+\Z")
 ID_RE = re.compile(r"([a-z][a-z0-9_]*)-([A-Za-z0-9]+)-e([0-9]{6,})-s([0-9]{6,})\Z")  # as :06d writes them
 FRAME_FORMAT_RE = re.compile(r"(rgb|gray)_(\d+)x(\d+)\Z")
+ALE_FRAME_FORMAT = "rgb_210x160"  # an ALE screen as the emulator draws it, height first
 #: Frame file suffixes and the one image format each holds (Pillow's name): a frame is decoded only
 #: as the format its name says, so a TIFF or BMP named .png is refused rather than decoded.
 IMAGE_FORMATS = {".png": "PNG", ".jpg": "JPEG"}

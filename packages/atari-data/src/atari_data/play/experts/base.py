@@ -9,6 +9,10 @@ import numpy as np
 from atari_data.errors import AtariDataError
 from atari_data.play.ale import AtariGame
 
+#: The experts that play any ALE game, and every form --expert takes, as help and errors say them.
+ANY_GAME_EXPERTS = "planner, sb3:PATH, cleanrl:PATH or hub:REPO"
+EXPERT_FORMS = "builtin, sb3:PATH, cleanrl:PATH, hub:REPO or planner[/K][:BASE]"
+
 
 class Expert(Protocol):
     """A policy over one game's minimal action set."""
@@ -51,7 +55,7 @@ def playable_games(spec: str, games: list[str]) -> list[str]:
         if missing:
             raise AtariDataError(
                 f"no built-in expert for {', '.join(missing)} (built-in: {', '.join(sorted(BUILTIN))}; "
-                "any ALE game with --expert planner, sb3:PATH, cleanrl:PATH or hub:REPO)",
+                f"any ALE game with --expert {ANY_GAME_EXPERTS})",
                 field="--games",
             )
     return names
@@ -96,6 +100,6 @@ def load_expert(spec: str, game: str, planner_frames: int | None = None) -> Expe
 
         return checkpoint_expert(kind, arg, game)
     raise AtariDataError(
-        f"unknown expert {spec!r} (expected builtin, sb3:PATH, cleanrl:PATH, hub:REPO or planner[/K][:BASE])",
+        f"unknown expert {spec!r} (expected {EXPERT_FORMS})",
         field="--expert",
     )

@@ -17,6 +17,7 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.play.ale import AtariGame
+from atari_data.play.experts.base import ANY_GAME_EXPERTS
 from laya_protocol.games import minimal_actions
 
 # How confident the targets are: lower is sharper.
@@ -219,7 +220,7 @@ def builtin_expert(game: str) -> RamExpert:
     if game not in BUILTIN:
         raise AtariDataError(
             f"no built-in expert for {game} (built-in: {', '.join(sorted(BUILTIN))}); "
-            "use --expert planner (any ALE game), sb3:PATH, cleanrl:PATH or hub:REPO",
+            f"any ALE game with --expert {ANY_GAME_EXPERTS}",
             field="--expert",
         )
     return BUILTIN[game](game)

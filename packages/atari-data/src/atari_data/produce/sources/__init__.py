@@ -7,6 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from atari_data.errors import AtariDataError
+from laya_protocol.seeds import IMPORTED_VAL_FROM
+
+#: A source with train and test splits of its own: its test episodes become val records.
+UPSTREAM_SPLITS = {"train": "train", "test": "val"}
+
+
+def episode_number(split: str, n: int) -> int:
+    """The ``n``-th episode of an imported ``split``: val episodes numbered apart from train's, from
+    :data:`laya_protocol.seeds.IMPORTED_VAL_FROM`."""
+    return n if split == "train" else IMPORTED_VAL_FROM + n
 
 
 def local_copy(spec: str, repo: str, patterns: list[str] | None = None) -> Path:

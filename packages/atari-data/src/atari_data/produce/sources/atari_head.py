@@ -27,8 +27,9 @@ from pathlib import Path
 
 from atari_data import limits
 from atari_data.errors import AtariDataError
-from atari_data.layout.writer import GameWriter, Step
+from atari_data.layout.writer import VAL_FRACTION, GameWriter, Step
 from atari_data.play.actions import minimal_index, minimal_labels, resolve_game
+from atari_data.schema import ALE_FRAME_FORMAT
 from laya_protocol.games import minimal_actions
 
 SOURCE = "atari_head"
@@ -36,7 +37,6 @@ ORIGIN = "Atari-HEAD, Zenodo record 3451402"
 REPO = None  # on Zenodo, not the Hub
 LICENSE = "CC-BY-4.0"
 HEADER = ["frame_id", "episode_id", "score", "duration(ms)", "unclipped_reward", "action", "gaze_positions"]
-VAL_FRACTION = 0.05
 TRIAL_NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits, as many as an int holds
 STEM = re.compile(r"^([0-9]{1,9})_([A-Za-z]+)_([0-9]+)_(.+)$")  # <trial>_<subject>_<UTID>_<date>
 
@@ -325,7 +325,7 @@ def import_game(
         out,
         SOURCE,
         game,
-        frame_format="rgb_210x160",
+        frame_format=ALE_FRAME_FORMAT,
         frames=1,
         actions=actions,
         origin=ORIGIN,

@@ -23,16 +23,15 @@ from atari_data.errors import AtariDataError
 from atari_data.layout.png import png_size
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.actions import minimal_index, minimal_labels
+from atari_data.produce.sources import UPSTREAM_SPLITS, episode_number
 from laya_protocol.games import minimal_actions
 from laya_protocol.protocol import FRAME_CAP
-from laya_protocol.seeds import IMPORTED_VAL_FROM
 
 SOURCE = "frostbite_masks"
 GAME = "Frostbite"
 REPO = "EpicPinkPenguin/atari_frostbite_with_masks"
 ORIGIN = REPO
 COLUMNS = ("observation", "mask", "action", "reward", "terminated", "truncated")
-SPLITS = {"train": "train", "test": "val"}
 
 
 def parquet_files(root: Path, split: str) -> list[Path]:
@@ -75,7 +74,7 @@ def import_game(
     root = Path(root)
     if game != GAME:
         raise AtariDataError(f"{game}: this dataset has Frostbite only", field="--games")
-    files = {split: parquet_files(root, split) for split in SPLITS}
+    files = {split: parquet_files(root, split) for split in UPSTREAM_SPLITS}
     if not files["train"]:
         raise AtariDataError(f"no train-*.parquet below (a local copy of {REPO})", file=str(root))
     actions = minimal_actions(GAME)
@@ -95,10 +94,9 @@ def import_game(
     ) as writer:
         if writer.complete:
             return None
-        for split, kind in SPLITS.items():
-            first = 0 if kind == "train" else IMPORTED_VAL_FROM
+        for split, kind in UPSTREAM_SPLITS.items():
             for n, (game_i, life_i, run) in enumerate(lives(files[split])):
-                writer.add_episode(first + n, kind, _steps(run, labels, game_i, life_i, writer))
+                writer.add_episode(episode_number(kind, n), kind, _steps(run, labels, game_i, life_i, writer))
         return writer.finish()
 
 

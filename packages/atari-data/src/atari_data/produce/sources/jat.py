@@ -25,9 +25,9 @@ from atari_data.errors import AtariDataError
 from atari_data.layout.png import decode_png, encode_png
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.actions import resolve_game
+from atari_data.produce.sources import UPSTREAM_SPLITS, episode_number
 from atari_data.threads import frame_threads
 from laya_protocol.games import minimal_actions
-from laya_protocol.seeds import IMPORTED_VAL_FROM
 
 SOURCE = "jat"
 REPO = "jat-project/jat-dataset"
@@ -43,7 +43,6 @@ QUIRKS = {
     "montezuma": "MontezumaRevenge",
     "privateye": "PrivateEye",
 }
-SPLITS = {"train": "train", "test": "val"}
 ORDER_CHECK_STEPS = 64
 ORDER_MIN_AGREEMENT = 0.9
 FRAMES_PER_TASK = 64
@@ -161,7 +160,7 @@ def import_game(
     """Write ``<out>/jat/<Game>`` from the local copy at ``root``; returns its meta.json (None when
     it was already complete)."""
     root, game = Path(root), resolve_game(game)
-    files = {split: parquet_files(root, game, split) for split in SPLITS}
+    files = {split: parquet_files(root, game, split) for split in UPSTREAM_SPLITS}
     if not files["train"]:
         raise AtariDataError(
             f"no {config_of(game)}/train-*.parquet (a local copy of {REPO}: "
@@ -185,8 +184,8 @@ def import_game(
         if writer.complete:
             return None
         layout = _establish_layout(files["train"][0], game)
-        for split, kind in SPLITS.items():
-            first = 0 if kind == "train" else IMPORTED_VAL_FROM  # test rows numbered apart from train rows
+        for split, kind in UPSTREAM_SPLITS.items():
+            first = 0  # the split's rows in its earlier files
             for path in files[split]:
                 n = 0
                 for i, row in rows(path):
@@ -197,7 +196,9 @@ def import_game(
                             file=str(path),
                             field=f"row {i}",
                         )
-                    writer.add_episode(first + i, kind, episode_steps(row, layout, len(actions), writer))
+                    writer.add_episode(
+                        episode_number(kind, first + i), kind, episode_steps(row, layout, len(actions), writer)
+                    )
                     n = i + 1
                 first += n
         return writer.finish()

@@ -131,7 +131,7 @@ def import_round(
     ) as writer:
         if writer.complete:
             return None
-        splits = assign_splits(range(len(episodes)), 0.05)
+        splits = assign_splits(range(len(episodes)))
         for i, (shard, _, steps) in enumerate(episodes):
             writer.add_episode(i, splits[i], _steps(shard, steps, actions, writer))
         return writer.finish()
