@@ -8,6 +8,7 @@ Episodes are seeded 100000+i (disjoint from the data's 1000+ and 2000+), 4 tics 
 import argparse
 
 from atari_data.play import doom
+from laya_protocol.seeds import EVAL_SEED_BASE
 
 
 def main() -> None:
@@ -16,7 +17,7 @@ def main() -> None:
     args = ap.parse_args()
     game = doom.make_game("basic")
     names = doom.buttons(game)
-    seeds = range(100_000, 100_000 + args.episodes)
+    seeds = range(EVAL_SEED_BASE, EVAL_SEED_BASE + args.episodes)
     rows = [
         ("expert (labels buffer)", doom.epsilon_expert(0.0, len(names))),
         ("random buttons", lambda s, e, r: int(r.integers(len(names)))),

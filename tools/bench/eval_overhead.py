@@ -31,14 +31,15 @@ from ale_py.vector_env import AtariVectorEnv
 
 from laya_eval.policies import RandomPolicy
 from laya_eval.runner import play
-from laya_protocol.protocol import Protocol
+from laya_protocol.protocol import FRAME_CAP, FRAMESKIP, STICKY_ACTIONS, Protocol
+from laya_protocol.seeds import EVAL_SEED_BASE
 
 
 def _step_randomly(env, envs: int, steps: int) -> float:
     """Decisions/s of ``steps`` random steps from the seeded reset; closes ``env``."""
     rng = np.random.default_rng(0)
     t = time.perf_counter()
-    env.reset(seed=100_000)
+    env.reset(seed=EVAL_SEED_BASE)
     for _ in range(steps):
         env.step(rng.integers(3, size=envs))
     dt = time.perf_counter() - t
@@ -55,13 +56,13 @@ def raw(envs: int, threads: int, steps: int) -> float:
         img_width=160,
         grayscale=False,
         stack_num=1,
-        frameskip=4,
+        frameskip=FRAMESKIP,
         maxpool=False,
         noop_max=0,
         reward_clipping=False,
         use_fire_reset=False,
-        repeat_action_probability=0.25,
-        max_num_frames_per_episode=108_000,
+        repeat_action_probability=STICKY_ACTIONS,
+        max_num_frames_per_episode=FRAME_CAP,
     )
     return _step_randomly(env, envs, steps)
 
@@ -73,7 +74,7 @@ def gymnasium_vec(envs: int, threads: int, steps: int, mode: str | None) -> floa
     import gymnasium as gym
 
     gym.register_envs(ale_py)
-    common = dict(num_envs=envs, repeat_action_probability=0.25, frameskip=4, full_action_space=False)
+    common = dict(num_envs=envs, repeat_action_probability=STICKY_ACTIONS, frameskip=FRAMESKIP, full_action_space=False)
     if mode is None:
         screens = dict(num_threads=threads, img_height=210, img_width=160, grayscale=False, stack_num=1)
         env = gym.make_vec("ALE/Freeway-v5", **common, **screens)
@@ -84,7 +85,12 @@ def gymnasium_vec(envs: int, threads: int, steps: int, mode: str | None) -> floa
 
 def ours(envs: int, threads: int, steps: int) -> float:
     ep = play(
-        RandomPolicy(seed=0), "Freeway", Protocol.ale_v5("Freeway", decision_cap=steps), envs, 100_000, threads=threads
+        RandomPolicy(seed=0),
+        "Freeway",
+        Protocol.ale_v5("Freeway", decision_cap=steps),
+        envs,
+        EVAL_SEED_BASE,
+        threads=threads,
     )
     assert all(ep.capped), "an episode ended early: the two runs would not do the same work"
     return sum(ep.steps) / ep.seconds

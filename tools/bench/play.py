@@ -30,6 +30,7 @@ from laya_policy.checkpoint import AgentConfig, save_checkpoint
 from laya_policy.model import ChoicePolicy
 from laya_policy.play import LayaPolicy
 from laya_protocol.protocol import Protocol
+from laya_protocol.seeds import EVAL_SEED_BASE
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,11 +77,12 @@ def _measure(args) -> None:
         players = {cache: LayaPolicy(f"{tmp}/ckpt", cache=cache) for cache in (False, True)}
         warm = Protocol.ale_v5("Breakout", decision_cap=min(8, args.decisions))
         for laya in players.values():  # untimed: each side's first calls
-            play(laya, "Breakout", warm, args.episodes, 100_000, greedy=False)
+            play(laya, "Breakout", warm, args.episodes, EVAL_SEED_BASE, greedy=False)
         for _ in range(args.repeats):
             for cache, laya in players.items():
                 t = time.perf_counter()
-                ep = play(laya, "Breakout", proto, args.episodes, 100_000, greedy=False)  # sampled: episodes diverge
+                # sampled: the episodes diverge
+                ep = play(laya, "Breakout", proto, args.episodes, EVAL_SEED_BASE, greedy=False)
                 best[cache] = max(best[cache], sum(ep.steps) / (time.perf_counter() - t))
                 if cache:
                     hit = laya.cache.hit_rate

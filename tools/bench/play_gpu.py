@@ -33,6 +33,7 @@ from laya_policy.model import ChoicePolicy
 from laya_policy.play import LayaPolicy
 from laya_protocol.games import action_set
 from laya_protocol.protocol import Protocol
+from laya_protocol.seeds import EVAL_SEED_BASE
 
 REFERENCE_L4 = {"processor": 17.3, "device-side": 49.1, "device-side + cache": 53.1}
 
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
             warm_every_batch_size(policy, proto, args.episodes)
             sync()
             t = time.perf_counter()
-            ep = play(policy, "Breakout", proto, args.episodes, 100_000, greedy=False)
+            ep = play(policy, "Breakout", proto, args.episodes, EVAL_SEED_BASE, greedy=False)
             sync()
             rows.append((name, sum(ep.steps) / (time.perf_counter() - t)))
         same = "not run (smoke, on the CPU)" if args.smoke else graph_matches_eager(f"{tmp}/gpu")

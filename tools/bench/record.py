@@ -42,6 +42,8 @@ from types import SimpleNamespace
 import numpy as np
 from _timing import in_rounds
 
+from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
+
 GAME = "Pong"
 EPSILON = 0.1
 
@@ -140,7 +142,7 @@ def minari_write(dataset_id: str, decisions: int, cap: int, data_format: str, jp
     disk.settle()
     t = time.perf_counter()
     env = minari.DataCollector(
-        gym.make(f"ALE/{GAME}-v5", repeat_action_probability=0.25, frameskip=4),
+        gym.make(f"ALE/{GAME}-v5", repeat_action_probability=STICKY_ACTIONS, frameskip=FRAMESKIP),
         data_format=data_format,
         jpeg_encoding=jpeg,
     )

@@ -53,14 +53,15 @@ PRESETS = {"tiny": TinySize(), "random-smolvlm": SMOLVLM_SHAPES}
 
 def question_corpus() -> list[str]:
     """Every text a policy is shown: each ALE game's question with all 18 options, and the turn markers."""
-    from atari_data.schema.questions import atari_question, format_option
+    from atari_data.schema.questions import atari_question
+    from laya_policy.model import ASSISTANT, USER, option_line
     from laya_protocol.games import FULL_ACTIONS, all_games
 
-    texts = ["User:", "\nAssistant:\n"]
+    texts = [USER, ASSISTANT + "\n"]
     for game in all_games():
         q = atari_question(game, FULL_ACTIONS)["action"]
         texts.append(q["instructions"])
-        texts.extend("- " + format_option(k, v) for k, v in q["criteria"].items())
+        texts.extend(option_line(k, v) for k, v in q["criteria"].items())
     return texts
 
 

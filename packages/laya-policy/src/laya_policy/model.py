@@ -41,6 +41,12 @@ from atari_data.schema.questions import format_option
 NEG_INF = float("-inf")
 MAX_FRAMES = 2  # image slots the head has places for (the current screen takes the last)
 SUMMARY_FEATURES = 32  # per image token, in the screen summary
+#: The turn markers of a prompt without a chat template (the tiny preset's), and an option's line.
+USER, ASSISTANT = "User:", "\nAssistant:"
+
+
+def option_line(key: str, text: str) -> str:
+    return "- " + format_option(key, text)
 
 
 @dataclass
@@ -107,7 +113,7 @@ class ChoicePolicy(nn.Module):
             pos, start = [0] * len(keys), [0] * len(keys)
             for k in order:
                 start[k] = len(ids)
-                ids += self._text("- " + format_option(keys[k], q["criteria"][keys[k]])) + [self._newline]
+                ids += self._text(option_line(keys[k], q["criteria"][keys[k]])) + [self._newline]
                 pos[k] = len(ids) - 1
             rows.append(ids)
             positions.append((pos, start))
@@ -146,7 +152,7 @@ class ChoicePolicy(nn.Module):
                 [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
             )
         else:
-            text = "User:" + "<image>" * n_images + instructions + "<end_of_utterance>\nAssistant:"
+            text = USER + "<image>" * n_images + instructions + "<end_of_utterance>" + ASSISTANT
         pieces = (text + "\n").split("<image>")
         ids = self._text(pieces[0])
         for piece in pieces[1:]:
