@@ -284,10 +284,10 @@ def test_pack_refuses_a_target_it_must_not_replace(layout, tmp_path):
 
 
 def test_a_second_pack_into_the_same_folder_is_refused(layout, tmp_path):
-    from atari_data.layout import FileLock
+    from atari_data.layout import OutputLock
 
     out = tmp_path / "packed"
-    held = FileLock(tmp_path / ".packed.lock", str(out))  # another pack is running
+    held = OutputLock(out, str(out))  # another pack is running
     try:
         code, _, err = run_cli(main, ["pack", layout, out])
         assert code == 2 and ".packed.lock: (lock): another process" in err, err

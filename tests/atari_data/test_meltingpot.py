@@ -215,13 +215,13 @@ def test_pack_lmdb_refuses_an_out_it_may_not_replace(src, tmp_path, capsys, whic
 
 
 def test_pack_lmdb_replaces_its_own_pack_only_with_force_and_one_at_a_time(src, tmp_path, capsys):
-    from atari_data.layout import FileLock
+    from atari_data.layout import OutputLock
 
     out = tmp_path / "out"
     assert main(["pack-lmdb", str(src), str(out)]) == 0
     assert main(["pack-lmdb", str(src), str(out)]) == 2
     assert "--force" in capsys.readouterr().err
-    lock = FileLock(tmp_path / ".out.lock", str(out))  # another pack-lmdb into OUT, mid-way
+    lock = OutputLock(out, str(out))  # another pack-lmdb into OUT, mid-way
     try:
         assert main(["pack-lmdb", str(src), str(out), "--force"]) == 2
         assert ".out.lock" in capsys.readouterr().err

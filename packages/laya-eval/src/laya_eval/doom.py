@@ -115,7 +115,7 @@ def evaluate_doom(
     if path is None:
         return _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs)
     writable(path)  # before any episode is played, not after
-    with FileLock(path.with_name(f".{path.name}.lock"), str(path), lambda m, f: EvalError(m, file=f, field="--out")):
+    with FileLock.beside(path, str(path), lambda m, f: EvalError(m, file=f, field="--out")):
         results = _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs)
         write_results(path, results)  # beside it, then renamed: a link or FIFO there is replaced
     return results

@@ -583,7 +583,7 @@ def evaluate(cfg: RunConfig, progress: bool = True) -> dict:
     results file at a time: a second is refused on one line instead of overwriting the first's games."""
     out = Path(cfg.out).absolute()  # a policy may change the working directory: the results stay here
     writable(out)
-    with FileLock(out.with_name(f".{out.name}.lock"), str(out), lambda m, f: EvalError(m, file=f, field="--out")):
+    with FileLock.beside(out, str(out), lambda m, f: EvalError(m, file=f, field="--out")):
         return _evaluate(cfg, out, progress)
 
 

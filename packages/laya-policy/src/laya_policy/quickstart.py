@@ -131,7 +131,7 @@ class Quickstart:
         if self.out.is_symlink():  # its lock, named after the link, would not be the folder's
             raise ValueError(f"--out {self.out}: is a symbolic link; pass the folder it points to")
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(self.out.parent / f".{self.out.name}.lock", f"the run folder {self.out}", _lock_error):
+        with FileLock.beside(self.out, f"the run folder {self.out}", _lock_error):
             return self._run()
 
     def _run(self) -> dict:
@@ -406,7 +406,9 @@ EVALUATION = {"accuracy": (int, float), "nll": (int, float), "ece": (int, float)
 def training_record(run: Path) -> tuple[dict, list[dict]]:
     """``summary.json`` and ``log.jsonl`` of a training run, as the report reads them; a file edited
     or cut short is one ValueError naming it, the line and the field (they were KeyError tracebacks)."""
-    path = run / "summary.json"
+    from laya_policy.train import LOG_FILE, SUMMARY_FILE
+
+    path = run / SUMMARY_FILE
     summary = read_json_file(path)
     if not isinstance(summary, dict):
         raise ValueError(f"{path}: is not a training summary (a JSON object)")
@@ -418,7 +420,7 @@ def training_record(run: Path) -> tuple[dict, list[dict]]:
     curve = summary.get("curve")
     if not isinstance(curve, list) or not all(_pair(c) for c in curve):
         raise ValueError(f"{path}: curve: expected [step, loss] pairs of numbers")
-    path = run / "log.jsonl"
+    path = run / LOG_FILE
     log = []
     for n, line in enumerate(_text(path).splitlines(), 1):
         where = f"{path}:{n}"

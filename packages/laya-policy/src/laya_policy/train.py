@@ -80,6 +80,11 @@ DEFAULT_LRS: dict[str, tuple[float, float | None]] = {
 }
 
 
+#: A run folder's own files beside its checkpoints: the evaluations, one JSON line each; what the
+#: run did, written at its end; and where a cut-off run resumes from.
+LOG_FILE, SUMMARY_FILE, STATE_FILE = "log.jsonl", "summary.json", "state.pt"
+
+
 def _lrs(i: int) -> str:
     return ", ".join(
         f"{f'{pair[i]:.0e}'.replace('e-0', 'e-')} {kind}" for kind, pair in DEFAULT_LRS.items() if pair[i] is not None
@@ -631,11 +636,11 @@ def save_state(s: Setup, out: Path, done: dict) -> float:
     }
     # A stop is taken once the state is in place: inside torch.save it broke the zip writer (a
     # RuntimeError traceback, exit 1, where a stop ends on one line)
-    with signals_held(), staged(out / ".state.pt.tmp") as tmp:
+    with signals_held(), staged(out / f".{STATE_FILE}.tmp") as tmp:
         # a full disk: torch's zip writer raises a RuntimeError of its own over the OSError
-        with fresh_file(tmp) as f, writing(out / "state.pt", foreign=(RuntimeError,)):  # a planted link is replaced
+        with fresh_file(tmp) as f, writing(out / STATE_FILE, foreign=(RuntimeError,)):  # a planted link is replaced
             torch.save(state, f)
-        os.replace(tmp, out / "state.pt")
+        os.replace(tmp, out / STATE_FILE)
     return time.monotonic() - t
 
 
@@ -727,7 +732,7 @@ RUN_SETTINGS = ("betas", "eps", "weight_decay", "amsgrad", "maximize", "capturab
 def resume(s: Setup, out: Path) -> dict | None:
     """The progress of ``out/state.pt`` with the model and optimiser restored from it, or None to
     start fresh (no state, or ``restart``)."""
-    path = out / "state.pt"
+    path = out / STATE_FILE
     if s.cfg.restart or not path.exists():
         return None
     try:  # tensors and plain containers only: a planted pickle is refused, never run
@@ -768,7 +773,7 @@ def resume(s: Setup, out: Path) -> dict | None:
         ) from None
     # The log holds exactly the evaluations the state knows: a kill between appending a line and
     # saving the state would otherwise leave that line twice after the resumed run logs it again.
-    write_atomic(out / "log.jsonl", "".join(json.dumps(e) + "\n" for e in done["log"]).encode())
+    write_atomic(out / LOG_FILE, "".join(json.dumps(e) + "\n" for e in done["log"]).encode())
     return done
 
 
@@ -776,7 +781,7 @@ def resume(s: Setup, out: Path) -> dict | None:
 
 #: The files a run replaces (a fresh run deletes its log; every run writes its summary at the end),
 #: with keys each JSON object in them has: what tells a run's own from someone else's of that name.
-RUN_FILES = {"log.jsonl": ("step", "games"), "summary.json": ("steps", "minutes")}
+RUN_FILES = {LOG_FILE: ("step", "games"), SUMMARY_FILE: ("steps", "minutes")}
 RUN_FILE_CAP = 64 * 2**20  # far above any run's: an evaluation line is a few hundred bytes a game
 
 
@@ -825,11 +830,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
         for name in RUN_FILES:
             written_by_a_run(folder / name)
         folder.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
-        with FileLock(folder.with_name(f".{folder.name}.lock"), str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
+        with FileLock.beside(folder, str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
             if cfg.processes == 1:
                 return _train(cfg, out, progress)
             launch(_train, (cfg, out, progress), cfg.processes)  # the lock held here covers them all
-            return json.loads((out / "summary.json").read_text(encoding="utf-8"))
+            return json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
     finally:
         # the group this call started ends here, before Python's teardown, where gloo's objects of a group
         # still up sometimes aborted: torchrun then failed a run that had written everything
@@ -850,7 +855,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
     if done is None:
         done = fresh_progress(s)
         if s.dist.main:
-            (out / "log.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
+            (out / LOG_FILE).unlink(missing_ok=True)  # a fresh run starts a fresh log
     evals = min(cfg.evals, s.total)  # more evaluations than steps would only repeat steps
     eval_steps = {math.ceil(s.total * i / evals) for i in range(1, evals + 1)} if s.val else set()
 
@@ -859,7 +864,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
         if cfg.select_by == "play":
             entry["play"] = play_check(s, out)
         done["log"].append(entry)
-        with open(out / "log.jsonl", "a", encoding="utf-8") as f:
+        with open(out / LOG_FILE, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
         print_eval(entry)
         best = done["best"]
@@ -965,7 +970,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
         },
         "replicas": {"world": s.dist.world, "weights_agree": agree},
     }
-    write_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
+    write_atomic(out / SUMMARY_FILE, (json.dumps(summary, indent=2) + "\n").encode())
     return summary
 
 

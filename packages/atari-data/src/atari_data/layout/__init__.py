@@ -275,12 +275,13 @@ def GameLock(root: str | os.PathLike, source: str, game: str) -> _FileLock:  # n
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a file where the root or the source folder goes
         raise AtariDataError(f"cannot be made a folder ({e.strerror})", file=str(parent), field="(folder)") from None
-    return FileLock(parent / f".{game}.lock", f"{source}/{game}")
+    return OutputLock(parent / game, f"{source}/{game}")
 
 
-def FileLock(path: str | os.PathLike, what: str) -> _FileLock:  # noqa: N802 - reads as the lock it is
-    """laya_protocol's one-writer lock, its refusals as one AtariDataError naming the lock file."""
-    return _FileLock(path, what, lambda message, file: AtariDataError(message, file=file, field="(lock)"))
+def OutputLock(target: str | os.PathLike, what: str) -> _FileLock:  # noqa: N802 - reads as the lock it is
+    """laya_protocol's one-writer lock of ``target`` (beside it), its refusals as one AtariDataError
+    naming the lock file."""
+    return _FileLock.beside(target, what, lambda message, file: AtariDataError(message, file=file, field="(lock)"))
 
 
 def swap_into_place(new: Path, final: Path) -> None:

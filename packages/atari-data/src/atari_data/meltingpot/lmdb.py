@@ -336,7 +336,7 @@ def pack_lmdb(
     """Every ``<src>/<game>/`` LMDB as WebDataset shards ``<out>/webdataset/meltingpot/<game>/train-NNNNNN.tar``
     plus ``<out>/README.md``; written beside ``out`` and swapped into place, one pack into ``out`` at
     a time, which may replace only a packed repository (with ``force``). Returns rows per game."""
-    from atari_data.layout import FileLock
+    from atari_data.layout import OutputLock
 
     src, out = Path(src), Path(os.path.abspath(out))
     if type(rows_per_shard) is not int or rows_per_shard < 1:
@@ -361,7 +361,7 @@ def pack_lmdb(
             )
     repo.check_target(src, out, force, "source")
     out.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(out.with_name(f".{out.name}.lock"), str(out))
+    lock = OutputLock(out, str(out))
     try:
         return _pack_lmdb(src, games, out, rows_per_shard, name)
     finally:

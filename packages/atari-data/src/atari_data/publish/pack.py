@@ -30,8 +30,8 @@ from typing import Any
 from atari_data.errors import AtariDataError
 from atari_data.layout import (
     META,
-    FileLock,
     GameDir,
+    OutputLock,
     copy_plain,
     join_plain,
     list_games,
@@ -328,7 +328,7 @@ def pack(cfg: PackConfig) -> dict:
         out.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a file where a folder above OUT should be
         raise AtariDataError("lies under a file, not a folder", file=str(out), field="OUT") from None
-    lock = FileLock(out.with_name(f".{out.name}.lock"), str(out))  # one pack into OUT at a time
+    lock = OutputLock(out, str(out))  # one pack into OUT at a time
     try:
         repo.check_target(Path(cfg.root), out, cfg.force)  # again, held: one that ended meanwhile made OUT
         return _pack(cfg, games, out, before)
