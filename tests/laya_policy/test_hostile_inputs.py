@@ -418,6 +418,29 @@ def test_a_huge_file_or_a_fifo_in_a_checkpoint_is_one_line_before_it_is_read(dat
     assert code == 2 and which in err and why in err, err
 
 
+@pytest.mark.parametrize("how", ["linked", "missing"])
+def test_a_backbone_folder_linked_or_missing_is_one_line_and_never_the_hubs(data, checkpoint, tmp_path, how):
+    """From an outside review: a backbone/ that links to a folder elsewhere was loaded without the
+    checks every file of a checkpoint gets (its files' sizes; rglob does not enter a linked folder),
+    and the fingerprint a judge records left it out; a checkpoint without backbone/ asked the Hub for
+    a repo named after the folder ('ckpt/backbone'), five tries, then said to download it."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(checkpoint, ckpt)
+    if how == "linked":
+        elsewhere = tmp_path / "elsewhere"
+        (ckpt / "backbone").rename(elsewhere)
+        (ckpt / "backbone").symlink_to(elsewhere, target_is_directory=True)
+        (elsewhere / "tokenizer.json").unlink()
+        with open(elsewhere / "tokenizer.json", "wb") as f:  # sparse: 65 MB past the cap, no disk
+            f.truncate(65 << 20)
+    else:
+        shutil.rmtree(ckpt / "backbone")
+    argv = ["train", "--data", data, "--out", tmp_path / "run", "--init-from", ckpt, *TRAIN]
+    code, err = check_promises(main, argv, sandbox=tmp_path, target=tmp_path / "run")
+    said = "a link to a folder" if how == "linked" else "no such folder"
+    assert code == 2 and f"{ckpt / 'backbone'}: " in err and said in err and "hf download" not in err, err
+
+
 def test_train_never_writes_through_a_link_planted_in_its_out_folder(data, checkpoint, tmp_path):
     """torch.save, the log's temporary file and summary.json followed links: a planted one overwrote
     files outside --out (an outside hostile review)."""

@@ -192,7 +192,9 @@ FILE_MAX = 64 << 20  # any other file but weights: SmolVLM's tokenizer.json, the
 def check_files(path: Path) -> None:
     """Every file of a checkpoint is a regular one (a FIFO would hold open() forever, a device read on
     without end) and, weights aside, of a sane size, checked before transformers reads any of them."""
-    for p in sorted(path.rglob("*")):  # links are followed: a Hub snapshot is links into its blobs
+    for p in sorted(path.rglob("*")):  # links to files are followed: a Hub snapshot is links into its blobs
+        if p.is_dir() and p.is_symlink():  # rglob would not enter it: its files would go unchecked
+            raise ValueError(f"{p}: is a link to a folder; a checkpoint's folders are its own")
         if p.is_dir():
             continue
         if not p.is_file():
@@ -337,6 +339,8 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
     cfg = load_config(path)
     if cfg.backbone == CNN:
         return _load_cnn(path, cfg).to(device).eval(), cfg
+    if not (path / BACKBONE).is_dir():  # or its name, no folder here, would be asked of the Hub
+        raise ValueError(f"{path / BACKBONE}: no such folder; a VLM checkpoint holds its backbone there")
     with _no_library_bars():  # safetensors and JSON only, so nothing in the folder runs; one line a defect
         backbone, tokenizer = load_pretrained(str(path / BACKBONE))
     try:
