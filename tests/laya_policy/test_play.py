@@ -273,7 +273,13 @@ def test_the_question_follows_the_batchs_platform(ckpt):
 
 
 @pytest.mark.parametrize(
-    "flags,field", [(["--max-decisions", "0"], "--max-decisions"), (["--device", "bogus"], "--device")]
+    "flags,field",
+    [
+        (["--max-decisions", "0"], "--max-decisions"),
+        (["--max-decisions", "30000"], "--max-decisions"),  # past any episode: ALE's frame limit
+        (["--seed", "-1"], "--seed"),  # 'expected non-negative integer', naming no flag
+        (["--device", "bogus"], "--device"),
+    ],
 )
 def test_play_flags_out_of_range_are_one_line(ckpt, tmp_path, flags, field):
     """An IndexError and a RuntimeError traceback (an outside hostile review)."""
@@ -285,3 +291,107 @@ def test_play_flags_out_of_range_are_one_line(ckpt, tmp_path, flags, field):
     argv = ["play", "--model", ckpt[0], "--game", "Pong", "--video", out, *flags]
     code, err = check_promises(main, argv, sandbox=tmp_path, target=out)
     assert code == 2 and field in err and not out.exists(), err
+
+
+def test_play_asks_the_question_of_the_games_ale_name(ckpt, tmp_path, capsys):
+    """'--game pong' played, asking the policy about a game called 'pong': not the Pong question it
+    learned, which names Pong's goal (from an outside review)."""
+    from laya_policy.cli import main
+
+    assert (
+        main(
+            [
+                "play",
+                "--model",
+                str(ckpt[0]),
+                "--game",
+                "pong",
+                "--video",
+                str(tmp_path / "p.gif"),
+                "--max-decisions",
+                "2",
+            ]
+        )
+        == 0
+    )
+    assert "Pong: 2 decisions" in capsys.readouterr().out
+
+
+def test_a_video_place_taken_is_one_line_before_play_and_no_folder_is_deleted(ckpt, tmp_path):
+    """A folder at the video's name was found after the whole episode; one at its temporary name
+    (someone's, holding a file) was deleted with its contents (from an outside review); a second
+    play of the same video raced the first, which lost its episode."""
+    from laya_policy.cli import main
+    from laya_protocol.locks import FileLock
+
+    from ..promises import check_promises
+
+    def play(video):
+        argv = ["play", "--model", ckpt[0], "--game", "Pong", "--video", video, "--max-decisions", "2"]
+        return check_promises(main, argv, sandbox=tmp_path, target=video)
+
+    (tmp_path / "taken.gif").mkdir()
+    code, err = play(tmp_path / "taken.gif")
+    assert code == 2 and "is a folder" in err, err
+    keep = tmp_path / ".keep.tmp.gif"
+    keep.mkdir()
+    (keep / "important").write_text("x")
+    code, err = play(tmp_path / "keep.gif")
+    assert code == 2 and str(keep) in err and (keep / "important").read_text() == "x", err
+    with FileLock.beside(tmp_path / "held.gif", "held.gif", lambda m, f: RuntimeError(m)):
+        code, err = play(tmp_path / "held.gif")
+    assert code == 2 and "another process" in err and not (tmp_path / "held.gif").exists(), err
+
+
+@pytest.mark.parametrize("suffix", [".gif", ".mp4"])
+def test_a_video_stopped_mid_write_leaves_nothing(ckpt, tmp_path, suffix):
+    """The video is written while the episode plays; a Ctrl-C then (here, from the policy at its
+    fifth decision) left the half-written temporary beside the video's name."""
+    from laya_policy.play import LayaPolicy
+    from laya_policy.video import record_episode
+
+    class Interrupted(LayaPolicy):
+        calls = 0
+
+        def __call__(self, batch):
+            self.calls += 1
+            if self.calls == 5:
+                raise KeyboardInterrupt
+            return super().__call__(batch)
+
+    with pytest.raises(KeyboardInterrupt):
+        record_episode(Interrupted(str(ckpt[0])), "Pong", tmp_path / f"v{suffix}", max_decisions=20)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", [".gif", ".mp4"])
+def test_a_video_on_a_full_disk_is_one_line_naming_it_and_leaves_nothing(ckpt, tmp_path, suffix):
+    """Past the file size limit (a full disk, as ulimit -f gives it) a GIF said 'File too large',
+    naming no file, and left its temporary; an mp4 was reported written (exit 0) and did not play:
+    ffmpeg had died unheard (from an outside review)."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    video = tmp_path / f"v{suffix}"
+    argv = ["play", "--model", str(ckpt[0]), "--game", "Pong", "--video", str(video), "--max-decisions", "60"]
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8 << 10, 8 << 10))
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails with EFBIG, as on a full disk
+
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "laya_policy.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=small_files,
+        timeout=300,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and str(video) in lines[0], done.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []

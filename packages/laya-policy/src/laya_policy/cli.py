@@ -129,15 +129,15 @@ def _quiet_library_bars() -> None:
 @terminations_raised()
 def main(argv: list[str] | None = None) -> int:
     ctrl_c = None  # SIGINT's handler, while the way out ignores a second Ctrl-C
+    args = None
     try:
         args = build_parser().parse_args(argv)  # imports torch: a stop while it does is a stop too
         _quiet_library_bars()
         if args.command == "play":
             from laya_policy.play import LayaPolicy
-            from laya_policy.video import record_episode
+            from laya_policy.video import check_video, record_episode
 
-            if args.max_decisions < 1:
-                raise ValueError(f"--max-decisions {args.max_decisions}: expected 1 or more")
+            check_video(args.game, args.video, args.seed, args.max_decisions)  # before the checkpoint loads
             policy = LayaPolicy(args.model, device=args.device, cuda_graph=args.cuda_graph)
             summary = record_episode(
                 policy, args.game, args.video, seed=args.seed, max_decisions=args.max_decisions, greedy=not args.sample
@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         if ctrl_c is None:  # set outside Python: Python's own is the nearest
             ctrl_c = signal.default_int_handler
         how, code = stopped(e)
-        print(f"{how}: run the same command again to resume", file=sys.stderr)
+        again = "start" if getattr(args, "command", None) == "play" else "resume"  # a video is played anew
+        print(f"{how}: run the same command again to {again}", file=sys.stderr)
         return code
     except OSError as e:
         return os_error_exit(e)

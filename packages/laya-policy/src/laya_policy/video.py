@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from atari_data.layout import remove
+from atari_data.layout import remove, staged
+from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, PreviousFrame, play_episode
 from laya_eval.batch import Batch
-from laya_protocol.seeds import EVAL_SEED_BASE
+from laya_eval.batch import choose as pick
+from laya_protocol.errors import cause
+from laya_protocol.locks import FileLock
+from laya_protocol.protocol import DATA_DECISION_CAP
+from laya_protocol.seeds import EVAL_SEED_BASE, seed_problem
 
 
 def annotate(frame: np.ndarray, text: str, scale: int = 2) -> Image.Image:
@@ -19,6 +27,32 @@ def annotate(frame: np.ndarray, text: str, scale: int = 2) -> Image.Image:
     draw.rectangle([0, 0, im.width, 14], fill=(0, 0, 0))
     draw.text((3, 2), text, fill=(255, 255, 0))
     return im
+
+
+VIDEO_SUFFIXES = (".gif", ".mp4")
+
+
+def check_video(game: str, out: str | Path, seed: int, max_decisions: int) -> tuple[str, Path, Path]:
+    """(the game's ALE name, the video, its temporary) once every argument of a recording is checked,
+    before a checkpoint is loaded or a decision played: one ValueError naming the flag or file."""
+    game = resolve_game(game, "--game")  # "pong" is Pong: the policy is asked the question it learned
+    out = Path(out)
+    if out.suffix.lower() not in VIDEO_SUFFIXES:
+        raise ValueError(f"{out}: the video must be .gif or .mp4")
+    if not 1 <= max_decisions <= DATA_DECISION_CAP:  # no episode is longer: ALE stops at its frame limit
+        raise ValueError(f"--max-decisions {max_decisions}: expected 1 to {DATA_DECISION_CAP:,}")
+    if problem := seed_problem(seed, 1):
+        raise ValueError(f"--seed {problem}")
+    if out.is_dir() and not out.is_symlink():
+        raise ValueError(f"{out}: is a folder; name the video file")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{out.parent}: cannot be made a folder ({e.strerror})") from None
+    tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
+    if tmp.is_dir() and not tmp.is_symlink():  # a temporary of ours is a file: this is someone's folder
+        raise ValueError(f"{tmp}: is a folder play did not make; move it, play writes its video there first")
+    return game, out, tmp
 
 
 def record_episode(
@@ -30,35 +64,72 @@ def record_episode(
     greedy: bool = True,
     fps: int = 15,
 ) -> dict:
-    """Play one episode (two-frame rule, auto-FIRE) and write it as .gif or .mp4; returns a summary."""
-    out = Path(out)
-    if out.suffix.lower() not in (".gif", ".mp4"):
-        raise ValueError(f"{out}: the video must be .gif or .mp4")
-    g = AtariGame(game)
-    policy.reset(game, g.actions)
-    rng = np.random.default_rng(seed)
-    frames: list[Image.Image] = []
-    previous = PreviousFrame()
+    """Play one episode (two-frame rule, auto-FIRE) and write it as .gif or .mp4; returns a summary.
 
-    def choose(d) -> int:
-        prev = previous(d)
-        p = np.asarray(
-            policy(Batch(game, g.actions, d.frame[None], prev[None], np.array([d.step == 0]), np.zeros(1, dtype=int)))
-        )[0]
-        a = int(np.argmax(p)) if greedy else int(rng.choice(len(p), p=p / p.sum()))
-        frames.append(annotate(d.frame, f"{d.step:5d} {g.actions[a]} p={p[a]:.2f} score {g.score:g}"))
-        return a
+    The video is checked for a place first (a folder in its name's place, or none above it, is said
+    before the episode is played), written by one ``play`` at a time, frame by frame as the episode
+    is played (an mp4 holds no frame in memory; a GIF, Pillow's compressed differences), and renamed
+    into place once whole: stopped or failed, it leaves nothing."""
+    game, out, tmp = check_video(game, out, seed, max_decisions)
+    with FileLock.beside(out, str(out), lambda message, file: ValueError(f"{file}: {message}")):
+        g = AtariGame(game)
+        policy.reset(game, g.actions)
+        rng = np.random.default_rng(seed)
+        previous = PreviousFrame()
+        decisions = 0
 
-    for _ in play_episode(g, seed, choose, max_decisions):
-        pass
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
-    remove(tmp)  # a link or FIFO planted there is replaced below, never written through
-    if out.suffix.lower() == ".gif":
-        frames[0].save(tmp, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
-    else:
-        import imageio.v3 as iio
+        def frames() -> Iterator[Image.Image]:
+            nonlocal decisions
+            shown: list[Image.Image] = []
 
-        iio.imwrite(tmp, np.stack([np.asarray(f) for f in frames]), fps=fps, codec="libx264")
-    tmp.replace(out)
-    return {"game": game, "decisions": len(frames), "score": g.score, "video": str(out)}
+            def choose(d) -> int:
+                first = np.array([d.step == 0])
+                batch = Batch(game, g.actions, d.frame[None], previous(d)[None], first, np.zeros(1, int))
+                answer = policy(batch)
+                a = int(pick(answer, batch, greedy, rng)[0])  # the judge's checks and draw
+                p = np.asarray(answer, float)[0]
+                said = f" p={p[a]:.2f}" if p.ndim == 1 and p.shape == (len(g.actions),) else ""
+                shown.append(annotate(d.frame, f"{d.step:5d} {g.actions[a]}{said} score {g.score:g}"))
+                return a
+
+            for _ in play_episode(g, seed, choose, max_decisions):
+                decisions += 1
+                yield shown.pop()
+
+        with staged(tmp):
+            remove(tmp)  # a link or FIFO planted there is replaced, never written through
+            try:
+                _write(tmp, frames(), fps)
+            except OSError as e:  # a full disk, a folder made read-only meanwhile
+                raise ValueError(f"{out}: cannot be written ({e.strerror or cause(e)})") from None
+            if out.suffix.lower() == ".mp4" and _mp4_frames(tmp) != decisions:  # ffmpeg ends unheard on a full disk
+                raise ValueError(f"{out}: was not written whole (a full disk?)")
+            os.replace(tmp, out)
+    return {"game": game, "decisions": decisions, "score": g.score, "video": str(out)}
+
+
+def _write(path: Path, frames: Iterator[Image.Image], fps: int) -> None:
+    """Frames to ``path`` as they come: the episode is played while the video is written."""
+    if path.suffix.lower() == ".gif":
+        first = next(frames)
+        first.save(path, format="GIF", save_all=True, append_images=frames, duration=int(1000 / fps), loop=0)
+        return
+    import imageio.v2 as iio
+
+    # macro_block_size 1: the frames' even sides as they are (16 rescaled 420 to 432 rows, with a warning)
+    writer: Any = iio.get_writer(path, format="FFMPEG", fps=fps, codec="libx264", macro_block_size=1)
+    with writer:
+        for frame in frames:
+            writer.append_data(np.asarray(frame))
+
+
+def _mp4_frames(path: Path) -> int | None:
+    """The frames an mp4 reads back with, or None where it does not read."""
+    import imageio.v2 as iio
+
+    try:
+        reader: Any = iio.get_reader(path, format="FFMPEG")
+        with reader:
+            return reader.count_frames()
+    except (OSError, RuntimeError, ValueError):
+        return None
