@@ -156,6 +156,24 @@ def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):
         (lambda r: r["policy"].update(spec=7), "policy"),
         (lambda r: r["policy"].update(kwargs=[1]), "policy"),
         (lambda r: r["policy"].update(identity="me"), "policy"),
+        # from an outside review: each was accepted and printed, or taken as it came
+        (lambda r: r["settings"].update(episodes=10**6), "settings.episodes"),  # past run's 10,000 a game
+        (lambda r: r["settings"].update(seed_base=10**4000), "settings.seed_base"),  # 4,001 digits printed
+        (lambda r: r["settings"].update(random_episodes=float("nan")), "settings.random_episodes"),
+        (lambda r: r["settings"].update(action_set="<b>full</b>"), "settings.action_set"),
+        (lambda r: r["protocol"].update(frameskip=float("nan")), "protocol.frameskip"),
+        (lambda r: r["protocol"].update(frameskip=float("inf")), "protocol.frameskip"),
+        (lambda r: r["protocol"].update(**{"x<script> inf": 1}), "protocol"),
+        (lambda r: r.update(date={"x": [1, 2, 3]}), "date"),
+        (lambda r: r.update(laya_eval=["a"]), "laya_eval"),
+        # a file at odds with itself: cap-30 scores under a top-level cap of 4500 passed compare's check
+        (lambda r: r["protocol"].update(decision_cap=4500), "protocol.decision_cap"),
+        (lambda r: r["games"]["Pong"]["protocol"].update(frameskip=5), "games.Pong.protocol"),
+        (lambda r: r["games"]["Pong"].update(steps="lots"), "games.Pong.steps"),
+        (
+            lambda r: r["games"]["Pong"].update(random={**r["games"]["Pong"]["random"], "scores": [0.0] * 10_001}),
+            "games.Pong.random",
+        ),
     ],
 )
 def test_a_results_file_with_wrong_settings_is_one_line(results, tmp_path, edit, field):
@@ -322,3 +340,53 @@ def test_a_second_run_on_the_same_results_file_is_refused_while_the_first_writes
         assert code == 2 and f"pid {pid}" in err and "--out" in err and not out.exists(), err
     code, err = check_promises(main, [*argv, "--random-episodes", "0"], sandbox=tmp_path, target=out)
     assert code == 0 and out.exists() and not lock.exists(), "once the first is done the file is free, no trace left"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "evil\n\n<script>alert(1)</script>\n# Injected heading",
+        "a | b | c",
+        "code`span` breaks",
+        "x$\\frac{1}$y",  # matplotlib's mathtext: a ParseSyntaxException traceback, exit 1
+        "$" + "{" * 3000,  # a RecursionError
+    ],
+)
+def test_text_from_a_results_file_is_shown_as_text(results, tmp_path, text):
+    """A policy name, an error or a baseline's source went into report.md as Markdown and HTML (a
+    heading, a script, a broken table) and into the figures as mathtext (from an outside review)."""
+    data = json.loads(results.read_text())
+    data["settings"]["policy"] = text
+    data["games"]["Pong"]["baseline"]["source"] = text
+    failed = {"game": "Breakout", "error": text, "excluded": False}
+    data["games"]["Breakout"] = failed
+    hostile = tmp_path / "h.json"
+    hostile.write_text(json.dumps(data))
+    code, err = check_promises(
+        main, ["report", hostile, "--out", tmp_path / "rep"], sandbox=tmp_path, target=tmp_path / "rep"
+    )
+    assert code == 0, err
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert "<script>" not in report and "\n# Injected" not in report and "`span`" not in report, report
+    rows = [line for line in report.splitlines() if line.startswith("| Breakout |")]
+    assert len(rows) == 1 and rows[0].replace("\\|", "").count("|") == 8, rows
+    assert {p.name for p in (tmp_path / "rep").iterdir()} == {
+        "report.md",
+        "normalised.png",
+        "aggregates.png",
+        "profile.png",
+    }
+
+
+def test_a_report_into_a_folder_of_an_earlier_one_leaves_none_of_its_figures(results, tmp_path):
+    """A report of a file with no scored game wrote report.md beside the earlier report's figures,
+    which then showed another run (from an outside review)."""
+    data = json.loads(results.read_text())
+    data["games"]["Pong"] = {"game": "Pong", "error": "boom", "excluded": False}
+    failed = tmp_path / "failed.json"
+    failed.write_text(json.dumps(data))
+    out = tmp_path / "rep"
+    assert main(["report", str(results), "--out", str(out)]) == 0
+    assert (out / "profile.png").exists()
+    assert main(["report", str(failed), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["report.md"]

@@ -48,9 +48,9 @@ from laya_protocol.config import option
 from laya_protocol.errors import UnknownName, cause
 from laya_protocol.games import ACTION_SETS, action_set, emulator
 from laya_protocol.locks import FileLock
-from laya_protocol.protocol import BASELINE_CAP, EVAL_DECISION_CAP, FRAME_CAP, Protocol
+from laya_protocol.protocol import AUTO_FIRE_RULES, BASELINE_CAP, EVAL_DECISION_CAP, FRAME_CAP, Protocol
 from laya_protocol.ray import EXECUTORS, executor_problem
-from laya_protocol.seeds import EVAL_SEED_BASE, episodes_problem, seed_problem
+from laya_protocol.seeds import EVAL_SEED_BASE, MAX_EPISODES, MAX_SEED, episodes_problem, seed_problem
 from laya_protocol.wording import counted
 
 
@@ -327,11 +327,47 @@ def _count(v) -> bool:
 #: The settings a results file must hold, each of the type `run` writes (reports print them as they are).
 _SETTING_TYPES = (
     ("policy", lambda v: isinstance(v, str), "a policy name"),
-    ("episodes", _count, "a count of episodes (1 or more)"),
-    ("seed_base", lambda v: type(v) is int, "an integer seed"),
+    (
+        "episodes",
+        lambda v: type(v) is int and episodes_problem(v) is None,
+        f"a count of episodes (1 to {MAX_EPISODES:,})",
+    ),
+    ("seed_base", lambda v: type(v) is int and 0 <= v <= MAX_SEED, f"an ALE seed (0 to {MAX_SEED:,})"),
     ("cap", lambda v: v is None or _count(v), "a decision cap (1 or more) or null"),
     ("greedy", lambda v: isinstance(v, bool), "true or false"),
 )
+#: Settings a results file holds since they were added; checked where present.
+_LATER_SETTINGS = (
+    (
+        "random_episodes",
+        lambda v: type(v) is int and 0 <= v <= MAX_EPISODES,
+        f"a count of episodes (0 to {MAX_EPISODES:,})",
+    ),
+    ("action_set", lambda v: v in ACTION_SETS, f"an action set ({' or '.join(ACTION_SETS)})"),
+)
+#: A protocol's fields as run writes them (the file's; each game's adds its env_id), by what each holds.
+_PROTOCOL_TYPES = {
+    "repeat_action_probability": lambda v: type(v) in (int, float) and 0 <= v <= 1,
+    "frameskip": lambda v: type(v) is int and 1 <= v <= FRAME_CAP,
+    "action_set": lambda v: v in ACTION_SETS,
+    "max_frames_per_episode": lambda v: type(v) is int and 1 <= v <= FRAME_CAP,
+    "decision_cap": lambda v: v is None or (type(v) is int and v >= 1),
+    "auto_fire": lambda v: v in AUTO_FIRE_RULES,
+}
+
+
+def _protocol_problem(protocol: dict, settings: dict) -> tuple[str, str] | None:
+    """(field, what is wrong) with a results file's protocol, or None: its fields as run writes them,
+    and the cap its settings say (compare checks protocols: a file at odds with itself passed)."""
+    odd = sorted(set(protocol) ^ set(_PROTOCOL_TYPES))
+    if odd:
+        return "protocol", f"holds {', '.join(repr(k)[:40] for k in odd[:3])}, not the fields run writes"
+    for key, ok in _PROTOCOL_TYPES.items():
+        if not ok(protocol[key]):
+            return f"protocol.{key}", f"{protocol[key]!r:.60} is not as run writes it"
+    if protocol["decision_cap"] != settings["cap"]:
+        return "protocol.decision_cap", f"{protocol['decision_cap']} is not the settings' cap, {settings['cap']}"
+    return None
 
 
 def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
@@ -351,8 +387,16 @@ def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
     for key, ok, what in _SETTING_TYPES:
         if not ok(settings[key]):
             raise EvalError(f"{settings[key]!r:.60} is not {what}", file=str(path), field=f"settings.{key}")
+    for key, ok, what in _LATER_SETTINGS:
+        if key in settings and not ok(settings[key]):
+            raise EvalError(f"{settings[key]!r:.60} is not {what}", file=str(path), field=f"settings.{key}")
     if not isinstance(protocol, dict):
         raise EvalError("is not a mapping", file=str(path), field="protocol")
+    if wrong := _protocol_problem(protocol, settings):
+        raise EvalError(wrong[1], file=str(path), field=wrong[0])
+    for key in ("date", "laya_eval"):  # printed in the report as they are
+        if key in results and not (isinstance(results[key], str) and len(results[key]) <= 100):
+            raise EvalError(f"{results[key]!r:.60} is not as run writes it (text)", file=str(path), field=key)
     played = results["policy"]  # what was played, as run writes it: a resumed run adds its identity
     if not (
         isinstance(played, dict)
@@ -376,7 +420,7 @@ def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
         problem = _game_problem(name, g)
         if problem:
             raise EvalError(problem, file=str(path), field=f"games.{name}")
-        wrong = _derived_problem(name, g, settings)
+        wrong = _derived_problem(name, g, settings) or _played_problem(g, protocol, settings)
         if wrong:
             raise EvalError(wrong[1], file=str(path), field=f"games.{name}.{wrong[0]}")
     kind = intervals.get("bootstrap", "episode")
@@ -440,6 +484,28 @@ def _derived_problem(name: str, g: dict, settings: dict) -> tuple[str, str] | No
         wrong = _differs(key, g.get(key), value)
         if wrong:
             return wrong
+    return None
+
+
+def _played_problem(g: dict, protocol: dict, settings: dict) -> tuple[str, str] | None:
+    """(field, what is wrong) where a played game's record is not what run writes for these settings
+    and this protocol, or None."""
+    if g.get("error") is not None:
+        return None
+    if "protocol" in g and not (
+        isinstance(g["protocol"], dict) and {**g["protocol"], "env_id": None} == {**protocol, "env_id": None}
+    ):
+        return "protocol", "is not the file's protocol: the file is at odds with itself"
+    steps = g.get("steps", [])
+    if not (
+        isinstance(steps, list)
+        and len(steps) in (0, settings["episodes"])
+        and all(type(n) is int and n >= 0 for n in steps)
+    ):
+        return "steps", "is not a count of decisions an episode"
+    rnd = (g.get("random") or {}).get("scores", [])
+    if isinstance(rnd, list) and len(rnd) > MAX_EPISODES:
+        return "random", f"holds {len(rnd):,} scores; run plays at most {MAX_EPISODES:,} episodes a game"
     return None
 
 

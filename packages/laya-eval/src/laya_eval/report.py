@@ -35,19 +35,36 @@ def _fmt(x, digits=3) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
+def md(x) -> str:
+    """Text from a results file as Markdown shows it: one line, HTML as text, no table cell or code
+    span broken (a policy name or an error could write a heading, a script or table rows)."""
+    text = " ".join(str(x).split())
+    for raw, shown in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`")):
+        text = text.replace(raw, shown)
+    return text
+
+
+def tex(x, width: int = 60) -> str:
+    """Text from a results file as a figure draws it: at most ``width`` characters (a longer name
+    leaves no room for the axes), and a '$' a dollar sign, not matplotlib's mathtext (which raised on
+    a name such as 'x$\\frac{1}$y')."""
+    text = str(x)
+    return (text if len(text) <= width else text[: width - 1] + "…").replace("$", r"\$")
+
+
 def markdown(results: dict) -> str:
     s = results["settings"]
     emu = results.get("emulator") or {}
     lines = [
-        f"# Evaluation of `{s['policy']}`" + (f" ({results['_file']})" if results.get("_file") else ""),
+        f"# Evaluation of {md(s['policy'])}" + (f" ({md(results['_file'])})" if results.get("_file") else ""),
         "",
         f"{counted(s['episodes'], 'episode')} per game, seeds from {s['seed_base']}, "
         f"decision cap {s['cap'] or 'none'}, "
         f"{'greedy' if s['greedy'] else 'sampled'} actions; protocol: "
         + ", ".join(f"{k} {v}" for k, v in results["protocol"].items())
-        + (f"; ale-py {emu['ale_py']}" if emu.get("ale_py") else "")
-        + (f", laya-eval {results['laya_eval']}" if results.get("laya_eval") else "")
-        + (f", {results['date']}" if results.get("date") else "")
+        + (f"; ale-py {md(emu['ale_py'])}" if emu.get("ale_py") else "")
+        + (f", laya-eval {md(results['laya_eval'])}" if results.get("laya_eval") else "")
+        + (f", {md(results['date'])}" if results.get("date") else "")
         + ".",
         "",
         "| game | score (mean ± std) | random (this run) | expert / random baseline | normalised | "
@@ -56,19 +73,19 @@ def markdown(results: dict) -> str:
     ]
     for g in results["games"].values():
         if g.get("error"):
-            lines.append(f"| {g['game']} | failed: {g['error']} | | | | | |")
+            lines.append(f"| {g['game']} | failed: {md(g['error'])} | | | | | |")
             continue
         b = g["baseline"]
         base = f"{b['expert']:g} / {b['random']:g} (cap {b['cap'] or 'none'})" if b else "—"
         rnd = _fmt(g.get("random", {}).get("mean"), 1)
         lines.append(
             f"| {g['game']} | {g['mean']:.1f} ± {g['std']:.1f} | {rnd} | {base} | {_fmt(g['normalised'])} | "
-            f"{_fmt(g['human_normalised'])} | {'; '.join(g['flags'])} |"
+            f"{_fmt(g['human_normalised'])} | {md('; '.join(g['flags']))} |"
         )
     sources: dict[str, list[str]] = {}
     for g in results["games"].values():
         if not g.get("error") and g["baseline"]:
-            sources.setdefault(str(g["baseline"].get("source") or "(not recorded)"), []).append(g["game"])
+            sources.setdefault(md(g["baseline"].get("source") or "(not recorded)"), []).append(g["game"])
     if sources:
         lines += ["", "Baselines: " + "; ".join(f"{', '.join(games)}: {src}" for src, games in sources.items()) + "."]
     sm = results["summary"]
@@ -101,9 +118,9 @@ def markdown(results: dict) -> str:
         f"Confidence intervals: 95%, {how}.",
     ]
     if iv.get("warning"):
-        lines.append(f"Warning: {iv['warning']}.")
+        lines.append(f"Warning: {md(iv['warning'])}.")
     if sm.get("note"):
-        lines.append(f"Note: {sm['note']}.")
+        lines.append(f"Note: {md(sm['note'])}.")
     return "\n".join(lines) + "\n"
 
 
@@ -112,7 +129,7 @@ def markdown_all(runs: list[dict]) -> str:
     text = "\n".join(markdown(r) for r in runs)
     if len(runs) < 2:
         return text
-    names = [str(r.get("_file") or r["settings"]["policy"]) for r in runs]
+    names = [md(r.get("_file") or r["settings"]["policy"]) for r in runs]
     notes = []
     games = [{g["game"] for g in scored_sets(r["games"])["all"]} for r in runs]
     if len({frozenset(g) for g in games}) > 1:
@@ -162,7 +179,7 @@ def _set_label(results: dict, name: str, games: list[dict]) -> str:
 def _label(results: dict) -> str:
     """The policy spec, and the results file's name when given (two files of one policy differ)."""
     name = results.get("_file")
-    return f"{results['settings']['policy']} ({name})" if name else str(results["settings"]["policy"])
+    return tex(f"{results['settings']['policy']} ({name})" if name else results["settings"]["policy"])
 
 
 def _folder(out_dir: str | Path) -> Path:
@@ -193,9 +210,11 @@ def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
     text = markdown_all(runs)
     written = [replace_file(out / "report.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))]
     runs = [r for r in runs if _scored(r)]
-    if not runs:
-        return written
     for name, draw in (("normalised.png", _per_game), ("aggregates.png", _aggregates), ("profile.png", _profile)):
+        if not runs:  # no game scored: an earlier report's figure of this name would show another run
+            if (out / name).is_file() or (out / name).is_symlink():
+                (out / name).unlink()
+            continue
         fig = draw(plt, runs)
         written.append(replace_file(out / name, partial(_png, fig)))
         plt.close(fig)
@@ -302,7 +321,7 @@ def write_improvement(result: dict, out_dir: str | Path) -> Path:
     ax.text(
         0,
         -0.25,
-        f"A: {result['a']}\nB: {result['b']}",
+        f"A: {tex(result['a'])}\nB: {tex(result['b'])}",
         transform=ax.transAxes,
         va="top",
         fontsize=7,
