@@ -195,8 +195,10 @@ def test_a_curve_is_bootstrapped_as_each_of_its_points(kind, sizes):
     rng = np.random.default_rng(1)
     games = [rng.normal(0.5, 0.4, size=n) for n in sizes]
     taus = np.array([0.0, 0.25, 0.5, 1.0])
-    lo, hi = bootstrap_ci(lambda s: performance_profile(s, taus), games, kind=kind)
+    lo, hi = bootstrap_ci(lambda s: performance_profile(s, taus), games, kind=kind, curve=True)
     assert lo.shape == hi.shape == taus.shape and (lo <= hi).all() and lo[0] > hi[-1]
     for j, t in enumerate(taus):
         alone = bootstrap_ci(lambda s, t=t: performance_profile(s, [t])[..., 0], games, kind=kind)
         assert (lo[j], hi[j]) == alone, t
+    with pytest.raises(ValueError, match="one value per resample"):  # a curve where a value is asked for
+        bootstrap_ci(lambda s: performance_profile(s, taus), games, kind=kind)

@@ -364,6 +364,21 @@ def test_a_video_stopped_mid_write_leaves_nothing(ckpt, tmp_path, suffix):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_policy_answering_nan_is_one_line_and_leaves_no_video(ckpt, tmp_path, capsys):
+    """The judge's checks pick the move (a diverged checkpoint answers NaN): its PolicyError was a
+    traceback out of play (an outside review of this change)."""
+    from laya_policy.play import LayaPolicy
+    from laya_policy.video import record_episode
+
+    class Diverged(LayaPolicy):
+        def __call__(self, batch):
+            return np.full((len(batch), len(batch.actions)), np.nan)
+
+    with pytest.raises(ValueError, match="the policy returned non-finite probabilities"):
+        record_episode(Diverged(str(ckpt[0])), "Pong", tmp_path / "v.gif", max_decisions=4)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("suffix", [".gif", ".mp4"])
 def test_a_video_on_a_full_disk_is_one_line_naming_it_and_leaves_nothing(ckpt, tmp_path, suffix):
     """Past the file size limit (a full disk, as ulimit -f gives it) a GIF said 'File too large',

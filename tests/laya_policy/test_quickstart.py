@@ -214,6 +214,7 @@ def test_the_quickstart_runs_the_reference_cnn_through_the_same_stages(tmp_path,
         ("--episodes", "0"),
         ("--cap", "0"),
         ("--video-decisions", "0"),
+        ("--video-decisions", "5000"),  # past a GIF's 4,500: refused by its video, after the training
         ("--val-frames", "0"),  # its load stage reads the validation split: a datasets traceback there
         ("--device", "mps"),  # known to torch, failed at the first tensor after the data stages
     ],

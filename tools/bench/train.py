@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 
 from atari_data.produce.generate import GenerateConfig, generate_game
-from laya_policy.train import TrainConfig, train
+from laya_policy.train import SUMMARY_FILE, TrainConfig, train
 
 # Another job on the machine, as it usually is here: a second torch process at torch's default threads
 # (a test run, another experiment). A pure-Python loop does not show the OpenMP contention this measures.
@@ -132,7 +132,7 @@ def measure_processes(data: str, out: str, steps: int, batch: int, image_size: i
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"train --processes {processes} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return json.loads(Path(out, "summary.json").read_text())
+    return json.loads(Path(out, SUMMARY_FILE).read_text())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -44,12 +44,14 @@ def md(x) -> str:
     return text
 
 
-def tex(x, width: int = 60) -> str:
+def tex(x, width: int = 60, keep_end: bool = False) -> str:
     """Text from a results file as a figure draws it: at most ``width`` characters (a longer name
-    leaves no room for the axes), and a '$' a dollar sign, not matplotlib's mathtext (which raised on
-    a name such as 'x$\\frac{1}$y')."""
+    leaves no room for the axes; ``keep_end`` keeps its end, where two file names differ), and a '$'
+    a dollar sign, not matplotlib's mathtext (which raised on a name such as 'x$\\frac{1}$y')."""
     text = str(x)
-    return (text if len(text) <= width else text[: width - 1] + "…").replace("$", r"\$")
+    if len(text) > width:
+        text = "…" + text[1 - width :] if keep_end else text[: width - 1] + "…"
+    return text.replace("$", r"\$")
 
 
 def markdown(results: dict) -> str:
@@ -179,7 +181,8 @@ def _set_label(results: dict, name: str, games: list[dict]) -> str:
 def _label(results: dict) -> str:
     """The policy spec, and the results file's name when given (two files of one policy differ)."""
     name = results.get("_file")
-    return tex(f"{results['settings']['policy']} ({name})" if name else results["settings"]["policy"])
+    policy = tex(results["settings"]["policy"], 40 if name else 60)
+    return f"{policy} ({tex(name, 40, keep_end=True)})" if name else policy
 
 
 def _folder(out_dir: str | Path) -> Path:
@@ -283,7 +286,7 @@ def _profile(plt, runs: list[dict]):
         scores = [np.asarray(g["normalised_scores"], float) for g in games]
         curve = performance_profile(scores, taus)
         kind = r["summary"].get("intervals", {}).get("bootstrap", "episode")
-        lo, hi = bootstrap_ci(lambda s: performance_profile(s, taus), scores, kind=kind)
+        lo, hi = bootstrap_ci(lambda s: performance_profile(s, taus), scores, kind=kind, curve=True)
         style = "-" if name == "all" else "--"
         ax.step(taus, curve, where="post", color=colours[k % 10], ls=style, label=_set_label(r, name, games))
         ax.fill_between(taus, lo, hi, step="post", color=colours[k % 10], alpha=0.2 if name == "all" else 0.1)

@@ -109,8 +109,13 @@ BLOCK = 1 << 20
 
 
 def stratified_bootstrap_ci(
-    stat: Callable[..., Any], *groups: Scores, reps: int = REPS, alpha: float = ALPHA, seed: int = 0
-) -> tuple[float, float]:
+    stat: Callable[..., Any],
+    *groups: Scores,
+    reps: int = REPS,
+    alpha: float = ALPHA,
+    seed: int = 0,
+    curve: bool = False,
+) -> tuple[Any, Any]:
     """Percentile interval of ``stat(*groups)`` with episodes resampled within each game. ``stat`` is
     handed a block of resamples at once (each game an array [resamples, episodes]) and must return one
     value per resample, as every statistic of this module does."""
@@ -120,19 +125,22 @@ def stratified_bootstrap_ci(
     def draw(k: int) -> list:
         return [[s[rng.integers(len(s), size=(k, len(s)))] for s in g] for g in arrays]
 
-    return _interval(_scored(stat, draw, reps, BLOCK // max(1, sum(len(s) for g in arrays for s in g))), alpha)
+    return _interval(_scored(stat, draw, reps, BLOCK // max(1, sum(len(s) for g in arrays for s in g)), curve), alpha)
 
 
-def _scored(stat: Callable[..., Any], draw: Callable[[int], list], reps: int, block: int) -> np.ndarray:
+def _scored(stat: Callable[..., Any], draw: Callable[[int], list], reps: int, block: int, curve: bool) -> np.ndarray:
     """``stat`` of ``reps`` resamples, ``draw(k)`` giving the groups of the next ``k`` (at most ``block``)."""
     block = max(1, block)
     sizes = [min(block, reps - i) for i in range(0, reps, block)]
-    return np.concatenate([_per_resample(stat(*draw(k)), k) for k in sizes])
+    return np.concatenate([_per_resample(stat(*draw(k)), k, curve) for k in sizes])
 
 
-def _per_resample(value, k: int) -> np.ndarray:
-    if np.shape(value)[:1] != (k,):
-        raise ValueError(f"a bootstrap statistic must return one value per resample ({k}), got shape {np.shape(value)}")
+def _per_resample(value, k: int, curve: bool) -> np.ndarray:
+    """One value per resample, or with ``curve`` one row of values: anything else is a statistic's bug."""
+    shape = np.shape(value)
+    if shape[:1] != (k,) or len(shape) != 1 + curve:
+        want = f"a row of points per resample ({k})" if curve else f"one value per resample ({k})"
+        raise ValueError(f"a bootstrap statistic must return {want}, got shape {shape}")
     return np.asarray(value, float)
 
 
@@ -150,8 +158,13 @@ BOOTSTRAPS = ("episode", "task")
 
 
 def task_bootstrap_ci(
-    stat: Callable[..., Any], *groups: Scores, reps: int = REPS, alpha: float = ALPHA, seed: int = 0
-) -> tuple[float, float]:
+    stat: Callable[..., Any],
+    *groups: Scores,
+    reps: int = REPS,
+    alpha: float = ALPHA,
+    seed: int = 0,
+    curve: bool = False,
+) -> tuple[Any, Any]:
     """Percentile interval of ``stat(*groups)`` with games resampled with replacement (the same draw
     for every group, so paired comparisons stay paired), then episodes within each drawn game."""
     rng = np.random.default_rng(seed)
@@ -174,11 +187,12 @@ def task_bootstrap_ci(
             games = rng.integers(n, size=n)
             return [[g[i][rng.integers(len(g[i]), size=(1, len(g[i])))] for i in games] for g in arrays]
 
-    return _interval(_scored(stat, draw, reps, block), alpha)
+    return _interval(_scored(stat, draw, reps, block, curve), alpha)
 
 
-def bootstrap_ci(stat: Callable[..., Any], *groups: Scores, kind: str = "episode", seed: int = 0):
-    """The interval of ``stat`` by the bootstrap ``kind`` (:data:`BOOTSTRAPS`)."""
+def bootstrap_ci(stat: Callable[..., Any], *groups: Scores, kind: str = "episode", seed: int = 0, curve: bool = False):
+    """The interval of ``stat`` by the bootstrap ``kind`` (:data:`BOOTSTRAPS`): two floats, or with
+    ``curve`` two arrays, where ``stat`` gives a row of points per resample (a performance profile)."""
     if kind == "task":
-        return task_bootstrap_ci(stat, *groups, seed=seed)
-    return stratified_bootstrap_ci(stat, *groups, seed=seed)
+        return task_bootstrap_ci(stat, *groups, seed=seed, curve=curve)
+    return stratified_bootstrap_ci(stat, *groups, seed=seed, curve=curve)

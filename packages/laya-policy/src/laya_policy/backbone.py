@@ -203,6 +203,8 @@ def hub_reference(name: str) -> tuple[str, str | None]:
     from atari_data.publish.repo import HUB_REF_RE
 
     m = None if Path(name).is_dir() else HUB_REF_RE.match(name)
+    if m and m[2] and Path(m[1]).is_dir():  # transformers would load the folder and pass over the revision
+        raise ValueError(f"--model {name}: {m[1]} is a folder here; a revision names a Hub repository's")
     return (m[1], m[2]) if m else (name, None)
 
 

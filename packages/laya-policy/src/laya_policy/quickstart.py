@@ -119,6 +119,10 @@ class Quickstart:
         check_counts(
             ("--val-frames", c.val_frames, 1), ("--steps", c.steps, 1), ("--video-decisions", c.video_decisions, 1)
         )
+        from laya_policy.video import MAX_DECISIONS
+
+        if c.video_decisions > MAX_DECISIONS[".gif"]:  # the report's video is a GIF: said now, not after training
+            raise ValueError(f"--video-decisions {c.video_decisions}: expected at most {MAX_DECISIONS['.gif']:,}")
         self.generate_config()
         try:
             resolve(self.train_config())

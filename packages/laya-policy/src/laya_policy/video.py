@@ -13,11 +13,11 @@ from PIL import Image, ImageDraw
 from atari_data.layout import remove, staged
 from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, PreviousFrame, play_episode
-from laya_eval.batch import Batch
+from laya_eval.batch import Batch, PolicyError
 from laya_eval.batch import choose as pick
 from laya_protocol.errors import cause
 from laya_protocol.locks import FileLock
-from laya_protocol.protocol import DATA_DECISION_CAP
+from laya_protocol.protocol import DATA_DECISION_CAP, EVAL_DECISION_CAP
 from laya_protocol.seeds import EVAL_SEED_BASE, seed_problem
 
 
@@ -30,6 +30,16 @@ def annotate(frame: np.ndarray, text: str, scale: int = 2) -> Image.Image:
 
 
 VIDEO_SUFFIXES = (".gif", ".mp4")
+#: The most decisions a video holds: an episode's (ALE stops at its frame limit), or a GIF's, whose
+#: frames Pillow keeps whole until it writes (320 x 420 bytes each: 0.6 GB at this many).
+MAX_DECISIONS = {".mp4": DATA_DECISION_CAP, ".gif": EVAL_DECISION_CAP}
+
+
+class _EpisodeOSError(Exception):
+    """An OSError of the policy or the emulator while the video is written, told apart from the video's own."""
+
+    def __init__(self, original: OSError):
+        self.original = original
 
 
 def check_video(game: str, out: str | Path, seed: int, max_decisions: int) -> tuple[str, Path, Path]:
@@ -39,8 +49,10 @@ def check_video(game: str, out: str | Path, seed: int, max_decisions: int) -> tu
     out = Path(out)
     if out.suffix.lower() not in VIDEO_SUFFIXES:
         raise ValueError(f"{out}: the video must be .gif or .mp4")
-    if not 1 <= max_decisions <= DATA_DECISION_CAP:  # no episode is longer: ALE stops at its frame limit
-        raise ValueError(f"--max-decisions {max_decisions}: expected 1 to {DATA_DECISION_CAP:,}")
+    most = MAX_DECISIONS[out.suffix.lower()]
+    if not 1 <= max_decisions <= most:
+        longer = "; longer videos as .mp4" if most < DATA_DECISION_CAP else ""
+        raise ValueError(f"--max-decisions {max_decisions}: expected 1 to {most:,} for a {out.suffix}{longer}")
     if problem := seed_problem(seed, 1):
         raise ValueError(f"--seed {problem}")
     if out.is_dir() and not out.is_symlink():
@@ -67,9 +79,9 @@ def record_episode(
     """Play one episode (two-frame rule, auto-FIRE) and write it as .gif or .mp4; returns a summary.
 
     The video is checked for a place first (a folder in its name's place, or none above it, is said
-    before the episode is played), written by one ``play`` at a time, frame by frame as the episode
-    is played (an mp4 holds no frame in memory; a GIF, Pillow's compressed differences), and renamed
-    into place once whole: stopped or failed, it leaves nothing."""
+    before the episode is played), written by one ``play`` at a time and renamed into place once
+    whole: stopped or failed, it leaves nothing. An mp4 is written frame by frame while the episode
+    plays and holds none in memory; a GIF's frames are kept (Pillow writes them at the end)."""
     game, out, tmp = check_video(game, out, seed, max_decisions)
     with FileLock.beside(out, str(out), lambda message, file: ValueError(f"{file}: {message}")):
         g = AtariGame(game)
@@ -86,20 +98,28 @@ def record_episode(
                 first = np.array([d.step == 0])
                 batch = Batch(game, g.actions, d.frame[None], previous(d)[None], first, np.zeros(1, int))
                 answer = policy(batch)
-                a = int(pick(answer, batch, greedy, rng)[0])  # the judge's checks and draw
+                try:
+                    a = int(pick(answer, batch, greedy, rng)[0])  # the judge's checks and draw
+                except PolicyError as e:  # NaN probabilities of a diverged run, say
+                    raise ValueError(f"the policy {e}") from None
                 p = np.asarray(answer, float)[0]
                 said = f" p={p[a]:.2f}" if p.ndim == 1 and p.shape == (len(g.actions),) else ""
                 shown.append(annotate(d.frame, f"{d.step:5d} {g.actions[a]}{said} score {g.score:g}"))
                 return a
 
-            for _ in play_episode(g, seed, choose, max_decisions):
-                decisions += 1
-                yield shown.pop()
+            try:
+                for _ in play_episode(g, seed, choose, max_decisions):
+                    decisions += 1
+                    yield shown.pop()
+            except OSError as e:
+                raise _EpisodeOSError(e) from None
 
         with staged(tmp):
             remove(tmp)  # a link or FIFO planted there is replaced, never written through
             try:
                 _write(tmp, frames(), fps)
+            except _EpisodeOSError as e:  # the policy's or the emulator's: said as the CLI says an OSError
+                raise e.original from None
             except OSError as e:  # a full disk, a folder made read-only meanwhile
                 raise ValueError(f"{out}: cannot be written ({e.strerror or cause(e)})") from None
             if out.suffix.lower() == ".mp4" and _mp4_frames(tmp) != decisions:  # ffmpeg ends unheard on a full disk
@@ -109,7 +129,7 @@ def record_episode(
 
 
 def _write(path: Path, frames: Iterator[Image.Image], fps: int) -> None:
-    """Frames to ``path`` as they come: the episode is played while the video is written."""
+    """Frames to ``path`` as they come (the episode is played as they are asked for)."""
     if path.suffix.lower() == ".gif":
         first = next(frames)
         first.save(path, format="GIF", save_all=True, append_images=frames, duration=int(1000 / fps), loop=0)

@@ -56,7 +56,7 @@ class FileLock:
     def beside(cls, target: str | os.PathLike, what: str, error: Callable[[str, str], Exception]) -> FileLock:
         """The lock of ``target``: ``.NAME.lock`` in its folder, so a finished output holds none."""
         target = Path(target)
-        return cls(target.with_name(f".{target.name}.lock"), what, error)
+        return cls(target.parent / f".{target.name}.lock", what, error)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None  # first: a release cut short by a signal is not run again by __del__

@@ -22,7 +22,8 @@ from atari_data.layout import GameDir
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.play.experts import expert_id, load_expert
-from atari_data.play.experts.base import EXPERT_FORMS, check_holds, playable_games
+from atari_data.play.experts.base import check_holds, playable_games
+from atari_data.play.experts.forms import EXPERT_FORMS
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (

@@ -24,7 +24,8 @@ from atari_data.layout import GameDir
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, episode_seed, play_episode
 from atari_data.play.experts import Expert, expert_id, is_planner, load_expert
-from atari_data.play.experts.base import EXPERT_FORMS, check_holds, playable_games
+from atari_data.play.experts.base import check_holds, playable_games
+from atari_data.play.experts.forms import EXPERT_FORMS
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.executors import ahead

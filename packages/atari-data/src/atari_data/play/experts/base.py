@@ -8,10 +8,7 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.play.ale import AtariGame
-
-#: The experts that play any ALE game, and every form --expert takes, as help and errors say them.
-ANY_GAME_EXPERTS = "planner, sb3:PATH, cleanrl:PATH or hub:REPO"
-EXPERT_FORMS = "builtin, sb3:PATH, cleanrl:PATH, hub:REPO or planner[/K][:BASE]"
+from atari_data.play.experts.forms import ANY_GAME_EXPERTS, EXPERT_FORMS
 
 
 class Expert(Protocol):

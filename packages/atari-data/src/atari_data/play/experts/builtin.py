@@ -17,7 +17,7 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.play.ale import AtariGame
-from atari_data.play.experts.base import ANY_GAME_EXPERTS
+from atari_data.play.experts.forms import ANY_GAME_EXPERTS
 from laya_protocol.games import minimal_actions
 
 # How confident the targets are: lower is sharper.
