@@ -525,6 +525,22 @@ class HubServer(ThreadingHTTPServer):
         self.hold_after = None
         self.released.set()
 
+    def client_env(self, home: Path) -> dict:
+        """The environment of a process that talks to this Hub as a user's would: online, with a token,
+        git-lfs uploads (no Xet) and a Hub cache of its own in ``home``."""
+        import os
+
+        return {
+            **os.environ,
+            "HF_ENDPOINT": self.url,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_TOKEN": "hf_test",
+            "HF_HUB_OFFLINE": "0",
+            "HF_DATASETS_OFFLINE": "0",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HOME": str(home),
+        }
+
     def __enter__(self) -> HubServer:
         threading.Thread(target=self.serve_forever, daemon=True).start()
         return self

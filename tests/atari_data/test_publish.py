@@ -54,15 +54,8 @@ print(json.dumps(out))
 def hub(tmp_path):
     with HubServer(tmp_path / "hub") as server:
         server.env = {
-            **os.environ,
-            "HF_ENDPOINT": server.url,
-            "HF_HUB_DISABLE_XET": "1",
-            "HF_TOKEN": "hf_test",
-            "HF_HUB_OFFLINE": "0",
-            "HF_DATASETS_OFFLINE": "0",
-            "HF_HOME": str(tmp_path / "hf"),
+            **server.client_env(tmp_path / "hf"),
             "HF_DATASETS_CACHE": str(tmp_path / "hf" / "datasets"),
-            "HF_HUB_DISABLE_TELEMETRY": "1",
         }
         yield server
 

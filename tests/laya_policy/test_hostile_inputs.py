@@ -751,19 +751,9 @@ class _Hub:
     """A test Hub and a client environment of its own (cache included) to run Python in."""
 
     def __init__(self, server, home):
-        import os
 
         self.server = server
-        self.env = {
-            **os.environ,
-            "HF_ENDPOINT": server.url,
-            "HF_HUB_DISABLE_XET": "1",
-            "HF_TOKEN": "hf_test",
-            "HF_HUB_OFFLINE": "0",
-            "HF_DATASETS_OFFLINE": "0",
-            "HF_HOME": str(home),
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-        }
+        self.env = server.client_env(home)
 
     def run(self, *args, offline: bool = False):
         import subprocess

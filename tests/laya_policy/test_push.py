@@ -53,15 +53,7 @@ class Hub:
         self.server, self.home = server, home
 
     def env(self, home: str = "pusher") -> dict:
-        return {
-            **os.environ,
-            "HF_ENDPOINT": self.server.url,
-            "HF_HUB_DISABLE_XET": "1",
-            "HF_TOKEN": "hf_test",
-            "HF_HUB_OFFLINE": "0",
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-            "HF_HOME": str(self.home / home),
-        }
+        return self.server.client_env(self.home / home)
 
     def push(self, *args, home: str = "pusher") -> subprocess.CompletedProcess:
         return subprocess.run(

@@ -2,7 +2,6 @@
 safetensors, its config, tokenizer, chat template and processor configs; see smolvlm_layout.py)."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -211,15 +210,7 @@ def test_a_backbone_named_with_its_revision_is_that_revision(data, smolvlm, tmp_
 
     wanted = load_file(smolvlm / "model.safetensors")["model.text_model.embed_tokens.weight"].double().sum().item()
     with HubServer(tmp_path / "hub") as hub:
-        env = {
-            **os.environ,
-            "HF_ENDPOINT": hub.url,
-            "HF_HUB_DISABLE_XET": "1",
-            "HF_TOKEN": "hf_test",
-            "HF_HUB_OFFLINE": "0",
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-            "HF_HOME": str(tmp_path / "hf"),
-        }
+        env = hub.client_env(tmp_path / "hf")
         upload = (
             "import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo('acme/smol'); "
             "api.create_branch('acme/smol', branch='v1'); "

@@ -1087,15 +1087,7 @@ def _push_for_real_and_play_back(ckpt, staged, results, tmp_path):
     from ..hub_server import HubServer
 
     with HubServer(tmp_path / "hub") as hub:
-        env = {
-            **os.environ,
-            "HF_ENDPOINT": hub.url,
-            "HF_HUB_DISABLE_XET": "1",
-            "HF_TOKEN": "hf_test",
-            "HF_HUB_OFFLINE": "0",
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-            "HF_HOME": str(tmp_path / "hf-pusher"),
-        }
+        env = hub.client_env(tmp_path / "hf-pusher")
 
         def start(*args: str, home: str = "hf-pusher") -> subprocess.Popen:
             return subprocess.Popen(
