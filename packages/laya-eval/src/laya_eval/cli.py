@@ -132,13 +132,19 @@ def cmd_run(a) -> int:
 
 def cmd_report(a) -> int:
     from laya_eval.evaluate import load_results
-    from laya_eval.report import markdown_all, write_report
+    from laya_eval.report import MAX_DRAWN, markdown_all, write_report
 
+    if a.out is not None and len(a.results) > MAX_DRAWN:  # before 600 files are read
+        raise EvalError(
+            f"{len(a.results)} results files: at most {MAX_DRAWN} are drawn on one figure; "
+            "pass fewer, or leave out --out for the markdown of all",
+            field="--out",
+        )
     runs = [load_results(path, bootstrap=a.bootstrap) for path in a.results]
     if len(runs) > 1:  # figures name each file, so two runs of one policy can be told apart
         for run, path in zip(runs, a.results, strict=True):
             run["_file"] = path
-    if a.out:
+    if a.out is not None:
         for path in write_report(runs, a.out):
             print(path)
     else:
@@ -148,12 +154,13 @@ def cmd_report(a) -> int:
 
 def cmd_compare(a) -> int:
     from laya_eval.compare import compare, markdown
+    from laya_eval.report import out_folder, write_improvement
 
+    if a.out is not None:
+        out_folder(a.out, make=False)  # before the table is printed: a bad --out is the run's only line
     result = compare(a.a, a.b, bootstrap=a.bootstrap)
     print(markdown(result))
-    if a.out:
-        from laya_eval.report import write_improvement
-
+    if a.out is not None:
         print(write_improvement(result, a.out))
     return 0
 

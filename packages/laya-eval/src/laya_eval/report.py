@@ -185,11 +185,15 @@ def _label(results: dict) -> str:
     return f"{policy} ({tex(name, 40, keep_end=True)})" if name else policy
 
 
-def _folder(out_dir: str | Path) -> Path:
-    """The ``--out`` folder, made if missing; anything else there is refused on one line."""
+def out_folder(out_dir: str | Path, make: bool = True) -> Path:
+    """The ``--out`` folder, made if missing (with ``make``); anything else there is refused on one line."""
+    if not str(out_dir):  # Path("") is the current folder: a report would land among the user's files
+        raise EvalError("is empty; name the folder for the report", field="--out")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise EvalError("is not a folder (the report and its figures go in one)", file=str(out), field="--out")
+    if not make:
+        return out
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -201,6 +205,11 @@ def _png(fig, path: Path) -> None:
     fig.savefig(path, format="png", dpi=120, bbox_inches="tight")
 
 
+#: Results files drawn on one set of figures at most: a row each, past which a figure is not read
+#: (610 took 3.9 GB and 56 s). The markdown alone takes any number.
+MAX_DRAWN = 50
+
+
 def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
     """report.md and the figures for one results file or several, in ``out_dir``."""
     import matplotlib
@@ -209,7 +218,7 @@ def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     runs = [runs] if isinstance(runs, dict) else runs
-    out = _folder(out_dir)
+    out = out_folder(out_dir)
     text = markdown_all(runs)
     written = [replace_file(out / "report.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))]
     runs = [r for r in runs if _scored(r)]
@@ -307,7 +316,7 @@ def write_improvement(result: dict, out_dir: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = _folder(out_dir)
+    out = out_folder(out_dir)
     rows = [r for r in result["rows"] if not r["failed"] and r["game"] not in result["left_out"]]
     fig, ax = plt.subplots(figsize=(5.5, 0.45 * (len(rows) + 1) + 1.4))
     ys = list(range(len(rows)))
