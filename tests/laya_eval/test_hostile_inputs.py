@@ -170,6 +170,9 @@ def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):
         (lambda r: r["protocol"].update(decision_cap=4500), "protocol.decision_cap"),
         (lambda r: r["games"]["Pong"]["protocol"].update(frameskip=5), "games.Pong.protocol"),
         (lambda r: r["games"]["Pong"].update(steps="lots"), "games.Pong.steps"),
+        (lambda r: r["games"]["Pong"].update(actions=None), "games.Pong.actions"),
+        (lambda r: r["games"]["Pong"].update(actions={"NOOP": -1}), "games.Pong.actions"),
+        (lambda r: r["games"]["Pong"].update(seconds=float("nan")), "games.Pong.seconds"),
         (
             lambda r: r["games"]["Pong"].update(random={**r["games"]["Pong"]["random"], "scores": [0.0] * 10_001}),
             "games.Pong.random",

@@ -503,6 +503,13 @@ def _played_problem(g: dict, protocol: dict, settings: dict) -> tuple[str, str] 
         and all(type(n) is int and n >= 0 for n in steps)
     ):
         return "steps", "is not a count of decisions an episode"
+    actions = g.get("actions", {})
+    if not (
+        isinstance(actions, dict) and all(isinstance(k, str) and type(n) is int and n >= 0 for k, n in actions.items())
+    ):
+        return "actions", "is not a count of decisions an action"
+    if not is_number(g.get("seconds", 0.0), SCORE_LIMIT) or g.get("seconds", 0.0) < 0:
+        return "seconds", "is not a duration"
     rnd = (g.get("random") or {}).get("scores", [])
     if isinstance(rnd, list) and len(rnd) > MAX_EPISODES:
         return "random", f"holds {len(rnd):,} scores; run plays at most {MAX_EPISODES:,} episodes a game"
