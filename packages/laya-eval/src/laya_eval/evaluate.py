@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -354,12 +354,16 @@ _PROTOCOL_TYPES = {
     "decision_cap": lambda v: v is None or (type(v) is int and v >= 1),
     "auto_fire": lambda v: v in AUTO_FIRE_RULES,
 }
+#: A file's protocol holds Protocol's fields but its env_id (each game's holds that too): a field added
+#: there without its check here fails at import, not in a user's file.
+_PROTOCOL_FIELDS = {f.name for f in fields(Protocol)} - {"env_id"}
+assert set(_PROTOCOL_TYPES) == _PROTOCOL_FIELDS, "every field of Protocol has its check"
 
 
 def _protocol_problem(protocol: dict, settings: dict) -> tuple[str, str] | None:
     """(field, what is wrong) with a results file's protocol, or None: its fields as run writes them,
     and the cap its settings say (compare checks protocols: a file at odds with itself passed)."""
-    odd = sorted(set(protocol) ^ set(_PROTOCOL_TYPES))
+    odd = sorted(set(protocol) ^ _PROTOCOL_FIELDS)
     if odd:
         return "protocol", f"holds {', '.join(repr(k)[:40] for k in odd[:3])}, not the fields run writes"
     for key, ok in _PROTOCOL_TYPES.items():

@@ -108,24 +108,20 @@ REPS, ALPHA = 2000, 0.05
 BLOCK = 1 << 20
 
 
-def stratified_bootstrap_ci(
-    stat: Callable[..., Any],
-    *groups: Scores,
-    reps: int = REPS,
-    alpha: float = ALPHA,
-    seed: int = 0,
-    curve: bool = False,
-) -> tuple[Any, Any]:
+def stratified_bootstrap_ci(stat: Callable[..., Any], *groups: Scores, **options) -> tuple[Any, Any]:
     """Percentile interval of ``stat(*groups)`` with episodes resampled within each game. ``stat`` is
     handed a block of resamples at once (each game an array [resamples, episodes]) and must return one
-    value per resample, as every statistic of this module does."""
-    rng = np.random.default_rng(seed)
-    arrays = [[np.asarray(s, float) for s in g] for g in groups]
+    value per resample, as every statistic of this module does (``options``: :func:`bootstrap_ci`'s)."""
+    return bootstrap_ci(stat, *groups, kind="episode", **options)
+
+
+def _episode_draws(arrays: list, rng: np.random.Generator) -> tuple[Callable[[int], list], int]:
+    """(draw(k): the groups of k resamples, the most resamples a block holds) for the stratified bootstrap."""
 
     def draw(k: int) -> list:
         return [[s[rng.integers(len(s), size=(k, len(s)))] for s in g] for g in arrays]
 
-    return _interval(_scored(stat, draw, reps, BLOCK // max(1, sum(len(s) for g in arrays for s in g)), curve), alpha)
+    return draw, BLOCK // max(1, sum(len(s) for g in arrays for s in g))
 
 
 def _scored(stat: Callable[..., Any], draw: Callable[[int], list], reps: int, block: int, curve: bool) -> np.ndarray:
@@ -157,22 +153,17 @@ def _interval(values: np.ndarray, alpha: float) -> tuple[Any, Any]:
 BOOTSTRAPS = ("episode", "task")
 
 
-def task_bootstrap_ci(
-    stat: Callable[..., Any],
-    *groups: Scores,
-    reps: int = REPS,
-    alpha: float = ALPHA,
-    seed: int = 0,
-    curve: bool = False,
-) -> tuple[Any, Any]:
+def task_bootstrap_ci(stat: Callable[..., Any], *groups: Scores, **options) -> tuple[Any, Any]:
     """Percentile interval of ``stat(*groups)`` with games resampled with replacement (the same draw
     for every group, so paired comparisons stay paired), then episodes within each drawn game."""
-    rng = np.random.default_rng(seed)
-    arrays = [[np.asarray(s, float) for s in g] for g in groups]
+    return bootstrap_ci(stat, *groups, kind="task", **options)
+
+
+def _task_draws(arrays: list, rng: np.random.Generator) -> tuple[Callable[[int], list], int]:
+    """(draw(k), the most resamples a block holds) for the task bootstrap."""
     n = len(arrays[0])
     if len({len(s) for g in arrays for s in g}) == 1:  # every game as many episodes: blocks of resamples
         tables = [np.stack(g) for g in arrays]  # [games, episodes] per group
-        block = BLOCK // sum(t.size for t in tables)
 
         def draw(k: int) -> list:
             games = rng.integers(n, size=(k, n, 1))  # broadcasts against the episodes drawn: [k, n, episodes]
@@ -180,19 +171,27 @@ def task_bootstrap_ci(
                 list(np.moveaxis(t[games, rng.integers(t.shape[1], size=(k, n, t.shape[1]))], 1, 0)) for t in tables
             ]
 
-    else:  # the drawn games differ in episodes from one resample to the next: one at a time
-        block = 1
+        return draw, BLOCK // sum(t.size for t in tables)
 
-        def draw(k: int) -> list:
-            games = rng.integers(n, size=n)
-            return [[g[i][rng.integers(len(g[i]), size=(1, len(g[i])))] for i in games] for g in arrays]
+    def one(k: int) -> list:  # the drawn games differ in episodes from one resample to the next: one at a time
+        games = rng.integers(n, size=n)
+        return [[g[i][rng.integers(len(g[i]), size=(1, len(g[i])))] for i in games] for g in arrays]
 
-    return _interval(_scored(stat, draw, reps, block, curve), alpha)
+    return one, 1
 
 
-def bootstrap_ci(stat: Callable[..., Any], *groups: Scores, kind: str = "episode", seed: int = 0, curve: bool = False):
+def bootstrap_ci(
+    stat: Callable[..., Any],
+    *groups: Scores,
+    kind: str = "episode",
+    reps: int = REPS,
+    alpha: float = ALPHA,
+    seed: int = 0,
+    curve: bool = False,
+) -> tuple[Any, Any]:
     """The interval of ``stat`` by the bootstrap ``kind`` (:data:`BOOTSTRAPS`): two floats, or with
     ``curve`` two arrays, where ``stat`` gives a row of points per resample (a performance profile)."""
-    if kind == "task":
-        return task_bootstrap_ci(stat, *groups, seed=seed, curve=curve)
-    return stratified_bootstrap_ci(stat, *groups, seed=seed, curve=curve)
+    rng = np.random.default_rng(seed)
+    arrays = [[np.asarray(s, float) for s in g] for g in groups]
+    draw, block = (_task_draws if kind == "task" else _episode_draws)(arrays, rng)
+    return _interval(_scored(stat, draw, reps, block, curve), alpha)

@@ -224,14 +224,14 @@ def load_pretrained(name: str):
     from transformers import AutoConfig, AutoTokenizer, Idefics3Model
     from transformers.utils import logging
 
-    where, hint = f"backbone {name}", download_hint(name)
+    where, spec = f"backbone {name}", name
     name, revision = hub_reference(name)
     try:
         config = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=False)
     except OSError as e:
         raise OSError(
             f"cannot load {where} ({cause(e)}). Offline, download it once where the Hub is reachable "
-            f"({hint}) and pass --model DIR"
+            f"({download_hint(spec)}) and pass --model DIR"
         ) from None
     except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a config it cannot read
         raise ValueError(f"{where}: config.json: not an Idefics3 config ({cause(e)})") from None
