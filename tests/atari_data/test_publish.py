@@ -20,6 +20,7 @@ from atari_data.layout import list_games
 from laya_protocol.names import HUB_SPLITS
 
 from ..hub_server import HubServer
+from ..test_library_bars import bars_drawn
 
 READ_BACK = r"""
 import hashlib, json, sys
@@ -110,6 +111,7 @@ def _layout_rows(root, source: str) -> dict:
 def test_publish_then_load_every_way_then_doctor(hub, packed, layout_master):
     done = _run(hub, "-m", "atari_data.cli", "publish", str(packed), "--repo", "laya/atari")
     assert done.returncode == 0, done.stderr[-3000:]
+    assert not bars_drawn(done.stderr), "the Hub client's upload bars, into a log"
     repo = hub.store.repos["datasets/laya/atari"]
     head = repo["branches"]["main"]
     local = sorted(str(p.relative_to(packed)) for p in packed.rglob("*") if p.is_file())

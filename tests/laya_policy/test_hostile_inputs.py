@@ -17,6 +17,7 @@ from laya_policy.train import TrainConfig, train
 
 from ..atari_data.test_hostile_inputs import apply, edits
 from ..promises import check_promises, lock_held_elsewhere, returns_within
+from ..test_library_bars import bars_drawn
 
 TRAIN = ["--steps", "1", "--batch", "2", "--image-size", "64", "--evals", "1"]
 
@@ -801,6 +802,7 @@ def test_a_hub_dataset_is_fetched_by_config_read_and_trained_on_online_and_offli
     local = rows_of(packed, config)
     online = hub.client("me/atari", config, tmp_path / "run")
     assert online.get("rows") == local and online["train"] == 0, online
+    assert not bars_drawn(online["train_stderr"]), "datasets' or the Hub client's bars, into a log"
     snapshot = next((tmp_path / "hf" / "hub").glob("datasets--me--atari/snapshots/*"))
     got = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
     assert got == ["README.md", *sorted(str(p.relative_to(packed)) for p in packed.glob("data/*/Pong/*.parquet"))]

@@ -17,6 +17,7 @@ from laya_policy.push import stage
 from laya_policy.train import TrainConfig, train
 
 from ..promises import check_promises
+from ..test_library_bars import bars_drawn
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +214,7 @@ def test_push_to_a_branch_makes_it_and_the_card_names_it(ckpts, hub, tmp_path):
     assert hub.push(vlm, "--repo", "me/policy").returncode == 0
     done = hub.push(cnn, "--repo", "me/policy", "--revision", "dev")
     assert done.returncode == 0, done.stderr
+    assert not bars_drawn(done.stderr), "the Hub client's upload bars, into a log"
     assert "backbone/config.json" in hub.files("me/policy"), "main keeps the VLM"
     assert "cnn.safetensors" in hub.files("me/policy", "dev")
     key = "models/me/policy"

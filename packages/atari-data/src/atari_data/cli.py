@@ -21,6 +21,7 @@ from atari_data.play.doom import DoomConfig
 from atari_data.produce.executors import WorkerDied
 from atari_data.produce.generate import GenerateConfig
 from atari_data.produce.importing import SOURCES
+from atari_data.publish.bars import quiet_library_bars
 from atari_data.publish.hub import COMMIT_FILES
 from atari_data.publish.pack import PackConfig
 from atari_data.publish.teardown import release_arrow_threads
@@ -635,9 +636,7 @@ COMMANDS = {
 @terminations_raised()
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not sys.stderr.isatty():  # the Hub client and datasets draw progress bars even into logs
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    quiet_library_bars()
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

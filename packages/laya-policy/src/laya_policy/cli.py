@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 
+from atari_data.publish.bars import quiet_library_bars
 from atari_data.publish.teardown import release_arrow_threads
 from laya_policy.errors import EXPECTED, GroupFailed, said
 from laya_protocol.config import add_options, add_version, from_args
@@ -116,23 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _quiet_library_bars() -> None:
-    """transformers and datasets draw their progress bars even into logs; ours follow the terminal."""
-    if not sys.stderr.isatty():
-        import datasets
-        import transformers
-
-        datasets.disable_progress_bars()
-        transformers.utils.logging.disable_progress_bar()
-
-
 @terminations_raised()
 def main(argv: list[str] | None = None) -> int:
     ctrl_c = None  # SIGINT's handler, while the way out ignores a second Ctrl-C
     args = None
     try:
         args = build_parser().parse_args(argv)  # imports torch: a stop while it does is a stop too
-        _quiet_library_bars()
+        quiet_library_bars()
         if args.command == "play":
             from laya_policy.play import LayaPolicy
             from laya_policy.video import check_video, record_episode
