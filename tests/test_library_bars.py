@@ -24,12 +24,18 @@ def bars_drawn(stderr: str) -> list[str]:
 @pytest.fixture
 def libraries(monkeypatch):
     """The three libraries imported, their bars on, as a notebook that imported them has them."""
+    import importlib
+
     import datasets
     from huggingface_hub import utils as hub
     from transformers.utils import logging
 
     for name in SETTINGS:
         monkeypatch.delenv(name, raising=False)
+    # Each library read its variable once, at import: in this worker an earlier in-process CLI command
+    # may have set it first (and their own switches then refuse to turn bars on). Unset, as then.
+    monkeypatch.setattr(importlib.import_module("huggingface_hub.utils.tqdm"), "HF_HUB_DISABLE_PROGRESS_BARS", None)
+    monkeypatch.setattr(importlib.import_module("datasets.utils.tqdm"), "HF_DATASETS_DISABLE_PROGRESS_BARS", None)
     hub.enable_progress_bars()
     logging.enable_progress_bar()
     datasets.enable_progress_bars()
