@@ -940,6 +940,24 @@ def test_the_torch_dataset_refuses_a_packed_folder_missing_a_shard(packed_master
         AtariDataset(repo, f"{source}-Pong")
 
 
+@pytest.mark.parametrize("kind", ["a file", "a missing path", "an empty folder"])
+def test_the_torch_dataset_names_what_its_data_is_not_as_training_does(tmp_path, kind):
+    """One rule says what a --data names (``publish.repo.data_kind``): a file was read as a packed
+    folder ("README.md is missing"), and a missing ``./path`` was asked of the Hub as a repo id."""
+    from atari_data.errors import AtariDataError
+    from atari_data.torch import AtariDataset
+
+    data = {"a file": tmp_path / "f.txt", "a missing path": "./no/such", "an empty folder": tmp_path / "empty"}[kind]
+    if kind == "a file":
+        data.write_text("x")
+    if kind == "an empty folder":
+        data.mkdir()
+    expected = "has no ready games of expert2f" if kind == "an empty folder" else "not a layout root or packed"
+    with pytest.raises(AtariDataError, match=expected) as e:
+        AtariDataset(data, "expert2f")
+    assert str(e.value).startswith(f"{data}: "), e.value
+
+
 @pytest.mark.parametrize("case", CARD_TRICKS)
 def test_the_torch_dataset_reads_only_the_files_it_checked(packed_master, tmp_path, case):
     """A dictionary bomb under hidden/, where a data_dir would send datasets: each trick is one

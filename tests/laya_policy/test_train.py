@@ -294,7 +294,8 @@ def test_processes_under_torchrun_is_refused_on_one_line(data, tmp_path, capsys,
 
 def test_a_packed_repository_trains_like_its_layout(data, tmp_path):
     from atari_data.publish.pack import PackConfig, pack
-    from laya_policy.data import data_kind, load_examples
+    from atari_data.publish.repo import data_kind
+    from laya_policy.data import load_examples
 
     packed = tmp_path / "packed"
     pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))

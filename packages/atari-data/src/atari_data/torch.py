@@ -34,7 +34,7 @@ from atari_data.layout.records import row_problem
 from atari_data.limits import read_bytes
 from atari_data.publish.card import check_files, default_config, read_card, split_files
 from atari_data.publish.hub import resolve_repo
-from atari_data.publish.repo import is_packed, split_config
+from atari_data.publish.repo import data_kind, split_config
 from atari_data.schema import FRAME_FIELDS, JSON_TEXT
 from laya_protocol.games import FULL_ACTIONS
 from laya_protocol.names import HUB_SPLITS
@@ -58,7 +58,7 @@ class AtariDataset(torch.utils.data.Dataset):
         self._layout: list[tuple[Any, dict]] | None = None
         self._questions: dict = {}  # row_problem's cache of the questions asked
         self._game = split_config(config)[1] if config else None
-        if isinstance(data, (str, Path)) and _is_layout(Path(data)):
+        if isinstance(data, (str, Path)) and data_kind(data) == "layout":
             if config is None:
                 raise AtariDataError("name a source (or source-Game) of the layout", file=str(data), field="config")
             source, game = split_config(config)
@@ -155,11 +155,6 @@ def _frames_as_bytes(rows):
         if isinstance(features.get(key), Image) and features[key].decode:
             rows = rows.cast_column(key, Image(decode=False))
     return rows
-
-
-def _is_layout(path: Path) -> bool:
-    """A layout root: ``<source>/<Game>/meta.json`` folders, not a packed repository."""
-    return path.is_dir() and not is_packed(path) and any(path.glob("*/*/meta.json"))
 
 
 def collate(rows: list[dict]) -> dict:

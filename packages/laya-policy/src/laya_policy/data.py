@@ -27,10 +27,9 @@ from atari_data.errors import AtariDataError
 from atari_data.layout import list_games, read_jsonl
 from atari_data.layout.png import decode_png
 from atari_data.layout.records import GameRules, row_problem
-from atari_data.publish import repo
 from atari_data.publish.card import check_files, read_card
 from atari_data.publish.hub import resolve_repo
-from atari_data.publish.repo import split_config
+from atari_data.publish.repo import data_kind, split_config
 from atari_data.publish.teardown import streaming
 from laya_protocol.names import HUB_SPLITS
 
@@ -61,19 +60,6 @@ class Example:
         if n == 1:
             return [current]
         return [(self._where, True) if "prev_image" in self.rec else current, current]
-
-
-def data_kind(data: str) -> str:
-    """``layout`` (a folder of <source>/<game>/ with _READY), ``packed`` (a folder with data/ and a card)
-    or ``hub`` (anything else: a repository id)."""
-    path = Path(data)
-    if path.is_dir():
-        if (path / repo.DATA).is_dir() and (path / repo.CARD).is_file():
-            return "packed"
-        return "layout"
-    if path.exists() or data.startswith((".", "/")):
-        raise ValueError(f"{data}: not a layout root or packed repository folder")
-    return "hub"
 
 
 def load_examples(

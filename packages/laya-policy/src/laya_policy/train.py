@@ -935,7 +935,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
     save_state(s, out, done)
 
     temperature, calibration = calibrate(s)
-    from laya_policy.data import data_kind
+    from atari_data.publish.repo import data_kind
 
     training = {k: v for k, v in asdict(cfg).items() if k in TRAINING_KEYS} | {
         "model": cfg.backbone,

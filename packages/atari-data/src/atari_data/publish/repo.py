@@ -168,6 +168,20 @@ def is_packed(folder: Path) -> bool:
     return (folder / CARD).is_file() and any((folder / d).is_dir() for d in (DATA, REPLAY, WEBDATASET))
 
 
+def data_kind(data: str | Path) -> str:
+    """What a ``--data`` names: ``packed`` (a folder laid out as above), ``layout`` (another folder: a
+    layout root) or ``hub`` (a repository id). Something there that is not a folder, or a path that
+    starts as one (``.``, ``/``) and is missing, is refused: never asked of the Hub as an id."""
+    from atari_data.errors import AtariDataError
+
+    path = Path(data)
+    if path.is_dir():
+        return "packed" if is_packed(path) else "layout"
+    if path.exists() or str(data).startswith((".", "/")):
+        raise AtariDataError("not a layout root or packed repository folder", file=str(data))
+    return "hub"
+
+
 def check_target(source: Path, out: Path, force: bool, what: str = "layout") -> None:
     """OUT, where a pack is about to go, may be replaced only when it is a packed repository of its
     own: never the ``source`` it packs (``what``: its name in the message), a folder holding it or
