@@ -62,7 +62,13 @@ def test_temperature_fit_recovers_overconfidence():
     )
 
 
-def test_one_hot_targets_for_records_without_a_soft_target():
-    from laya_policy.objectives import one_hot_targets
+def test_targets_are_each_records_distribution_else_one_hot_and_zero_past_its_options():
+    from laya_policy.data import Example
+    from laya_policy.train import targets_of
 
-    assert one_hot_targets(torch.tensor([2, 0]), 4).tolist() == [[0, 0, 1, 0], [1, 0, 0, 0]]
+    recs = [
+        {"actions": ["NOOP", "FIRE", "UP"], "label": 2},
+        {"actions": ["NOOP", "FIRE"], "label": 0, "target": [0.25, 0.75]},
+    ]
+    examples = [Example(rec, lambda prev: None, i) for i, rec in enumerate(recs)]
+    assert targets_of(examples, 4).tolist() == [[0, 0, 1, 0], [0.25, 0.75, 0, 0]]

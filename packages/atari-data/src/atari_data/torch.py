@@ -35,7 +35,7 @@ from atari_data.limits import read_bytes
 from atari_data.publish.card import check_files, default_config, read_card, split_files
 from atari_data.publish.hub import resolve_repo
 from atari_data.publish.repo import data_kind, split_config
-from atari_data.schema import FRAME_FIELDS, JSON_TEXT
+from atari_data.schema import FRAME_FIELDS, JSON_TEXT, target_of
 from laya_protocol.games import FULL_ACTIONS
 from laya_protocol.names import HUB_SPLITS
 
@@ -167,10 +167,7 @@ def collate(rows: list[dict]) -> dict:
         if k > SLOTS:
             raise AtariDataError(f"has {k} options, over the {SLOTS} slots", file=str(row.get("id")), field="actions")
         options[i, :k] = True
-        if row.get("target") is not None:
-            target[i, :k] = torch.tensor(row["target"], dtype=torch.float32)
-        else:
-            target[i, row["label"]] = 1.0
+        target[i, :k] = torch.tensor(target_of(row), dtype=torch.float32)
     batch: dict[str, Any] = {
         "options": options,
         "target": target,

@@ -29,13 +29,6 @@ def training_loss(logits: torch.Tensor, target: torch.Tensor, spherical_weight: 
     return soft_cross_entropy(logits, target) - spherical_weight * spherical_score(logits, target)
 
 
-def one_hot_targets(labels: torch.Tensor, k: int) -> torch.Tensor:
-    """One-hot [B, K] for records without a soft target."""
-    out = torch.zeros(len(labels), k)
-    out[torch.arange(len(labels)), labels] = 1.0
-    return out
-
-
 def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return (logits.argmax(-1) == labels).float().mean().item()
 

@@ -30,6 +30,7 @@ import torch
 from atari_data.errors import AtariDataError
 from atari_data.layout import fresh_file, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
+from atari_data.schema import target_of
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone, hub_reference
 from laya_policy.checkpoint import (
     BEST,
@@ -326,12 +327,11 @@ def load_groups(cfg: TrainConfig, split: str, games: list[str] | None = None) ->
 
 
 def targets_of(examples: list[Example], k: int) -> torch.Tensor:
+    """[B, k]: each record's distribution over its options, zero past them."""
     t = torch.zeros(len(examples), k)
     for i, ex in enumerate(examples):
-        if ex.rec.get("target") is not None:
-            t[i, : len(ex.rec["target"])] = torch.tensor(ex.rec["target"])
-        else:
-            t[i, ex.rec["label"]] = 1.0
+        d = target_of(ex.rec)
+        t[i, : len(d)] = torch.tensor(d)
     return t
 
 

@@ -40,6 +40,16 @@ def image_suffix(name: str) -> str:
     return suffix if suffix in IMAGE_FORMATS else ""
 
 
+def target_of(rec) -> list[float]:
+    """A record's distribution over its ``actions``: its ``target``, else all of it on its ``label``
+    (human or one-hot data). What every learner trains towards."""
+    if rec.get("target") is not None:
+        return list(rec["target"])
+    out = [0.0] * len(rec["actions"])
+    out[rec["label"]] = 1.0
+    return out
+
+
 def frame_size(fmt) -> tuple[str, tuple[int, int]] | None:
     """(Pillow's mode, (width, height)) that a meta.json ``frame_format`` names, or None."""
     m = FRAME_FORMAT_RE.match(fmt) if isinstance(fmt, str) else None
