@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import list_games, read_jsonl
+from atari_data.layout import META, list_games, read_jsonl
 from atari_data.layout.png import decode_png
 from atari_data.layout.records import GameRules, row_problem
 from atari_data.publish.card import check_files, read_card
@@ -81,7 +81,7 @@ def _layout_examples(root, split, sources, games) -> list[Example]:
             rules = GameRules(g.source, g.game, tuple(meta["actions"]), meta["frames"], meta.get("platform", "ale"))
         except (KeyError, TypeError, ValueError) as e:
             raise AtariDataError(
-                f"is not a usable meta.json ({type(e).__name__}: {e})", file=str(g.path / "meta.json"), field="(file)"
+                f"is not a usable meta.json ({type(e).__name__}: {e})", file=str(g.path / META), field="(file)"
             ) from None
         for n, rec in read_jsonl(g.split_file(split)):
             defects = rules.check(rec)

@@ -31,6 +31,11 @@ META = "meta.json"
 EPISODES = "episodes.jsonl"
 
 
+def split_file_name(split: str) -> str:
+    """A split's records in a game folder: ``train.jsonl``, ``val.jsonl``."""
+    return f"{split}.jsonl"
+
+
 @dataclass(frozen=True)
 class GameDir:
     """One (source, game) folder of a layout. ``follow=False`` (pack) reads a game's own
@@ -55,7 +60,7 @@ class GameDir:
         return (self.path / READY).is_file()
 
     def split_file(self, split: str) -> Path:
-        return self.path / f"{split}.jsonl"
+        return self.path / split_file_name(split)
 
     def pin(self) -> FolderPin:
         """The folder as it stands now, held open: see :class:`FolderPin`. OSError when the game is gone

@@ -9,6 +9,7 @@ import signal
 from typing import cast
 
 from atari_data.errors import AtariDataError
+from atari_data.layout import META as META_FILE
 from atari_data.layout import list_games, parse_json_line
 from atari_data.limits import limit, open_regular
 from atari_data.schema import META, check_structure
@@ -32,7 +33,7 @@ def stats_table(root, sources=None, games=None) -> pl.DataFrame:
         defects = check_structure(meta, META) if g.ready else []
         if defects:
             f, msg = defects[0]
-            raise AtariDataError(msg, file=str(g.path / "meta.json"), field=f)
+            raise AtariDataError(msg, file=str(g.path / META_FILE), field=f)
         train, val = meta.get("train", {}), meta.get("val", {})
         labels = train.get("labels", {})
         row.update(

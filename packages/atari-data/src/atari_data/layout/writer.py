@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import EPISODES, META, GameDir, GameLock, staged_game
+from atari_data.layout import EPISODES, META, GameDir, GameLock, split_file_name, staged_game
 from atari_data.layout.png import encode_png, formats_of, frame_defect
 from atari_data.layout.records import GameRules, image_name, record_line
 from atari_data.layout.validate import commit_game
@@ -289,14 +289,14 @@ class GameWriter:
                 defects = self.rules.check(rec)
                 if defects:
                     f, msg = defects[0]
-                    raise AtariDataError(msg, file=f"{self.source}/{self.game}/{split}.jsonl", field=f)
+                    raise AtariDataError(msg, file=f"{self.source}/{self.game}/{split_file_name(split)}", field=f)
                 files.append((tmp / rec["image"], k.image))
                 if k.prev is not None:
                     files.append((tmp / rec["prev_image"], k.prev))
                 lines.append(record_line(rec))
                 labels[self.rules.actions[k.label]] += 1
                 episodes.add(k.episode)
-            _write_file(tmp / f"{split}.jsonl", b"".join(line + b"\n" for line in lines))
+            _write_file(tmp / split_file_name(split), b"".join(line + b"\n" for line in lines))
             splits[split] = {
                 "records": len(lines),
                 "episodes": len(episodes),

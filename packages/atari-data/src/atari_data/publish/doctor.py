@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from atari_data import limits
 from atari_data.errors import AtariDataError
-from atari_data.layout import leaves_folder, read_json
+from atari_data.layout import leaves_folder, read_json, split_file_name
 from atari_data.layout.png import decode_png, formats_of, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import REPEATED, repeated_key
@@ -376,7 +376,7 @@ class Doctor:
                     n, stated = len(packed.rows[split]), packed.meta[split]["records"]
                     self.counts[f"replay/{source}/{game}/{split}"] = n
                     if n != stated:
-                        self.defect(d / f"{split}.jsonl", "records", f"{n} lines, meta.json says {stated}")
+                        self.defect(d / split_file_name(split), "records", f"{n} lines, meta.json says {stated}")
 
     def _limits(self) -> None:
         for path, fld, msg in repo.hub_limit_defects(self.folder):

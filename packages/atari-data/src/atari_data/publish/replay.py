@@ -27,7 +27,17 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import EPISODES, META, GameDir, GameLock, copy_plain, read_json, read_jsonl, staged_game
+from atari_data.layout import (
+    EPISODES,
+    META,
+    GameDir,
+    GameLock,
+    copy_plain,
+    read_json,
+    read_jsonl,
+    split_file_name,
+    staged_game,
+)
 from atari_data.layout.png import encode_png
 from atari_data.layout.records import GameRules, record_line
 from atari_data.layout.validate import commit_game
@@ -60,7 +70,7 @@ def write_replay_game(g: GameDir, dest: Path) -> int:
         for rec in g.records(split):
             md5 = {k: pixel_md5(g.frame(rec, prev=k == "prev_image")) for k in ("image", "prev_image") if k in rec}
             lines.append(json.dumps({"record": rec, "md5": md5}, ensure_ascii=False, separators=(",", ":")))
-        (dest / f"{split}.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        (dest / split_file_name(split)).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         n += len(lines)
     return n
 
@@ -159,7 +169,7 @@ def _read_rows(src: Path, rules: GameRules, episodes: dict[int, dict]) -> dict[s
     labels, targets), and against its episode, before a single frame is written."""
     rows: dict[str, list[dict]] = {}
     for split in SPLITS:
-        path = src / f"{split}.jsonl"
+        path = src / split_file_name(split)
         rows[split] = []
         for n, row in read_jsonl(path, "(record)"):
             if (
@@ -232,7 +242,7 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
             return res
         for s in SPLITS:
             text = b"".join(record_line(r["record"]) + b"\n" for r in packed.rows[s])
-            (staged.path / f"{s}.jsonl").write_bytes(text)
+            (staged.path / split_file_name(s)).write_bytes(text)
         copy_plain(src / META, staged.path / META, follow=True)  # a Hub snapshot is links into its blobs
         copy_plain(src / EPISODES, staged.path / EPISODES, follow=True)
         commit_game(staged, images=True, file=str(src))

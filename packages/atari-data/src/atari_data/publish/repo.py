@@ -211,12 +211,12 @@ def check_target(source: Path, out: Path, force: bool, what: str = "layout") -> 
 
 def _contract() -> re.Pattern:
     """Every file path this contract describes, as the functions above name them."""
-    from atari_data.layout import EPISODES
+    from atari_data.layout import EPISODES, split_file_name
     from atari_data.layout import META as GAME_META
 
     source, game, lmdb_game = (rx.pattern.removesuffix(r"\Z") for rx in (SOURCE_RE, GAME_RE, LMDB_GAME_RE))
     hub_split = "|".join(HUB_SPLITS.values())
-    replay_files = "|".join(re.escape(n) for n in (GAME_META, EPISODES, *(f"{s}.jsonl" for s in SPLITS)))
+    replay_files = "|".join(re.escape(n) for n in (GAME_META, EPISODES, *map(split_file_name, SPLITS)))
     paths = [
         re.escape(CARD),
         rf"{DATA}/{source}/{game}/(?:{hub_split})-[0-9]{{5}}-of-[0-9]{{5}}\.parquet",
