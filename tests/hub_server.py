@@ -530,8 +530,11 @@ class HubServer(ThreadingHTTPServer):
         git-lfs uploads (no Xet) and a Hub cache of its own in ``home``."""
         import os
 
+        # Without the bar switches an in-process CLI command of an earlier test left in this worker's
+        # environment: a user's process decides them itself (tests/test_library_bars.py).
+        quiet = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
         return {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k not in quiet},
             "HF_ENDPOINT": self.url,
             "HF_HUB_DISABLE_XET": "1",
             "HF_TOKEN": "hf_test",

@@ -6,6 +6,7 @@ on a Hub dataset) check their standard error holds no bar."""
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 
@@ -18,7 +19,7 @@ SETTINGS = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
 
 def bars_drawn(stderr: str) -> list[str]:
     """The lines of ``stderr`` a tqdm bar drew (a rate, ``12.3it/s]``, or a carriage return)."""
-    return [line for line in stderr.splitlines() if "\r" in line or "/s]" in line]
+    return [line for line in stderr.split("\n") if "\r" in line or "/s]" in line]
 
 
 @pytest.fixture
@@ -31,7 +32,8 @@ def libraries(monkeypatch):
     from transformers.utils import logging
 
     for name in SETTINGS:
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # so that the undo puts back what was there, or nothing
+        monkeypatch.delenv(name)
     # Each library read its variable once, at import: in this worker an earlier in-process CLI command
     # may have set it first (and their own switches then refuse to turn bars on). Unset, as then.
     monkeypatch.setattr(importlib.import_module("huggingface_hub.utils.tqdm"), "HF_HUB_DISABLE_PROGRESS_BARS", None)
@@ -52,8 +54,6 @@ def test_a_library_imported_first_is_told_directly(libraries, monkeypatch):
     assert hub.are_progress_bars_disabled()
     assert not logging.is_progress_bar_enabled()
     assert datasets.is_progress_bar_enabled() is False
-    import os
-
     assert [os.environ[name] for name in SETTINGS] == ["1", "1"]  # for the processes it starts
 
 
@@ -73,6 +73,7 @@ def test_a_fresh_process_reads_it_from_the_environment_without_importing_them():
         "import datasets\nfrom transformers.utils import logging\n"
         "print(datasets.is_progress_bar_enabled(), logging.is_progress_bar_enabled())"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in SETTINGS}  # as a user's shell has them
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False", "False"], done.stdout

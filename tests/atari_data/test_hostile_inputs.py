@@ -940,14 +940,19 @@ def test_the_torch_dataset_refuses_a_packed_folder_missing_a_shard(packed_master
         AtariDataset(repo, f"{source}-Pong")
 
 
-@pytest.mark.parametrize("kind", ["a file", "a missing path", "an empty folder"])
+@pytest.mark.parametrize("kind", ["a file", "a missing path", "a missing Path", "an empty folder"])
 def test_the_torch_dataset_names_what_its_data_is_not_as_training_does(tmp_path, kind):
     """One rule says what a --data names (``publish.repo.data_kind``): a file was read as a packed
     folder ("README.md is missing"), and a missing ``./path`` was asked of the Hub as a repo id."""
     from atari_data.errors import AtariDataError
     from atari_data.torch import AtariDataset
 
-    data = {"a file": tmp_path / "f.txt", "a missing path": "./no/such", "an empty folder": tmp_path / "empty"}[kind]
+    data = {
+        "a file": tmp_path / "f.txt",
+        "a missing path": "./no/such",
+        "a missing Path": Path("./no/such"),  # pathlib drops the "./": never a Hub id all the same
+        "an empty folder": tmp_path / "empty",
+    }[kind]
     if kind == "a file":
         data.write_text("x")
     if kind == "an empty folder":
@@ -956,6 +961,36 @@ def test_the_torch_dataset_names_what_its_data_is_not_as_training_does(tmp_path,
     with pytest.raises(AtariDataError, match=expected) as e:
         AtariDataset(data, "expert2f")
     assert str(e.value).startswith(f"{data}: "), e.value
+
+
+def test_a_packed_folder_that_lost_its_card_is_told_so_not_read_as_a_layout(packed_master, tmp_path):
+    from atari_data.errors import AtariDataError
+    from atari_data.publish.repo import data_kind
+    from atari_data.torch import AtariDataset
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    (repo / "README.md").unlink()
+    assert data_kind(repo) == "packed"
+    with pytest.raises(AtariDataError, match="README.md: is missing"):
+        AtariDataset(repo, "expert2f")
+
+
+@pytest.mark.parametrize("label", [-1, 4, True, None])
+def test_collate_refuses_a_label_that_is_not_one_of_the_rows_options(label):
+    """A Dataset the caller built is not checked row by row: a label past the options was a bare
+    IndexError, and -1 put the whole target on the last option."""
+    from atari_data.errors import AtariDataError
+    from atari_data.torch import collate
+
+    row = {
+        "id": "r1",
+        "actions": ["NOOP", "FIRE", "RIGHT", "LEFT"],
+        "label": label,
+        "image": np.zeros((2, 2, 3), np.uint8),
+    }
+    with pytest.raises(AtariDataError, match=r"r1: label: is not an index into its 4 options"):
+        collate([row])
 
 
 @pytest.mark.parametrize("case", CARD_TRICKS)

@@ -58,7 +58,8 @@ class AtariDataset(torch.utils.data.Dataset):
         self._layout: list[tuple[Any, dict]] | None = None
         self._questions: dict = {}  # row_problem's cache of the questions asked
         self._game = split_config(config)[1] if config else None
-        if isinstance(data, (str, Path)) and data_kind(data) == "layout":
+        kind = data_kind(data) if isinstance(data, (str, Path)) else None
+        if kind == "layout":
             if config is None:
                 raise AtariDataError("name a source (or source-Game) of the layout", file=str(data), field="config")
             source, game = split_config(config)
@@ -73,7 +74,7 @@ class AtariDataset(torch.utils.data.Dataset):
             # of its revision. Its card and files were written by someone: checked, then exactly those
             # files are read. A local folder is built afresh: datasets keys its cache of local files on
             # their paths, so this folder re-packed would otherwise be read from an old build.
-            fresh = "force_redownload" if Path(data).is_dir() else None
+            fresh = "force_redownload" if kind == "packed" else None
             folder = (
                 Path(data)
                 if fresh
@@ -167,6 +168,8 @@ def collate(rows: list[dict]) -> dict:
         if k > SLOTS:
             raise AtariDataError(f"has {k} options, over the {SLOTS} slots", file=str(row.get("id")), field="actions")
         options[i, :k] = True
+        if type(row.get("label")) is not int or not 0 <= row["label"] < k:  # a Dataset the caller built is not checked
+            raise AtariDataError(f"is not an index into its {k} options", file=str(row.get("id")), field="label")
         target[i, :k] = torch.tensor(target_of(row), dtype=torch.float32)
     batch: dict[str, Any] = {
         "options": options,

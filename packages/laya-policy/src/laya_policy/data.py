@@ -65,9 +65,10 @@ class Example:
 def load_examples(
     data: str, split: str, sources: list[str] | None = None, games: list[str] | None = None
 ) -> list[Example]:
-    if data_kind(data) == "layout":
+    kind = data_kind(data)
+    if kind == "layout":
         return _layout_examples(data, split, sources, games)
-    return _packed_examples(data, split, sources, games)
+    return _packed_examples(data, split, sources, games, on_hub=kind == "hub")
 
 
 def _layout_examples(root, split, sources, games) -> list[Example]:
@@ -108,12 +109,12 @@ def _packed_frame(current: bytes, previous: bytes | None, where: str, prev: bool
     return _decode(previous if prev and previous is not None else current, where)  # prev only when stored
 
 
-def _packed_examples(data, split, sources, games) -> list[Example]:
+def _packed_examples(data, split, sources, games, on_hub: bool) -> list[Example]:
     from datasets import Image, load_dataset
 
     hf_split = HUB_SPLITS[split]
     out = []
-    hub_id = None if Path(data).is_dir() else data
+    hub_id = data if on_hub else None
     # The card and files were written by someone: checked, and exactly the files checked are read: the
     # card first (a Hub id's fetched alone), then only the configs chosen from it, so one game of a
     # 57-game folder costs that game's files.

@@ -30,6 +30,7 @@ import torch
 from atari_data.errors import AtariDataError
 from atari_data.layout import fresh_file, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
+from atari_data.publish.repo import data_kind
 from atari_data.schema import target_of
 from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone, hub_reference
 from laya_policy.checkpoint import (
@@ -847,6 +848,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
     from tqdm import tqdm
 
     s = build(cfg)
+    data_on_hub = data_kind(cfg.data) == "hub"  # now: the folder may be moved while it trains
     if s.dist.main:
         out.mkdir(parents=True, exist_ok=True)
 
@@ -935,12 +937,10 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
     save_state(s, out, done)
 
     temperature, calibration = calibrate(s)
-    from atari_data.publish.repo import data_kind
-
     training = {k: v for k, v in asdict(cfg).items() if k in TRAINING_KEYS} | {
         "model": cfg.backbone,
         "model_on_hub": _model_on_hub(cfg),
-        "data_on_hub": data_kind(cfg.data) == "hub",
+        "data_on_hub": data_on_hub,
         "freeze": "none" if s.train_vision else "vision",
         "lrs": s.lrs,
         "threads": s.threads,

@@ -347,7 +347,7 @@ class GameWriter:
         defects = check_structure(meta, META_SCHEMA)
         if defects:
             f, msg = defects[0]
-            raise AtariDataError(msg, file=f"{self.source}/{self.game}/meta.json", field=f)
+            raise AtariDataError(msg, file=f"{self.source}/{self.game}/{META}", field=f)
         _write_file(tmp / META, json.dumps(meta, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
         # The validator's view of what was written (records, files, first-step copies, meta.json against

@@ -170,14 +170,19 @@ def is_packed(folder: Path) -> bool:
 
 def data_kind(data: str | Path) -> str:
     """What a ``--data`` names: ``packed`` (a folder laid out as above), ``layout`` (another folder: a
-    layout root) or ``hub`` (a repository id). Something there that is not a folder, or a path that
-    starts as one (``.``, ``/``) and is missing, is refused: never asked of the Hub as an id."""
+    layout root) or ``hub`` (a repository id). A folder with part of a packed repository and no
+    game of a layout (its card or ``data/`` lost) is ``packed``, so the card's reader names what is
+    missing. Something there that is not a folder, a ``Path``, or a string that starts as a path
+    (``.``, ``/``) and is missing, is refused: never asked of the Hub as an id."""
     from atari_data.errors import AtariDataError
 
     path = Path(data)
     if path.is_dir():
-        return "packed" if is_packed(path) else "layout"
-    if path.exists() or str(data).startswith((".", "/")):
+        if is_packed(path):
+            return "packed"
+        part = (path / CARD).exists() or any((path / d).is_dir() for d in (DATA, REPLAY, WEBDATASET))
+        return "packed" if part and not any(path.glob("*/*/meta.json")) else "layout"
+    if path.exists() or isinstance(data, Path) or str(data).startswith((".", "/")):
         raise AtariDataError("not a layout root or packed repository folder", file=str(data))
     return "hub"
 
