@@ -103,6 +103,12 @@ HOSTILE_REPLAYS = {
     "meta is a list": ("meta.json", "[1, 2]\n", "(file)"),
     "meta nested past recursion": ("meta.json", "[" * 100_000 + "]" * 100_000, "(file)"),
     "meta with a 5,000-digit number": ("meta.json", '{"seed": ' + "9" * 5000 + "}", "(file)"),
+    # past what ALE's setInt takes: a pybind11 TypeError traceback (an outside review)
+    "frame cap past a C int": (
+        "meta.json",
+        lambda m: m["protocol"].update(max_frames_per_episode=2**31),
+        "protocol.max_frames_per_episode",
+    ),
 }
 
 
@@ -138,3 +144,46 @@ def test_rebuild_refuses_hostile_input_on_one_line_and_writes_nothing(replay_rep
     assert main(["doctor", str(repo)]) == 2
     out = capsys.readouterr().out
     assert f": {field}: " in out and str(path.parent) in out and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize("inside", ["", "replay", "replay/expert/Pong"])
+def test_rebuild_into_the_repository_or_a_folder_in_it_is_refused(replay_repo, tmp_path, capsys, inside):
+    """From an outside review: --root inside the repository (or the repository itself) replaced its
+    replay game with a layout game, exit 0, and the repository no longer rebuilt."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(replay_repo, repo)
+    before = tree(repo)
+    root = repo / inside
+    assert main(["rebuild", str(repo), "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {root}: --root: ") and len(err.strip().splitlines()) == 1, err
+    assert tree(repo) == before
+
+
+def test_rebuild_over_a_game_already_in_root_is_refused_unless_forced(replay_repo, played, tmp_path, capsys):
+    """From an outside review: a game of ROOT that another command wrote was replaced without a word."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(played / "expert", root / "expert")
+    (root / "expert" / "Pong" / "notes.txt").write_text("mine")
+    before = tree(root)
+    assert main(["rebuild", str(replay_repo), "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "expert/Pong" in err and "--force" in err, err
+    assert tree(root) == before, "nothing rebuilt before the refusal"
+    assert main(["rebuild", str(replay_repo), "--root", str(root), "--force"]) == 0
+    assert tree(root) == tree(played)
+
+
+@pytest.mark.parametrize("command", [["rebuild", "REPO"], ["generate", "--games", "Pong"]])
+def test_an_empty_root_is_refused_not_taken_for_this_folder(replay_repo, tmp_path, capsys, monkeypatch, command):
+    """From an outside review: --root "" wrote into the working folder."""
+    monkeypatch.chdir(tmp_path)
+    argv = [str(replay_repo) if a == "REPO" else a for a in command]
+    assert main([*argv, "--root", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --root: ") and len(err.strip().splitlines()) == 1, err
+    assert not list(tmp_path.iterdir())

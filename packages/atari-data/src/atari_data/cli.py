@@ -207,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rb.add_argument("repo", help="replay-packed repository folder")
     rb.add_argument("--root", required=True, help="layout root to write the rebuilt games into")
+    rb.add_argument("--force", action="store_true", help="replace a game ROOT already holds (else refused)")
 
     pb = sub.add_parser(
         "publish",
@@ -528,7 +529,7 @@ def cmd_doctor(a) -> int:
 def cmd_rebuild(a) -> int:
     from atari_data.publish.replay import rebuild
 
-    results = rebuild(a.repo, a.root)
+    results = rebuild(a.repo, a.root, a.force)
     bad = 0
     for r in results:
         state = "written" if r.written else "NOT written"

@@ -36,6 +36,15 @@ def split_file_name(split: str) -> str:
     return f"{split}.jsonl"
 
 
+def check_root(root: str) -> None:
+    """A layout root is named (an empty one wrote into the working folder) and, where it exists, is a
+    folder (a file there was a NotADirectoryError traceback)."""
+    if not root:
+        raise AtariDataError("is empty: name the layout root (. for this folder)", field="--root")
+    if Path(root).exists() and not Path(root).is_dir():
+        raise AtariDataError("is not a folder (a layout root holds <source>/<game>/)", file=root, field="--root")
+
+
 @dataclass(frozen=True)
 class GameDir:
     """One (source, game) folder of a layout. ``follow=False`` (pack) reads a game's own

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from atari_data.errors import AtariDataError
+from atari_data.layout import check_root
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
-from atari_data.produce.generate import check_counts, check_probability, check_root
+from atari_data.produce.generate import check_counts, check_probability
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import GameDir
+from atari_data.layout import GameDir, check_root
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.play.experts import expert_id, load_expert
@@ -30,7 +30,6 @@ from atari_data.produce.generate import (
     MIN_VAL_EPISODES,
     behaviour_rng,
     check_counts,
-    check_root,
     fill_splits,
     labelled_steps,
     one_by_one,

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import GameDir
+from atari_data.layout import GameDir, check_root
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, episode_seed, play_episode
 from atari_data.play.experts import Expert, expert_id, is_planner, load_expert
@@ -96,12 +96,6 @@ class GenerateConfig:
         check_budget(self.planner_frames)
         check_holds(self.expert)
         self.games = playable_games(self.expert, self.games)
-
-
-def check_root(root: str) -> None:
-    """A layout root that exists must be a folder (a file there was a NotADirectoryError traceback)."""
-    if Path(root).exists() and not Path(root).is_dir():
-        raise AtariDataError("is not a folder (a layout root holds <source>/<game>/)", file=root, field="--root")
 
 
 def check_probability(value: float, flag: str) -> None:

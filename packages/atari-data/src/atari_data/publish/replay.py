@@ -32,6 +32,7 @@ from atari_data.layout import (
     META,
     GameDir,
     GameLock,
+    check_root,
     copy_plain,
     read_json,
     read_jsonl,
@@ -115,6 +116,13 @@ def _read_protocol(meta: dict, game: str, path: Path) -> Protocol:
             field="game",
         )
     protocol = Protocol(**p)
+    for name in ("frameskip", "max_frames_per_episode"):  # ALE's setInt takes a C int
+        if not _is_int(getattr(protocol, name)):
+            raise AtariDataError(
+                f"{getattr(protocol, name)} is past what ALE takes ({2**31 - 1})",
+                file=str(path),
+                field=f"protocol.{name}",
+            )
     if protocol.env_id != f"ALE/{game}-v5":
         raise AtariDataError(f"{protocol.env_id!r} is not ALE/{game}-v5", file=str(path), field="protocol.env_id")
     if not 0.0 <= protocol.repeat_action_probability <= 1.0:
@@ -273,12 +281,24 @@ def _write_frames(
                     res.mismatched.append(f"{rec['id']}:{key}")
 
 
-def rebuild(repo: str | Path, root: str | Path) -> list[GameRebuild]:
-    """Rebuild every replay-packed game of ``repo`` into the layout ``root``."""
+def rebuild(repo: str | Path, root: str | Path, force: bool = False) -> list[GameRebuild]:
+    """Rebuild every replay-packed game of ``repo`` into the layout ``root``: never into the
+    repository itself, and over a game ``root`` already holds only with ``force``."""
+    check_root(str(root))
     base = Path(repo) / REPLAY
     if not base.is_dir():
         raise AtariDataError(f"has no {REPLAY}/ folder (pack it with --replay)", file=str(repo), field="repo")
-    out = []
-    for game_dir in sorted(p for p in base.glob("*/*") if p.is_dir()):
-        out.append(rebuild_game(game_dir, game_dir.parent.name, game_dir.name, Path(root)))
-    return out
+    r, o = Path(repo).resolve(), Path(root).resolve()
+    if r == o or r in o.parents:  # its layout games would replace the replay games they are built from
+        raise AtariDataError(
+            f"is inside the repository {repo}: rebuild into another folder", file=str(root), field="--root"
+        )
+    games = sorted(p for p in base.glob("*/*") if p.is_dir())
+    there = [f"{g.parent.name}/{g.name}" for g in games if GameDir(Path(root), g.parent.name, g.name).path.exists()]
+    if there and not force:
+        raise AtariDataError(
+            f"already holds {', '.join(there)}; --force replaces {'it' if len(there) == 1 else 'them'}",
+            file=str(root),
+            field="--root",
+        )
+    return [rebuild_game(g, g.parent.name, g.name, Path(root)) for g in games]
