@@ -49,6 +49,34 @@ def test_dagger_round_writes_labelled_two_frame_records(tmp_path):
     with pytest.raises(AtariDataError, match="written by another player"):
         write_dagger_round(both, policy, learner="runs/b/final")
     assert not (tmp_path / "dagger1" / "Pong").exists()
+    # From an outside review: every game of the round counts, not only those asked for (another
+    # player's Pong went in beside this one's Breakout, exit 0), and --force redoes only its own.
+    pong = DaggerConfig(**{**vars(cfg), "games": ["Pong"]})
+    for asked in (pong, DaggerConfig(**{**vars(pong), "force": True})):
+        with pytest.raises(AtariDataError, match="dagger1/Breakout was written by another player"):
+            write_dagger_round(asked, policy, learner="runs/b/final")
+    assert not (tmp_path / "dagger1" / "Pong").exists()
+
+
+def test_a_game_another_player_finished_while_this_one_played_is_refused(tmp_path):
+    """From an outside review: two rounds at once, and the second found the first's Pong written when
+    it came to it ("already written", exit 0): its round held another checkpoint's game."""
+
+    def uniform(frames, game, actions):
+        return np.full(len(actions), 1 / len(actions))
+
+    small = {"root": str(tmp_path), "round": 1, "train_frames": 20, "val_frames": 5, "decision_cap": 30}
+    other = DaggerConfig(**small, games=["Pong"])
+    calls = []
+
+    def meanwhile(frames, game, actions):  # while this round plays Breakout, another player writes Pong
+        if not calls:
+            write_dagger_round(other, uniform, learner="runs/a/final")
+        calls.append(game)
+        return uniform(frames, game, actions)
+
+    with pytest.raises(AtariDataError, match="dagger1/Pong was written by another player"):
+        write_dagger_round(DaggerConfig(**small, games=["Breakout", "Pong"]), meanwhile, learner="runs/b/final")
 
 
 def test_a_broken_policy_is_a_clear_error(tmp_path):

@@ -107,14 +107,22 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
     origin = (
         f"atari-data DAgger round {cfg.round}, expert {expert_id(cfg.expert, cfg.planner_frames)}, learner {played}"
     )
-    for name in cfg.games:  # every game checked before any is played: a round is not left half another's
+
+    def refuse_another_players(name: str) -> None:
         done = GameDir(Path(cfg.root), source, name)
-        if done.ready and not cfg.force and (written := done.meta().get("origin")) != origin:
+        if done.ready and (written := done.meta().get("origin")) != origin:
+            named = "" if name in cfg.games else " with --games naming it"
             raise AtariDataError(
                 f"{source}/{name} was written by another player ({written}); this round plays {played}: "
-                "pass --force to redo it, or another --round",
+                f"pass --force{named} to redo it, or another --round",
                 field="round",
             )
+
+    # Every game of the round, asked for or not, before any is played: a round is one player's, never
+    # left half another's. --force redoes the games it names.
+    for folder in sorted(Path(cfg.root, source).glob("*")) if Path(cfg.root, source).is_dir() else []:
+        if not (cfg.force and folder.name in cfg.games):
+            refuse_another_players(folder.name)
     out: dict[str, dict | None] = {}
     for name in cfg.games:
         protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
@@ -132,6 +140,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
             force=cfg.force,
         ) as writer:
             if writer.complete:
+                refuse_another_players(name)  # finished by another process while this one played
                 out[name] = None
                 continue
             expert = load_expert(cfg.expert, name, cfg.planner_frames)
