@@ -79,6 +79,13 @@ def test_a_game_another_player_finished_while_this_one_played_is_refused(tmp_pat
         write_dagger_round(DaggerConfig(**small, games=["Breakout", "Pong"]), meanwhile, learner="runs/b/final")
 
 
+def test_a_round_past_the_last_that_fits_the_seed_ranges_is_refused_before_playing(tmp_path):
+    cfg = DaggerConfig(root=str(tmp_path), round=20, games=["Pong"], train_frames=20, val_frames=5, decision_cap=30)
+    with pytest.raises(AtariDataError, match=r"round: DAgger round 20: expected 1 to 19"):
+        write_dagger_round(cfg, lambda frames, game, actions: np.ones(len(actions)) / len(actions))
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_broken_policy_is_a_clear_error(tmp_path):
     cfg = DaggerConfig(root=str(tmp_path), round=2, games=["Pong"], train_frames=20, val_frames=5, decision_cap=30)
     with pytest.raises(AtariDataError, match="policy returned"):

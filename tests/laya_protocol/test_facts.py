@@ -49,7 +49,7 @@ def test_each_package_reports_an_unknown_game_in_its_own_words():
 def test_seed_ranges_are_apart_and_all_listed():
     starts = [first for _, first, _ in seeds.RANGES]
     assert starts == sorted(set(starts)), "roles start in order, none shares a start"
-    limits = {"DAGGER_ROUND_STRIDE", "MAX_SEED", "MAX_EPISODES"}  # sizes, not where a range starts
+    limits = {"DAGGER_ROUND_STRIDE", "MAX_DAGGER_ROUND", "MAX_SEED", "MAX_EPISODES"}  # not where a range starts
     constants = {v for k, v in vars(seeds).items() if k.isupper() and isinstance(v, int) and k not in limits}
     assert constants == set(starts), "every range constant is in the table that help texts print"
     assert seeds.seed_problem(max(starts), seeds.MAX_EPISODES) is None, "every range is a valid ALE seed"
@@ -61,6 +61,12 @@ def test_seed_ranges_are_apart_and_all_listed():
     assert last < seeds.dagger_episode(2, seeds.VAL_EPISODES_FROM)
     with pytest.raises(ValueError, match="would take a seed of round 2"):
         seeds.dagger_episode(1, seeds.TRAIN_EPISODES_FROM + 8_000)
+    # ... and no round past the last that fits: round 20 numbered its episodes as the imported rows'
+    # (an outside review); every round's seeds stay below them
+    assert seeds.MAX_DAGGER_ROUND == 19
+    for round_ in (0, seeds.MAX_DAGGER_ROUND + 1):
+        with pytest.raises(ValueError, match=f"DAgger round {round_}: expected 1 to 19"):
+            seeds.dagger_episode(round_, 0)
     for _, first, _ in seeds.RANGES:
         assert f"{first:,}" in seeds.table()
 

@@ -14,6 +14,8 @@ PLAY_CHECK_SEED_BASE = 200_000  # laya-policy's play checks during training, apa
 DAGGER_EPISODES_FROM = 300_000
 DAGGER_ROUND_STRIDE = 10_000
 IMPORTED_VAL_FROM = 500_000
+#: The last DAgger round whose episodes stay below the imported rows' numbers.
+MAX_DAGGER_ROUND = (IMPORTED_VAL_FROM - DAGGER_EPISODES_FROM) // DAGGER_ROUND_STRIDE - 1
 EXPERT_BASELINE_FROM = 900_000
 RANDOM_BASELINE_FROM = 950_000
 MAX_SEED = 2**31 - 1  # ALE takes a seed as a signed 32-bit integer
@@ -39,7 +41,11 @@ RANGES: tuple[tuple[str, int, str], ...] = (
     ("train episodes (generate, DAgger, ViZDoom)", TRAIN_EPISODES_FROM, "+ i"),
     ("evaluation (laya-eval --seed-base)", EVAL_SEED_BASE, "+ i"),
     ("play checks while training (laya-policy)", PLAY_CHECK_SEED_BASE, "+ i"),
-    ("DAgger ALE seeds", DAGGER_EPISODES_FROM, f"+ {DAGGER_ROUND_STRIDE} * round + episode"),
+    (
+        "DAgger ALE seeds",
+        DAGGER_EPISODES_FROM,
+        f"+ {DAGGER_ROUND_STRIDE} * round + episode, round 1-{MAX_DAGGER_ROUND}",
+    ),
     ("imported val/test rows", IMPORTED_VAL_FROM, "+ i"),
     ("expert baseline", EXPERT_BASELINE_FROM, "+ i"),
     ("random baseline", RANDOM_BASELINE_FROM, "+ i"),
@@ -49,7 +55,10 @@ RANGES: tuple[tuple[str, int, str], ...] = (
 def dagger_episode(round_: int, episode: int) -> int:
     """The episode number a DAgger round's ALE seed derives from. A round's episodes are numbered as
     generate's (val from ``VAL_EPISODES_FROM``, train from ``TRAIN_EPISODES_FROM``), so one past the
-    round's stride would be the next round's: refused, not played twice."""
+    round's stride would be the next round's: refused, not played twice; so is a round past
+    ``MAX_DAGGER_ROUND``, whose episodes would be the imported rows'."""
+    if not 1 <= round_ <= MAX_DAGGER_ROUND:
+        raise ValueError(f"DAgger round {round_}: expected 1 to {MAX_DAGGER_ROUND} (the rounds the seed ranges hold)")
     if not 0 <= episode < DAGGER_ROUND_STRIDE:
         raise ValueError(
             f"DAgger round {round_}: episode {episode} would take a seed of round {round_ + 1}'s; a round "

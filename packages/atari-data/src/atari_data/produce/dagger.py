@@ -38,7 +38,7 @@ from atari_data.produce.generate import (
 from atari_data.schema import ALE_FRAME_FORMAT
 from laya_protocol.config import option
 from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
-from laya_protocol.seeds import TRAIN_EPISODES_FROM, VAL_EPISODES_FROM, dagger_episode
+from laya_protocol.seeds import MAX_DAGGER_ROUND, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM, dagger_episode
 
 #: ``policy(frames, game, actions) -> probabilities``: frames are [previous, current] uint8
 #: 210x160x3 screens, the previous one a copy of the current on an episode's first decision and
@@ -51,7 +51,7 @@ class DaggerConfig:
     """One DAgger round; each field is one flag of `laya-policy dagger`."""
 
     root: str = option(help="atari-data layout root to write into")
-    round: int = option(help="round number N (source dagger<N>)")
+    round: int = option(help=f"round number N (source dagger<N>), 1 to {MAX_DAGGER_ROUND}")
     games: list[str] = option(help="comma-separated games")
     expert: str = option("builtin", EXPERT_FORMS)
     planner_frames: int = option(PLANNER_FRAMES, "a planner's emulator frames per decision, all rollouts together")
@@ -100,8 +100,10 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
     (None for games already complete). ``learner`` names the policy in each game's meta.json
     (its ``origin``, with greedy or sampled play): a round is one learner's, so a game of it that
     another wrote is refused rather than left beside this one's."""
-    if cfg.round < 1:
-        raise AtariDataError(f"round {cfg.round} (expected 1 or more)", field="round")
+    try:
+        dagger_episode(cfg.round, 0)  # a round the seed ranges hold, checked before anything is played
+    except ValueError as e:
+        raise AtariDataError(str(e), field="round") from None
     source = f"dagger{cfg.round}"
     played = f"{learner} ({'greedy' if cfg.greedy else 'sampled'})"
     origin = (
