@@ -88,8 +88,10 @@ def test_a_round_past_the_last_that_fits_the_seed_ranges_is_refused_before_playi
 
 def test_a_broken_policy_is_a_clear_error(tmp_path):
     cfg = DaggerConfig(root=str(tmp_path), round=2, games=["Pong"], train_frames=20, val_frames=5, decision_cap=30)
-    with pytest.raises(AtariDataError, match="policy returned"):
-        write_dagger_round(cfg, lambda frames, game, actions: np.array([np.nan] * len(actions)))
-    with pytest.raises(AtariDataError, match="policy returned"):
+    # the learner and the game named (an outside review: NaN weights were "policy: policy returned
+    # array([nan, ...])", naming neither the checkpoint nor the game)
+    with pytest.raises(AtariDataError, match=r"^checkpoint abc: policy: on Pong returned array\(\[nan"):
+        write_dagger_round(cfg, lambda frames, game, actions: np.array([np.nan] * len(actions)), "checkpoint abc")
+    with pytest.raises(AtariDataError, match="on Pong returned"):
         write_dagger_round(cfg, lambda frames, game, actions: np.ones(3))
     assert not (tmp_path / "dagger2" / "Pong").exists()

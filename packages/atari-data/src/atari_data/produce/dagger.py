@@ -77,8 +77,9 @@ class DaggerConfig:
         self.games = playable_games(self.expert, self.games)
 
 
-def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):
-    """Turn a frames-to-probabilities policy into a writer behaviour, keeping the two-frame rule."""
+def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool, learner: str = "a policy"):
+    """Turn a frames-to-probabilities policy into a writer behaviour, keeping the two-frame rule; a
+    move that is no distribution is one error naming the learner and the game."""
     previous = PreviousFrame()
 
     def behave(d: Decision, _expert_p, rng: np.random.Generator) -> int:
@@ -86,7 +87,9 @@ def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool):
         p = np.asarray(policy([before, d.frame], game.game, game.actions), dtype=np.float64)
         if p.shape != (len(game.actions),) or not np.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
             raise AtariDataError(
-                f"policy returned {p!r} for {len(game.actions)} actions (expected finite non-negative probabilities)",
+                f"on {game.game} returned {p!r} for {len(game.actions)} actions "
+                "(expected finite non-negative probabilities)",
+                file=learner,
                 field="policy",
             )
         p = p / p.sum()
@@ -147,7 +150,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
                 continue
             expert = load_expert(cfg.expert, name, cfg.planner_frames)
             game = AtariGame(name, protocol, keep=getattr(expert, "frames", None))
-            behave = policy_behaviour(policy, game, cfg.greedy)
+            behave = policy_behaviour(policy, game, cfg.greedy, learner)
 
             def steps_for(
                 episode: int, replay: dict, name=name, game=game, expert=expert, behave=behave
