@@ -31,6 +31,8 @@ from laya_protocol.names import HUB_SPLITS
 from laya_protocol.protocol import EVAL_DECISION_CAP
 
 STAGES = ("generate", "validate", "pack", "load", "train", "evaluate", "report")
+#: The report's video: a GIF, which a Markdown viewer shows inline.
+VIDEO = ".gif"
 
 
 @dataclass
@@ -119,10 +121,10 @@ class Quickstart:
         check_counts(
             ("--val-frames", c.val_frames, 1), ("--steps", c.steps, 1), ("--video-decisions", c.video_decisions, 1)
         )
-        from laya_policy.video import MAX_DECISIONS
+        from laya_policy.video import decisions_problem
 
-        if c.video_decisions > MAX_DECISIONS[".gif"]:  # the report's video is a GIF: said now, not after training
-            raise ValueError(f"--video-decisions {c.video_decisions}: expected at most {MAX_DECISIONS['.gif']:,}")
+        if problem := decisions_problem(VIDEO, c.video_decisions):  # said now, not after training
+            raise ValueError(f"--video-decisions {problem}")
         self.generate_config()
         try:
             resolve(self.train_config())
@@ -328,7 +330,7 @@ class Quickstart:
             video = record_episode(
                 LayaPolicy(str(self.run_dir / FINAL), device=self.cfg.device),
                 best["game"],
-                self.out / f"{best['game']}.gif",
+                self.out / f"{best['game']}{VIDEO}",
                 max_decisions=self.cfg.video_decisions,
                 greedy=not self.cfg.sample,  # as it was judged
             )

@@ -42,6 +42,12 @@ class _EpisodeOSError(Exception):
         self.original = original
 
 
+def decisions_problem(suffix: str, decisions: int) -> str | None:
+    """Why a video of ``suffix`` (``.gif``, ``.mp4``) cannot hold ``decisions``, or None."""
+    most = MAX_DECISIONS[suffix.lower()]
+    return None if 1 <= decisions <= most else f"{decisions}: expected 1 to {most:,} for a {suffix}"
+
+
 def check_video(game: str, out: str | Path, seed: int, max_decisions: int) -> tuple[str, Path, Path]:
     """(the game's ALE name, the video, its temporary) once every argument of a recording is checked,
     before a checkpoint is loaded or a decision played: one ValueError naming the flag or file."""
@@ -49,10 +55,9 @@ def check_video(game: str, out: str | Path, seed: int, max_decisions: int) -> tu
     out = Path(out)
     if out.suffix.lower() not in VIDEO_SUFFIXES:
         raise ValueError(f"{out}: the video must be .gif or .mp4")
-    most = MAX_DECISIONS[out.suffix.lower()]
-    if not 1 <= max_decisions <= most:
-        longer = "; longer videos as .mp4" if most < DATA_DECISION_CAP else ""
-        raise ValueError(f"--max-decisions {max_decisions}: expected 1 to {most:,} for a {out.suffix}{longer}")
+    if problem := decisions_problem(out.suffix, max_decisions):
+        longer = "; longer videos as .mp4" if MAX_DECISIONS[out.suffix.lower()] < DATA_DECISION_CAP else ""
+        raise ValueError(f"--max-decisions {problem}{longer}")
     if problem := seed_problem(seed, 1):
         raise ValueError(f"--seed {problem}")
     if out.is_dir() and not out.is_symlink():

@@ -52,13 +52,21 @@ RANGES: tuple[tuple[str, int, str], ...] = (
 )
 
 
+def dagger_round_problem(round_: int) -> str | None:
+    """Why ``round_`` is no DAgger round the seed ranges hold (past ``MAX_DAGGER_ROUND`` its episodes
+    would be the imported rows'), or None."""
+    if 1 <= round_ <= MAX_DAGGER_ROUND:
+        return None
+    return f"DAgger round {round_}: expected 1 to {MAX_DAGGER_ROUND} (the rounds the seed ranges hold)"
+
+
 def dagger_episode(round_: int, episode: int) -> int:
     """The episode number a DAgger round's ALE seed derives from. A round's episodes are numbered as
     generate's (val from ``VAL_EPISODES_FROM``, train from ``TRAIN_EPISODES_FROM``), so one past the
-    round's stride would be the next round's: refused, not played twice; so is a round past
-    ``MAX_DAGGER_ROUND``, whose episodes would be the imported rows'."""
-    if not 1 <= round_ <= MAX_DAGGER_ROUND:
-        raise ValueError(f"DAgger round {round_}: expected 1 to {MAX_DAGGER_ROUND} (the rounds the seed ranges hold)")
+    round's stride would be the next round's: refused, not played twice; so is a round
+    :func:`dagger_round_problem` refuses."""
+    if problem := dagger_round_problem(round_):
+        raise ValueError(problem)
     if not 0 <= episode < DAGGER_ROUND_STRIDE:
         raise ValueError(
             f"DAgger round {round_}: episode {episode} would take a seed of round {round_ + 1}'s; a round "

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import GameDir, check_root
+from atari_data.layout import GameDir, check_root, list_games
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.play.experts import expert_id, load_expert
@@ -38,7 +38,13 @@ from atari_data.produce.generate import (
 from atari_data.schema import ALE_FRAME_FORMAT
 from laya_protocol.config import option
 from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
-from laya_protocol.seeds import MAX_DAGGER_ROUND, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM, dagger_episode
+from laya_protocol.seeds import (
+    MAX_DAGGER_ROUND,
+    TRAIN_EPISODES_FROM,
+    VAL_EPISODES_FROM,
+    dagger_episode,
+    dagger_round_problem,
+)
 
 #: ``policy(frames, game, actions) -> probabilities``: frames are [previous, current] uint8
 #: 210x160x3 screens, the previous one a copy of the current on an episode's first decision and
@@ -103,10 +109,8 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
     (None for games already complete). ``learner`` names the policy in each game's meta.json
     (its ``origin``, with greedy or sampled play): a round is one learner's, so a game of it that
     another wrote is refused rather than left beside this one's."""
-    try:
-        dagger_episode(cfg.round, 0)  # a round the seed ranges hold, checked before anything is played
-    except ValueError as e:
-        raise AtariDataError(str(e), field="round") from None
+    if problem := dagger_round_problem(cfg.round):  # before anything is played
+        raise AtariDataError(problem, field="round")
     source = f"dagger{cfg.round}"
     played = f"{learner} ({'greedy' if cfg.greedy else 'sampled'})"
     origin = (
@@ -125,9 +129,9 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
 
     # Every game of the round, asked for or not, before any is played: a round is one player's, never
     # left half another's. --force redoes the games it names.
-    for folder in sorted(Path(cfg.root, source).glob("*")) if Path(cfg.root, source).is_dir() else []:
-        if not (cfg.force and folder.name in cfg.games):
-            refuse_another_players(folder.name)
+    for g in list_games(cfg.root, [source]) if Path(cfg.root).is_dir() else []:
+        if not (cfg.force and g.game in cfg.games):
+            refuse_another_players(g.game)
     out: dict[str, dict | None] = {}
     for name in cfg.games:
         protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)

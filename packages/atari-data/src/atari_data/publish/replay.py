@@ -285,20 +285,21 @@ def rebuild(repo: str | Path, root: str | Path, force: bool = False) -> list[Gam
     """Rebuild every replay-packed game of ``repo`` into the layout ``root``: never into the
     repository itself, and over a game ``root`` already holds only with ``force``."""
     check_root(str(root))
+    root = Path(root)
     base = Path(repo) / REPLAY
     if not base.is_dir():
         raise AtariDataError(f"has no {REPLAY}/ folder (pack it with --replay)", file=str(repo), field="repo")
-    r, o = Path(repo).resolve(), Path(root).resolve()
+    r, o = Path(repo).resolve(), root.resolve()
     if r == o or r in o.parents:  # its layout games would replace the replay games they are built from
         raise AtariDataError(
             f"is inside the repository {repo}: rebuild into another folder", file=str(root), field="--root"
         )
     games = sorted(p for p in base.glob("*/*") if p.is_dir())
-    there = [f"{g.parent.name}/{g.name}" for g in games if GameDir(Path(root), g.parent.name, g.name).path.exists()]
+    there = [f"{g.parent.name}/{g.name}" for g in games if GameDir(root, g.parent.name, g.name).path.exists()]
     if there and not force:
         raise AtariDataError(
             f"already holds {', '.join(there)}; --force replaces {'it' if len(there) == 1 else 'them'}",
             file=str(root),
             field="--root",
         )
-    return [rebuild_game(g, g.parent.name, g.name, Path(root)) for g in games]
+    return [rebuild_game(g, g.parent.name, g.name, root) for g in games]
