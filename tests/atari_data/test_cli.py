@@ -42,41 +42,24 @@ def test_stats_of_a_number_past_a_floats_range_is_one_line(layout, capsys):
     assert len(err) == 1 and "repeat_action_probability" in err[0] and "(401 digits) is not finite" in err[0], err
 
 
-def test_generate_then_validate_in_a_fresh_process(tmp_path):
+def test_generate_then_validate_in_a_fresh_process(tmp_path, capsys):
     root = tmp_path / "data"
     cmd = [sys.executable, "-m", "atari_data.cli"]
-    gen = subprocess.run(
-        cmd
-        + [
-            "generate",
-            "--root",
-            str(root),
-            "--games",
-            "Freeway",
-            "--source",
-            "expert2f",
-            "--min-train-episodes",
-            "1",
-            "--train-frames",
-            "30",
-            "--val-frames",
-            "10",
-            "--decision-cap",
-            "60",
-            "--baseline-episodes",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    args = ["generate", "--root", str(root), "--games", "Freeway", "--source", "expert2f"]
+    args += ["--min-train-episodes", "1", "--train-frames", "30", "--val-frames", "10"]
+    args += ["--decision-cap", "60", "--baseline-episodes", "1"]
+    gen = subprocess.run(cmd + args, capture_output=True, text=True)
     assert gen.returncode == 0, gen.stderr
     assert "expert2f/Freeway: 30 train, 10 val records" in gen.stdout
-    again = subprocess.run(
-        cmd + ["generate", "--root", str(root), "--games", "Freeway", "--source", "expert2f"],
-        capture_output=True,
-        text=True,
-    )
+    again = subprocess.run(cmd + args, capture_output=True, text=True)
     assert "already complete" in again.stdout
+    written = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    # Asked for other records (the default caps), the game held is not passed off as them.
+    assert main(args[:7]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: expert2f/Freeway/meta.json: caps.train: written with "), out + err
+    assert err.count("\n") == 1 and "--force" in err, err
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == written
     val = subprocess.run(cmd + ["validate", str(root), "--images"], capture_output=True, text=True)
     assert val.returncode == 0 and "valid: 1 game, 40 records" in val.stdout, val.stdout + val.stderr
 

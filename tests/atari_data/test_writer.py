@@ -111,6 +111,30 @@ def test_complete_game_is_left_alone_and_force_rewrites(tmp_path):
     assert not writer(tmp_path, force=True).complete
 
 
+def test_a_game_written_with_other_settings_is_refused_not_kept(tmp_path):
+    """A rerun that asks for other records than the folder holds is one line, never the old game kept
+    as if it were the one asked for: the folder's meta.json names what it was written with."""
+    w = writer(tmp_path, caps={"train": 1000, "val": 10}, seed=7)
+    w.add_episode(2000, "train", synthetic(2000, 5))
+    w.finish()
+    with writer(tmp_path, caps={"train": 1000, "val": 10}, seed=7) as same:
+        assert same.complete
+    changed = {
+        "caps.train": dict(caps={"train": 50, "val": 10}, seed=7),  # a dict's part is named
+        "seed": dict(caps={"train": 1000, "val": 10}, seed=8),
+        "origin": dict(caps={"train": 1000, "val": 10}, seed=7, origin="another expert"),
+        "frames": dict(caps={"train": 1000, "val": 10}, seed=7, frames=1),
+    }
+    for field, kw in changed.items():
+        with writer(tmp_path, **kw) as other, pytest.raises(AtariDataError) as e:
+            assert other.complete, "refused, not kept"
+        said = str(e.value)
+        assert said.startswith(f"synth/Breakout/meta.json: {field}: written with "), said
+        assert "--force" in said and "\n" not in said, said
+        with writer(tmp_path, force=True, **kw) as forced:
+            assert not forced.complete
+
+
 def test_incomplete_game_is_redone_cleanly(tmp_path):
     # A crash after the folder moved into place but before _READY: a stale, unmarked folder.
     w = writer(tmp_path)

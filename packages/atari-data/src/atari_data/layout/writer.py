@@ -177,8 +177,42 @@ class GameWriter:
 
     @property
     def complete(self) -> bool:
-        """The game is already written and ready (and ``force`` is off): nothing to do."""
-        return self.dir.ready and not self.force
+        """The game is already written and ready (and ``force`` is off): nothing to do.
+
+        A ready game written with other settings than this writer's is refused, naming the first
+        that differs: kept, it would pass for the records asked for.
+        """
+        if not self.dir.ready or self.force:
+            return False
+        written = self.dir.meta()
+        for key, asked in self.settings().items():
+            held = written.get(key)
+            if held != asked and isinstance(held, dict) and isinstance(asked, dict):  # name the part
+                key, held, asked = next(
+                    (f"{key}.{k}", held.get(k), asked.get(k)) for k in {**held, **asked} if held.get(k) != asked.get(k)
+                )
+            if held != asked:
+                raise AtariDataError(
+                    f"written with {held!r}, this run asks for {asked!r}: pass --force to replace the game",
+                    file=f"{self.source}/{self.game}/{META}",
+                    field=key,
+                )
+        return True
+
+    def settings(self) -> dict[str, Any]:
+        """The meta.json fields this writer fixes before a record is played: a ready game that
+        holds others is another game."""
+        return {
+            "platform": self.platform,
+            "frame_format": self.frame_format,
+            "frames": self.frames,
+            "actions": list(self.rules.actions),
+            "caps": dict(self.caps),
+            "origin": self.origin,
+            "license": self.license,
+            "protocol": None if self.protocol is None else self.protocol.to_dict(),
+            "seed": self.seed,
+        }
 
     def drop(self, reason: str, n: int = 1) -> None:
         """Count frames the source could not write, by reason (they go into meta.json)."""

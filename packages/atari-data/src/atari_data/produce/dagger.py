@@ -148,8 +148,9 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
             seed=cfg.seed,
             force=cfg.force,
         ) as writer:
+            if not cfg.force:  # finished by another process while this one played
+                refuse_another_players(name)
             if writer.complete:
-                refuse_another_players(name)  # finished by another process while this one played
                 out[name] = None
                 continue
             expert = load_expert(cfg.expert, name, cfg.planner_frames)
