@@ -86,6 +86,23 @@ def test_a_round_past_the_last_that_fits_the_seed_ranges_is_refused_before_playi
     assert not list(tmp_path.iterdir())
 
 
+def test_what_the_seed_ranges_or_meta_json_cannot_hold_is_refused_before_playing(tmp_path):
+    """From an outside review: 9,000 train episodes (a round's numbers hold 8,000) and a seed past
+    int64 (meta.json's integers) were refused only after every episode was played."""
+    small = {"root": str(tmp_path), "round": 1, "games": ["Pong"], "val_frames": 5, "decision_cap": 30}
+    refused = {
+        "--min-train-episodes": dict(train_frames=20, min_train_episodes=9_000),
+        "--train-frames": dict(train_frames=8_001 * 30),
+        "--val-frames": dict(train_frames=20, val_frames=1_001 * 30),
+        "--seed": dict(train_frames=20, seed=2**63),
+    }
+    for flag, kw in refused.items():
+        with pytest.raises(AtariDataError, match=f"^{flag}: "):
+            DaggerConfig(**{**small, **kw})
+    DaggerConfig(**{**small, "train_frames": 8_000 * 30, "seed": 2**63 - 1})  # the largest that fit
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_broken_policy_is_a_clear_error(tmp_path):
     cfg = DaggerConfig(root=str(tmp_path), round=2, games=["Pong"], train_frames=20, val_frames=5, decision_cap=30)
     # the learner and the game named (an outside review: NaN weights were "policy: policy returned
