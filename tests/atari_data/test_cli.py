@@ -74,6 +74,20 @@ def test_unknown_game_is_a_one_line_error(tmp_path, capsys):
         assert capsys.readouterr().err.startswith("error: --games: unknown ALE v5 game 'Pongg'"), source
 
 
+def test_what_generate_could_only_refuse_after_playing_is_refused_first(tmp_path, capsys):
+    """A seed past meta.json's int64, and more val episodes than their numbers hold (1,000 before the
+    train episodes' 2,000), were refused only once every episode had been played."""
+    base = ["generate", "--root", str(tmp_path / "d"), "--games", "Pong", "--train-frames", "10"]
+    for extra, said in (
+        (["--seed", str(2**63)], "error: --seed: 9223372036854775808: expected 0 to 9,223,372,036,854,775,807"),
+        (["--val-frames", "1001", "--decision-cap", "1"], "error: --val-frames: 1,001 val records"),
+    ):
+        assert main(base + extra) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith(said) and err.count("\n") == 1, err
+    assert not (tmp_path / "d").exists()
+
+
 def test_games_and_schema(capsys):
     assert main(["games"]) == 0
     out = capsys.readouterr().out

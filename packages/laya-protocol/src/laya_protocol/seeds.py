@@ -60,6 +60,15 @@ def dagger_round_problem(round_: int) -> str | None:
     return f"DAgger round {round_}: expected 1 to {MAX_DAGGER_ROUND} (the rounds the seed ranges hold)"
 
 
+def episodes_room(first: int, dagger: bool = False) -> int:
+    """How many episodes numbered from ``first`` (val's or train's) a source holds before the next
+    role's numbers; in a DAgger round, before the next round's."""
+    if first < TRAIN_EPISODES_FROM:
+        return TRAIN_EPISODES_FROM - first
+    end = DAGGER_ROUND_STRIDE if dagger else min(start for _, start, _ in RANGES if start > first)
+    return end - first
+
+
 def dagger_episode(round_: int, episode: int) -> int:
     """The episode number a DAgger round's ALE seed derives from. A round's episodes are numbered as
     generate's (val from ``VAL_EPISODES_FROM``, train from ``TRAIN_EPISODES_FROM``), so one past the
@@ -70,7 +79,7 @@ def dagger_episode(round_: int, episode: int) -> int:
     if not 0 <= episode < DAGGER_ROUND_STRIDE:
         raise ValueError(
             f"DAgger round {round_}: episode {episode} would take a seed of round {round_ + 1}'s; a round "
-            f"plays at most {DAGGER_ROUND_STRIDE - TRAIN_EPISODES_FROM:,} train episodes (lower --train-frames "
+            f"plays at most {episodes_room(TRAIN_EPISODES_FROM, dagger=True):,} train episodes (lower --train-frames "
             "or --min-train-episodes, or raise --decision-cap)"
         )
     return DAGGER_EPISODES_FROM + DAGGER_ROUND_STRIDE * round_ + episode

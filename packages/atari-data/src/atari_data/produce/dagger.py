@@ -27,24 +27,20 @@ from atari_data.play.experts.forms import EXPERT_FORMS
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
-    MIN_VAL_EPISODES,
     behaviour_rng,
     check_counts,
+    check_room,
+    check_seed,
     fill_splits,
     labelled_steps,
     one_by_one,
     sample,
+    split_plan,
 )
 from atari_data.schema import ALE_FRAME_FORMAT
 from laya_protocol.config import option
 from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
-from laya_protocol.seeds import (
-    MAX_DAGGER_ROUND,
-    TRAIN_EPISODES_FROM,
-    VAL_EPISODES_FROM,
-    dagger_episode,
-    dagger_round_problem,
-)
+from laya_protocol.seeds import MAX_DAGGER_ROUND, dagger_episode, dagger_round_problem
 
 #: ``policy(frames, game, actions) -> probabilities``: frames are [previous, current] uint8
 #: 210x160x3 screens, the previous one a copy of the current on an episode's first decision and
@@ -75,9 +71,11 @@ class DaggerConfig:
             ("--train-frames", self.train_frames, 1),
             ("--val-frames", self.val_frames, 0),
             ("--min-train-episodes", self.min_train_episodes, 1),
-            ("--seed", self.seed, 0),
             ("--decision-cap", 1 if self.decision_cap is None else self.decision_cap, 1),
         )
+        check_seed(self.seed)
+        plan = split_plan(self.train_frames, self.val_frames, self.min_train_episodes)
+        check_room(plan, self.decision_cap, dagger=True)
         check_budget(self.planner_frames)
         check_holds(self.expert)
         self.games = playable_games(self.expert, self.games)
@@ -175,10 +173,7 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
             fill_splits(
                 writer,
                 one_by_one(steps_for),
-                [
-                    ("val", VAL_EPISODES_FROM, cfg.val_frames, MIN_VAL_EPISODES),
-                    ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes),
-                ],
+                split_plan(cfg.train_frames, cfg.val_frames, cfg.min_train_episodes),
             )
             out[name] = writer.finish()
     return out

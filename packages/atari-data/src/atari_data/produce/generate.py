@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +30,18 @@ from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import check_budget
 from atari_data.produce.executors import ahead
 from atari_data.schema import ALE_FRAME_FORMAT
+from atari_data.schema.types import INT64_MAX
 from laya_protocol.config import option
 from laya_protocol.names import score_key, scores_key
 from laya_protocol.protocol import BASELINE_CAP, DATA_DECISION_CAP, Protocol
 from laya_protocol.ray import EXECUTORS
-from laya_protocol.seeds import EXPERT_BASELINE_FROM, RANDOM_BASELINE_FROM, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM
+from laya_protocol.seeds import (
+    EXPERT_BASELINE_FROM,
+    RANDOM_BASELINE_FROM,
+    TRAIN_EPISODES_FROM,
+    VAL_EPISODES_FROM,
+    episodes_room,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +93,11 @@ class GenerateConfig:
             ("--val-frames", self.val_frames, 0),
             ("--min-train-episodes", self.min_train_episodes, 1),
             ("--baseline-episodes", self.baseline_episodes, 0),
-            ("--seed", self.seed, 0),
             ("--workers", self.workers, 1),
             ("--decision-cap", 1 if self.decision_cap is None else self.decision_cap, 1),
         )
+        check_seed(self.seed)
+        check_room(split_plan(self.train_frames, self.val_frames, self.min_train_episodes), self.decision_cap)
         if self.source not in SOURCES:
             raise AtariDataError(f"unknown source {self.source!r} (expected {' or '.join(SOURCES)})", field="--source")
         check_probability(self.epsilon, "--epsilon")
@@ -110,6 +118,32 @@ def check_counts(*flags: tuple[str, int, int]) -> None:
     for flag, value, least in flags:
         if value < least:
             raise AtariDataError(f"{value}: expected {least} or more", field=flag)
+
+
+def check_seed(seed: int) -> None:
+    """A data seed meta.json can hold (its integers are int64), refused before anything is played."""
+    if not 0 <= seed <= INT64_MAX:
+        raise AtariDataError(f"{seed}: expected 0 to {INT64_MAX:,} (meta.json's seed is an int64)", field="--seed")
+
+
+def check_room(plan: Sequence[tuple[str, int, int, int]], decision_cap: int | None, dagger: bool = False) -> None:
+    """Refuse, before anything is played, a plan of ``fill_splits`` whose split needs more episodes
+    than its numbers hold (laya_protocol.seeds): an episode adds at most ``decision_cap`` decisions."""
+    most = DATA_DECISION_CAP if decision_cap is None else decision_cap
+    for split, first, frames, min_episodes in plan:
+        room = episodes_room(first, dagger)
+        by_frames = -(-frames // most)
+        where = "a DAgger round" if dagger else "a game"
+        if min_episodes > room:
+            raise AtariDataError(
+                f"{min_episodes:,}: {where} holds at most {room:,} {split} episodes", field=f"--min-{split}-episodes"
+            )
+        if by_frames > room:
+            raise AtariDataError(
+                f"{frames:,} {split} records need at least {by_frames:,} episodes of at most {most:,} decision{'s' * (most > 1)}; "
+                f"{where} holds at most {room:,} {split} episodes (lower --{split}-frames or raise --decision-cap)",
+                field=f"--{split}-frames",
+            )
 
 
 def behaviour_rng(seed: int, game: str, episode: int) -> np.random.Generator:
@@ -210,6 +244,14 @@ def one_by_one(steps_for: Callable[[int, dict], Iterable[Step]]) -> Episodes:
 
 #: A val split plays at least one episode, however few its frames: generate's and DAgger's.
 MIN_VAL_EPISODES = 1
+
+
+def split_plan(train_frames: int, val_frames: int, min_train_episodes: int) -> list[tuple[str, int, int, int]]:
+    """What ``fill_splits`` plays: each split's (name, first episode number, frames, min episodes)."""
+    return [
+        ("val", VAL_EPISODES_FROM, val_frames, MIN_VAL_EPISODES),
+        ("train", TRAIN_EPISODES_FROM, train_frames, min_train_episodes),
+    ]
 
 
 def fill_splits(writer: GameWriter, episodes: Episodes, plan: list[tuple[str, int, int, int]], progress=None) -> None:
@@ -380,10 +422,7 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
         fill_splits(
             writer,
             played_ahead(cfg, game) if fanned else one_by_one(steps_for),
-            [
-                ("val", VAL_EPISODES_FROM, cfg.val_frames, MIN_VAL_EPISODES),
-                ("train", TRAIN_EPISODES_FROM, cfg.train_frames, cfg.min_train_episodes),
-            ],
+            split_plan(cfg.train_frames, cfg.val_frames, cfg.min_train_episodes),
             progress,
         )
         baselines = None
