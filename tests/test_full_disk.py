@@ -57,6 +57,43 @@ def test_generate_and_pack_on_a_full_disk_say_so_on_one_line(tmp_path, pong_data
     assert not (tmp_path / "packed").exists()
 
 
+# A game whose frames (noise: a PNG of about 100 KB) are what the limit cuts, not its records.
+WRITE_NOISY_GAME = """
+import sys, numpy as np
+from atari_data.layout.writer import GameWriter, Step
+from laya_protocol.errors import os_said
+rng = np.random.default_rng(0)
+w = GameWriter(sys.argv[1], "synth", "Pong", frame_format="rgb_210x160", origin="test", license="CC0-1.0", frames=2)
+w.add_episode(2000, "train", (Step(rng.integers(0, 256, (210, 160, 3), np.uint8), 0) for _ in range(2)))
+try:
+    w.finish()
+except OSError as e:
+    print(os_said(e))
+"""
+
+
+def test_a_full_disk_names_the_frame_it_cut(tmp_path, pong_data):
+    """From an outside review: a write of a frame or a file by Path.write_bytes on a full disk was
+    'error: File too large', naming no file (an OSError of a write carries none)."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_NOISY_GAME, str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=_limited(),
+        timeout=120,
+    )
+    assert done.returncode == 0 and "File too large" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert "/images/synth-Pong-e002000-s00000" in done.stdout and ".png: " in done.stdout, done.stdout
+
+    packed = _run("atari_data.cli", "pack", pong_data, tmp_path / "repo", "--replay", limit=1 << 30)
+    assert packed.returncode == 0, packed.stderr[-2000:]
+    # a rebuilt Pong frame (about 850 bytes) is past the limit, the lock's pid is not
+    _one_line(_run("atari_data.cli", "rebuild", tmp_path / "repo", "--root", tmp_path / "out", limit=512), ".png")
+    assert not list((tmp_path / "out").rglob("_READY")), "nothing marked ready"
+
+
 def test_the_judge_and_training_on_a_full_disk_say_so_on_one_line(tmp_path, pong_data):
     judge = ["run", "--policy", "random", "--games", "Pong", "--episodes", 1, "--cap", 50, "--random-episodes", 0]
     _one_line(_run("laya_eval.cli", *judge, "--out", tmp_path / "r.json", limit=2 << 10), "r.json")

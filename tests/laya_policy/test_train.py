@@ -823,6 +823,15 @@ def test_dagger_round_from_a_checkpoint_then_training_on_both_sources(data, tmp_
         assert len(err) == 1 and "--games" in err[0] and said in err[0], err
         assert not (root / "dagger2").exists()
 
+    # a round written into the checkpoint's folder changes what push uploads (an outside review)
+    held = sorted(p.relative_to(out) for p in out.rglob("*"))
+    for inside in (out / "final", out / "final" / "data"):
+        args = ["dagger", "--model", str(out / "final"), "--root", str(inside), "--games", "Pong", "--round", "3"]
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --root: ") and "inside the checkpoint" in err and err.count("\n") == 1, err
+        assert sorted(p.relative_to(out) for p in out.rglob("*")) == held
+
 
 def test_resume_truncates_the_log_to_the_state_it_resumes_from(data, tmp_path):
     out = tmp_path / "run"

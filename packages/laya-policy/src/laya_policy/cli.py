@@ -147,14 +147,21 @@ def main(argv: list[str] | None = None) -> int:
                     f"samples/s); best {summary['best']}; checkpoint {args.out}/{FINAL}"
                 )
         if args.command == "dagger":
+            from pathlib import Path
+
+            from atari_data.errors import AtariDataError
             from atari_data.produce.dagger import DaggerConfig, write_dagger_round
             from laya_policy.play import LayaPolicy
 
+            cfg = from_args(DaggerConfig, args)  # refused before the checkpoint loads
+            model = Path(args.model)
+            if model.is_dir() and model.resolve() in (root := Path(cfg.root).resolve(), *root.parents):
+                raise AtariDataError(
+                    f"{cfg.root} is inside the checkpoint {args.model}: write the round elsewhere", field="--root"
+                )
             policy = LayaPolicy(args.model, device=args.device)
             learner = f"checkpoint {str(policy.identity['fingerprint'])[:12]}"  # however its path is spelled
-            for game, meta in write_dagger_round(
-                from_args(DaggerConfig, args), policy.frames_policy(), learner
-            ).items():
+            for game, meta in write_dagger_round(cfg, policy.frames_policy(), learner).items():
                 if meta is None:
                     print(f"{game}: already written (--force to redo)")
                 else:

@@ -143,3 +143,10 @@ def writing(path: str | os.PathLike, foreign: tuple[type[BaseException], ...] = 
         under = e.__context__
         why = under.strerror if isinstance(under, OSError) and under.strerror else str(e).splitlines()[0][:200]
         raise OSError(errno.EIO, f"cannot be written ({why})", str(path)) from None
+
+
+def write_file(path: str | os.PathLike, data: bytes | str) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` as one file, naming ``path`` in an OSError
+    (:func:`writing`)."""
+    with writing(path), open(path, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)

@@ -23,6 +23,7 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.schema import GAME_RE, SOURCE_RE
+from laya_protocol.files import write_file
 from laya_protocol.locks import FileLock as _FileLock
 
 READY = "_READY"
@@ -262,7 +263,7 @@ def copy_plain(src: Path, dest: Path, follow: bool = False) -> None:
     """Copy one small file as it is read here (a regular file within the file limit), never a FIFO
     or device; a link is refused unless ``follow`` (a game's own files are read as :class:`GameDir`
     reads them, so what is published is what was checked)."""
-    dest.write_bytes(read_file(src, follow=follow))
+    write_file(dest, read_file(src, follow=follow))
 
 
 def read_json(path: Path, follow: bool = True) -> dict:

@@ -352,8 +352,9 @@ class GameWriter:
             fd = os.open(path, flags, 0o644)
             try:
                 view = memoryview(data)
-                while view:  # a regular file takes it in one write; a full disk raises
-                    view = view[os.write(fd, view) :]
+                with writing(path):  # a write's own error names no file
+                    while view:  # a regular file takes it in one write; a full disk raises
+                        view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
         meta = {

@@ -36,6 +36,7 @@ import numpy as np
 from atari_data.errors import AtariDataError
 from atari_data.layout import remove, swap_into_place
 from atari_data.publish import repo
+from laya_protocol.files import write_file
 
 ARRAYS = {
     "video_latents": (4, np.float16),
@@ -428,4 +429,4 @@ def _write_card(path: Path, name: str, counts: dict) -> None:
         + "\n".join(f"| {g} | {n} |" for g, n in counts.items())
         + "\n"
     )
-    path.write_text("---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body)
+    write_file(path, "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body)

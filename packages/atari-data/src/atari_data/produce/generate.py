@@ -140,7 +140,8 @@ def check_room(plan: Sequence[tuple[str, int, int, int]], decision_cap: int | No
             )
         if by_frames > room:
             raise AtariDataError(
-                f"{frames:,} {split} records need at least {by_frames:,} episodes of at most {most:,} decision{'s' * (most > 1)}; "
+                f"{frames:,} {split} records need at least {by_frames:,} episodes of at most "
+                f"{most:,} decision{'s' * (most > 1)}; "
                 f"{where} holds at most {room:,} {split} episodes (lower --{split}-frames or raise --decision-cap)",
                 field=f"--{split}-frames",
             )

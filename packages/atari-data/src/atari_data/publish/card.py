@@ -16,6 +16,7 @@ from atari_data.errors import AtariDataError
 from atari_data.layout import leaves_folder
 from atari_data.publish import repo
 from atari_data.schema import RECORD, SCHEMA_VERSION, hf_features, markdown_table
+from laya_protocol.files import write_file
 from laya_protocol.names import score_key, scores_key
 from laya_protocol.protocol import BASELINE_CAP
 
@@ -420,7 +421,8 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
                 f"{'`' + emulator['rom_md5'] + '`' if emulator.get('rom_md5') else '—'} |"
             )
     template = Template((Path(__file__).parent / "card_template.md").read_text())
-    path.write_text(
+    write_file(
+        path,
         template.substitute(
             header=card_yaml(summary, metas),
             name=name,
@@ -441,7 +443,7 @@ def write_card(path: Path, name: str, summary: dict, metas: dict[str, dict[str, 
             baselines=_baselines_section(metas),
             licenses="\n".join(_license_lines(metas)),
             citations=CITATIONS,
-        )
+        ),
     )
 
 
@@ -534,4 +536,4 @@ def write_replay_card(path: Path, name: str, summary: dict, metas: dict[str, dic
                 f"{p.get('repeat_action_probability', '')}, frameskip {p.get('frameskip', '')} |"
             )
     lines += ["", "## Licenses", "", *_license_lines(metas), "", "## Citation", "", CITATIONS, ""]
-    path.write_text("\n".join(lines))
+    write_file(path, "\n".join(lines))

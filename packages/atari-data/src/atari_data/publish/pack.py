@@ -53,6 +53,7 @@ from atari_data.schema import (
     json_schema,
 )
 from atari_data.threads import MAX_THREADS, frame_threads
+from laya_protocol.files import write_file
 from laya_protocol.names import HUB_SPLITS
 
 log = logging.getLogger(__name__)
@@ -432,7 +433,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path, before: dict[Path, t
             summary["configs"][source] = conf
         (tmp / repo.SCHEMA).mkdir()
         for kind in repo.SCHEMA_KINDS:
-            (tmp / repo.schema_file(kind)).write_text(json.dumps(json_schema(kind), indent=2) + "\n")
+            write_file(tmp / repo.schema_file(kind), json.dumps(json_schema(kind), indent=2) + "\n")
         write_card(tmp / repo.CARD, cfg.name, summary, metas, cfg.repo)
         _unchanged(before)
         return _finish(tmp, out, summary, cfg)

@@ -45,6 +45,7 @@ from atari_data.layout.validate import commit_game
 from atari_data.publish.repo import REPLAY
 from atari_data.schema import GAME_RE, SOURCE_RE, check_structure
 from atari_data.schema import META as META_SCHEMA
+from laya_protocol.files import write_file
 from laya_protocol.games import all_games, minimal_actions
 from laya_protocol.names import SPLITS
 from laya_protocol.protocol import Protocol
@@ -71,7 +72,7 @@ def write_replay_game(g: GameDir, dest: Path) -> int:
         for rec in g.records(split):
             md5 = {k: pixel_md5(g.frame(rec, prev=k == "prev_image")) for k in ("image", "prev_image") if k in rec}
             lines.append(json.dumps({"record": rec, "md5": md5}, ensure_ascii=False, separators=(",", ":")))
-        (dest / split_file_name(split)).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        write_file(dest / split_file_name(split), "".join(line + "\n" for line in lines))
         n += len(lines)
     return n
 
@@ -250,7 +251,7 @@ def rebuild_game(src: Path, source: str, game: str, root: Path) -> GameRebuild:
             return res
         for s in SPLITS:
             text = b"".join(record_line(r["record"]) + b"\n" for r in packed.rows[s])
-            (staged.path / split_file_name(s)).write_bytes(text)
+            write_file(staged.path / split_file_name(s), text)
         copy_plain(src / META, staged.path / META, follow=True)  # a Hub snapshot is links into its blobs
         copy_plain(src / EPISODES, staged.path / EPISODES, follow=True)
         commit_game(staged, images=True, file=str(src))
@@ -276,7 +277,7 @@ def _write_frames(
                 res.frames += 1
                 if frame is not None and pixel_md5(frame) == row["md5"].get(key):
                     res.matched += 1
-                    (folder / rec[key]).write_bytes(encode_png(frame))  # rec[key] is images/<id>...: checked
+                    write_file(folder / rec[key], encode_png(frame))  # rec[key] is images/<id>...: checked
                 else:
                     res.mismatched.append(f"{rec['id']}:{key}")
 
