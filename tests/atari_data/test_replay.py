@@ -99,6 +99,9 @@ HOSTILE_REPLAYS = {
     "decisions past the moves": ("episodes.jsonl", lambda e: e.update(decisions=[10**9]), "decisions"),
     "a move outside the action set": ("episodes.jsonl", lambda e: e["moves"].__setitem__(0, 99), "moves"),
     "moves past the frame cap": ("episodes.jsonl", lambda e: e.update(moves=[0] * 30_000), "moves"),
+    # copied into the rebuilt layout unread (an outside review): an episode's split is its records'
+    "episode split unknown": ("episodes.jsonl", lambda e: e.update(split="test"), "split"),
+    "episode split not its records'": ("episodes.jsonl", lambda e: e.update(split="train"), "split"),
     "unknown protocol key": ("meta.json", lambda m: m["protocol"].update(evil=1), "protocol.evil"),
     "meta is a list": ("meta.json", "[1, 2]\n", "(file)"),
     "meta nested past recursion": ("meta.json", "[" * 100_000 + "]" * 100_000, "(file)"),

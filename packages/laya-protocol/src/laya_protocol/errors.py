@@ -50,9 +50,11 @@ def os_error_exit(e: OSError) -> int:
 
 
 def cause(e: BaseException, width: int = 200) -> str:
-    """``e`` for a one-line error: its type and the first line of its message, at most ``width``
-    characters. A pickle refused by ``torch.load(weights_only=True)`` is named for what it is: torch's
-    own first line is advice to load the file anyway, and cut short it lost its warning."""
+    """``e`` for a one-line error: its type and the first line of its message, with the lines after
+    while a line ends in ':' (torch's 'Error(s) in loading state_dict for X:' says what only on the
+    next), at most ``width`` characters, cut at a word with '...'. A pickle refused by
+    ``torch.load(weights_only=True)`` is named for what it is: torch's own first line is advice to
+    load the file anyway, and cut short it lost its warning."""
     import pickle
 
     try:
@@ -65,7 +67,14 @@ def cause(e: BaseException, width: int = 200) -> str:
             f"{type(e).__name__}: it holds pickled objects that are not tensors or plain data "
             f"({found[:width] or 'an unsupported object'}); refused, as loading them could run code"
         )
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")[:width]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    said = lines[:1]
+    while said and said[-1].endswith(":") and len(said) < len(lines):
+        said.append(lines[len(said)])
+    first = " ".join(said)
+    if len(first) > width:
+        cut = first[: width - 2]
+        first = (cut[: cut.rfind(" ")] if " " in cut else cut[: width - 3]).rstrip(" ,;:") + "..."
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 

@@ -167,6 +167,8 @@ def _read_episodes(path: Path, protocol: Protocol, n_actions: int) -> dict[int, 
             or any(a >= b for a, b in zip(decisions, decisions[1:], strict=False))
         ):
             raise bad("decisions", "is not an increasing list of positions among the moves")
+        if ep.get("split") not in SPLITS:
+            raise bad("split", f"{ep.get('split')!r} is not one of {', '.join(SPLITS)}")
         if ep["episode"] in episodes:
             raise bad("episode", f"episode {ep['episode']} is repeated")
         episodes[ep["episode"]] = ep
@@ -196,6 +198,12 @@ def _read_rows(src: Path, rules: GameRules, episodes: dict[int, dict]) -> dict[s
             if ep is None:
                 raise AtariDataError(
                     f"episode {rec['episode']} has records but no moves", file=str(path), line=n, field="episode"
+                )
+            if ep["split"] != split:  # copied into the rebuilt layout: it must say where the records are
+                raise AtariDataError(
+                    f"episode {rec['episode']} is a {ep['split']} episode, and has records in {path.name}",
+                    file=str(src / EPISODES),
+                    field="split",
                 )
             if rec["step"] >= len(ep["decisions"]):
                 raise AtariDataError(
