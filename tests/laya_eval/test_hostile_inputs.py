@@ -374,6 +374,7 @@ def test_a_second_run_on_the_same_results_file_is_refused_while_the_first_writes
         "evil\n\n<script>alert(1)</script>\n# Injected heading",
         "a | b | c",
         "code`span` breaks",
+        "[a link](https://example.invalid) *loud* __louder__ ~~gone~~",  # rendered as a link and emphasis
         "x$\\frac{1}$y",  # matplotlib's mathtext: a ParseSyntaxException traceback, exit 1
         "$" + "{" * 3000,  # a RecursionError
     ],
@@ -394,6 +395,7 @@ def test_text_from_a_results_file_is_shown_as_text(results, tmp_path, text):
     assert code == 0, err
     report = (tmp_path / "rep" / "report.md").read_text()
     assert "<script>" not in report and "\n# Injected" not in report and "`span`" not in report, report
+    assert "[a link](" not in report and "*loud*" not in report and "~~gone" not in report, report
     rows = [line for line in report.splitlines() if line.startswith("| Breakout |")]
     assert len(rows) == 1 and rows[0].replace("\\|", "").count("|") == 8, rows
     assert {p.name for p in (tmp_path / "rep").iterdir()} == {

@@ -37,11 +37,14 @@ def _fmt(x, digits=3) -> str:
 
 def md(x) -> str:
     """Text from a results file as Markdown shows it: one line, HTML as text, no table cell or code
-    span broken (a policy name or an error could write a heading, a script or table rows)."""
+    span broken, no link or emphasis made (a policy name or an error could write a heading, a script,
+    table rows or a link)."""
     text = " ".join(str(x).split())
-    for raw, shown in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`")):
+    for raw, shown in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
         text = text.replace(raw, shown)
-    return text
+    # '_' inside a word makes no emphasis (CommonMark), so a file name like run_1.json stays as typed
+    inner = {i for i in range(1, len(text) - 1) if text[i] == "_" and text[i - 1].isalnum() and text[i + 1].isalnum()}
+    return "".join("\\" + c if c in "\\|`*_[]~" and i not in inner else c for i, c in enumerate(text))
 
 
 def tex(x, width: int = 60, keep_end: bool = False) -> str:
