@@ -412,3 +412,63 @@ def test_a_video_on_a_full_disk_is_one_line_naming_it_and_leaves_nothing(ckpt, t
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and str(video) in lines[0], done.stderr[-2000:]
     assert list(tmp_path.iterdir()) == []
+
+
+# A training run writing its checkpoint at each evaluation, here every half second: two policies'
+# checkpoints, in turn, into one folder.
+REWRITE_FOREVER = """
+import sys, time
+from laya_policy.backbone import build_backbone
+from laya_policy.checkpoint import AgentConfig, save_checkpoint
+from laya_policy.model import ChoicePolicy
+
+made = []
+for seed, temperature in ((1, 1.0), (2, 0.5)):
+    backbone, tokenizer = build_backbone("tiny", image_size=128, seed=seed)
+    cfg = AgentConfig(image_size=128, frames=2, temperatures={"choice": temperature})
+    made.append((ChoicePolicy(backbone, tokenizer), cfg))
+save_checkpoint(*made[1], sys.argv[1])
+print("written", flush=True)
+while True:
+    for policy, cfg in made:
+        save_checkpoint(policy, cfg, sys.argv[1])
+        time.sleep(0.5)
+"""
+
+
+def test_a_checkpoint_rewritten_while_it_loads_is_read_whole(tmp_path):
+    """From an outside review: `play` and laya-eval read a checkpoint that train was replacing as one
+    policy's config with the other's weights, and laya-eval recorded it under the new one's
+    fingerprint, so push took those scores for the new checkpoint's."""
+    import subprocess
+    import sys
+
+    from laya_policy.checkpoint import fingerprint
+
+    seen = {}
+    for seed, temperature in ((1, 1.0), (2, 0.5)):
+        backbone, tokenizer = build_backbone("tiny", image_size=128, seed=seed)
+        path = tmp_path / f"seed{seed}"
+        save_checkpoint(
+            ChoicePolicy(backbone, tokenizer),
+            AgentConfig(image_size=128, frames=2, temperatures={"choice": temperature}),
+            path,
+        )
+        whole = LayaPolicy(str(path))
+        seen[fingerprint(path)] = (temperature, {k: v.clone() for k, v in whole.model.state_dict().items()})
+    folder = tmp_path / "run" / "final"
+    folder.parent.mkdir()
+    writer = subprocess.Popen([sys.executable, "-c", REWRITE_FOREVER, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "written"
+        for _ in range(12):
+            policy = LayaPolicy(str(folder))
+            said = policy.identity["fingerprint"]
+            assert said in seen, "a fingerprint of neither checkpoint"
+            temperature, weights = seen[said]
+            assert policy.temperature == temperature, "one checkpoint's config, the other's fingerprint"
+            state = policy.model.state_dict()
+            assert all(torch.equal(state[k], v) for k, v in weights.items()), "weights of another than the fingerprint"
+    finally:
+        writer.kill()
+        writer.wait()

@@ -17,8 +17,8 @@ A config without the preprocessing keys means 512 through the processor, and a C
 from __future__ import annotations
 
 import json
-import os
 import re
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-from atari_data.layout import remove, staged
+from atari_data.layout import FolderPin, remove, set_aside, staged, swap_into_place
 from atari_data.publish.repo import HUB_REF_RE
 from laya_policy.backbone import download_hint, load_pretrained
 from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
@@ -110,8 +110,7 @@ def save_checkpoint(
         (tmp / CONFIG).write_text(json.dumps(asdict(cfg), indent=2) + "\n")
         if training is not None:
             (tmp / TRAINING).write_text(json.dumps(training, indent=2) + "\n")
-        remove(path)
-        os.replace(tmp, path)
+        swap_into_place(tmp, path)  # a reader meets the old folder or the new one (load_whole)
     return path
 
 
@@ -331,6 +330,42 @@ def load_config(path: str | Path) -> AgentConfig:
     if cfg.backbone == CNN and not SIZES[0] <= cfg.image_size <= SIZES[1]:  # checked before a layer is built
         raise ValueError(f"{file}: image_size {cfg.image_size}: the cnn takes {SIZES[0]} to {SIZES[1]} pixels")
     return cfg
+
+
+#: Reads of a checkpoint that a training run replaced meanwhile, before a load gives up.
+READS = 10
+
+
+def load_whole(spec: str | Path, device="cpu") -> tuple[Path, ChoicePolicy | NatureCNN, AgentConfig, str]:
+    """(folder, model, config, fingerprint) of one and the same checkpoint. A training run replaces
+    its checkpoint folder whole at each evaluation (save_checkpoint), while a player may be loading
+    it: a read that met the swap is done again, so no one plays one checkpoint's config with the
+    other's weights, nor records the other's fingerprint with its scores."""
+    for attempt in range(READS):
+        if attempt:
+            time.sleep(0.05 * attempt)
+        local = Path(spec)
+        if not local.exists() and set_aside(local).exists():  # between the swap's two renames
+            continue
+        folder = checkpoint_folder(spec)  # a Hub id: its snapshot, which nothing swaps
+        try:
+            pin = FolderPin(folder)
+        except FileNotFoundError:
+            continue
+        try:
+            model, cfg = load_checkpoint(folder, device)
+            said = fingerprint(folder)
+        except (OSError, ValueError):
+            if pin.same():
+                raise
+            continue
+        finally:
+            pin.close()
+        if pin.same():
+            return folder, model, cfg, said
+    raise ValueError(
+        f"{spec}: was replaced while it was read, {READS} times; load it once the run writing it has ended"
+    )
 
 
 def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | NatureCNN, AgentConfig]:

@@ -14,7 +14,7 @@ import torch
 
 from atari_data.schema.questions import game_question
 from laya_policy.cache import FrameFeatureCache
-from laya_policy.checkpoint import checkpoint_folder, fingerprint, load_checkpoint
+from laya_policy.checkpoint import load_whole
 from laya_policy.distributed import check_device
 from laya_policy.imageprep import ImagePrep
 from laya_policy.model import ChoicePolicy
@@ -35,8 +35,8 @@ class LayaPolicy:
         cuda_graph: bool = False,
     ):
         check_device(device)
-        folder = checkpoint_folder(checkpoint)  # a Hub id is looked up once, for the weights and the fingerprint
-        self.model, self.cfg = load_checkpoint(folder, device)
+        # one and the same checkpoint's weights and fingerprint, while a training run may be replacing it
+        folder, self.model, self.cfg, said = load_whole(checkpoint, device)
         path = preprocess or self.cfg.preprocess
         if path != self.cfg.preprocess and not force:
             raise PathMismatch(
@@ -51,7 +51,7 @@ class LayaPolicy:
         self.cache = FrameFeatureCache(self._encode) if use_cache else None
         self.identity = {
             "checkpoint": str(checkpoint),
-            "fingerprint": fingerprint(folder),  # what push checks a results file by
+            "fingerprint": said,  # what push checks a results file by
             "backbone": self.cfg.backbone,
             "frames": self.cfg.frames,
             "image_size": self.cfg.image_size,

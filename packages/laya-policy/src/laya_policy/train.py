@@ -42,8 +42,8 @@ from laya_policy.checkpoint import (
     TEMPERATURES,
     TRAINING,
     AgentConfig,
-    load_checkpoint,
     load_config,
+    load_whole,
     on_hub,
     read_json_file,
     replaceable,
@@ -388,10 +388,10 @@ def build(cfg: TrainConfig) -> Setup:
     dist = Distributed(cfg.device)
     threads = set_threads(cfg.threads, cfg.device)
     torch.manual_seed(cfg.seed)
-    start = load_config(cfg.init_from) if cfg.init_from else None
+    start = None
     model: ChoicePolicy | NatureCNN
-    if cfg.init_from:
-        model, _ = load_checkpoint(cfg.init_from, cfg.device)
+    if cfg.init_from:  # its config and weights one checkpoint's, while another run may be replacing it
+        _, model, start, _ = load_whole(cfg.init_from, cfg.device)
     elif cfg.backbone == CNN:
         model = NatureCNN(frames, image_size, cfg.cnn_inputs or MOTION).to(cfg.device)
     else:

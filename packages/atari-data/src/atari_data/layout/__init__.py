@@ -100,8 +100,9 @@ class GameDir:
 
 
 class FolderPin:
-    """A game folder held open by a descriptor, to tell whether its path still names it. generate and
-    import swap a finished game in as a new folder; readers take no lock (a read-only layout reads),
+    """A folder held open by a descriptor, to tell whether its path still names it. generate and
+    import swap a finished game in as a new folder, train a checkpoint; readers take no lock (a
+    read-only layout reads),
     so one that reads a game over time pins it first and checks before trusting what it read. The
     open folder keeps its inode, so no later folder can be given the same one, and a mode changed or
     a file added (which change a folder's ctime) is not taken for a swap."""
@@ -299,11 +300,17 @@ def OutputLock(target: str | os.PathLike, what: str) -> _FileLock:  # noqa: N802
     return _FileLock.beside(target, what, lambda message, file: AtariDataError(message, file=file, field="(lock)"))
 
 
+def set_aside(final: Path) -> Path:
+    """Where :func:`swap_into_place` keeps the old ``final`` between its two renames: a reader that
+    finds ``final`` missing and this present has met a swap, and reads again."""
+    return final.with_name(f".{final.name}.old")
+
+
 def swap_into_place(new: Path, final: Path) -> None:
     """Move the finished folder ``new`` to ``final``; an old ``final`` is set aside first and deleted
     only once the new one is in place, so a kill at any moment leaves ``final`` whole (old or new) or,
-    between the two renames, absent with the old one intact beside it as ``.<name>.old``."""
-    old = final.with_name(f".{final.name}.old")
+    between the two renames, absent with the old one intact beside it (:func:`set_aside`)."""
+    old = set_aside(final)
     remove(old)  # a link or a file there goes itself, never what it points at
     if final.exists() or final.is_symlink():
         os.replace(final, old)
