@@ -1,5 +1,6 @@
 """Two writers at once, and writers killed mid-way: nothing is lost, raced or left running."""
 
+import contextlib
 import json
 import os
 import signal
@@ -473,3 +474,66 @@ def test_an_idle_worker_stopped_by_sigterm_leaves_the_pool_whole(tmp_path, monke
     (tmp_path / "go").touch()
     done.join(40)
     assert outcome == {"result": ["long", "short"]}, outcome or "the pool hung after its idle worker was stopped"
+
+
+# A writer replacing a game again and again, as generate --force and import do: through the one
+# commit every writer uses (validated when staged, swapped in whole, then marked ready).
+REPLACE_FOREVER = """
+import shutil, sys
+from pathlib import Path
+from atari_data.layout import staged_game
+from atari_data.layout.validate import commit_game
+
+root, sources = sys.argv[1], sys.argv[2:]
+print("replacing", flush=True)
+while True:
+    for src in sources:
+        with staged_game(root, "expert2f", "Pong", "partial") as staged:
+            shutil.copytree(Path(src) / "expert2f" / "Pong", staged.path, dirs_exist_ok=True)
+            commit_game(staged, images=False, file="Pong")
+"""
+
+
+def test_validate_and_pack_of_a_game_replaced_meanwhile_say_so_and_nothing_else(tmp_path, capsys):
+    """From an outside review: validate beside a generate --force of a game reported thousands of
+    defects that were not there (records of one game checked against the other's meta.json, frames
+    gone), where the layout was valid before and after; pack said a frame 'is missing'."""
+    import shutil
+
+    from atari_data.produce.generate import generate_game
+
+    from .conftest import small_config
+
+    games = []
+    for n, frames in ((0, 40), (1, 70)):  # two valid Pong games with other record counts
+        games.append(tmp_path / f"g{n}")
+        generate_game(small_config(games[-1], seed=n, train_frames=frames, baseline_episodes=0), "Pong")
+    root = tmp_path / "root"
+    shutil.copytree(games[0], root)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", REPLACE_FOREVER, str(root), *map(str, games)], stdout=subprocess.PIPE, text=True
+    )
+    said, held = set(), set()
+    try:
+        assert writer.stdout.readline().strip() == "replacing"
+        runs, start = 0, time.monotonic()
+        while (runs < 25 or len(held) < 2) and time.monotonic() - start < 30:  # past both versions, at least
+            runs += 1
+            report = validate(root, images=True)
+            said |= {(e.field, e.message.split(" (")[0]) for e in report.defects}
+            with contextlib.suppress(OSError):  # between a swap's two renames
+                held.add(json.loads((root / "expert2f/Pong/meta.json").read_text())["train"]["records"])
+        capsys.readouterr()
+        for n in range(8):
+            if main(["pack", str(root), str(tmp_path / f"packed{n}")]) != 0:
+                said.add(("pack", capsys.readouterr().err.split(": ", 3)[-1].split(" (")[0]))
+    finally:
+        writer.kill()
+        writer.wait()
+    assert held == {40, 70}, f"the game was not replaced while it was validated: {held}"
+    assert said <= {
+        ("(folder)", "was replaced while it was validated"),
+        ("pack", "was replaced while it was packed"),
+        ("pack", "is being replaced"),  # met between the swap's two renames
+        ("pack", "has no ready games to pack"),  # listed there, before _READY
+    }, said

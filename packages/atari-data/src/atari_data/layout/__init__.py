@@ -99,6 +99,17 @@ class GameDir:
             raise AtariDataError(f"cannot read frame ({e})", file=str(path), field="image") from None
 
 
+def replaced(path: Path, while_it_was: str, again: str) -> AtariDataError:
+    """The error of a game folder swapped while it was read (``while_it_was``: read, packed,
+    validated); ``again`` is what to run once the swap has finished."""
+    return AtariDataError(
+        f"was replaced while it was {while_it_was} (a generate, import or dagger --force of it?); {again} "
+        "again once that has finished",
+        file=str(path),
+        field="(folder)",
+    )
+
+
 class FolderPin:
     """A folder held open by a descriptor, to tell whether its path still names it. generate and
     import swap a finished game in as a new folder, train a checkpoint; readers take no lock (a
@@ -126,14 +137,7 @@ class FolderPin:
             raise self.replaced("read", reader)
 
     def replaced(self, while_it_was: str, again: str) -> AtariDataError:
-        """The error of a folder swapped while it was read (``while_it_was``: read, packed); ``again``
-        is what to run once the swap has finished."""
-        return AtariDataError(
-            f"was replaced while it was {while_it_was} (a generate, import or dagger --force of it?); {again} "
-            "again once that has finished",
-            file=str(self.path),
-            field="(folder)",
-        )
+        return replaced(self.path, while_it_was, again)
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

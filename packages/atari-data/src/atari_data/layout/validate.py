@@ -15,7 +15,17 @@ from pathlib import Path
 import orjson
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import EPISODES, META, READY, GameDir, list_games, read_file, swap_into_place, write_atomic
+from atari_data.layout import (
+    EPISODES,
+    META,
+    READY,
+    GameDir,
+    list_games,
+    read_file,
+    replaced,
+    swap_into_place,
+    write_atomic,
+)
 from atari_data.layout.png import formats_of, frame_defect, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, record_line, side_paths
 from atari_data.limits import check as check_size
@@ -52,7 +62,19 @@ def validate(root, sources=None, games=None, images: bool = False) -> Report:
             report.not_ready.append(g)
             continue
         report.games.append(g)
-        _GameCheck(g, images, report).run()
+        try:  # readers take no lock: a writer may swap the game in anew while it is checked
+            pin = g.pin()
+        except OSError:  # gone since it was listed: the swap's middle
+            report.defects.append(replaced(g.path, "validated", "validate"))
+            continue
+        before = len(report.defects)
+        try:
+            _GameCheck(g, images, report).run()
+        finally:
+            pin.close()
+        if not pin.same():  # its defects may be one version's records against the other's meta.json
+            del report.defects[before:]
+            report.defects.append(pin.replaced("validated", "validate"))
     return report
 
 

@@ -318,6 +318,7 @@ def pack(cfg: PackConfig) -> dict:
     before = _fingerprints(games)  # before anything is read: a game replaced from now on is caught
     report = validate(cfg.root, cfg.sources, cfg.games)
     if not report.ok:
+        _unchanged(before)  # a game replaced meanwhile is named as that, not as its defects
         raise AtariDataError(
             f"{len(report.defects)} defects, e.g. {report.defects[0].render()}; run `atari-data validate` first",
             file=str(cfg.root),
@@ -437,8 +438,10 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path, before: dict[Path, t
         write_card(tmp / repo.CARD, cfg.name, summary, metas, cfg.repo)
         _unchanged(before)
         return _finish(tmp, out, summary, cfg)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, (AtariDataError, OSError)):
+            _unchanged(before)  # a frame gone mid-swap is the game replaced, not a defect of it
         raise
 
 
