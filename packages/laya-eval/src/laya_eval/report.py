@@ -21,6 +21,7 @@ from laya_eval.errors import EvalError
 from laya_eval.evaluate import scored_sets
 from laya_eval.jsonfile import replace_file
 from laya_eval.stats import bootstrap_ci, mean_of_means, performance_profile
+from laya_protocol.locks import FileLock
 from laya_protocol.wording import counted
 
 AGGREGATES = (
@@ -223,16 +224,18 @@ def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
     runs = [runs] if isinstance(runs, dict) else runs
     out = out_folder(out_dir)
     text = markdown_all(runs)
-    written = [replace_file(out / "report.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))]
-    runs = [r for r in runs if _scored(r)]
-    for name, draw in (("normalised.png", _per_game), ("aggregates.png", _aggregates), ("profile.png", _profile)):
-        if not runs:  # no game scored: an earlier report's figure of this name would show another run
-            if (out / name).is_file() or (out / name).is_symlink():
-                (out / name).unlink()
-            continue
-        fig = draw(plt, runs)
-        written.append(replace_file(out / name, partial(_png, fig)))
-        plt.close(fig)
+    # one report into a folder at a time: two left one's report.md beside the other's figures
+    with FileLock.beside(out, f"a report into {out}", lambda m, f: EvalError(m, file=f, field="--out")):
+        written = [replace_file(out / "report.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))]
+        runs = [r for r in runs if _scored(r)]
+        for name, draw in (("normalised.png", _per_game), ("aggregates.png", _aggregates), ("profile.png", _profile)):
+            if not runs:  # no game scored: an earlier report's figure of this name would show another run
+                if (out / name).is_file() or (out / name).is_symlink():
+                    (out / name).unlink()
+                continue
+            fig = draw(plt, runs)
+            written.append(replace_file(out / name, partial(_png, fig)))
+            plt.close(fig)
     return written
 
 
