@@ -1355,3 +1355,20 @@ def draw_batch(s, step: int = 0):
     from laya_policy.inputs import draw
 
     return draw(s.train, s.cfg.batch, s.cfg.seed, step=step)
+
+
+def test_no_records_because_a_game_is_not_ready_says_which(data, tmp_path, capsys):
+    """From an outside review: train beside a generate --force of its only game said 'no training
+    records for sources all and games ['Pong']', where the game was there, between its swap and its
+    _READY: the game it ignored is named."""
+    import shutil
+
+    from laya_policy.cli import main
+
+    root = tmp_path / "data"
+    shutil.copytree(data, root)
+    (root / "expert2f" / "Pong" / "_READY").unlink()
+    argv = ["train", "--data", str(root), "--out", str(tmp_path / "r"), "--games", "Pong", "--steps", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no training records" in err and "expert2f/Pong is not ready" in err and err.count("\n") == 1, err

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import fresh_file, staged, write_atomic
+from atari_data.layout import fresh_file, list_games, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
 from atari_data.publish.repo import data_kind
 from atari_data.schema import target_of
@@ -319,6 +319,16 @@ def group_game(key: str) -> str:
     return key.split("/", 1)[0]
 
 
+def not_ready(cfg: TrainConfig) -> list[str]:
+    """The layout's games that ``cfg`` asks for and readers ignore for now: being written (between
+    a swap and its _READY), or left so by a stopped writer."""
+    if data_kind(cfg.data) != "layout":
+        return []
+    return [
+        f"{g.source}/{g.game}" for g in list_games(cfg.data, cfg.sources, cfg.games, ready_only=False) if not g.ready
+    ]
+
+
 def load_groups(cfg: TrainConfig, split: str, games: list[str] | None = None) -> dict[str, list[Example]]:
     """Examples by balancing group (:func:`group_key`)."""
     groups: dict[str, list[Example]] = {}
@@ -432,8 +442,14 @@ def build(cfg: TrainConfig) -> Setup:
     train = {k: v[dist.rank :: dist.world] for k, v in whole.items()}
     val = load_groups(cfg, "val") if dist.main else {}
     if not train:
+        waiting = not_ready(cfg)
         raise ValueError(
             f"{cfg.data}: no training records for sources {cfg.sources or 'all'} and games {cfg.games or 'all'}"
+            + (
+                f"; {', '.join(waiting)} {'is' if len(waiting) == 1 else 'are'} not ready (no _READY)"
+                if waiting
+                else ""
+            )
         )
     if cfg.calibrate_on and dist.main:  # checked now: after training it silently left final/ at T = 1
         held = {ex.rec["game"] for group in load_groups(cfg, "val", cfg.calibrate_on).values() for ex in group}
