@@ -442,6 +442,7 @@ def test_a_checkpoint_rewritten_while_it_loads_is_read_whole(tmp_path):
     fingerprint, so push took those scores for the new checkpoint's."""
     import subprocess
     import sys
+    import time
 
     from laya_policy.checkpoint import fingerprint
 
@@ -459,9 +460,12 @@ def test_a_checkpoint_rewritten_while_it_loads_is_read_whole(tmp_path):
     folder = tmp_path / "run" / "final"
     folder.parent.mkdir()
     writer = subprocess.Popen([sys.executable, "-c", REWRITE_FOREVER, str(folder)], stdout=subprocess.PIPE, text=True)
+    loaded = set()
     try:
         assert writer.stdout.readline().strip() == "written"
-        for _ in range(12):
+        loads, start = 0, time.monotonic()
+        while (loads < 40 or len(loaded) < 2) and time.monotonic() - start < 30:  # a load takes ~30 ms
+            loads += 1
             policy = LayaPolicy(str(folder))
             said = policy.identity["fingerprint"]
             assert said in seen, "a fingerprint of neither checkpoint"
@@ -469,6 +473,17 @@ def test_a_checkpoint_rewritten_while_it_loads_is_read_whole(tmp_path):
             assert policy.temperature == temperature, "one checkpoint's config, the other's fingerprint"
             state = policy.model.state_dict()
             assert all(torch.equal(state[k], v) for k, v in weights.items()), "weights of another than the fingerprint"
+            loaded.add(said)
     finally:
         writer.kill()
         writer.wait()
+    assert loaded == set(seen), "the checkpoint was not replaced while it was loaded"
+
+
+def test_a_checkpoint_left_between_the_two_renames_of_its_save_is_named(ckpt, tmp_path):
+    """A run killed between save_checkpoint's renames leaves only the old folder, set aside."""
+    import shutil
+
+    shutil.copytree(ckpt[0], tmp_path / ".final.old")
+    with pytest.raises(FileNotFoundError, match=r"final: is missing, and .*\.final\.old holds the checkpoint"):
+        LayaPolicy(str(tmp_path / "final"))

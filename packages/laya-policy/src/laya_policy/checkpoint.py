@@ -338,31 +338,43 @@ READS = 10
 
 def load_whole(spec: str | Path, device="cpu") -> tuple[Path, ChoicePolicy | NatureCNN, AgentConfig, str]:
     """(folder, model, config, fingerprint) of one and the same checkpoint. A training run replaces
-    its checkpoint folder whole at each evaluation (save_checkpoint), while a player may be loading
-    it: a read that met the swap is done again, so no one plays one checkpoint's config with the
-    other's weights, nor records the other's fingerprint with its scores."""
+    its ``best/`` (when an evaluation improves on it) and ``final/`` (at its end) whole, by
+    save_checkpoint, while a player may be loading one: a read that met the swap is done again, so no
+    one plays one checkpoint's config with the other's weights, nor records the other's fingerprint."""
+    local = Path(spec)
+
+    def mid_swap() -> bool:  # between save_checkpoint's two renames: the old one set aside
+        return not local.exists() and set_aside(local).exists()
+
     for attempt in range(READS):
         if attempt:
             time.sleep(0.05 * attempt)
-        local = Path(spec)
-        if not local.exists() and set_aside(local).exists():  # between the swap's two renames
+        if mid_swap():  # before checkpoint_folder, which would take a missing ORG/NAME for a Hub id
             continue
-        folder = checkpoint_folder(spec)  # a Hub id: its snapshot, which nothing swaps
         try:
+            folder = checkpoint_folder(spec)  # a Hub id: its snapshot, which nothing swaps
             pin = FolderPin(folder)
-        except FileNotFoundError:
-            continue
+        except OSError:
+            if mid_swap():
+                continue
+            raise
         try:
             model, cfg = load_checkpoint(folder, device)
             said = fingerprint(folder)
+            whole = pin.same()  # asked while the folder is held open: no later one can have its inode
         except (OSError, ValueError):
             if pin.same():
                 raise
             continue
         finally:
             pin.close()
-        if pin.same():
+        if whole:
             return folder, model, cfg, said
+    if mid_swap():
+        raise FileNotFoundError(
+            f"{spec}: is missing, and {set_aside(local)} holds the checkpoint it replaced (a run stopped "
+            "between the two renames of its save?): move that folder back to load it"
+        )
     raise ValueError(
         f"{spec}: was replaced while it was read, {READS} times; load it once the run writing it has ended"
     )

@@ -70,9 +70,10 @@ def validate(root, sources=None, games=None, images: bool = False) -> Report:
         before = len(report.defects)
         try:
             _GameCheck(g, images, report).run()
+            whole = pin.same()  # asked while the folder is held open: no later one can have its inode
         finally:
             pin.close()
-        if not pin.same():  # its defects may be one version's records against the other's meta.json
+        if not whole:  # its defects may be one version's records against the other's meta.json
             del report.defects[before:]
             report.defects.append(pin.replaced("validated", "validate"))
     return report
