@@ -59,6 +59,11 @@ def test_generate_then_validate_in_a_fresh_process(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error: expert2f/Freeway/meta.json: caps.train: written with "), out + err
     assert err.count("\n") == 1 and "--force" in err, err
+    assert main([*args[:-1], "2"]) == 2  # --baseline-episodes 2: measured with the game, so held by it
+    assert capsys.readouterr().err == (
+        "error: expert2f/Freeway/meta.json: baselines: written with 1, this run asks for 2: pass --force to "
+        "replace the game\n"
+    )
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == written
     val = subprocess.run(cmd + ["validate", str(root), "--images"], capture_output=True, text=True)
     assert val.returncode == 0 and "valid: 1 game, 40 records" in val.stdout, val.stdout + val.stderr

@@ -161,11 +161,11 @@ def test_a_crash_while_writing_leaves_no_ready_game(tmp_path, monkeypatch):
     w.add_episode(2000, "train", synthetic(2000, 5))
     calls = []
 
-    def failing(path, text):
+    def failing(path, text, sync=False):
         calls.append(path)
         raise OSError("disk full")
 
-    monkeypatch.setattr(wmod, "_write_file", failing)
+    monkeypatch.setattr(wmod, "write_file", failing)
     with pytest.raises(OSError):
         w.finish()
     assert calls and not (tmp_path / "synth/Breakout").exists()

@@ -422,31 +422,13 @@ def test_a_report_into_a_folder_of_an_earlier_one_leaves_none_of_its_figures(res
 
 def test_a_second_report_into_a_folder_being_written_is_refused(results, tmp_path, capsys):
     """From an outside review: two reports into one --out at once left one's report.md beside the
-    other's figures (both exit 0), or one failed naming a figure whose temporary the other took."""
-    import subprocess
-    import sys
-    import time
-
-    other = tmp_path / "other.json"
-    data = json.loads(results.read_text())
-    data["settings"]["policy"] = "someone-else"
-    other.write_text(json.dumps(data))
+    other's figures (both exit 0), or one failed naming a figure whose temporary the other took.
+    The first is a process holding the report's lock, as a report writing the folder does."""
     out = tmp_path / "rep"
-    first = subprocess.Popen(
-        [sys.executable, "-m", "laya_eval.cli", "report", str(results), "--out", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        start = time.monotonic()  # the first is writing once anything of its appears in the folder
-        while not (out.is_dir() and any(out.iterdir())) and time.monotonic() - start < 60:
-            time.sleep(0.005)
-        assert main(["report", str(other), "--out", str(out)]) == 2
+    out.mkdir()
+    with lock_held_elsewhere(tmp_path / ".rep.lock") as pid:
+        assert main(["report", str(results), "--out", str(out)]) == 2
         err = capsys.readouterr().err
-        assert "another process" in err and "is writing" in err and err.count("\n") == 1, err
-    finally:
-        _, first_err = first.communicate(timeout=120)
-    assert first.returncode == 0, first_err
-    report = (out / "report.md").read_text()
-    assert "someone-else" not in report and "random" in report
+        assert f"another process (pid {pid}) is writing" in err and err.count("\n") == 1, err
+    assert not list(out.iterdir()), "nothing written beside the first's"
+    assert main(["report", str(results), "--out", str(out)]) == 0, "the lock goes with its holder"

@@ -25,6 +25,8 @@ def test_a_first_line_that_only_introduces_the_next_keeps_them_together():
     cut = cause(RuntimeError("Error(s) in loading:\n\tMissing keys: " + "alpha " * 60), 60)
     assert len(cut) <= len("RuntimeError: ") + 60 and cut.endswith("..."), cut
     assert not cut.removesuffix("...").endswith(("alph", "alp", "al")), "cut at a word, not in one"
+    path = cause(OSError("cannot open: /data/" + "very-long-folder-name/" * 20), 80)
+    assert len(path) <= len("OSError: ") + 80 and "/data/very-long-folder-name/very" in path, "a long word is kept"
 
 
 def test_a_refused_pickle_is_named_for_what_it_is_never_with_advice_to_load_it():

@@ -72,9 +72,10 @@ def cause(e: BaseException, width: int = 200) -> str:
     while said and said[-1].endswith(":") and len(said) < len(lines):
         said.append(lines[len(said)])
     first = " ".join(said)
-    if len(first) > width:
-        cut = first[: width - 2]
-        first = (cut[: cut.rfind(" ")] if " " in cut else cut[: width - 3]).rstrip(" ,;:") + "..."
+    if len(first) > width:  # at a word, unless that drops much of a long one (a path)
+        cut = first[: width - 3]
+        at = cut.rfind(" ")
+        first = (cut[:at] if at > 0 and at >= len(cut) - 20 else cut).rstrip(" ,;:") + "..."
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 

@@ -145,8 +145,11 @@ def writing(path: str | os.PathLike, foreign: tuple[type[BaseException], ...] = 
         raise OSError(errno.EIO, f"cannot be written ({why})", str(path)) from None
 
 
-def write_file(path: str | os.PathLike, data: bytes | str) -> None:
+def write_file(path: str | os.PathLike, data: bytes | str, sync: bool = False) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` as one file, naming ``path`` in an OSError
-    (:func:`writing`)."""
+    (:func:`writing`); with ``sync``, on the disk before this returns."""
     with writing(path), open(path, "wb") as f:
         f.write(data.encode() if isinstance(data, str) else data)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())

@@ -112,11 +112,10 @@ def replaced(path: Path, while_it_was: str, again: str) -> AtariDataError:
 
 class FolderPin:
     """A folder held open by a descriptor, to tell whether its path still names it. generate and
-    import swap a finished game in as a new folder, train a checkpoint; readers take no lock (a
-    read-only layout reads),
-    so one that reads a game over time pins it first and checks before trusting what it read. The
-    open folder keeps its inode, so no later folder can be given the same one, and a mode changed or
-    a file added (which change a folder's ctime) is not taken for a swap."""
+    import swap a finished game in as a new folder, and train a checkpoint; readers take no lock (a
+    read-only layout reads), so one that reads a folder over time pins it first and checks before
+    trusting what it read. The open folder keeps its inode, so no later folder can be given the same
+    one, and a mode changed or a file added (which change a folder's ctime) is not taken for a swap."""
 
     def __init__(self, path: Path):
         self.path = path

@@ -26,7 +26,7 @@ from atari_data.layout.records import GameRules, image_name, record_line
 from atari_data.layout.validate import commit_game
 from atari_data.schema import FRAME_FORMAT_RE, SCHEMA_VERSION, check_structure, frame_size
 from atari_data.schema import META as META_SCHEMA
-from laya_protocol.files import writing
+from laya_protocol.files import write_file, writing
 from laya_protocol.games import emulator, minimal_actions
 from laya_protocol.names import SPLITS
 from laya_protocol.protocol import Protocol
@@ -192,12 +192,16 @@ class GameWriter:
                     (f"{key}.{k}", held.get(k), asked.get(k)) for k in {**held, **asked} if held.get(k) != asked.get(k)
                 )
             if held != asked:
-                raise AtariDataError(
-                    f"written with {held!r}, this run asks for {asked!r}: pass --force to replace the game",
-                    file=f"{self.source}/{self.game}/{META}",
-                    field=key,
-                )
+                raise self.held_otherwise(key, held, asked)
         return True
+
+    def held_otherwise(self, key: str, held: Any, asked: Any) -> AtariDataError:
+        """The error of a ready game whose meta.json field ``key`` holds other than a rerun asks."""
+        return AtariDataError(
+            f"written with {held!r}, this run asks for {asked!r}: pass --force to replace the game",
+            file=f"{self.source}/{self.game}/{META}",
+            field=key,
+        )
 
     def settings(self) -> dict[str, Any]:
         """The meta.json fields this writer fixes before a record is played: a ready game that
@@ -330,7 +334,7 @@ class GameWriter:
                 lines.append(record_line(rec))
                 labels[self.rules.actions[k.label]] += 1
                 episodes.add(k.episode)
-            _write_file(tmp / split_file_name(split), b"".join(line + b"\n" for line in lines))
+            write_file(tmp / split_file_name(split), b"".join(line + b"\n" for line in lines), sync=True)
             splits[split] = {
                 "records": len(lines),
                 "episodes": len(episodes),
@@ -344,7 +348,7 @@ class GameWriter:
                 for e in sorted(self._replays)
                 if e in kept_episodes
             ]
-            _write_file(tmp / EPISODES, "".join(line + "\n" for line in replays))
+            write_file(tmp / EPISODES, "".join(line + "\n" for line in replays), sync=True)
         # One thread: creating a file is CPU work in the kernel (ext4's inode allocator), and threads
         # contend (4,000 files: 0.11-0.16 s on one thread, 0.16-0.28 s on 2, 0.26-0.39 s on 8).
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
@@ -383,7 +387,7 @@ class GameWriter:
         if defects:
             f, msg = defects[0]
             raise AtariDataError(msg, file=f"{self.source}/{self.game}/{META}", field=f)
-        _write_file(tmp / META, json.dumps(meta, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        write_file(tmp / META, json.dumps(meta, indent=2, ensure_ascii=False, allow_nan=False) + "\n", sync=True)
 
         # The validator's view of what was written (records, files, first-step copies, meta.json against
         # the records), so a source that copies frames it was given cannot slip a broken game in; then
@@ -397,13 +401,6 @@ class GameWriter:
             splits["val"]["records"],
         )
         return meta
-
-
-def _write_file(path: Path, text: str | bytes) -> None:
-    with writing(path), open(path, "wb") as f:
-        f.write(text.encode() if isinstance(text, str) else text)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 #: The share of episodes that go to val where a source has no splits of its own (Atari-HEAD, PlayJev).

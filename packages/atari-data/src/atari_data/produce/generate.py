@@ -42,6 +42,7 @@ from laya_protocol.seeds import (
     VAL_EPISODES_FROM,
     episodes_room,
 )
+from laya_protocol.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ def check_room(plan: Sequence[tuple[str, int, int, int]], decision_cap: int | No
         if by_frames > room:
             raise AtariDataError(
                 f"{frames:,} {split} records need at least {by_frames:,} episodes of at most "
-                f"{most:,} decision{'s' * (most > 1)}; "
+                f"{counted(most, 'decision', grouped=True)}; "
                 f"{where} holds at most {room:,} {split} episodes (lower --{split}-frames or raise --decision-cap)",
                 field=f"--{split}-frames",
             )
@@ -411,6 +412,9 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
         force=cfg.force,
     ) as writer:
         if writer.complete:
+            held = len((writer.dir.meta().get("baselines") or {}).get(scores_key("expert"), []))
+            if held != cfg.baseline_episodes:  # measured with the game, so a part of what it holds
+                raise writer.held_otherwise("baselines", held, cfg.baseline_episodes)
             log.info("%s/%s is complete; skipping (use --force to redo)", cfg.source, game_name)
             return None
         expert = load_expert(cfg.expert, game_name, cfg.planner_frames)

@@ -37,6 +37,7 @@ from atari_data.layout import (
     list_games,
     read_file,
     remove,
+    set_aside,
     swap_into_place,
 )
 from atari_data.layout.png import LEVELS, formats_of, is_intact, recompress
@@ -363,7 +364,7 @@ def _pack(cfg: PackConfig, games: list[GameDir], out: Path, before: dict[Path, t
 
     tmp = out.with_name(f".{out.name}.partial")
     _clear_beside(tmp)
-    _clear_beside(out.with_name(f".{out.name}.old"), keep=True)  # swap_into_place removes it at the swap
+    _clear_beside(set_aside(out), keep=True)  # swap_into_place removes it at the swap
     try:  # a refused or interrupted pack leaves no staging folder behind
         by_source: dict[str, list[GameDir]] = {}
         for g in games:
