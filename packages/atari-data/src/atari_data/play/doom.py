@@ -21,7 +21,7 @@ from atari_data.produce.generate import check_counts, check_probability
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName
-from laya_protocol.seeds import EVAL_SEED_BASE, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM
+from laya_protocol.seeds import EVAL_SEED_BASE, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM, episodes_room
 
 
 def make_game(scenario: str = "basic", seed: int = 0):
@@ -110,7 +110,7 @@ def episode_seed(seed: int, episode: int) -> int:
     if episode >= EVAL_SEED_BASE:
         raise AtariDataError(
             f"episode {episode} would be seeded as laya-eval's evaluation episodes are (from {EVAL_SEED_BASE:,}); "
-            f"a Doom game holds at most {EVAL_SEED_BASE - TRAIN_EPISODES_FROM:,} train episodes",
+            f"a Doom game holds at most {episodes_room(TRAIN_EPISODES_FROM):,} train episodes",
             field="--train-frames",
         )
     return seed * SEED_STRIDE + episode
