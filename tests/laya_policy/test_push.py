@@ -243,6 +243,15 @@ def test_a_checkpoint_on_the_hub_can_be_pushed_again_by_its_id(ckpts, hub, tmp_p
     done = hub.push("me/policy", "--repo", "me/copy", home="other")
     assert done.returncode == 0, done.stderr
     assert hub.files("me/copy") == hub.files("me/policy")
+    # judged by its id from a fresh cache, off a terminal: the Hub client's "Fetching 8 files" bar was
+    # drawn into the log (an outside review), as laya-eval's command sets no bar of its own
+    from ..test_library_bars import bars_drawn
+
+    argv = ["run", "--policy", "laya:me/policy", "--games", "Pong", "--episodes", "1", "--cap", "5"]
+    argv += ["--random-episodes", "0", "--out", str(tmp_path / "judged.json")]
+    cmd = [sys.executable, "-m", "laya_eval.cli", *argv]
+    judged = subprocess.run(cmd, env=hub.env("judge"), capture_output=True, text=True, timeout=300)
+    assert judged.returncode == 0 and not bars_drawn(judged.stderr), judged.stderr[-2000:]
 
 
 def test_train_given_a_checkpoint_as_its_backbone_says_to_continue_from_it(ckpts, tmp_path):

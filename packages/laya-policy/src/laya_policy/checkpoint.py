@@ -28,6 +28,7 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 
 from atari_data.layout import FolderPin, remove, set_aside, staged, swap_into_place
+from atari_data.publish.bars import quiet_library_bars
 from atari_data.publish.repo import HUB_REF_RE
 from laya_policy.backbone import download_hint, load_pretrained
 from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
@@ -157,6 +158,7 @@ def resolve_checkpoint(spec: str | Path) -> Path:
         raise FileNotFoundError(f"{spec}: no such checkpoint folder (nor a Hub id ORG/NAME[@REVISION])")
     from huggingface_hub import snapshot_download
 
+    quiet_library_bars()  # here too: a judge playing laya:ORG/NAME sets none of its own
     try:
         wanted = sorted({*parts(cnn=True), *parts(cnn=False)})  # the repo's strays are not fetched
         return Path(snapshot_download(m[1], revision=m[2], allow_patterns=wanted))
