@@ -184,6 +184,16 @@ def _weights_of_nothing(ckpt):
     save_file({"unrelated": torch.zeros(1)}, str(ckpt / "backbone" / "model.safetensors"))
 
 
+def _tokenizer_config(edit):
+    def apply_to(ckpt):
+        path = ckpt / "backbone" / "tokenizer_config.json"
+        config = json.loads(path.read_text())
+        edit(config)
+        path.write_text(json.dumps(config))
+
+    return apply_to
+
+
 def _chat_template(text):
     def apply_to(ckpt):
         (ckpt / "backbone" / "chat_template.jinja").write_text(text)
@@ -214,6 +224,12 @@ HOSTILE_BACKBONES = {
         "chat template",
     ),
     "a template that raises": (_chat_template('{{ raise_exception("template ran") }}'), "chat template"),
+    # pushed and played to a TypeError traceback (an outside review)
+    "a tokenizer without a pad token": (_tokenizer_config(lambda c: c.pop("pad_token")), "pad token"),
+    "an image token the tokenizer does not have": (
+        _backbone_config(lambda c: c.update(image_token_id=7)),
+        "image_token_id",
+    ),
 }
 
 

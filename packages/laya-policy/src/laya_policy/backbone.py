@@ -261,6 +261,13 @@ def load_pretrained(name: str):
     lacking = sorted(info["missing_keys"]) + sorted(k for k, *_ in info.get("mismatched_keys", []))
     if lacking:
         raise ValueError(f"{where}: its weights lack {len(lacking)} the config builds, e.g. {lacking[0]} (missing)")
+    if tokenizer.pad_token_id is None:  # a batch of questions is padded with it
+        raise ValueError(f"{where}: its tokenizer has no pad token (tokenizer_config.json: pad_token)")
+    if (image := tokenizer.convert_tokens_to_ids("<image>")) != model.config.image_token_id:
+        raise ValueError(
+            f"{where}: config.json: image_token_id {model.config.image_token_id} is not its tokenizer's "
+            f"<image> ({image})"
+        )
     template = getattr(tokenizer, "chat_template", None)
     if template not in (None, SMOLVLM_CHAT_TEMPLATE):
         raise ValueError(
