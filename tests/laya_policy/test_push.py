@@ -252,6 +252,17 @@ def test_a_checkpoint_on_the_hub_can_be_pushed_again_by_its_id(ckpts, hub, tmp_p
     cmd = [sys.executable, "-m", "laya_eval.cli", *argv]
     judged = subprocess.run(cmd, env=hub.env("judge"), capture_output=True, text=True, timeout=300)
     assert judged.returncode == 0 and not bars_drawn(judged.stderr), judged.stderr[-2000:]
+    # its cached head cut short: refused on every rerun, online too, and no message said it was the
+    # cache's copy, nor how to fetch it again (an outside review)
+    repo = tmp_path / "hf" / "judge" / "hub" / "models--me--policy"
+    head = next(repo.glob("snapshots/*/head.safetensors")).resolve()
+    head.write_bytes(head.read_bytes()[:100])
+    (tmp_path / "judged.json").unlink()
+    again = subprocess.run(cmd, env=hub.env("judge"), capture_output=True, text=True, timeout=300)
+    said = again.stderr.strip().splitlines()
+    assert again.returncode == 2 and len(said) == 1, again.stderr[-2000:]
+    assert "me/policy: the Hub cache's copy does not load; " in said[0], said
+    assert f"remove {repo} to fetch it again" in said[0], said
 
 
 def test_train_given_a_checkpoint_as_its_backbone_says_to_continue_from_it(ckpts, tmp_path):

@@ -364,10 +364,14 @@ def load_whole(spec: str | Path, device="cpu") -> tuple[Path, ChoicePolicy | Nat
             model, cfg = load_checkpoint(folder, device)
             said = fingerprint(folder)
             whole = pin.same()  # asked while the folder is held open: no later one can have its inode
-        except (OSError, ValueError):
-            if pin.same():
-                raise
-            continue
+        except (OSError, ValueError) as e:
+            if not pin.same():
+                continue
+            if folder != local and folder.parent.name == "snapshots":  # a Hub cache's: kept, and read again
+                raise ValueError(
+                    f"{spec}: the Hub cache's copy does not load; remove {folder.parent.parent} to fetch it again ({e})"
+                ) from None
+            raise
         finally:
             pin.close()
         if whole:
