@@ -263,6 +263,16 @@ def test_a_checkpoint_on_the_hub_can_be_pushed_again_by_its_id(ckpts, hub, tmp_p
     assert again.returncode == 2 and len(said) == 1, again.stderr[-2000:]
     assert "me/policy: the Hub cache's copy does not load; " in said[0], said
     assert f"remove {repo} to fetch it again" in said[0], said
+    # a revision or a repository the Hub does not hold was told to be downloaded where the Hub is reachable
+    for spec, told in (
+        ("me/policy@nope", "the Hub has no revision 'nope' of me/policy"),
+        ("me/nothing", "no repository"),
+    ):
+        play = [sys.executable, "-m", "laya_policy.cli", "play", "--model", spec, "--game", "Pong"]
+        done = subprocess.run(
+            [*play, "--video", str(tmp_path / "v.gif")], env=hub.env("judge"), capture_output=True, text=True
+        )
+        assert done.returncode == 2 and told in done.stderr and "reachable" not in done.stderr, done.stderr[-2000:]
 
 
 def test_train_given_a_checkpoint_as_its_backbone_says_to_continue_from_it(ckpts, tmp_path):

@@ -159,10 +159,16 @@ def resolve_checkpoint(spec: str | Path) -> Path:
     from huggingface_hub import snapshot_download
 
     quiet_library_bars()  # here too: a judge playing laya:ORG/NAME sets none of its own
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
     try:
         wanted = sorted({*parts(cnn=True), *parts(cnn=False)})  # the repo's strays are not fetched
         return Path(snapshot_download(m[1], revision=m[2], allow_patterns=wanted))
-    except Exception as e:  # noqa: BLE001 - offline and not cached, unknown repo, network: one line each
+    except RevisionNotFoundError:  # the Hub answered: no download elsewhere would find it
+        raise OSError(f"{spec}: the Hub has no revision {m[2]!r} of {m[1]}") from None
+    except RepositoryNotFoundError:  # a private one is not found either, without its owner's token
+        raise OSError(f"{spec}: no repository {m[1]} on the Hub (a private one needs `hf auth login`)") from None
+    except Exception as e:  # noqa: BLE001 - offline and not cached, network: one line each
         raise OSError(
             f"{spec}: not a local folder, and the Hub checkpoint cannot be fetched ({type(e).__name__}); "
             f"download it where the Hub is reachable ({download_hint(str(spec))}) and pass DIR"
