@@ -226,6 +226,7 @@ HOSTILE_BACKBONES = {
     "a template that raises": (_chat_template('{{ raise_exception("template ran") }}'), "chat template"),
     # pushed and played to a TypeError traceback (an outside review)
     "a tokenizer without a pad token": (_tokenizer_config(lambda c: c.pop("pad_token")), "pad token"),
+    "config.json cut short": (lambda ckpt: (ckpt / "backbone" / "config.json").write_text('{"model_type": '), "config"),
     "an image token the tokenizer does not have": (
         _backbone_config(lambda c: c.update(image_token_id=7)),
         "image_token_id",
@@ -244,6 +245,7 @@ def test_a_hostile_backbone_is_one_line_before_it_plays_or_trains(data, checkpoi
     play = ["run", "--policy", f"laya:{ckpt}", *"--games Pong --episodes 1 --cap 5 --out".split(), tmp_path / "r"]
     done, (code, err) = returns_within(60, lambda: check_promises(judge, play, sandbox=tmp_path, target=tmp_path / "r"))
     assert done and code == 2 and said in err and "backbone" in err, err
+    assert "hf download" not in err, "a local folder is not one to download (an outside review)"
     fit = ["train", "--data", data, "--out", tmp_path / "run", "--model", ckpt / "backbone", *TRAIN]
     done, (code, err) = returns_within(60, lambda: check_promises(main, fit, sandbox=tmp_path, target=tmp_path / "run"))
     assert done and code == 2 and said in err, err

@@ -9,6 +9,7 @@ image tokens per 512x512 image.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -229,10 +230,8 @@ def load_pretrained(name: str):
     try:
         config = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=False)
     except OSError as e:
-        raise OSError(
-            f"cannot load {where} ({cause(e)}). Offline, download it once where the Hub is reachable "
-            f"({download_hint(spec)}) and pass --model DIR"
-        ) from None
+        fetch = f". Offline, download it once where the Hub is reachable ({download_hint(spec)}) and pass --model DIR"
+        raise OSError(f"cannot load {where} ({cause(e)}){'' if Path(name).is_dir() else fetch}") from None
     except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a config it cannot read
         raise ValueError(f"{where}: config.json: not an Idefics3 config ({cause(e)})") from None
     check_config(config, f"{where}/config.json")
