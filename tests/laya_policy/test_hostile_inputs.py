@@ -826,6 +826,13 @@ def test_a_hub_dataset_is_fetched_by_config_read_and_trained_on_online_and_offli
     assert got == ["README.md", *sorted(str(p.relative_to(packed)) for p in packed.glob("data/*/Pong/*.parquet"))]
     offline = hub.client("me/atari", config, tmp_path / "run2", offline=True)
     assert offline.get("rows") == local and offline["train"] == 0, offline
+    # a cached shard cut short was refused on every rerun, online too, naming no cache (an outside review)
+    blob = next(snapshot.glob("data/*/Pong/train-*.parquet")).resolve()
+    whole = blob.read_bytes()
+    blob.write_bytes(whole[: len(whole) // 2])
+    cut = hub.client("me/atari", config)
+    assert f"remove {snapshot.parent.parent} to fetch it again" in cut.get("refused", ""), cut
+    blob.write_bytes(whole)
     next(snapshot.glob("data/*/Pong/train-*.parquet")).unlink()  # a cached copy that lacks a file: huggingface_hub says
     partial = hub.client("me/atari", config, offline=True)
     assert "incomplete" in partial.get("refused", ""), partial

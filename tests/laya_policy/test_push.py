@@ -261,8 +261,7 @@ def test_a_checkpoint_on_the_hub_can_be_pushed_again_by_its_id(ckpts, hub, tmp_p
     again = subprocess.run(cmd, env=hub.env("judge"), capture_output=True, text=True, timeout=300)
     said = again.stderr.strip().splitlines()
     assert again.returncode == 2 and len(said) == 1, again.stderr[-2000:]
-    assert "me/policy: the Hub cache's copy does not load; " in said[0], said
-    assert f"remove {repo} to fetch it again" in said[0], said
+    assert f"me/policy: does not load, and it is the Hub cache's copy: remove {repo} to fetch it again" in said[0], said
     # a revision or a repository the Hub does not hold was told to be downloaded where the Hub is reachable
     for spec, told in (
         ("me/policy@nope", "the Hub has no revision 'nope' of me/policy"),

@@ -6,6 +6,8 @@ person can jump straight to it; the CLI prints that line and exits 2.
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from laya_protocol.errors import one_line
 
 
@@ -23,4 +25,18 @@ class AtariDataError(Exception):
         where = ""
         if self.file is not None:
             where = str(self.file) + (f":{self.line}" if self.line is not None else "") + ": "
-        return one_line(f"{where}{self.field + ': ' if self.field else ''}{self.message.strip()}")
+        said = f"{where}{self.field + ': ' if self.field else ''}{self.message.strip()}"
+        hint = cache_hint(self.file)
+        return one_line(said + (f"; {hint}" if hint else ""))
+
+
+def cache_hint(path: str | None) -> str:
+    """For a path in the Hub client's cache, how to fetch it again (else ""): the cache keeps what it
+    once fetched, so a copy cut or changed since is refused on every rerun, online too."""
+    parts = PurePath(path or "").parts
+    if "snapshots" not in parts[1:]:
+        return ""
+    repo = parts.index("snapshots", 1) - 1
+    if not parts[repo].startswith(("datasets--", "models--")):
+        return ""
+    return f"it is the Hub cache's copy: remove {PurePath(*parts[: repo + 1])} to fetch it again"

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
+from atari_data.errors import cache_hint
 from atari_data.layout import FolderPin, remove, set_aside, staged, swap_into_place
 from atari_data.publish.bars import quiet_library_bars
 from atari_data.publish.repo import HUB_REF_RE
@@ -373,10 +374,8 @@ def load_whole(spec: str | Path, device="cpu") -> tuple[Path, ChoicePolicy | Nat
         except (OSError, ValueError) as e:
             if not pin.same():
                 continue
-            if folder != local and folder.parent.name == "snapshots":  # a Hub cache's: kept, and read again
-                raise ValueError(
-                    f"{spec}: the Hub cache's copy does not load; remove {folder.parent.parent} to fetch it again ({e})"
-                ) from None
+            if hint := cache_hint(str(folder)):  # the hint first: a judge's one line is cut at 200
+                raise ValueError(f"{spec}: does not load, and {hint} ({e})") from None
             raise
         finally:
             pin.close()
