@@ -168,9 +168,11 @@ def test_a_checkpoint_config_field_of_the_wrong_kind_or_range_is_one_line(data, 
     assert code == 2 and "vlm_agent_config.json" in err and field in err, err
 
 
-def _backbone_config(edit):
+def _backbone_config(edit, name: str = "config.json"):
+    """The checkpoint's backbone JSON file ``name``, edited in place by ``edit``."""
+
     def apply_to(ckpt):
-        path = ckpt / "backbone" / "config.json"
+        path = ckpt / "backbone" / name
         config = json.loads(path.read_text())
         edit(config)
         path.write_text(json.dumps(config))
@@ -182,16 +184,6 @@ def _weights_of_nothing(ckpt):
     from safetensors.torch import save_file
 
     save_file({"unrelated": torch.zeros(1)}, str(ckpt / "backbone" / "model.safetensors"))
-
-
-def _tokenizer_config(edit):
-    def apply_to(ckpt):
-        path = ckpt / "backbone" / "tokenizer_config.json"
-        config = json.loads(path.read_text())
-        edit(config)
-        path.write_text(json.dumps(config))
-
-    return apply_to
 
 
 def _chat_template(text):
@@ -225,7 +217,10 @@ HOSTILE_BACKBONES = {
     ),
     "a template that raises": (_chat_template('{{ raise_exception("template ran") }}'), "chat template"),
     # pushed and played to a TypeError traceback (an outside review)
-    "a tokenizer without a pad token": (_tokenizer_config(lambda c: c.pop("pad_token")), "pad token"),
+    "a tokenizer without a pad token": (
+        _backbone_config(lambda c: c.pop("pad_token"), "tokenizer_config.json"),
+        "pad token",
+    ),
     "config.json cut short": (lambda ckpt: (ckpt / "backbone" / "config.json").write_text('{"model_type": '), "config"),
     "an image token the tokenizer does not have": (
         _backbone_config(lambda c: c.update(image_token_id=7)),
