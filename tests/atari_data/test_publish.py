@@ -154,6 +154,12 @@ def test_publish_then_load_every_way_then_doctor(hub, packed, layout_master):
     assert again.returncode == 0, again.stderr[-2000:]
     assert hub.store.repos["datasets/laya/atari"]["branches"]["main"] == head, "nothing new to upload: no new commit"
 
+    # one the Hub answers it does not hold was "neither a folder nor a reachable Hub dataset" (an outside review)
+    missing = _run(hub, "-m", "atari_data.cli", "doctor", "laya/nothing")
+    assert (
+        missing.returncode == 2 and "no dataset repository laya/nothing on the Hub" in missing.stdout + missing.stderr
+    ), missing.stdout + missing.stderr
+
 
 @pytest.mark.slow
 def test_an_interrupted_publish_resumes_where_it_stopped(hub, packed):

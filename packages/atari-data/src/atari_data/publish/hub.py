@@ -166,9 +166,17 @@ def resolve_repo(target: str, tars: bool = True, configs: list[str] | None = Non
 
 
 def _snapshot(download, target: str, patterns: list[str] | None, ignore: list[str] | None = None) -> Path:
+    from huggingface_hub.errors import RepositoryNotFoundError
+
     try:
         return Path(download(target, repo_type="dataset", allow_patterns=patterns, ignore_patterns=ignore))
-    except Exception as e:  # noqa: BLE001 - offline, missing repo, auth
+    except RepositoryNotFoundError:  # the Hub answered: a private one is not found either, without a token
+        raise AtariDataError(
+            f"is no folder here, and no dataset repository {target} on the Hub (a private one needs `hf auth login`)",
+            file=target,
+            field="repo",
+        ) from None
+    except Exception as e:  # noqa: BLE001 - offline, network, auth
         why = _scrub(str(e)).splitlines()[0] if str(e) else ""
         raise AtariDataError(
             f"is neither a folder nor a reachable Hub dataset ({type(e).__name__}: {why})", file=target, field="repo"
