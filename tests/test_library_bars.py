@@ -1,5 +1,5 @@
 """Both CLIs turn the Hub client's, datasets' and transformers' progress bars off where stderr is not
-a terminal (``atari_data.publish.bars``), through the environment, and directly for a library a
+a terminal (``laya_protocol.bars``), through the environment, and directly for a library a
 caller imported first; a user's own setting stands. The CLIs' subprocess tests (publish, push, train
 on a Hub dataset) check their standard error holds no bar."""
 
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from atari_data.publish.bars import quiet_library_bars
+from laya_protocol.bars import quiet_library_bars
 
 SETTINGS = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
 
@@ -68,7 +68,7 @@ def test_a_users_own_setting_stands(libraries, monkeypatch):
 
 def test_a_fresh_process_reads_it_from_the_environment_without_importing_them():
     code = (
-        "import sys\nfrom atari_data.publish.bars import quiet_library_bars\nquiet_library_bars()\n"
+        "import sys\nfrom laya_protocol.bars import quiet_library_bars\nquiet_library_bars()\n"
         "assert not {'datasets', 'transformers', 'huggingface_hub'} & set(sys.modules), sys.modules.keys()\n"
         "import datasets\nfrom transformers.utils import logging\n"
         "print(datasets.is_progress_bar_enabled(), logging.is_progress_bar_enabled())"

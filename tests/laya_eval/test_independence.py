@@ -23,7 +23,7 @@ def test_importing_laya_eval_pulls_in_nothing_it_judges():
 def test_laya_protocol_depends_on_ale_py_alone():
     code = (
         "import laya_protocol.protocol, laya_protocol.games, laya_protocol.seeds, laya_protocol.names, "
-        "laya_protocol.doom, laya_protocol.config, laya_protocol.ray, laya_protocol.games as g; "
+        "laya_protocol.doom, laya_protocol.config, laya_protocol.ray, laya_protocol.bars, laya_protocol.games as g; "
         "g.minimal_actions('Pong')"
     )
     heavy = ("torch", "transformers", "datasets", "polars", "vizdoom", "ray", *WORKSPACE)  # ale-py brings gymnasium

@@ -21,11 +21,11 @@ from atari_data.play.doom import DoomConfig
 from atari_data.produce.executors import WorkerDied
 from atari_data.produce.generate import GenerateConfig
 from atari_data.produce.importing import SOURCES
-from atari_data.publish.bars import quiet_library_bars
 from atari_data.publish.hub import COMMIT_FILES
 from atari_data.publish.pack import PackConfig
 from atari_data.publish.teardown import release_arrow_threads
 from laya_protocol import seeds
+from laya_protocol.bars import quiet_library_bars
 from laya_protocol.config import add_options, add_version, csv, from_args
 from laya_protocol.errors import os_error_exit, stopped, terminations_raised
 from laya_protocol.names import score_key, scores_key

@@ -13,6 +13,7 @@ from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig
 from laya_eval.jsonfile import json_flag
 from laya_eval.stats import BOOTSTRAPS
+from laya_protocol.bars import quiet_library_bars
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.errors import one_line, os_error_exit, stopped, terminations_raised
 from laya_protocol.protocol import FRAMESKIP, STICKY_ACTIONS
@@ -190,6 +191,7 @@ COMMANDS = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "polic
 @terminations_raised()
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    quiet_library_bars()  # for a policy it plays too: laya:ORG/NAME drew the Hub client's download bar
     try:
         return COMMANDS[args.command](args)
     except EvalError as e:

@@ -29,7 +29,6 @@ from safetensors.torch import load_file, save_file
 
 from atari_data.errors import cache_hint
 from atari_data.layout import FolderPin, remove, set_aside, staged, swap_into_place
-from atari_data.publish.bars import quiet_library_bars
 from atari_data.publish.repo import HUB_REF_RE
 from laya_policy.backbone import download_hint, load_pretrained
 from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
@@ -158,8 +157,6 @@ def resolve_checkpoint(spec: str | Path) -> Path:
     if not m:
         raise FileNotFoundError(f"{spec}: no such checkpoint folder (nor a Hub id ORG/NAME[@REVISION])")
     from huggingface_hub import snapshot_download
-
-    quiet_library_bars()  # here too: a judge playing laya:ORG/NAME sets none of its own
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
     try:

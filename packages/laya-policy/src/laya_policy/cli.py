@@ -6,9 +6,9 @@ import argparse
 import signal
 import sys
 
-from atari_data.publish.bars import quiet_library_bars
 from atari_data.publish.teardown import release_arrow_threads
 from laya_policy.errors import EXPECTED, GroupFailed, said
+from laya_protocol.bars import quiet_library_bars
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.errors import os_error_exit, stopped, terminations_raised
 from laya_protocol.seeds import EVAL_SEED_BASE

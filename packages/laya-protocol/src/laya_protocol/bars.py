@@ -1,5 +1,8 @@
 """The Hub client's, `datasets`' and `transformers`' progress bars, off where stderr is not a terminal.
 
+Every command calls it first; laya-eval's too, for the policies it plays (one that loads a checkpoint
+by Hub id downloads it). It imports none of the three libraries, so the judge stays independent.
+
 They draw even into logs: a captured `train` or `pack` would write a bar a file or a shard. Our own
 bars follow the terminal, and so should theirs. Set through the environment, which each library
 reads on import, so a command imports none of them for it (`transformers` and `datasets` take about
