@@ -24,6 +24,8 @@ Uploads use git-lfs, so clients must run with ``HF_HUB_DISABLE_XET=1`` (Xet stor
 Anything else answers 404 and is recorded in ``server.unknown`` so a test can see what it missed.
 ``server.hold_after`` makes the server stop answering after that many more uploads (LFS PUTs and
 commits): later uploads hang until ``server.release()``, so a test can cut a client off half-way.
+``server.cut_downloads`` makes that many more file downloads (GETs of ``resolve``) stop half-way:
+the full Content-Length is declared, half the bytes sent, the connection closed.
 """
 
 from __future__ import annotations
@@ -504,6 +506,17 @@ class Handler(BaseHTTPRequestHandler):
             headers["Content-Length"] = str(len(part))
             return self._send(206, part, headers, head)
         headers["Content-Length"] = str(size)
+        with self.server.store.lock:
+            cut = not head and self.server.cut_downloads > 0
+            self.server.cut_downloads -= cut
+        if cut:  # as a network that drops mid-file: the size promised, half of it sent
+            self.send_response(200)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data[: size // 2])
+            self.close_connection = True
+            return
         self._send(200, data, headers, head)
 
 
@@ -519,6 +532,7 @@ class HubServer(ThreadingHTTPServer):
         self.commits: list[tuple] = []
         self.lfs_puts = 0
         self.hold_after: int | None = None
+        self.cut_downloads = 0
         self.holding, self.released = threading.Event(), threading.Event()
 
     def release(self) -> None:

@@ -160,6 +160,18 @@ def test_publish_then_load_every_way_then_doctor(hub, packed, layout_master):
         missing.returncode == 2 and "no dataset repository laya/nothing on the Hub" in missing.stdout + missing.stderr
     ), missing.stdout + missing.stderr
 
+    # a download cut off mid-file said "neither a folder nor a reachable Hub dataset"
+    hub.cut_downloads = 10**6  # every download stops half-way, however often the client resumes
+    cut = _run(hub, "-m", "atari_data.cli", "doctor", "laya/atari", cache="cut")
+    said = cut.stdout + cut.stderr
+    assert cut.returncode == 2 and "cut off" in said and "run the same command again" in said, said
+    # the Hub client's retry warnings were printed twice each, bare and again through the CLI's logging
+    assert "Trying to resume download" in said and "WARNING huggingface_hub" not in said, said
+    assert "neither a folder" not in said and "Traceback" not in said, said
+    hub.cut_downloads = 1  # one drop on the way: the client resumes it by itself
+    again = _run(hub, "-m", "atari_data.cli", "doctor", "laya/atari", cache="cut")
+    assert again.returncode == 0 and "healthy: laya/atari" in again.stdout, again.stdout + again.stderr
+
 
 @pytest.mark.slow
 def test_an_interrupted_publish_resumes_where_it_stopped(hub, packed):

@@ -272,6 +272,16 @@ def test_a_checkpoint_on_the_hub_can_be_pushed_again_by_its_id(ckpts, hub, tmp_p
             [*play, "--video", str(tmp_path / "v.gif")], env=hub.env("judge"), capture_output=True, text=True
         )
         assert done.returncode == 2 and told in done.stderr and "reachable" not in done.stderr, done.stderr[-2000:]
+    # a download cut off mid-file, every time the client resumes, was told to be made "where the Hub
+    # is reachable": the Hub was reached, and running again fetches the rest
+    hub.server.cut_downloads = 10**6
+    play = [sys.executable, "-m", "laya_policy.cli", "play", "--model", "me/policy", "--game", "Pong"]
+    done = subprocess.run(
+        [*play, "--video", str(tmp_path / "v.gif")], env=hub.env("cut"), capture_output=True, text=True
+    )
+    said = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and "cut off" in said and "run the same command again" in said, done.stderr[-2000:]
+    assert "reachable" not in said, said
 
 
 def test_train_given_a_checkpoint_as_its_backbone_says_to_continue_from_it(ckpts, tmp_path):

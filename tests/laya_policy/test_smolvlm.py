@@ -230,7 +230,24 @@ def test_a_backbone_named_with_its_revision_is_that_revision(data, smolvlm, tmp_
         done = run("-c", upload, str(smolvlm))
         assert done.returncode == 0, done.stderr[-2000:]
         done = run("-c", REVISION_CLIENT, str(data), str(tmp_path / "run"), "acme/smol@v1")
+        # fetched from a fresh cache over a network that drops every file mid-way: it was "not a
+        # loadable backbone" (its weights' download), or told to download where the Hub is reachable
+        hub.cut_downloads, env["HF_HOME"] = 10**6, str(tmp_path / "hf-cut")
+        cut = run(
+            "-m",
+            "laya_policy.cli",
+            "train",
+            "--data",
+            str(data),
+            "--model",
+            "acme/smol@v1",
+            "--out",
+            str(tmp_path / "cut"),
+        )
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert (got["backbone"], got["revision"]) == ("acme/smol", "v1"), got
     assert got["embed"] == pytest.approx(wanted, rel=1e-9), "the branch's weights"
+    said = cut.stderr.strip().splitlines()[-1]
+    assert cut.returncode == 2 and "cut off" in said and "run the same command again" in said, cut.stderr[-2000:]
+    assert "reachable" not in said and "loadable" not in said, said

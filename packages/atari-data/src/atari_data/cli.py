@@ -641,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    for library in ("huggingface_hub", "datasets"):  # each prints through a handler of its own: once, not twice
+        logging.getLogger(library).propagate = False
     try:
         from atari_data.limits import ENV, parse
 

@@ -40,3 +40,21 @@ def cache_hint(path: str | None) -> str:
     if not parts[repo].startswith(("datasets--", "models--")):
         return ""
     return f"it is the Hub cache's copy: remove {PurePath(*parts[: repo + 1])} to fetch it again"
+
+
+def cut_off(e: BaseException | None) -> str:
+    """How to say that the Hub was reached and a transfer then broke (a connection dropped or stalled
+    mid-file), where running again resumes what arrived; "" for any other failure (a Hub not reached,
+    one that answered no). The libraries wrap the transfer's error, so its causes are read too."""
+    import httpx2  # huggingface_hub's HTTP client: its errors are not OSErrors
+
+    broken = (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError, httpx2.ReadTimeout)
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, broken):
+            why = one_line(str(e))[:160]
+            again = "run the same command again to fetch the rest"
+            return f"the download from the Hub was cut off ({type(e).__name__}: {why}); {again}"
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return ""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from atari_data.errors import cut_off
 from laya_protocol.errors import cause
 
 SMOLVLM = "HuggingFaceTB/SmolVLM-256M-Instruct"
@@ -229,10 +230,14 @@ def load_pretrained(name: str):
     name, revision = hub_reference(name)
     try:
         config = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=False)
-    except OSError as e:
-        fetch = f". Offline, download it once where the Hub is reachable ({download_hint(spec)}) and pass --model DIR"
-        raise OSError(f"cannot load {where} ({cause(e)}){'' if Path(name).is_dir() else fetch}") from None
     except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a config it cannot read
+        if broken := cut_off(e):
+            raise OSError(f"cannot load {where}: {broken}") from None
+        if isinstance(e, OSError):
+            fetch = (
+                f". Offline, download it once where the Hub is reachable ({download_hint(spec)}) and pass --model DIR"
+            )
+            raise OSError(f"cannot load {where} ({cause(e)}){'' if Path(name).is_dir() else fetch}") from None
         raise ValueError(f"{where}: config.json: not an Idefics3 config ({cause(e)})") from None
     check_config(config, f"{where}/config.json")
     was = logging.get_verbosity()
@@ -251,9 +256,11 @@ def load_pretrained(name: str):
                 output_loading_info=True,  # with what loaded: missing keys are refused, not left random
             )
             tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=False)
-    except OSError as e:
-        raise OSError(f"cannot load {where} ({cause(e)})") from None
     except Exception as e:  # noqa: BLE001 - transformers, tokenizers and safetensors raise many kinds
+        if broken := cut_off(e):
+            raise OSError(f"cannot load {where}: {broken}") from None
+        if isinstance(e, OSError):
+            raise OSError(f"cannot load {where} ({cause(e)})") from None
         raise ValueError(f"{where}: is not a loadable backbone ({cause(e)})") from None
     finally:
         logging.set_verbosity(was)
@@ -290,6 +297,8 @@ def pretrained_image_size(name: str) -> tuple[int, int]:
         v = AutoConfig.from_pretrained(repo, revision=revision, trust_remote_code=False).vision_config
         return int(v.image_size), int(v.patch_size)
     except (OSError, ValueError, AttributeError) as e:
+        if broken := cut_off(e):
+            raise OSError(f"cannot read the config of backbone {name!r}: {broken}") from None
         raise OSError(
             f"cannot read the config of backbone {name!r} ({cause(e)}). "
             f"Offline, download it once ({download_hint(name)}) and pass --model DIR"

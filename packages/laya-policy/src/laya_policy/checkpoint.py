@@ -27,7 +27,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-from atari_data.errors import cache_hint
+from atari_data.errors import cache_hint, cut_off
 from atari_data.layout import FolderPin, remove, set_aside, staged, swap_into_place
 from atari_data.publish.repo import HUB_REF_RE
 from laya_policy.backbone import download_hint, load_pretrained
@@ -167,6 +167,8 @@ def resolve_checkpoint(spec: str | Path) -> Path:
     except RepositoryNotFoundError:  # a private one is not found either, without its owner's token
         raise OSError(f"{spec}: no repository {m[1]} on the Hub (a private one needs `hf auth login`)") from None
     except Exception as e:  # noqa: BLE001 - offline and not cached, network: one line each
+        if broken := cut_off(e):
+            raise OSError(f"{spec}: {broken}") from None
         raise OSError(
             f"{spec}: not a local folder, and the Hub checkpoint cannot be fetched ({type(e).__name__}); "
             f"download it where the Hub is reachable ({download_hint(str(spec))}) and pass DIR"

@@ -10,7 +10,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from atari_data.errors import AtariDataError
+from atari_data.errors import AtariDataError, cut_off
 from atari_data.publish import repo as repo_mod
 from atari_data.publish.card import card_for, read_card
 
@@ -178,6 +178,8 @@ def _snapshot(download, target: str, patterns: list[str] | None, ignore: list[st
         ) from None
     except Exception as e:  # noqa: BLE001 - offline, network, auth
         why = _scrub(str(e)).splitlines()[0] if str(e) else ""
+        if broken := cut_off(e):
+            raise AtariDataError(broken, file=target, field="repo") from None
         raise AtariDataError(
             f"is neither a folder nor a reachable Hub dataset ({type(e).__name__}: {why})", file=target, field="repo"
         ) from None
