@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from laya_protocol.choices import distribution
 from laya_protocol.errors import cause
 
 
@@ -65,8 +66,7 @@ def choose(out, batch: Batch, greedy: bool, rng: np.random.Generator) -> np.ndar
             raise PolicyError(f"returned invalid probabilities {row.tolist()} (negative or all zero)")
         if greedy:
             return arr.argmax(1)
-        p = arr / arr.max(1, keepdims=True)  # first to at most 1: a sum of 1e308s would overflow to inf
-        p /= p.sum(1, keepdims=True)
+        p = distribution(arr)
         u = rng.random(n)[:, None]
         return np.minimum((p.cumsum(1) < u).sum(1), a - 1)
     raise PolicyError(

@@ -38,6 +38,7 @@ from atari_data.produce.generate import (
     split_plan,
 )
 from atari_data.schema import ALE_FRAME_FORMAT
+from laya_protocol.choices import distribution
 from laya_protocol.config import option
 from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
 from laya_protocol.seeds import MAX_DAGGER_ROUND, dagger_episode, dagger_round_problem
@@ -89,15 +90,14 @@ def policy_behaviour(policy: Policy, game: AtariGame, greedy: bool, learner: str
     def behave(d: Decision, _expert_p, rng: np.random.Generator) -> int:
         before = previous(d)
         p = np.asarray(policy([before, d.frame], game.game, game.actions), dtype=np.float64)
-        if p.shape != (len(game.actions),) or not np.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
+        if p.shape != (len(game.actions),) or not np.isfinite(p).all() or (p < 0).any() or p.max() <= 0:
             raise AtariDataError(
                 f"on {game.game} returned {p!r} for {len(game.actions)} actions "
                 "(expected finite non-negative probabilities)",
                 file=learner,
                 field="policy",
             )
-        p = p / p.sum()
-        return int(np.argmax(p)) if greedy else sample(p, rng)
+        return int(np.argmax(p)) if greedy else sample(distribution(p), rng)
 
     return behave
 
