@@ -2,6 +2,7 @@
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,7 @@ def test_an_unknown_scenario_is_a_one_line_error(tmp_path, capsys):
         (["--episodes", "0"], "--episodes"),  # wrote NaN means: not JSON
         (["--seed-base", "-1"], "--seed-base"),
         (["--policy-kwargs", "[1]"], "--policy-kwargs"),
+        (["--timeout", "0"], "--timeout"),
     ],
 )
 def test_doom_flags_out_of_range_are_one_line(tmp_path, flags, field):
@@ -104,6 +106,18 @@ def test_a_misbehaving_policy_fails_doom_on_one_line_and_the_baselines_are_kept(
     written = json.loads(out.read_text())
     assert message in written["error"] and written["normalised"] is None
     assert set(written["results"]) == {"expert", "random", "always_attack"}
+
+
+def test_a_hung_subprocess_is_killed_at_dooms_own_timeout(tmp_path, capsys):
+    """From an outside review: `run` takes --timeout and `doom` had none, so a hung cmd: policy held
+    the judge for the 60 s default whatever the user wanted."""
+    out = tmp_path / "d.json"
+    hanging = f"cmd:{sys.executable} {Path(__file__).parent / 'hanging_policy.py'}"
+    t = time.monotonic()
+    code = main(["doom", "--policy", hanging, "--episodes", "1", "--timeout", "1.5", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and "no answer to 'act' within 1.5s; killed" in err, err
+    assert time.monotonic() - t < 30
 
 
 def test_a_close_that_raises_is_a_warning_and_the_run_is_kept(tmp_path, capsys):
@@ -168,7 +182,7 @@ def test_a_subprocess_policy_is_told_the_platform(tmp_path):
         if platform == "vizdoom":
             evaluate_doom(f"cmd:{command}", episodes=1)
         else:
-            p = StdioPolicy(command)
+            p = StdioPolicy(command, timeout=30)
             play(p, "Pong", Protocol.ale_v5("Pong", decision_cap=3), 1, 100_000)
             p.close()
         acts = [json.loads(line) for line in log.read_text().splitlines() if '"act"' in line]

@@ -12,6 +12,7 @@ import sys
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig
 from laya_eval.jsonfile import json_flag
+from laya_eval.policies import POLICY_TIMEOUT
 from laya_eval.stats import BOOTSTRAPS
 from laya_protocol.bars import quiet_library_bars
 from laya_protocol.config import add_options, add_version, from_args
@@ -111,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed-base", type=int, default=EVAL_SEED_BASE, help="episode i is seeded seed_base + i (default %(default)s)"
     )
     dm.add_argument("--sample", action="store_true", help="sample from returned probabilities instead of the top one")
+    dm.add_argument(
+        "--timeout",
+        type=float,
+        default=POLICY_TIMEOUT,
+        help="seconds a cmd: policy may take per call before it is killed (default %(default)s)",
+    )
     dm.add_argument("--policy-kwargs", type=json_flag, default={}, help="JSON object passed to the policy factory")
     dm.add_argument("--out", default="doom.json", help="(default %(default)s)")
     return p
@@ -177,7 +184,9 @@ def cmd_policies(a) -> int:
 def cmd_doom(a) -> int:
     from laya_eval.doom import evaluate_doom, markdown
 
-    results = evaluate_doom(a.policy, a.scenario, a.episodes, a.seed_base, not a.sample, a.policy_kwargs, a.out)
+    results = evaluate_doom(
+        a.policy, a.scenario, a.episodes, a.seed_base, not a.sample, a.policy_kwargs, a.out, a.timeout
+    )
     print(markdown(results))
     if "error" in results:
         print(one_line(f"failed: {results['game']}: {results['error']}"), file=sys.stderr)

@@ -23,7 +23,14 @@ from laya_eval import __version__
 from laya_eval.batch import Batch, PolicyError, asked, choose
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import close_policy, writable, write_results
-from laya_eval.policies import ConstantPolicy, RandomPolicy, constant_button, load_policy
+from laya_eval.policies import (
+    POLICY_TIMEOUT,
+    ConstantPolicy,
+    RandomPolicy,
+    constant_button,
+    load_policy,
+    timeout_problem,
+)
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName
@@ -103,8 +110,11 @@ def evaluate_doom(
     greedy: bool = True,
     policy_kwargs: dict | None = None,
     out: str | None = None,
+    timeout: float = POLICY_TIMEOUT,
 ) -> dict:
     """The policy and the three baselines on the same seeds; written to ``out`` when given."""
+    if problem := timeout_problem(timeout):
+        raise EvalError(problem, field="--timeout")
     if problem := episodes_problem(episodes):
         raise EvalError(problem, field="--episodes")
     if problem := seed_problem(seed_base, episodes):
@@ -113,15 +123,17 @@ def evaluate_doom(
         raise EvalError(f"{json.dumps(policy_kwargs)[:80]} is not a JSON object", field="--policy-kwargs")
     path = Path(out).absolute() if out else None  # a policy may change the working directory: the results stay here
     if path is None:
-        return _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs)
+        return _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs, timeout)
     writable(path)  # before any episode is played, not after
     with FileLock.beside(path, str(path), lambda m, f: EvalError(m, file=f, field="--out")):
-        results = _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs)
+        results = _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs, timeout)
         write_results(path, results)  # beside it, then renamed: a link or FIFO there is replaced
     return results
 
 
-def _judged(policy_spec: str, scenario: str, episodes: int, seed_base: int, greedy: bool, policy_kwargs) -> dict:
+def _judged(
+    policy_spec: str, scenario: str, episodes: int, seed_base: int, greedy: bool, policy_kwargs, timeout: float
+) -> dict:
     """The baselines, then the policy, on one game; a policy that misbehaves leaves its row out and
     its error in ``error``, as `run` fails a game."""
     game = make_game(scenario)
@@ -138,7 +150,7 @@ def _judged(policy_spec: str, scenario: str, episodes: int, seed_base: int, gree
             "random": play(RandomPolicy(seed=seed_base), game, scenario, episodes, seed_base),
             "always_attack": play(ConstantPolicy("ATTACK"), game, scenario, episodes, seed_base),
         }
-        policy = load_policy(policy_spec, policy_kwargs)
+        policy = load_policy(policy_spec, policy_kwargs, timeout)
         t = time.monotonic()
         try:
             rows["policy"] = play(policy, game, scenario, episodes, seed_base, greedy)

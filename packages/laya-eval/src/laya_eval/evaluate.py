@@ -32,7 +32,7 @@ from laya_eval.baselines import (
 from laya_eval.errors import EvalError
 from laya_eval.games import resolve_game
 from laya_eval.jsonfile import SCORE_LIMIT, is_number, json_flag, numbers, read_json, replace_file
-from laya_eval.policies import RandomPolicy, constant_button, load_policy
+from laya_eval.policies import POLICY_TIMEOUT, RandomPolicy, constant_button, load_policy, timeout_problem
 from laya_eval.runner import Episodes, play
 from laya_eval.stats import (
     ALPHA,
@@ -57,10 +57,6 @@ from laya_protocol.wording import counted
 def decision_cap(text: str) -> int | None:
     """A ``--cap``: a number of decisions, or ``none``."""
     return None if text.lower() == "none" else int(text)
-
-
-#: The longest a cmd: policy may be given per call (11.6 days): past ~1e9 s the waits overflow.
-MAX_TIMEOUT = 1_000_000
 
 
 @dataclass
@@ -94,7 +90,7 @@ class RunConfig:
         "atari-data layout root, or a packed dataset repository",
     )
     threads: int = option(0, "emulator threads, 0 for one per core")
-    timeout: float = option(60.0, "seconds a cmd: policy may take per call before it is killed")
+    timeout: float = option(POLICY_TIMEOUT, "seconds a cmd: policy may take per call before it is killed")
     executor: str = option(
         "local", "ray plays games as Ray tasks (RAY_ADDRESS, else a local instance)", choices=EXECUTORS
     )
@@ -126,10 +122,8 @@ class RunConfig:
             json.dumps(self.policy_kwargs, allow_nan=False)
         except ValueError:
             raise EvalError("holds NaN or Infinity, which is not standard JSON", field="--policy-kwargs") from None
-        if not (isinstance(self.timeout, (int, float)) and 0 < self.timeout <= MAX_TIMEOUT):  # NaN fails both
-            raise EvalError(
-                f"{self.timeout} (expected a positive number of seconds, at most {MAX_TIMEOUT:,})", field="--timeout"
-            )
+        if problem := timeout_problem(self.timeout):
+            raise EvalError(problem, field="--timeout")
         if self.out.endswith(("/", os.sep)):  # Path drops the slash: a file would be written in the folder's place
             raise EvalError(f"{self.out} ends in a slash, as a folder does; expected a results file", field="--out")
         if self.cap is not None and self.cap < 1:

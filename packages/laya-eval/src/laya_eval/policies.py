@@ -65,7 +65,19 @@ class NoopPolicy(ConstantPolicy):
         super().__init__("NOOP")
 
 
-def load_policy(spec: str, kwargs: dict | None = None, timeout: float = 60.0):
+POLICY_TIMEOUT = 60.0  # seconds a cmd: policy may take per call, by default
+#: The longest a cmd: policy may be given per call (11.6 days): past ~1e9 s the waits overflow.
+MAX_TIMEOUT = 1_000_000
+
+
+def timeout_problem(timeout) -> str | None:
+    """Why ``timeout`` is no per-call limit for a cmd: policy, or None."""
+    if isinstance(timeout, (int, float)) and 0 < timeout <= MAX_TIMEOUT:  # NaN fails both
+        return None
+    return f"{timeout} (expected a positive number of seconds, at most {MAX_TIMEOUT:,})"
+
+
+def load_policy(spec: str, kwargs: dict | None = None, timeout: float = POLICY_TIMEOUT):
     """Resolve a ``--policy`` spec to a policy object."""
     kwargs = kwargs or {}
     if spec.startswith("cmd:"):

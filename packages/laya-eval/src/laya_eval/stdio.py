@@ -73,7 +73,7 @@ class _ErrorAnswer(PolicyError):
 
 
 class StdioPolicy:
-    def __init__(self, command: str, timeout: float = 60.0):
+    def __init__(self, command: str, timeout: float):
         from laya_eval.errors import EvalError
 
         try:  # split as a shell line is, never run by a shell; refused here, before any game

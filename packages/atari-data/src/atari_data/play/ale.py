@@ -162,6 +162,11 @@ def play_episode(
         step += 1
 
 
+#: The largest seed :func:`episode_seed` gives: one uint32 word (gymnasium's reset takes any
+#: non-negative int and derives ALE's own signed 32-bit seed from it).
+EPISODE_SEED_MAX = 2**32 - 1
+
+
 def episode_seed(seed: int, game: str, episode: int) -> int:
     """A per-episode ALE seed derived from (seed, game, episode), stable across runs and machines."""
     ss = np.random.SeedSequence([seed, int.from_bytes(game.encode(), "little") % (2**63), episode])

@@ -42,6 +42,7 @@ from atari_data.layout import (
 from atari_data.layout.png import encode_png
 from atari_data.layout.records import GameRules, record_line
 from atari_data.layout.validate import commit_game
+from atari_data.play.ale import EPISODE_SEED_MAX
 from atari_data.publish.repo import REPLAY
 from atari_data.schema import GAME_RE, SOURCE_RE, check_structure
 from atari_data.schema import META as META_SCHEMA
@@ -149,7 +150,7 @@ def _read_episodes(path: Path, protocol: Protocol, n_actions: int) -> dict[int, 
 
         if not isinstance(ep, dict):
             raise bad("(episode)", "is not a JSON object")
-        for key, hi in (("episode", 2**31 - 1), ("seed", 2**32 - 1)):  # ALE seeds are uint32
+        for key, hi in (("episode", 2**31 - 1), ("seed", EPISODE_SEED_MAX)):
             if not _is_int(ep.get(key), 0, hi):
                 raise bad(key, f"{ep.get(key)!r} is not an integer in 0..{hi}" if key in ep else "is missing")
         moves, decisions = ep.get("moves"), ep.get("decisions")
