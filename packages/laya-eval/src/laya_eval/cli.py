@@ -13,7 +13,7 @@ from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig
 from laya_eval.jsonfile import json_flag
 from laya_eval.policies import POLICY_TIMEOUT
-from laya_eval.stats import BOOTSTRAPS
+from laya_eval.stats import BOOTSTRAPS, CONFIDENCE
 from laya_protocol.bars import quiet_library_bars
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.errors import one_line, os_error_exit, stopped, terminations_raised
@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="markdown tables and rliable-style figures of one or more results files",
         description="The markdown report of each results file; with --out, also normalised.png "
         "(per-game scores with intervals, flagged games hatched), aggregates.png (median, IQM, mean, "
-        "optimality gap with 95% intervals, one row per file) and profile.png (performance "
-        "profiles with 95% bands), every file on each figure.",
+        f"optimality gap with {CONFIDENCE} intervals, one row per file) and profile.png (performance "
+        f"profiles with {CONFIDENCE} bands), every file on each figure.",
     )
     rep.add_argument("results", nargs="+", help="results files (several: drawn side by side)")
     rep.add_argument("--out", help="folder for report.md and the figures (default: print markdown)")

@@ -20,7 +20,7 @@ import numpy as np
 from laya_eval.baselines import FLAGGED
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import interval_warning, load_results
-from laya_eval.stats import bootstrap_ci, probability_of_improvement
+from laya_eval.stats import CONFIDENCE, bootstrap_ci, probability_of_improvement
 from laya_protocol.wording import counted
 
 
@@ -133,7 +133,7 @@ def markdown(result: dict) -> str:
         how = "over episodes within each game" if result["bootstrap"] == "episode" else "over games and episodes"
         lines.append(
             f"\nP(B > A) = {result['p']:.3f} [{lo:.3f}, {hi:.3f}] over {counted(result['games'], 'game')} "
-            f"(raw per-game scores; 95% CI, {result['bootstrap']} bootstrap {how})"
+            f"(raw per-game scores; {CONFIDENCE} CI, {result['bootstrap']} bootstrap {how})"
         )
     u = result["unflagged"]
     if u is not None and u["games"] < result["games"]:

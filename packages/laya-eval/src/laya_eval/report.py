@@ -20,7 +20,7 @@ from laya_eval.baselines import NORMALISED_RANGE
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import scored_sets
 from laya_eval.jsonfile import replace_file
-from laya_eval.stats import bootstrap_ci, mean_of_means, performance_profile
+from laya_eval.stats import CONFIDENCE, bootstrap_ci, mean_of_means, performance_profile
 from laya_protocol.locks import FileLock
 from laya_protocol.wording import counted
 
@@ -121,7 +121,7 @@ def markdown(results: dict) -> str:
         + (f", failed: {', '.join(sm['failed'])}" if sm["failed"] else "")
         + (f", excluded: {', '.join(sm['excluded'])}" if sm["excluded"] else "")
         + ".",
-        f"Confidence intervals: 95%, {how}.",
+        f"Confidence intervals: {CONFIDENCE}, {how}.",
     ]
     if iv.get("warning"):
         lines.append(f"Warning: {md(iv['warning'])}.")
@@ -262,7 +262,7 @@ def _per_game(plt, runs: list[dict]):
     ax.axhline(1, color="tab:green", lw=0.8, ls="--")
     ax.set_xticks(range(len(games)), games, rotation=30, ha="right")
     ax.set_ylabel("normalised score (0 random, 1 expert)")
-    ax.set_title("Per-game normalised score, 95% CI")
+    ax.set_title(f"Per-game normalised score, {CONFIDENCE} CI")
     handles = [Patch(facecolor=colours[k % 10], label=_label(r)) for k, r in enumerate(runs)]
     handles += [
         Patch(facecolor="white", edgecolor="grey", hatch="//", label="flagged: not read as skill (see the report)"),
@@ -288,7 +288,9 @@ def _aggregates(plt, runs: list[dict]):
         ax.set_title(label)
         ax.grid(axis="x", alpha=0.3)
     kinds = sorted({r["summary"].get("intervals", {}).get("bootstrap", "episode") for r in runs})
-    fig.supxlabel(f"normalised score; bars: 95% CI ({' / '.join(kinds)} bootstrap), black line: point estimate")
+    fig.supxlabel(
+        f"normalised score; bars: {CONFIDENCE} CI ({' / '.join(kinds)} bootstrap), black line: point estimate"
+    )
     fig.tight_layout()
     return fig
 
@@ -308,7 +310,7 @@ def _profile(plt, runs: list[dict]):
     ax.set_xlabel("normalised score τ")
     ax.set_ylabel("fraction of episodes with score > τ")
     kinds = sorted({r["summary"].get("intervals", {}).get("bootstrap", "episode") for r in runs})
-    ax.set_title(f"Performance profile (95% band, {' / '.join(kinds)} bootstrap)")
+    ax.set_title(f"Performance profile ({CONFIDENCE} band, {' / '.join(kinds)} bootstrap)")
     ax.set_ylim(0, 1.02)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
     fig.tight_layout()
@@ -329,7 +331,9 @@ def write_improvement(result: dict, out_dir: str | Path) -> Path:
     ax.scatter([r["p"] for r in rows], ys, color="tab:blue", zorder=3, label="per game")
     if result["p"] is not None:
         lo, hi = result["p_ci95"]
-        ax.barh(len(rows), hi - lo, left=lo, height=0.6, color="tab:orange", alpha=0.75, label="all games, 95% CI")
+        ax.barh(
+            len(rows), hi - lo, left=lo, height=0.6, color="tab:orange", alpha=0.75, label=f"all games, {CONFIDENCE} CI"
+        )
         ax.plot([result["p"]] * 2, [len(rows) - 0.3, len(rows) + 0.3], color="k", lw=1.5)
     ax.axvline(0.5, color="k", lw=0.8, ls="--")
     ax.set_yticks([*ys, len(rows)], [r["game"] for r in rows] + ["all games"])

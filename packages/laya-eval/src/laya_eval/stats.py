@@ -103,6 +103,7 @@ def _beats(a: np.ndarray, b: np.ndarray) -> Any:
 
 #: Bootstrap resamples and the interval's tail (95% intervals).
 REPS, ALPHA = 2000, 0.05
+CONFIDENCE = f"{1 - ALPHA:.0%}"  # as reports and figures name the intervals: "95%"
 #: Resampled scores held at once (8 MiB of float64): the resamples are drawn and scored in blocks
 #: that big, whatever the number of episodes.
 BLOCK = 1 << 20

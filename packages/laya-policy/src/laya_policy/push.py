@@ -265,7 +265,6 @@ def push(
     private: bool = False,
     revision: str | None = None,
     license: str = "apache-2.0",
-    staging: Path | None = None,
 ) -> str:
     """Upload the staged folder to the model repo ``repo``; returns the commit URL. The repo (at
     ``revision``) then holds exactly that folder: what an earlier push left there and this one does
@@ -275,7 +274,7 @@ def push(
     from huggingface_hub import HfApi
 
     with tempfile.TemporaryDirectory() as tmp:
-        folder = stage(ckpt, repo, staging or Path(tmp) / "upload", results_path, license, revision)
+        folder = stage(ckpt, repo, Path(tmp) / "upload", results_path, license, revision)
         api = HfApi()
         try:
             # None keeps an organisation's default visibility; only --private asks for one

@@ -32,13 +32,12 @@ def option(
     factory=MISSING,
     choices=None,
     parse=None,
-    metavar=None,
     shown: str | None = None,
     cli: bool = True,
 ):
     """A config field with its help text. ``shown`` replaces the default in the help (say what a
     ``None`` default means); ``parse`` turns the flag's text into the value."""
-    meta = {"help": help, "choices": choices, "parse": parse, "metavar": metavar, "shown": shown, "cli": cli}
+    meta = {"help": help, "choices": choices, "parse": parse, "shown": shown, "cli": cli}
     return dataclasses.field(default=default, default_factory=factory, metadata=meta)
 
 
@@ -97,8 +96,6 @@ def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls, 
             kwargs["type"] = kind
         if meta.get("choices"):
             kwargs["choices"] = meta["choices"]
-        if meta.get("metavar"):
-            kwargs["metavar"] = meta["metavar"]
         if default is MISSING:
             kwargs["required"] = True
         else:
