@@ -1,6 +1,7 @@
 """atari-data's generated baselines feed laya-eval's normalisation, through plain JSON only."""
 
 from atari_data.produce.generate import GenerateConfig, generate_game
+from atari_data.publish.pack import PackConfig, pack
 from laya_eval.evaluate import RunConfig, evaluate
 
 
@@ -36,3 +37,25 @@ def test_generated_baselines_normalise_an_evaluation(tmp_path):
     assert str(data) in g["baseline"]["source"]
     expected = (g["mean"] - b["random_score_cap4500"]) / (b["expert_score_cap4500"] - b["random_score_cap4500"])
     assert g["normalised"] == expected
+
+    # The same baselines read from the packed repository (its meta/<source>/<Game>.json): laya-eval
+    # knows that layout without importing atari-data, so only this holds the two together.
+    packed = tmp_path / "packed"
+    pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
+    again = evaluate(
+        RunConfig(
+            policy="constant:UP",
+            games=["Freeway"],
+            out=str(tmp_path / "r2.json"),
+            episodes=1,
+            random_episodes=1,
+            cap=4500,
+            baselines=str(packed),
+        ),
+        progress=False,
+    )["games"]["Freeway"]
+    assert str(packed) in again["baseline"]["source"]
+    assert {k: again["baseline"][k] for k in ("expert", "random", "cap")} == {
+        k: g["baseline"][k] for k in ("expert", "random", "cap")
+    }
+    assert again["normalised"] == expected
