@@ -31,6 +31,20 @@ from laya_protocol.names import HUB_SPLITS
 from laya_protocol.protocol import EVAL_DECISION_CAP
 
 STAGES = ("generate", "validate", "pack", "load", "train", "evaluate", "report")
+#: The data's source: the built-in experts' two-frame records.
+SOURCE = "expert2f"
+#: A run folder's parts, each written by one stage (none may be a link).
+SETTINGS, RECORDS, DATA, PACKED, TRAIN, EVAL = "settings.json", "stages", "data", "packed", "train", "eval"
+RESULTS, REPORT, CURVE = "results.json", "report.md", "training.png"
+PARTS = (SETTINGS, RECORDS, DATA, PACKED, TRAIN, EVAL, REPORT, CURVE)
+#: What a stage leaves in the run folder; a stage recorded done whose output is gone runs again.
+OUTPUTS = {
+    "generate": DATA,
+    "pack": PACKED,
+    "train": f"{TRAIN}/{FINAL}",
+    "evaluate": f"{EVAL}/{RESULTS}",
+    "report": REPORT,
+}
 #: The report's video: a GIF, which a Markdown viewer shows inline.
 VIDEO = ".gif"
 
@@ -88,12 +102,12 @@ class QuickstartConfig:
 class Quickstart:
     def __init__(self, cfg: QuickstartConfig):
         self.cfg, self.out = cfg, Path(cfg.out)
-        self.data, self.packed = self.out / "data", self.out / "packed"
-        self.run_dir, self.eval_dir = self.out / "train", self.out / "eval"
+        self.data, self.packed = self.out / DATA, self.out / PACKED
+        self.run_dir, self.eval_dir = self.out / TRAIN, self.out / EVAL
 
     def done(self, stage: str) -> dict | None:
         """A finished stage's record (as :meth:`mark` wrote it), or None; anything else there is refused."""
-        path = self.out / "stages" / f"{stage}.json"
+        path = self.out / RECORDS / f"{stage}.json"
         if not path.exists() and not path.is_symlink():
             return None
         record = read_json_file(path)
@@ -102,7 +116,7 @@ class Quickstart:
         return record
 
     def mark(self, stage: str, result: dict) -> dict:
-        path = self.out / "stages" / f"{stage}.json"
+        path = self.out / RECORDS / f"{stage}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, (json.dumps(result, indent=2) + "\n").encode())
         return result
@@ -141,7 +155,7 @@ class Quickstart:
             return self._run()
 
     def _run(self) -> dict:
-        settings, wanted = self.out / "settings.json", self.settings()
+        settings, wanted = self.out / SETTINGS, self.settings()
         if self.cfg.restart and self.out.exists():  # run() refused a link
             self._delete()
         # a new folder, an empty one or its own: it moved in among a training run's files, which the
@@ -190,7 +204,7 @@ class Quickstart:
 
     def _ours(self) -> bool:
         """Whether OUT holds a quickstart's settings.json (a plain file, as one writes it)."""
-        made = self.out / "settings.json"
+        made = self.out / SETTINGS
         return made.is_file() and not made.is_symlink() and _is_settings(read_json_file(made))
 
     def _delete(self) -> None:
@@ -228,6 +242,7 @@ class Quickstart:
         c = self.cfg
         return GenerateConfig(
             root=str(self.data),
+            source=SOURCE,
             games=c.games,
             train_frames=c.train_frames,
             val_frames=c.val_frames,
@@ -261,7 +276,7 @@ class Quickstart:
 
         counts = {}
         for split in HUB_SPLITS.values():
-            ds = load_dataset(str(self.packed), "expert2f", split=split)
+            ds = load_dataset(str(self.packed), SOURCE, split=split)
             counts[split] = len(ds)
         first = ds[0]
         return {"rows": counts, "columns": sorted(first), "example": {k: first[k] for k in ("id", "game", "label")}}
@@ -307,7 +322,7 @@ class Quickstart:
             random_episodes=c.episodes,
             baselines=str(self.data) if c.baseline_episodes else None,  # else laya-eval's reference table
             policy_kwargs={"device": c.device},
-            out=str(self.eval_dir / "results.json"),
+            out=str(self.eval_dir / RESULTS),
         )
 
     def report(self) -> dict:
@@ -316,10 +331,10 @@ class Quickstart:
         from laya_policy.play import LayaPolicy
         from laya_policy.video import record_episode
 
-        results = load_results(self.eval_dir / "results.json")
+        results = load_results(self.eval_dir / RESULTS)
         figures = [p.name for p in write_report(results, self.eval_dir) if p.suffix == ".png"]
         summary, log = training_record(self.run_dir)
-        write_atomic(self.out / "training.png", plot_training(summary["curve"], log))
+        write_atomic(self.out / CURVE, plot_training(summary["curve"], log))
         best = max(
             (g for g in results["games"].values() if g.get("mean") is not None),
             key=lambda g: g.get("normalised") or -1e9,
@@ -391,18 +406,9 @@ class Quickstart:
                 f"score {video['score']:g}.",
                 "",
             ]
-        write_atomic(self.out / "report.md", "\n".join(lines).encode())
-        return {"report": str(self.out / "report.md"), "video": video.get("video")}
+        write_atomic(self.out / REPORT, "\n".join(lines).encode())
+        return {"report": str(self.out / REPORT), "video": video.get("video")}
 
-
-#: What a stage leaves in the run folder; a stage recorded done whose output is gone runs again.
-OUTPUTS = {
-    "generate": "data",
-    "pack": "packed",
-    "train": "train/final",
-    "evaluate": "eval/results.json",
-    "report": "report.md",
-}
 
 #: What the report reads of a training run, and the kinds of their values.
 SUMMARY = {"steps": int, "minutes": (int, float), "samples_per_s": (int, float), "data_wait_share": (int, float)}
@@ -472,10 +478,6 @@ def _pair(c) -> bool:
     return (
         isinstance(c, list) and len(c) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in c)
     )
-
-
-#: What a run folder holds, each written by its stage: none may be a link.
-PARTS = ("settings.json", "stages", "data", "packed", "train", "eval", "report.md", "training.png")
 
 
 def _lock_error(message: str, path: str) -> ValueError:
