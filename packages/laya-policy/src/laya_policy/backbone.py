@@ -51,6 +51,7 @@ SMOLVLM_SHAPES = TinySize(
     text_intermediate=1536,
 )
 PRESETS = {"tiny": TinySize(), "random-smolvlm": SMOLVLM_SHAPES}
+PRESET_IMAGE_SIZE = 128  # a preset's frame side when none is asked for: the tiny VLM's CPU budget
 
 
 def question_corpus() -> list[str]:

@@ -27,6 +27,7 @@ LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601, the weights of ALE's own greyscale
 MOTION_GAIN = 4.0  # the motion channel's scale against the frame's (both are linear in the frames)
 MOTION, FRAMES = "motion", "frames"  # FRAMES: each frame as its own channel, the form of older checkpoints
 INPUTS = (MOTION, FRAMES)
+IMAGE_SIZE = 84  # the Nature CNN's frame side (Mnih et al., 2015)
 SIZES = (36, 256)  # the convolutions need 36 pixels; at 256 the 512-unit layer already holds 26M weights
 
 
@@ -55,7 +56,7 @@ class NatureCNN(nn.Module):
     (the measurements: docs/learning-on-a-cpu.md, "Why Breakout stayed at its majority label"). A
     linear change of input, so the same functions are reachable: only how fast they are found differs."""
 
-    def __init__(self, frames: int = 2, image_size: int = 84, inputs: str = MOTION):
+    def __init__(self, frames: int = 2, image_size: int = IMAGE_SIZE, inputs: str = MOTION):
         super().__init__()
         check_size(image_size)
         if inputs not in INPUTS:

@@ -23,7 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from atari_data.layout import write_atomic
+from laya_policy.backbone import PRESET_IMAGE_SIZE
 from laya_policy.checkpoint import FILE_MAX, FINAL, read_json_file
+from laya_policy.cnn import IMAGE_SIZE as CNN_IMAGE_SIZE
 from laya_protocol.config import option
 from laya_protocol.files import Refused, parse_json, read_capped
 from laya_protocol.locks import FileLock
@@ -68,7 +70,9 @@ class QuickstartConfig:
         "(docs/learning-on-a-cpu.md)",
     )
     model: str = option("tiny", "tiny, a Hub id, a local directory, or cnn (the reference student, not a VLM)")
-    image_size: int | None = option(None, "frame side in pixels", shown="the backbone's; 128 for tiny, 84 for cnn")
+    image_size: int | None = option(
+        None, "frame side in pixels", shown=f"the backbone's; {PRESET_IMAGE_SIZE} for tiny, {CNN_IMAGE_SIZE} for cnn"
+    )
     batch: int = option(16, "training batch, per process")
     processes: int | None = option(
         None,

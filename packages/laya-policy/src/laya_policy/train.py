@@ -32,7 +32,7 @@ from atari_data.layout import fresh_file, list_games, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
 from atari_data.publish.repo import data_kind
 from atari_data.schema import target_of
-from laya_policy.backbone import PRESETS, SMOLVLM, build_backbone, hub_reference
+from laya_policy.backbone import PRESET_IMAGE_SIZE, PRESETS, SMOLVLM, build_backbone, hub_reference
 from laya_policy.checkpoint import (
     BEST,
     CNN,
@@ -50,6 +50,7 @@ from laya_policy.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
+from laya_policy.cnn import IMAGE_SIZE as CNN_IMAGE_SIZE
 from laya_policy.cnn import INPUTS, MOTION, MOTION_GAIN, NatureCNN, check_size
 from laya_policy.data import Example, load_examples
 from laya_policy.distributed import Distributed, check_device, launch, set_threads
@@ -120,7 +121,8 @@ class TrainConfig:
     image_size: int | None = option(
         None,
         "frame side in pixels",
-        shown="--init-from's, else the pretrained backbone's vision config, else 128 for a preset, 84 for cnn",
+        shown=f"--init-from's, else the pretrained backbone's vision config, else {PRESET_IMAGE_SIZE} for a preset, "
+        f"{CNN_IMAGE_SIZE} for cnn",
     )
     preprocess: str | None = option(
         None,
@@ -250,7 +252,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
                 )
         return replace(cfg, **{k: ckpt[k] for k in given})
     cfg = replace(cfg, model=cfg.model or "tiny")
-    size = 128 if cfg.image_size is None else cfg.image_size
+    size = PRESET_IMAGE_SIZE if cfg.image_size is None else cfg.image_size
     if cfg.model == CNN:
         cfg = replace(cfg, cnn_inputs=cfg.cnn_inputs or MOTION)
         if cfg.preprocess == "processor":
@@ -258,7 +260,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         if cfg.freeze == "vision" or cfg.lr_backbone is not None:
             flag = "--freeze vision" if cfg.freeze == "vision" else "--lr-backbone"
             raise ValueError(f"{flag}: the cnn has no backbone (it trains as one network at --lr-head)")
-        size = 84 if cfg.image_size is None else cfg.image_size
+        size = CNN_IMAGE_SIZE if cfg.image_size is None else cfg.image_size
         check_size(size)
     if cfg.pretrained:
         if not (Path(cfg.backbone).is_dir() or HUB_REF_RE.match(cfg.backbone)):  # asked of no Hub, so at once
