@@ -9,11 +9,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from laya_eval.doom import EPISODES as DOOM_EPISODES
+from laya_eval.doom import OUT as DOOM_OUT
+from laya_eval.doom import evaluate_doom
+from laya_eval.doom import markdown as doom_markdown
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import RunConfig
 from laya_eval.jsonfile import json_flag
 from laya_eval.policies import POLICY_TIMEOUT
 from laya_eval.stats import BOOTSTRAPS, CONFIDENCE
+from laya_protocol import doom
 from laya_protocol.bars import quiet_library_bars
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.errors import one_line, os_error_exit, stopped, terminations_raised
@@ -106,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument(
         "--policy", required=True, help="as for run: random, constant:ATTACK, module:attr, cmd:..., laya:CKPT"
     )
-    dm.add_argument("--scenario", default="basic", help="(default %(default)s)")
-    dm.add_argument("--episodes", type=int, default=50, help="(default %(default)s)")
+    dm.add_argument("--scenario", default=doom.SCENARIO, help="(default %(default)s)")
+    dm.add_argument("--episodes", type=int, default=DOOM_EPISODES, help="(default %(default)s)")
     dm.add_argument(
         "--seed-base", type=int, default=EVAL_SEED_BASE, help="episode i is seeded seed_base + i (default %(default)s)"
     )
@@ -119,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a cmd: policy may take per call before it is killed (default %(default)s)",
     )
     dm.add_argument("--policy-kwargs", type=json_flag, default={}, help="JSON object passed to the policy factory")
-    dm.add_argument("--out", default="doom.json", help="(default %(default)s)")
+    dm.add_argument("--out", default=DOOM_OUT, help="(default %(default)s)")
     return p
 
 
@@ -182,12 +187,10 @@ def cmd_policies(a) -> int:
 
 
 def cmd_doom(a) -> int:
-    from laya_eval.doom import evaluate_doom, markdown
-
     results = evaluate_doom(
         a.policy, a.scenario, a.episodes, a.seed_base, not a.sample, a.policy_kwargs, a.out, a.timeout
     )
-    print(markdown(results))
+    print(doom_markdown(results))
     if "error" in results:
         print(one_line(f"failed: {results['game']}: {results['error']}"), file=sys.stderr)
         return 1

@@ -102,10 +102,13 @@ def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: boo
     }
 
 
+EPISODES, OUT = 50, "doom.json"  # `laya-eval doom`'s defaults
+
+
 def evaluate_doom(
     policy_spec: str,
-    scenario: str = "basic",
-    episodes: int = 50,
+    scenario: str = doom.SCENARIO,
+    episodes: int = EPISODES,
     seed_base: int = EVAL_SEED_BASE,
     greedy: bool = True,
     policy_kwargs: dict | None = None,

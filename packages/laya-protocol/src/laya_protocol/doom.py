@@ -22,6 +22,7 @@ from laya_protocol.errors import UnknownName
 
 #: scenario -> (ViZDoom config file, the game name records and results use)
 SCENARIOS = {"basic": ("basic.cfg", "DoomBasic")}
+SCENARIO = "basic"  # the one played when none is named
 TICS_PER_DECISION = 4
 IGNORED = ("DoomPlayer", "BulletPuff", "Blood", "Dead")
 CROSSHAIR_MARGIN = 2
@@ -33,7 +34,7 @@ def game_name(scenario: str) -> str:
     return SCENARIOS[scenario][1]
 
 
-def make_game(scenario: str = "basic", seed: int | None = None):
+def make_game(scenario: str = SCENARIO, seed: int | None = None):
     """A headless DoomGame for ``scenario`` with RGB screens and the labels buffer on.
 
     Raises ImportError without ViZDoom and :class:`UnknownName` for an unknown scenario."""

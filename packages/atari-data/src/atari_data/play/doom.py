@@ -24,7 +24,7 @@ from laya_protocol.errors import UnknownName
 from laya_protocol.seeds import EVAL_SEED_BASE, TRAIN_EPISODES_FROM, VAL_EPISODES_FROM, episodes_room
 
 
-def make_game(scenario: str = "basic", seed: int = 0):
+def make_game(scenario: str = doom.SCENARIO, seed: int = 0):
     """A headless DoomGame for ``scenario`` with RGB screens and the labels buffer on."""
     try:
         return doom.make_game(scenario, seed)
@@ -80,7 +80,7 @@ def episode_scores(game, seeds, behave: Behaviour, rng_seed: int = 0) -> dict:
 @dataclass
 class DoomConfig:
     root: str
-    scenario: str = "basic"
+    scenario: str = doom.SCENARIO
     train_frames: int = DEFAULT_CAPS["train"]  # as generate's ALE games
     val_frames: int = DEFAULT_CAPS["val"]
     epsilon: float = 0.3
