@@ -1187,3 +1187,59 @@ def test_a_required_column_of_nulls_is_refused_by_every_reader(packed_master, tm
     _rewritten(repo, source, nulls)
     with pytest.raises(AtariDataError, match="label"):
         list(rows(repo, f"{source}-Pong", "validation"))
+
+
+def _odd_frames(repo: Path) -> tuple[str, Path]:
+    """Pong's train Parquet of a pack rewritten so that row 0's frame is a PNG declaring 4000x4000
+    pixels (its image data a few bytes: a reader that inflates first finds that out only after) and
+    row 1's a whole grey one of the game's size; the game's meta.json says RGB 210x160."""
+    import zlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from atari_data.layout.png import _png, encode_png
+
+    shard = next((repo / "data").glob("*/Pong/train-*.parquet"))
+    table = pq.read_table(shard)
+    images = table.column("image").to_pylist()
+    images[0] = {"bytes": _png(4000, 4000, 2, zlib.compress(b"\0" * 64)), "path": None}
+    images[1] = {"bytes": encode_png(np.zeros((210, 160), np.uint8)), "path": None}
+    table = table.set_column(
+        table.schema.get_field_index("image"), "image", pa.array(images, type=table.schema.field("image").type)
+    )
+    pq.write_table(table, shard)
+    return shard.parent.parent.name, shard
+
+
+def test_a_frame_of_another_size_than_its_games_is_refused_by_every_reader(packed_master, layout_master, tmp_path):
+    """From a hostile review: the readers never compared a frame with its game's frame_format, so a
+    7.5 MB pack of PNGs declaring 4000x4000 took `train` to 10 GB and AtariDataset gave 4000x4000
+    'Pong' frames, and frames of mixed sizes failed with numpy's words, naming nothing. doctor alone
+    refused them."""
+    from atari_data.errors import AtariDataError
+    from atari_data.layout import list_games
+    from atari_data.layout.png import encode_png
+    from atari_data.publish.parquet_rows import rows
+    from atari_data.torch import AtariDataset
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    source, shard = _odd_frames(repo)
+    ds = AtariDataset(repo, f"{source}-Pong")
+    with pytest.raises(AtariDataError, match=r"row 0 .*: image: declares 4000x4000 pixels, expected RGB 210x160"):
+        ds[0]
+    with pytest.raises(AtariDataError, match=r"row 1 .*: image: is L 210x160, expected RGB 210x160"):
+        ds[1]
+    with pytest.raises(AtariDataError, match=rf"{shard.name}: row 0: image: declares 4000x4000 pixels, expected"):
+        next(iter(rows(repo, f"{source}-Pong")))
+
+    layout = tmp_path / "layout"
+    shutil.copytree(layout_master, layout)
+    g = next(g for g in list_games(layout) if g.game == "Pong")
+    rec = next(g.records("train"))
+    (g.path / rec["image"]).write_bytes(encode_png(np.zeros((100, 100, 3), np.uint8)))
+    with pytest.raises(
+        AtariDataError, match=r"image: cannot read frame \(declares 100x100 pixels, expected RGB 210x160"
+    ):
+        g.frame(rec)

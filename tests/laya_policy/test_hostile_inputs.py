@@ -804,8 +804,9 @@ def hub(tmp_path):
 
 @pytest.mark.slow
 def test_a_hub_dataset_is_fetched_by_config_read_and_trained_on_online_and_offline(data, hub, tmp_path):
-    """Read by its Hub id, a packed dataset gives the rows its folder gives; only the card and the
-    asked config's Parquet files are fetched; train reads it; offline, both read the cached copy."""
+    """Read by its Hub id, a packed dataset gives the rows its folder gives; only the card, the
+    asked config's Parquet files and its game's meta file (its frames' size) are fetched; train reads
+    it; offline, both read the cached copy."""
     from atari_data.publish.pack import PackConfig, pack
 
     packed = tmp_path / "packed"
@@ -818,7 +819,8 @@ def test_a_hub_dataset_is_fetched_by_config_read_and_trained_on_online_and_offli
     assert not bars_drawn(online["train_stderr"]), "datasets' or the Hub client's bars, into a log"
     snapshot = next((tmp_path / "hf" / "hub").glob("datasets--me--atari/snapshots/*"))
     got = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
-    assert got == ["README.md", *sorted(str(p.relative_to(packed)) for p in packed.glob("data/*/Pong/*.parquet"))]
+    fetched = [*packed.glob("data/*/Pong/*.parquet"), *packed.glob("meta/*/Pong.json")]
+    assert got == ["README.md", *sorted(str(p.relative_to(packed)) for p in fetched)]
     offline = hub.client("me/atari", config, tmp_path / "run2", offline=True)
     assert offline.get("rows") == local and offline["train"] == 0, offline
     # a cached shard cut short was refused on every rerun, online too, naming no cache (an outside review)
@@ -928,3 +930,29 @@ def test_a_stop_while_the_command_line_is_built_is_one_line(tmp_path, signum, co
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err[-3000:]
     # -signum: it said so, then died of the signal, as a shell's child may (seen once under xdist)
     assert proc.returncode in (code, -signum), (proc.returncode, err)
+
+
+def test_a_parquet_frame_of_another_size_than_its_games_is_one_line(data, tmp_path):
+    """From a hostile review: train took a frame at whatever size it declared (a 7.5 MB pack of PNGs
+    declaring 4000x4000 trained as Pong at 10 GB), and frames of mixed sizes failed with numpy's
+    'all input arrays must have the same shape', naming no file, row or field."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from atari_data.layout.png import encode_png
+    from atari_data.publish.pack import PackConfig, pack
+
+    packed = tmp_path / "packed"
+    pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
+    shard = next((packed / "data" / "expert2f" / "Pong").glob("train-*.parquet"))
+    table = pq.read_table(shard)
+    images = table.column("image").to_pylist()
+    images[3] = {"bytes": encode_png(np.zeros((100, 100, 3), np.uint8)), "path": None}
+    table = table.set_column(
+        table.schema.get_field_index("image"), "image", pa.array(images, type=table.schema.field("image").type)
+    )
+    pq.write_table(table, shard)
+    code, err = check_promises(
+        main, ["train", "--data", packed, "--out", tmp_path / "run", *TRAIN], sandbox=tmp_path, target=tmp_path / "run"
+    )
+    assert code == 2 and ": expert2f/train row 3: image: declares 100x100 pixels, expected RGB 210x160" in err, err

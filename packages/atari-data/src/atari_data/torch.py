@@ -29,10 +29,10 @@ import torch
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import list_games
-from atari_data.layout.png import decode_png
+from atari_data.layout.png import decode_frame
 from atari_data.layout.records import row_problem
 from atari_data.limits import read_bytes
-from atari_data.publish.card import check_files, default_config, read_card, split_files
+from atari_data.publish.card import check_files, default_config, frame_want, read_card, split_files
 from atari_data.publish.hub import resolve_repo
 from atari_data.publish.repo import data_kind, split_config
 from atari_data.schema import FRAME_FIELDS, JSON_TEXT, target_of
@@ -56,6 +56,8 @@ class AtariDataset(torch.utils.data.Dataset):
         if split not in _LAYOUT_SPLIT:
             raise AtariDataError(f"{split!r} is not a split ({', '.join(_LAYOUT_SPLIT)})", field="split")
         self._layout: list[tuple[Any, dict]] | None = None
+        self._folder: tuple[Path, str] | None = None  # a packed folder and source: whose meta says each frame's size
+        self._wants: dict = {}  # frame_want's cache
         self._questions: dict = {}  # row_problem's cache of the questions asked
         self._game = split_config(config)[1] if config else None
         kind = data_kind(data) if isinstance(data, (str, Path)) else None
@@ -83,6 +85,7 @@ class AtariDataset(torch.utils.data.Dataset):
             card = read_card(folder)  # once: the config chosen and the files checked come from one reading
             name = config or default_config(card)
             paths = [str(p) for p in split_files(check_files(folder, [name], card)[name], name, split, folder)]
+            self._folder = folder, split_config(name)[0]
             self._rows = _frames_as_bytes(
                 load_dataset("parquet", data_files={split: paths}, split=split, download_mode=fresh)
             )
@@ -103,17 +106,6 @@ class AtariDataset(torch.utils.data.Dataset):
             return row
         row = dict(self._rows[i])
         where = f"row {i} ({row.get('id')})"
-        for key in FRAME_FIELDS:
-            cell = row.get(key)
-            if cell is None:
-                row.pop(key, None)
-            elif isinstance(cell, dict):  # bytes, as _frames_as_bytes asked: decoded here, within the limits
-                try:
-                    row[key] = decode_png(_frame_bytes_of(cell, self._own, where, key))
-                except ValueError as e:
-                    raise AtariDataError(str(e), file=where, field=key) from None
-            else:
-                row[key] = np.asarray(cell)
         for key in JSON_TEXT & row.keys():
             if isinstance(row[key], str):
                 try:
@@ -124,11 +116,24 @@ class AtariDataset(torch.utils.data.Dataset):
             # here too (a label past the options would fail at collate; a row of another game in a
             # game's config would train as that game). A Dataset the caller built holds rows of their own.
             fields = {k: v for k, v in row.items() if k not in FRAME_FIELDS and v is not None}
-            problem = row_problem(fields, "prev_image" in row, self._questions)
+            problem = row_problem(fields, row.get("prev_image") is not None, self._questions)
             if problem is None and self._game is not None and row.get("game") != self._game:
                 problem = ("game", f"{row.get('game')!r} in the config of {self._game}")
             if problem is not None:
                 raise AtariDataError(problem[1], file=where, field=problem[0])
+        # the row's own fields checked first: then its game's meta says what its frames must be
+        want = None if self._folder is None else frame_want(*self._folder, row.get("game"), self._wants)
+        for key in FRAME_FIELDS:
+            cell = row.get(key)
+            if cell is None:
+                row.pop(key, None)
+            elif isinstance(cell, dict):  # bytes, as _frames_as_bytes asked: decoded here, within the limits
+                try:
+                    row[key] = decode_frame(_frame_bytes_of(cell, self._own, where, key), want)
+                except ValueError as e:
+                    raise AtariDataError(str(e), file=where, field=key) from None
+            else:
+                row[key] = np.asarray(cell)
         return row
 
 

@@ -25,9 +25,9 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import META, list_games, read_jsonl
-from atari_data.layout.png import decode_png
+from atari_data.layout.png import declared_size_problem, decode_frame
 from atari_data.layout.records import GameRules, row_problem
-from atari_data.publish.card import check_files, read_card
+from atari_data.publish.card import check_files, frame_want, read_card
 from atari_data.publish.hub import resolve_repo
 from atari_data.publish.repo import data_kind, split_config
 from atari_data.publish.teardown import streaming
@@ -105,8 +105,8 @@ def _layout_frame(g, pin, rec: dict, prev: bool) -> np.ndarray:
     return frame
 
 
-def _packed_frame(current: bytes, previous: bytes | None, where: str, prev: bool) -> np.ndarray:
-    return _decode(previous if prev and previous is not None else current, where)  # prev only when stored
+def _packed_frame(current: bytes, previous: bytes | None, want, where: str, prev: bool) -> np.ndarray:
+    return _decode(previous if prev and previous is not None else current, want, where)  # prev only when stored
 
 
 def _packed_examples(data, split, sources, games, on_hub: bool) -> list[Example]:
@@ -133,6 +133,7 @@ def _packed_examples(data, split, sources, games, on_hub: bool) -> list[Example]
         data = str(resolve_repo(hub_id, tars=False, configs=wanted))
     checked = check_files(Path(data), wanted)
     questions: dict = {}  # (game, actions) -> the questions its platforms ask
+    wants: dict = {}  # (source, game) -> the frames' (mode, (width, height)) its meta file says
     for name in wanted:
         if hf_split not in checked[name]:  # e.g. a game without validation rows
             continue
@@ -162,16 +163,21 @@ def _packed_examples(data, split, sources, games, on_hub: bool) -> list[Example]
             problem = row_problem(rec, prev is not None, questions)
             if problem:
                 raise ValueError(f"{where}: {problem[0]}: {problem[1]}")
+            want = frame_want(Path(data), split_config(name)[0], rec.get("game"), wants)
+            for key, value in (("image", image), ("prev_image", prev)):  # every frame's header, before training
+                if value is not None and (said := declared_size_problem(value["bytes"], want)):
+                    raise ValueError(f"{where}: {key}: {said}")
             if prev is not None:
                 rec["prev_image"] = "packed"
-            out.append(Example(rec, partial(_packed_frame, image["bytes"], prev and prev["bytes"], where), where))
+            frame = partial(_packed_frame, image["bytes"], prev and prev["bytes"], want, where)
+            out.append(Example(rec, frame, where))
     return out
 
 
-def _decode(data: bytes, where: str) -> np.ndarray:
+def _decode(data: bytes, want, where: str) -> np.ndarray:
     import zlib
 
     try:
-        return decode_png(data)
+        return decode_frame(data, want)
     except (OSError, ValueError, zlib.error) as e:
         raise ValueError(f"{where}: image: does not decode ({type(e).__name__}: {e})") from None

@@ -9,6 +9,7 @@ games that have it. Games are written by :mod:`atari_data.layout.writer`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -85,16 +86,26 @@ class GameDir:
         for _, rec in read_jsonl(self.split_file(split), "(record)", follow=self.follow):
             yield rec
 
+    @functools.cached_property
+    def frame_want(self):
+        """(mode, (width, height)) its meta.json's frame_format says each frame is, or None."""
+        from atari_data.schema import frame_size
+
+        meta = self.meta()
+        return frame_size(meta.get("frame_format")) if isinstance(meta, dict) else None
+
     def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
-        """A record's frame (or previous frame) as a uint8 array, H x W (gray) or H x W x 3."""
-        from atari_data.layout.png import decode_png, formats_of
+        """A record's frame (or previous frame) as a uint8 array, H x W (gray) or H x W x 3, of the
+        size and mode its meta.json says."""
+        from atari_data.layout.png import decode_frame, formats_of
         from atari_data.limits import read_bytes
 
         rel = rec["prev_image" if prev else "image"]
         path = safe_join(self.path, rel)
+        want = self.frame_want
         try:
             data = read_bytes(path, "frame", "image", follow=self.follow)
-            return decode_png(data, formats_of(path.name))  # as its name says
+            return decode_frame(data, want, formats_of(path.name))  # as its name says
         except (OSError, ValueError, zlib.error) as e:
             raise AtariDataError(f"cannot read frame ({e})", file=str(path), field="image") from None
 

@@ -85,6 +85,43 @@ def inflate(data: bytes, size: int) -> bytes | bytearray:
         raise ValueError(f"the image data does not inflate to at most {size:,} bytes (broken or too long)") from None
 
 
+#: A frame's (Pillow mode, (width, height)), as :func:`atari_data.schema.frame_size` reads a meta.json's frame_format.
+Want = tuple[str, tuple[int, int]]
+
+
+def decode_frame(data: bytes, want: Want | None, formats: tuple[str, ...] = FRAME_FORMATS) -> np.ndarray:
+    """:func:`decode_png` for a frame of a game whose meta.json says ``want`` (None: not said): a PNG
+    whose header declares another size is refused before a byte of it is inflated, and any frame
+    of another mode or size once decoded, in ``validate --images``' words. A reader that took a
+    frame at its own size would resize a 4000x4000 one as a 210x160 one, at 48 MB a frame."""
+    if want is None:
+        return decode_png(data, formats)
+    if problem := declared_size_problem(data, want):
+        raise ValueError(problem)
+    pixels = decode_png(data, formats)
+    mode, (w, h) = want
+    got = {2: "L", 3: {3: "RGB", 4: "RGBA"}.get(pixels.shape[-1], "?")}.get(pixels.ndim, "?")
+    if (got, pixels.shape[:2]) != (mode, (h, w)):
+        raise ValueError(f"is {got} {pixels.shape[0]}x{pixels.shape[1]}, {_expected(want)}")
+    return pixels
+
+
+def declared_size_problem(data: bytes, want: Want) -> str | None:
+    """What is wrong with the size a PNG's header declares, against ``want``, or None (another
+    format, or no header to read: decoding says what): 24 bytes read, none inflated, so a reader
+    can check every frame of a split before it trains on any."""
+    if data[:8] == SIGNATURE and len(data) >= 24 and data[12:16] == b"IHDR":
+        dw, dh = struct.unpack(">II", data[16:24])
+        if (dw, dh) != want[1]:
+            return f"declares {dh}x{dw} pixels, {_expected(want)}"
+    return None
+
+
+def _expected(want: Want) -> str:
+    mode, (w, h) = want
+    return f"expected {mode} {h}x{w} (meta.json frame_format)"
+
+
 def decode_png(data: bytes, formats: tuple[str, ...] = FRAME_FORMATS) -> np.ndarray:
     """Pixels of a frame as uint8 (H x W, or H x W x 3/4); ValueError saying what is wrong for
     anything that is not a whole image of one of ``formats`` (Pillow's names, the schema's frame

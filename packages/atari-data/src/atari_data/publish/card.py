@@ -13,9 +13,9 @@ import yaml
 
 from atari_data import limits, parquet
 from atari_data.errors import AtariDataError
-from atari_data.layout import leaves_folder
+from atari_data.layout import leaves_folder, read_json
 from atari_data.publish import repo
-from atari_data.schema import RECORD, SCHEMA_VERSION, hf_features, markdown_table
+from atari_data.schema import GAME_RE, RECORD, SCHEMA_VERSION, frame_size, hf_features, markdown_table
 from laya_protocol.files import write_file
 from laya_protocol.names import score_key, scores_key
 from laya_protocol.protocol import BASELINE_CAP
@@ -219,6 +219,26 @@ def check_files(
                     field=f"config {name!r}",
                 )
     return out
+
+
+def frame_want(folder: Path, source: str, game, seen: dict) -> tuple[str, tuple[int, int]]:
+    """(mode, (width, height)) that a packed folder's ``meta/<source>/<Game>.json`` says ``game``'s
+    frames are, for :func:`atari_data.layout.png.decode_frame`; ``seen`` caches it per game. A game
+    without a usable one is an AtariDataError: its rows' frames could be any size."""
+    key = (source, game)
+    if key not in seen:
+        path = folder / repo.meta_file(source, game) if isinstance(game, str) and GAME_RE.match(game) else None
+        meta = read_json(path) if path is not None and path.is_file() else None
+        want = frame_size(meta.get("frame_format")) if isinstance(meta, dict) else None
+        if want is None:
+            raise AtariDataError(
+                f"{game!r} has no {repo.meta_file(source, '<Game>')} with its frame_format, which its frames "
+                "must match",
+                file=str(folder),
+                field="game",
+            )
+        seen[key] = want
+    return seen[key]
 
 
 def _rows(path: Path) -> int:

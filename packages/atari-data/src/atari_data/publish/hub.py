@@ -141,10 +141,11 @@ def _same(local: Path | bytes, remote) -> bool:
 def resolve_repo(target: str, tars: bool = True, configs: list[str] | None = None) -> Path:
     """A local folder, or a Hub dataset repo id downloaded to the local cache: without its
     WebDataset shards unless ``tars`` (they repeat the Parquet rows and are most of its bytes), and
-    with ``configs`` named, only the card and the files those configs' patterns name (read first
-    from the card; huggingface_hub's ``*`` also crosses folders, so a pattern may fetch more than it
-    names, never less). Offline, the cached copy. Read it through
-    :func:`atari_data.publish.card.check_files`, which checks the files and their rows."""
+    with ``configs`` named, only the card, the files those configs' patterns name (read first from
+    the card; huggingface_hub's ``*`` also crosses folders, so a pattern may fetch more than it
+    names, never less) and their games' meta files (which say each game's frame size). Offline,
+    the cached copy. Read it through :func:`atari_data.publish.card.check_files`, which checks the
+    files and their rows."""
     path = Path(target)
     if path.exists():
         return path
@@ -160,9 +161,16 @@ def resolve_repo(target: str, tars: bool = True, configs: list[str] | None = Non
         patterns = [
             repo_mod.CARD,
             *(df["path"] for name in configs if name in known for df in known[name]["data_files"]),
+            *map(_meta_pattern, configs),  # each game's frame size
         ]
     ignore = None if tars else [f"{repo_mod.WEBDATASET}/*"]
     return _snapshot(snapshot_download, target, patterns, ignore)
+
+
+def _meta_pattern(config: str) -> str:
+    """The meta files of a config's games: one game's, or all of its source's."""
+    source, game = repo_mod.split_config(config)
+    return repo_mod.meta_file(source, game) if game else repo_mod.meta_file(source, "*")
 
 
 def _snapshot(download, target: str, patterns: list[str] | None, ignore: list[str] | None = None) -> Path:

@@ -24,8 +24,9 @@ import numpy as np
 
 from atari_data import parquet
 from atari_data.errors import AtariDataError
-from atari_data.layout.png import decode_png
-from atari_data.publish.card import check_files, split_files
+from atari_data.layout.png import decode_frame
+from atari_data.publish.card import check_files, frame_want, split_files
+from atari_data.publish.repo import split_config
 from atari_data.schema import FRAME_FIELDS
 from atari_data.threads import frame_threads
 
@@ -44,15 +45,18 @@ def rows(folder: str | Path, config: str, split: str = "train", threads: int | N
     row whose frame is missing or does not decode is one AtariDataError naming file, row and field."""
     folder = Path(folder)
     workers = threads or frame_threads()
+    source = split_config(config)[0]
+    seen: dict = {}  # frame_want's cache
     with ThreadPoolExecutor(workers, thread_name_prefix="parquet-frames") as pool:
         for path in files(folder, config, split):
             first = 0
             for table in parquet.row_groups(path):
                 frames = {k: _frame_bytes(table, k, path) for k in FRAME_FIELDS if k in table.column_names}
                 plain = table.drop_columns(list(frames)).to_pylist()
+                wants = [frame_want(folder, source, row.get("game"), seen) for row in plain]  # before any decode
                 ahead: deque = deque()  # two chunks a thread in flight: memory stays a few chunks' frames
                 for start in range(0, len(plain), CHUNK):
-                    ahead.append((start, pool.submit(_decode, frames, start, start + CHUNK, path, first)))
+                    ahead.append((start, pool.submit(_decode, frames, wants, start, start + CHUNK, path, first)))
                     if len(ahead) > 2 * workers:
                         yield from _joined(plain, *ahead.popleft())
                 while ahead:
@@ -72,7 +76,7 @@ def _frame_bytes(table, key: str, path: Path) -> list:
     return column.field("bytes").to_pylist() if column.type.num_fields else column.to_pylist()
 
 
-def _decode(frames: dict[str, list], start: int, stop: int, path: Path, first: int) -> list[dict]:
+def _decode(frames: dict[str, list], wants: list, start: int, stop: int, path: Path, first: int) -> list[dict]:
     """The decoded frames of rows ``start``..``stop`` of a row group (one thread's share)."""
     out, last, last_pixels = [], None, None
     image, prev = frames.get("image"), frames.get("prev_image")
@@ -87,11 +91,11 @@ def _decode(frames: dict[str, list], start: int, stop: int, path: Path, first: i
                 continue
             if not isinstance(data, bytes):
                 raise AtariDataError("is not frame bytes", file=str(path), field=f"row {first + i}: {key}")
-            if data == last and last_pixels is not None:  # decoded once, still each row's own array
+            if (data, wants[i]) == last and last_pixels is not None:  # decoded once, still each row's own array
                 row[key] = last_pixels.copy()
                 continue
             try:
-                last, last_pixels = data, decode_png(data)
+                last, last_pixels = (data, wants[i]), decode_frame(data, wants[i])
             except ValueError as e:
                 raise AtariDataError(str(e), file=str(path), field=f"row {first + i}: {key}") from None
             row[key] = last_pixels
