@@ -637,6 +637,18 @@ CARD_TRICKS = {
         r"(dataset_info:\n- config_name: )(\S+)", r"\1[\2]", t
     ),
     "a config name with a newline": lambda t: re.sub(r"- config_name: (\S+)", r'- config_name: "\1\\nb"', t, count=1),
+    # From a hostile review: features that datasets obeys and doctor passed ("healthy"): grey frames,
+    # a label read as text, and provenance as an image, whose path in a row datasets then opened
+    # (a FIFO or /dev/stdin held doctor for ever).
+    "grey frames in the features": lambda t: t.replace(
+        "  - name: image\n    dtype: image\n", "  - name: image\n    dtype:\n      image:\n        mode: L\n", 1
+    ),
+    "a label of text in the features": lambda t: t.replace(
+        "  - name: label\n    dtype: int64\n", "  - name: label\n    dtype: string\n", 1
+    ),
+    "provenance as an image in the features": lambda t: t.replace(
+        "  - name: provenance\n    dtype: string\n", "  - name: provenance\n    dtype: image\n", 1
+    ),
 }
 DOCTOR_CASES.update(CARD_TRICKS)
 
@@ -1243,3 +1255,35 @@ def test_a_frame_of_another_size_than_its_games_is_refused_by_every_reader(packe
         AtariDataError, match=r"image: cannot read frame \(declares 100x100 pixels, expected RGB 210x160"
     ):
         g.frame(rec)
+
+
+@pytest.mark.parametrize(
+    "metadata,said",
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "is not the JSON of datasets' features"),
+        (None, "are not a record row's"),  # provenance marked as an image: datasets would open its paths
+    ],
+)
+def test_a_parquet_files_datasets_metadata_must_be_a_record_rows(packed_master, tmp_path, metadata, said):
+    """From a hostile review: datasets reads the features a Parquet file's 'huggingface' schema
+    metadata declares. Nested 100,000 deep it was a RecursionError traceback from train and
+    AtariDataset while doctor said healthy; declaring provenance an image made datasets open the
+    path a row holds."""
+    import pyarrow.parquet as pq
+
+    from atari_data.errors import AtariDataError
+    from atari_data.torch import AtariDataset
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    shard = next((repo / "data").glob("*/Pong/train-*.parquet"))
+    table = pq.read_table(shard)
+    if metadata is None:
+        doc = json.loads(table.schema.metadata[b"huggingface"])
+        doc["info"]["features"]["provenance"] = {"_type": "Image"}
+        metadata = json.dumps(doc).encode()
+    pq.write_table(table.replace_schema_metadata({b"huggingface": metadata}), shard)
+    code, out, err = run_cli(main, ["doctor", repo])
+    assert code == 2 and shard.name in out + err and said in out + err, (out + err)[-2000:]
+    with pytest.raises(AtariDataError, match=said):
+        AtariDataset(repo, f"{shard.parent.parent.name}-Pong")

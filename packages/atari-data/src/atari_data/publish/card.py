@@ -3,6 +3,7 @@ here from ``card_template.md`` and read back (``read_card``) by doctor and publi
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -121,7 +122,22 @@ def read_card(folder: Path) -> dict:
                 file=str(path),
                 field=f"dataset_info[{n}]",
             )
+        if "features" in info and info["features"] not in card_features():  # datasets reads rows by them
+            raise AtariDataError(
+                "are not a record row's (datasets decodes and casts each column as they say: grey frames, "
+                "a label as text, a path opened as an image); write them as pack does",
+                file=str(path),
+                field=f"dataset_info[{n}].features",
+            )
     return card
+
+
+@functools.cache
+def card_features() -> tuple[list, list]:
+    """A card's ``features``, as datasets writes them, of a one-frame and of a two-frame record row."""
+    import datasets
+
+    return tuple(datasets.DatasetInfo(features=hf_features(n))._to_yaml_dict()["features"] for n in (1, 2))
 
 
 def data_files(folder: Path, card: dict, split: str | None = None) -> dict[str, list[Path]]:
@@ -272,7 +288,29 @@ def checked_rows(path: Path) -> int:
             raise AtariDataError(
                 f"column {f.name!r} is {f.type}, where a record row's is {want}", file=str(path), field=f.name
             )
+    _check_datasets_metadata(path, found)
     return rows
+
+
+def _check_datasets_metadata(path: Path, schema) -> None:
+    """The features a file's ``huggingface`` schema metadata declares, which datasets reads it by when no
+    card says otherwise, are a record row's (of the columns it holds), where it has any."""
+    said = (schema.metadata or {}).get(b"huggingface")
+    if said is None:
+        return
+    field = "schema metadata 'huggingface'"
+    try:
+        features = json.loads(said)["info"]["features"]
+    except (ValueError, RecursionError, TypeError, KeyError):
+        raise AtariDataError("is not the JSON of datasets' features", file=str(path), field=field) from None
+    wanted = hf_features(2 if "prev_image" in schema.names else 1).to_dict()
+    if features != {k: v for k, v in wanted.items() if k in schema.names}:
+        raise AtariDataError(
+            "its features are not a record row's (datasets decodes and casts each column as they say: a "
+            "path opened as an image); write the file as pack does, or without this metadata",
+            file=str(path),
+            field=field,
+        )
 
 
 def _fits(found, wanted, required: bool = False) -> bool:
