@@ -646,6 +646,11 @@ CARD_TRICKS = {
     "a label of text in the features": lambda t: t.replace(
         "  - name: label\n    dtype: int64\n", "  - name: label\n    dtype: string\n", 1
     ),
+    # a pattern whose recursive parts make a glob's cost grow with their number (7x each on a
+    # 30-deep folder: doctor and train hung)
+    "a data_files glob recursing twice": lambda t: re.sub(r"path: data/", "path: data/**/**/", t, count=1),
+    # a 3 MB header took doctor 125 s and 1.8 GB to parse, then said healthy
+    "a YAML header past its cap": lambda t: t.replace("---\n", "---\nzz: [" + "0," * 600_000 + "0]\n", 1),
     "provenance as an image in the features": lambda t: t.replace(
         "  - name: provenance\n    dtype: string\n", "  - name: provenance\n    dtype: image\n", 1
     ),

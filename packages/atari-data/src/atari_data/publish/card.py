@@ -42,6 +42,11 @@ CITATIONS = """```bibtex
 CONFIG_KEYS = frozenset({"config_name", "data_files", "default"})
 
 
+#: The most a card's YAML header may hold: a pack writes about 0.9 KB a config (a source's and each
+#: game's), so 50 KB a source of 57 games.
+CARD_HEADER_MAX = 1 << 20
+
+
 def read_card(folder: Path) -> dict:
     path = folder / repo.CARD
     try:
@@ -53,6 +58,13 @@ def read_card(folder: Path) -> dict:
     m = re.match(r"---\n(.*?)\n---\n", text, re.S)
     if not m:
         raise AtariDataError("has no YAML header", file=str(path), field="README.md")
+    if len(m[1]) > CARD_HEADER_MAX:
+        raise AtariDataError(
+            f"YAML header is {len(m[1]):,} bytes; a card's is at most {CARD_HEADER_MAX >> 20} MB (YAML is "
+            "parsed at a few hundred KB a second)",
+            file=str(path),
+            field="README.md",
+        )
     try:
         if any(isinstance(t, yaml.AliasToken) for t in yaml.scan(m[1])):  # a pack writes none
             raise AtariDataError(
@@ -93,6 +105,12 @@ def read_card(folder: Path) -> dict:
                 "needs a config_name and data_files as a list of {split, path}", file=str(path), field=f"configs.{name}"
             )
         for f in files:
+            if f["path"].split("/").count("**") > 1:  # each more multiplies a glob's walk of the folder
+                raise AtariDataError(
+                    f"{f['path']!r} recurses more than once ('**' is one walk of the folder; two are its square)",
+                    file=str(path),
+                    field=f"configs.{name}.{f['split']}",
+                )
             if not f["path"].strip() or any(part in ("", ".") for part in f["path"].split("/")):
                 raise AtariDataError(  # "." was an IndexError traceback inside pathlib's glob
                     f"{f['path']!r} is not a glob of files (an empty or '.' part)",
