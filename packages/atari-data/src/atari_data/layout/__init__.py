@@ -130,7 +130,8 @@ class FolderPin:
 
     def __init__(self, path: Path):
         self.path = path
-        self._fd: int | None = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        self._fd: int | None = None  # set first: __del__ runs on a pin whose open failed too
+        self._fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         st = os.fstat(self._fd)
         self._id = st.st_dev, st.st_ino
 
