@@ -121,6 +121,22 @@ def test_a_jsonl_line_over_the_record_limit_is_refused_before_it_is_parsed(layou
         assert code == 2 and "train.jsonl:3" in out + err and "over the record limit" in out + err, out + err
 
 
+def test_a_meta_json_is_charged_what_it_takes_parsed(layout_master, tmp_path, monkeypatch):
+    """From a hostile review: meta.json was read whole within the file limit (1 GB) and parsed with
+    no charge for what parsing takes (some 30 times the text: a 60 MB one took doctor to 2.1 GB);
+    a text held parsed whole is charged against the member limit, as an importer's are."""
+    root = tmp_path / "root"
+    shutil.copytree(layout_master, root)
+    path = root / "expert2f/Breakout/meta.json"
+    meta = json.loads(path.read_text())
+    meta["zz"] = [{}] * 40_000  # 160 KB of text, about 5 MB parsed
+    path.write_text(json.dumps(meta))
+    monkeypatch.setenv("ATARI_DATA_LIMITS", "member=2")
+    for argv in (["validate", root], ["stats", root]):
+        code, out, err = run_cli(main, argv)
+        assert code == 2 and "Breakout/meta.json" in out + err and "over the member limit" in out + err, out + err
+
+
 @pytest.mark.parametrize(
     "key, setup",
     [

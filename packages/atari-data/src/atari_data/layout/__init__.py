@@ -285,7 +285,11 @@ def copy_plain(src: Path, dest: Path, follow: bool = False) -> None:
 def read_json(path: Path, follow: bool = True) -> dict:
     """A JSON object from ``path``; anything else (missing, too big, not UTF-8, not JSON, nested past
     Python's recursion limit, a number past its digit limit, not an object) is one AtariDataError."""
-    value = parse_json_line(read_file(path, follow=follow), str(path), None, "(file)")
+    from atari_data.limits import check_parsed
+
+    text = read_file(path, follow=follow)
+    check_parsed(len(text), file=str(path))  # held parsed whole: some 30 times its text
+    value = parse_json_line(text, str(path), None, "(file)")
     if not isinstance(value, dict):
         raise AtariDataError(f"holds a JSON {type(value).__name__}, expected an object", file=str(path), field="(file)")
     return value

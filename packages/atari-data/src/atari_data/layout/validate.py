@@ -29,7 +29,7 @@ from atari_data.layout import (
 from atari_data.layout.png import formats_of, frame_defect, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, record_line, side_paths
 from atari_data.limits import check as check_size
-from atari_data.limits import limit, read_bytes
+from atari_data.limits import check_parsed, limit, read_bytes
 from atari_data.schema import META as META_SCHEMA
 from atari_data.schema import check_structure, frame_size
 from laya_protocol.files import LINK
@@ -139,7 +139,9 @@ class _GameCheck:
         if path in self.linked_files:
             return {}
         try:
-            meta = orjson.loads(read_bytes(path, follow=False))
+            text = read_bytes(path, follow=False)
+            check_parsed(len(text), file=str(path))  # held parsed whole: some 30 times its text
+            meta = orjson.loads(text)
         except FileNotFoundError:
             self.defect(path, "(file)", "is missing")
             return {}
