@@ -1351,6 +1351,34 @@ def test_kept_screens_fill_a_few_large_blocks_within_the_budget(data, tmp_path, 
     assert len(tight._kept) == 7 and tight.used == tight.reserved == 7 * screen and blocks(tight) == 3
 
 
+def test_screens_are_resized_a_bounded_share_of_a_batch_at_a_time(data, tmp_path, monkeypatch):
+    """From a hostile review: a batch's screens were decoded, stacked and converted to float all at
+    once, so frames of 4000x4000 (which a hostile meta.json may declare) took train to 10 GB for a
+    batch of 16. At most RESIZE_BYTES of decoded frames are held and resized at a time (a larger
+    frame alone), and what comes back is still exactly what resizing the batch at once gives."""
+    import numpy as np
+    import torch
+
+    from laya_policy import inputs
+    from laya_policy.inputs import ScreenCache
+    from laya_policy.train import build, resolve
+
+    s = build(resolve(config(data, tmp_path / "c")))
+    prep = s.screens.prep
+    batch = draw_batch(s, 0)
+    raw = np.stack([f for ex in batch for f in ex.frames(2)])
+    frame = raw[0].nbytes
+    monkeypatch.setattr(inputs, "RESIZE_BYTES", 3 * frame)
+    seen = []
+    real = prep.resize
+    monkeypatch.setattr(prep, "resize", lambda frames: seen.append(frames.nbytes) or real(frames))
+    for budget in (0.0, 64.0):  # nothing kept, and screens kept
+        cache = ScreenCache(prep, 2, budget_mb=budget)
+        cache.budget = int(budget * 2**20)  # the processor's path keeps none; this prep's does
+        assert torch.equal(cache(batch), prep.normalise(real(raw)))
+    assert len(seen) > 2 and max(seen) <= 3 * frame, seen
+
+
 def draw_batch(s, step: int = 0):
     from laya_policy.inputs import draw
 

@@ -24,6 +24,9 @@ from laya_policy.imageprep import ImagePrep
 #: Kept screens are allocated this many bytes at a time: above glibc's largest mmap threshold
 #: (32 MiB), so each block is mapped on its own and freed memory is never trapped between them.
 BLOCK_BYTES = 64 * 2**20
+#: Decoded frames held and resized at a time (one larger frame alone): resized a batch at once, as
+#: floats, frames of 4000x4000 (which a meta.json may declare) took training to 10 GB.
+RESIZE_BYTES = 64 * 2**20
 
 
 def draw(groups: dict[str, list[Example]], batch: int, seed: int, step: int, rank: int = 0) -> list[Example]:
@@ -61,28 +64,39 @@ class ScreenCache:
             return self._pixels(examples)
 
     def _pixels(self, examples: list[Example]) -> torch.Tensor:
-        if not self.budget:  # the processor path, or no memory given: resize every time
+        if self.prep.mode != "gpu":  # the processor path, SmolVLM's own (a reference): whole, every time
             return self.prep(_raw(examples, self.frames))
         keys = [k for ex in examples for k in ex.frame_keys(self.frames)]
+        missing = sum(k not in self._kept for k in keys)
         fresh: dict[Hashable, torch.Tensor] = {}
-        missing = [i for i, k in enumerate(keys) if k not in self._kept]
-        if missing:
-            owners = sorted({i // self.frames for i in missing})  # each example decoded once
-            raw = {
-                k: f
-                for b in owners
-                for k, f in zip(examples[b].frame_keys(self.frames), examples[b].frames(self.frames), strict=True)
-            }
-            needed = list(dict.fromkeys(keys[i] for i in missing))  # one resize per distinct screen
-            resized = self.prep.resize(np.stack([raw[k] for k in needed]))
-            for key, pixels in zip(needed, resized, strict=True):
+        pending: dict[Hashable, np.ndarray] = {}  # decoded, not resized yet: at most RESIZE_BYTES of them
+
+        def resize() -> None:
+            for key, pixels in zip(pending, self.prep.resize(np.stack(list(pending.values()))), strict=True):
                 fresh[key] = pixels
-                slot = self._slot(pixels)
+                slot = self._slot(pixels) if self.budget else None
                 if slot is not None:
                     self._kept[key] = slot.copy_(pixels)
                     self.used += pixels.nbytes
-        self.hits += len(keys) - len(missing)
-        self.misses += len(missing)
+            pending.clear()
+
+        held = 0
+        for ex in examples:
+            ks = ex.frame_keys(self.frames)
+            if all(k in self._kept or k in fresh or k in pending for k in ks):
+                continue
+            for key, frame in zip(ks, ex.frames(self.frames), strict=True):  # each example decoded once
+                if key in self._kept or key in fresh or key in pending:
+                    continue
+                if pending and held + frame.nbytes > RESIZE_BYTES:
+                    resize()
+                    held = 0
+                pending[key] = frame
+                held += frame.nbytes
+        if pending:
+            resize()
+        self.hits += len(keys) - missing
+        self.misses += missing
         pixels = torch.stack([self._kept[k] if k in self._kept else fresh[k] for k in keys])
         return self.prep.normalise(pixels)
 
