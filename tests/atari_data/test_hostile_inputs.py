@@ -1308,3 +1308,39 @@ def test_a_parquet_files_datasets_metadata_must_be_a_record_rows(packed_master, 
     assert code == 2 and shard.name in out + err and said in out + err, (out + err)[-2000:]
     with pytest.raises(AtariDataError, match=said):
         AtariDataset(repo, f"{shard.parent.parent.name}-Pong")
+
+
+def test_doctor_loads_no_folder_holding_files_datasets_would_read_beside_the_card(packed_master, tmp_path):
+    """From an outside review: doctor streams each config with load_dataset(folder), which also
+    reads a legacy dataset_infos.json (and a .huggingface.yaml, whose configs replace the card's);
+    declaring provenance an image there (the card giving no dataset_info) had datasets open the path
+    a row's provenance holds (/dev/stdin held doctor for ever). Either is refused with the card, by
+    every reader."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    _card(repo, lambda t: re.sub(r"dataset_info:\n(- .*\n|  .*\n)*", "", t, count=1))
+    shard = next((repo / "data").glob("*/Pong/train-*.parquet"))
+    table = pq.read_table(shard)
+    opened = str(tmp_path / "opened-by-datasets.png")
+    table = table.set_column(
+        table.schema.get_field_index("provenance"), "provenance", pa.array([opened] * table.num_rows)
+    )
+    pq.write_table(table.replace_schema_metadata(None), shard)
+    from atari_data.publish.card import read_card
+    from atari_data.schema import hf_features
+
+    infos = {}
+    for c in read_card(repo)["configs"]:
+        features = hf_features(1 if c["config_name"].split("-")[0] == "expert" else 2).to_dict()
+        infos[c["config_name"]] = {"features": {**features, "provenance": {"_type": "Image"}}}
+    (repo / "dataset_infos.json").write_text(json.dumps(infos))
+    code, out, err = run_cli(main, ["doctor", repo])
+    said = out + err
+    assert code == 2 and "dataset_infos.json" in said and "opened-by-datasets" not in said, said[-3000:]
+    (repo / "dataset_infos.json").unlink()
+    (repo / ".huggingface.yaml").write_text("configs:\n- config_name: expert\n  data_dir: elsewhere\n")
+    code, out, err = run_cli(main, ["doctor", repo])
+    assert code == 2 and ".huggingface.yaml: (file): is read by datasets" in out + err, out + err

@@ -55,6 +55,14 @@ def read_card(folder: Path) -> dict:
         raise AtariDataError(
             "is missing (not a packed dataset repository?)", file=str(path), field="README.md"
         ) from None
+    for name in repo.BESIDE_CARD:
+        if (folder / name).exists() or (folder / name).is_symlink():
+            raise AtariDataError(
+                "is read by datasets beside the card, and would replace the configs or features checked "
+                "here (a packed repository has none): remove it",
+                file=str(folder / name),
+                field="(file)",
+            )
     m = re.match(r"---\n(.*?)\n---\n", text, re.S)
     if not m:
         raise AtariDataError("has no YAML header", file=str(path), field="README.md")

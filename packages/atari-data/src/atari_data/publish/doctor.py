@@ -83,6 +83,12 @@ class Doctor:
             )
         if card.get("replay"):
             self._replay(card["replay"])
+        # Named first: datasets reads more of a folder than its configs' files (a legacy
+        # dataset_infos.json's features among them: one declaring provenance an image had it open the
+        # path a row holds), so a folder holding anything the contract does not name is not loaded.
+        strays = repo.unexpected(self.folder, local=False)  # what publish would refuse to upload
+        for path, fld, msg in strays:
+            self.defect(path, fld, msg)
         claimed: set[Path] = set()
         infos = {i.get("config_name"): i for i in card.get("dataset_info") or []}
         files = {name: set(matched) for name, matched in data_files(self.folder, card).items()}
@@ -101,7 +107,7 @@ class Doctor:
                     self.defects.append(e)
                     costly.add(path)
             claimed.update(files[name])
-            if files[name] & costly:
+            if files[name] & costly or strays:
                 continue
             with _quiet_datasets():  # a file that does not load is one defect line, not datasets' log too
                 self._config(name, conf, infos.get(name, {}))
@@ -114,9 +120,6 @@ class Doctor:
                     f"configs.{name}",
                     f"is not among the files of config {source!r} (a game config reads a subset of its source's)",
                 )
-        strays = repo.unexpected(self.folder, local=False)  # what publish would refuse to upload
-        for path, fld, msg in strays:
-            self.defect(path, fld, msg)
         named = {path for path, _, _ in strays}
         for p in sorted((self.folder / repo.DATA).rglob("*")) if (self.folder / repo.DATA).exists() else []:
             if p.is_file() and p not in claimed and p not in named:

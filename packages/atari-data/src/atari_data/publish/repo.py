@@ -29,6 +29,9 @@ from atari_data.schema import GAME_RE, IMAGE_SUFFIXES, SOURCE_RE, image_suffix
 from laya_protocol.names import HUB_SPLITS, SPLITS
 
 CARD = "README.md"
+#: Files that datasets reads beside a folder's card when it loads the folder: a standalone YAML that
+#: replaces the card's configs, and legacy features per config. A packed repository has neither.
+BESIDE_CARD = (".huggingface.yaml", "dataset_infos.json")
 DATA, WEBDATASET, META, SCHEMA, REPLAY = "data", "webdataset", "meta", "schema", "replay"
 FOLDERS = (DATA, WEBDATASET, META, SCHEMA, REPLAY)  # what publish may add to or remove from on the Hub
 SCHEMA_KINDS = ("record", "meta")
