@@ -349,3 +349,24 @@ def test_label_values_are_checked_where_they_are(edit):
     with pytest.raises(AtariDataError) as e:
         atari_head.parse_labels(text, "x.txt")
     assert e.value.render().startswith("x.txt:3: "), e.value.render()
+
+
+def test_a_trial_tar_bz2_of_zeros_is_inflated_in_bounded_steps(record, tmp_path):
+    """From a hostile review: tarfile's stream mode inflates each 10 KB it reads in one call, so a
+    785-byte bz2 stream of 1 GB of zeros took the import to 3.2 GB (2 GB: 6.35 GB) before any size
+    was checked. Inflated a bounded step at a time, its zeros read as the tar's end: the trial's
+    frames are counted missing, as any trial without them."""
+    import bz2
+    import tracemalloc
+
+    bomb = bz2.compress(bytes(64 << 20), 9)  # 64 MB of zeros in about a hundred bytes
+    _rewrite(record / ZIP, lambda ms: [(n, bomb if "/101_" in n and n.endswith(".tar.bz2") else d) for n, d in ms])
+    tracemalloc.start()
+    try:
+        assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak:,} bytes held at once"
+    meta = list_games(tmp_path / "out")[0].meta()
+    assert meta["dropped"]["missing_image"] >= 11, meta["dropped"]
