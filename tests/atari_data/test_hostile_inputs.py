@@ -1344,3 +1344,48 @@ def test_doctor_loads_no_folder_holding_files_datasets_would_read_beside_the_car
     (repo / ".huggingface.yaml").write_text("configs:\n- config_name: expert\n  data_dir: elsewhere\n")
     code, out, err = run_cli(main, ["doctor", repo])
     assert code == 2 and ".huggingface.yaml: (file): is read by datasets" in out + err, out + err
+
+
+def _understating_footer(path: Path, mb: int) -> None:
+    """A Parquet file of one zstd page of ``mb`` MB of zeros whose footer says its column inflates
+    to 1,000 bytes (the sizes rewritten as varints of the same length)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": pa.array([bytes(mb << 20)])}), path, compression="zstd", use_dictionary=False)
+    md = pq.ParquetFile(path).metadata.row_group(0)
+    data = bytearray(path.read_bytes())
+    start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+
+    def varint(n: int, width: int | None = None) -> bytes:
+        out = bytearray()
+        while True:
+            b, n = n & 0x7F, n >> 7
+            more = n if width is None else len(out) < width - 1
+            out.append(b | (0x80 if more else 0))
+            if not more:
+                return bytes(out)
+
+    footer = bytes(data[start:-8])
+    for real in {md.column(0).total_uncompressed_size, md.total_byte_size}:
+        said = varint(real << 1)  # zigzag of a non-negative i64
+        footer = footer.replace(said, varint(1000 << 1, len(said)))
+    data[start:-8] = footer
+    path.write_bytes(bytes(data))
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).total_uncompressed_size == 1000
+
+
+def test_a_parquet_page_is_charged_what_its_own_header_says(tmp_path, monkeypatch):
+    """From a hostile review: a row group's cost was read from the footer, a sum someone wrote; pyarrow
+    inflates each page to what the page's own header says, so a 34 KB file whose footer said 1,000
+    bytes held a 1 GB page and took the JAT import to 3.27 GB before its size was seen."""
+    from atari_data import parquet
+    from atari_data.errors import AtariDataError
+
+    path = tmp_path / "lying.parquet"
+    _understating_footer(path, 64)
+    monkeypatch.setenv("ATARI_DATA_LIMITS", "member=16")
+    # refused by what the page declares (64 MB and its charge), before the row group is read: read
+    # first, the same file was refused only by what it had become (134,217,736 bytes), once inflated
+    with pytest.raises(AtariDataError, match=r"row group 0: declares 67,10.,... bytes, over the member limit"):
+        parquet.check(path)

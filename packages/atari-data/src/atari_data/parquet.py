@@ -1,7 +1,9 @@
 """Reading a Parquet file someone else wrote, a row group at a time, at a cost checked first.
 
 A row group is decoded whole, so what it decodes to is checked before, under the ``member`` and
-``ratio`` limits, as a zip member is (:mod:`atari_data.limits`). Its footer does not say all of it:
+``ratio`` limits, as a zip member is (:mod:`atari_data.limits`). Each page is charged what its own
+header says it inflates to (what pyarrow inflates it to; the footer's total is a sum anyone can
+write), and that does not say all of it either:
   * a million equal values run-length encode into a few bytes: each declared value is charged
     :data:`VALUE_BYTES`, what it costs once it is a Python object;
   * one byte string stored once in a dictionary page may be referred to from every row, and the
@@ -51,7 +53,9 @@ def row_groups(path: Path, columns: Sequence[str] | None = None, dense: bool = T
         chunks = [rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema.split(".")[0] in names]
         packed = sum(c.total_compressed_size for c in chunks)
         declared = sum(
-            c.total_uncompressed_size + c.num_values * (VALUE_BYTES + fixed.get(c.path_in_schema, 0)) for c in chunks
+            max(c.total_uncompressed_size, _pages_inflate_to(path, c, field))
+            + c.num_values * (VALUE_BYTES + fixed.get(c.path_in_schema, 0))
+            for c in chunks
         )
         limits.check("member", declared, file=str(path), field=field, compressed=packed)
         try:
@@ -69,6 +73,112 @@ def row_groups(path: Path, columns: Sequence[str] | None = None, dense: bool = T
             except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds
                 raise AtariDataError(f"unreadable row group ({type(e).__name__}: {e})", file=str(path)) from None
         yield table
+
+
+#: The most a page header may take: its statistics hold a page's min and max values, a few KB.
+PAGE_HEADER_MAX = 1 << 20
+
+
+def _pages_inflate_to(path: Path, chunk, field: str) -> int:
+    """What a column chunk's pages say they inflate to, read from each page's own header: the footer's
+    total is a sum someone wrote (a 34 KB file whose footer said 1,000 bytes held a 1 GB page), while
+    pyarrow inflates each page to the size its header gives."""
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    end, total = start + chunk.total_compressed_size, 0
+    with open(path, "rb") as f:
+        pos = start
+        while pos < end:
+            f.seek(pos)
+            head = f.read(min(PAGE_HEADER_MAX, end - pos))
+            try:
+                inflated, deflated, used = _page_header(head)
+            except (IndexError, ValueError):
+                raise AtariDataError(
+                    f"a page header at byte {pos:,} does not read", file=str(path), field=field
+                ) from None
+            total += inflated
+            pos += used + deflated
+    return total
+
+
+def _page_header(data: bytes) -> tuple[int, int, int]:
+    """(uncompressed_page_size, compressed_page_size, header bytes) of a Parquet PageHeader in Thrift's
+    compact protocol; its nested fields are skipped, not read."""
+    pos, sizes = 0, {}
+
+    def varint() -> int:
+        nonlocal pos
+        out = shift = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            out |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return out
+            shift += 7
+            if shift > 63:
+                raise ValueError("a varint past 64 bits")
+
+    def skip(kind: int, depth: int = 0) -> None:
+        nonlocal pos
+        if depth > 32:
+            raise ValueError("nested too deep")
+        if kind in (1, 2):  # a boolean, in the field header itself
+            return
+        if kind == 3:
+            pos += 1
+        elif kind in (4, 5, 6):
+            varint()
+        elif kind == 7:
+            pos += 8
+        elif kind == 8:
+            n = varint()  # read first: `pos += varint()` would add to the position before the length
+            pos += n
+        elif kind in (9, 10):  # list, set
+            head = data[pos]
+            pos += 1
+            n = head >> 4 if head >> 4 != 15 else varint()
+            for _ in range(n):
+                if head & 0x0F in (1, 2):
+                    pos += 1  # a boolean element is a byte
+                else:
+                    skip(head & 0x0F, depth + 1)
+        elif kind == 11:  # map
+            n = varint()
+            if n:
+                kinds = data[pos]
+                pos += 1
+                for _ in range(n):
+                    skip(kinds >> 4, depth + 1)
+                    skip(kinds & 0x0F, depth + 1)
+        elif kind == 12:
+            struct(depth + 1)
+        else:
+            raise ValueError(f"type {kind}")
+        if pos > len(data):
+            raise IndexError
+
+    def struct(depth: int) -> None:
+        nonlocal pos
+        last_here = 0
+        while True:
+            head = data[pos]
+            pos += 1
+            if head == 0:
+                return
+            delta, kind = head >> 4, head & 0x0F
+            fid = last_here + delta if delta else (lambda z: (z >> 1) ^ -(z & 1))(varint())
+            last_here = fid
+            if depth == 0 and fid in (2, 3) and kind == 5:  # uncompressed_page_size, compressed_page_size
+                z = varint()
+                sizes[fid] = (z >> 1) ^ -(z & 1)
+            else:
+                skip(kind, depth)
+
+    struct(0)
+    if 2 not in sizes or 3 not in sizes or min(sizes.values()) < 0:
+        raise ValueError("no page sizes")
+    return sizes[2], sizes[3], pos
 
 
 def rows(path: Path, columns: Sequence[str]) -> Iterator[dict]:
