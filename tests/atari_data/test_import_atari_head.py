@@ -370,3 +370,20 @@ def test_a_trial_tar_bz2_of_zeros_is_inflated_in_bounded_steps(record, tmp_path)
     assert peak < 16 << 20, f"{peak:,} bytes held at once"
     meta = list_games(tmp_path / "out")[0].meta()
     assert meta["dropped"]["missing_image"] >= 11, meta["dropped"]
+
+
+def test_the_label_files_of_a_game_are_charged_together(record, tmp_path, capsys, monkeypatch):
+    """From a hostile review: each label file was charged its parsed size alone, while every trial's
+    rows are held at once, so a 1.1 MB zip of four 30 MB label files took the import to 4.8 GB.
+    Here each of the four is within the member limit (lowered to 2 MB), together they are not."""
+    monkeypatch.setenv("ATARI_DATA_LIMITS", "member=2")
+
+    def padded(text: bytes) -> bytes:
+        head, *rows = text.decode().splitlines()
+        utid = rows[0].split(",")[0].rsplit("_", 1)[0]
+        return (head + "\n" + "".join(f"{utid}_{i},0,0,0,0,0\n" for i in range(1, 2201))).encode()  # ~42 KB
+
+    _rewrite(record / ZIP, lambda ms: [(n, padded(d) if n.endswith(".txt") else d) for n, d in ms])
+    assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "label files" in err and "over the member limit" in err, err

@@ -351,6 +351,9 @@ def import_game(
             raise AtariDataError(f"not a readable zip ({type(e).__name__}: {e})", file=str(path)) from None
         with raw, archive:
             trials = trials_in(archive, str(path))
+            # every trial's rows are held at once: their texts are charged together, not one by one
+            texts = sum(archive.getinfo(t.labels_txt).file_size for t in trials.values())
+            limits.check_parsed(texts, file=str(path), field=f"(the {len(trials)} label files)")
             for t in trials.values():
                 t.rows = parse_labels(
                     _member_text(archive, t.labels_txt, f"{path}!{t.labels_txt}"), f"{path}!{t.labels_txt}"
