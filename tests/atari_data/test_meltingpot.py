@@ -433,3 +433,30 @@ def test_a_game_without_clips_is_refused_not_packed_as_a_config_that_cannot_load
     err = capsys.readouterr().err
     assert "empty" in err and "holds no clips" in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_a_value_declared_past_the_end_of_the_file_is_a_one_line_error_not_a_crash(tmp_path):
+    """From a hostile review: a 24 KB data.mdb whose one large value's node declares 20,000 bytes
+    (it starts near the file's end) passed the page check, and copying the value read past the
+    mapped file: SIGBUS, exit 135, nothing said, a .partial folder left beside OUT."""
+    import subprocess
+    import sys
+
+    lmdb = pytest.importorskip("lmdb", reason="the lmdb extra reads Melting Pot's LMDBs")
+    game = tmp_path / "src" / "coins"
+    game.mkdir(parents=True)
+    env = lmdb.open(str(game), map_size=1 << 22)
+    with env.begin(write=True) as txn:
+        txn.put(b"00000000", b"V" * 10_000)  # an overflow value: pages of its own, at the file's end
+    env.close()
+    data = bytearray((game / "data.mdb").read_bytes())
+    at = data.index(b"00000000")  # the leaf node: its value size (two 16-bit halves) just before the key
+    data[at - 8 : at - 4] = (20_000).to_bytes(2, "little") + (0).to_bytes(2, "little")
+    (game / "data.mdb").write_bytes(bytes(data))
+    out = tmp_path / "out"
+    code = f"from atari_data.cli import main; raise SystemExit(main(['pack-lmdb', {str(game.parent)!r}, {str(out)!r}]))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "more than its overflow pages hold" in run.stderr, (
+        run
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"], "nothing left beside OUT"

@@ -270,10 +270,59 @@ def read_lmdb(folder: str | Path) -> Iterator[tuple[str, dict]]:
                     f"is shorter than its {pages} pages of {psize} bytes ({size} bytes): truncated",
                     file=str(folder / "data.mdb"),
                 )
+            if problem := _large_values_problem(folder / "data.mdb", psize, size):
+                raise AtariDataError(f"{problem}: damaged", file=str(folder / "data.mdb"), field="(page)")
             with env.begin() as txn:
                 yield from _rows(txn, str(folder))
     except lmdb.Error as e:  # a damaged page, found as the cursor reaches it
         raise AtariDataError(f"is not a readable LMDB ({type(e).__name__}: {e})", file=str(folder)) from None
+
+
+#: LMDB's page layout (lmdb.h): a 16-byte header (page number, pad, flags, lower and upper bounds
+#: or an overflow's page count), then node offsets; a node is sizes, flags and key size (8 bytes),
+#: the key, then the value, or for a large value (F_BIGDATA) the number of its first overflow page.
+PAGE_HEADER, NODE_HEADER, P_LEAF, P_OVERFLOW, F_BIGDATA = 16, 8, 0x02, 0x04, 0x01
+
+
+def _large_values_problem(path: Path, psize: int, size: int) -> str | None:
+    """What is wrong with a large value of the file's leaf pages (a node declaring more bytes than
+    its overflow pages hold, or pages past the file's end), read with plain reads: LMDB itself would
+    hand over a view past the mapped file, and touching it is SIGBUS, not an error."""
+    import struct
+
+    with open(path, "rb") as f:
+        page = -1
+        while (page := page + 1) < size // psize:
+            f.seek(page * psize)
+            data = f.read(psize)
+            flags = struct.unpack_from("<H", data, 10)[0] if len(data) >= PAGE_HEADER else 0
+            if flags & P_OVERFLOW:  # the pages after it are its value's bytes, not pages
+                page += max(1, struct.unpack_from("<I", data, 12)[0]) - 1
+                continue
+            if not flags & P_LEAF:
+                continue
+            lower = struct.unpack_from("<H", data, 12)[0]
+            for k in range(max(0, (min(lower, psize) - PAGE_HEADER) // 2)):
+                node = struct.unpack_from("<H", data, PAGE_HEADER + 2 * k)[0]
+                if node + NODE_HEADER > psize:
+                    return f"page {page}: a node at byte {node} lies past the page"
+                lo, hi, flags, ksize = struct.unpack_from("<4H", data, node)
+                if not flags & F_BIGDATA:
+                    continue
+                if node + NODE_HEADER + ksize + 8 > psize:
+                    return f"page {page}: a node's key runs past the page"
+                first = struct.unpack_from("<Q", data, node + NODE_HEADER + ksize)[0]
+                declared = lo | hi << 16
+                if first >= size // psize:
+                    return f"page {page}: a value's overflow page {first} is past the end of the file"
+                f.seek(first * psize)
+                head = f.read(PAGE_HEADER)
+                flags_there, pages = struct.unpack_from("<HI", head, 10)
+                if not flags_there & P_OVERFLOW or PAGE_HEADER + declared > pages * psize:
+                    return f"page {page}: a value of {declared:,} bytes is more than its overflow pages hold"
+                if (first + pages) * psize > size:
+                    return f"page {page}: a value's {pages} overflow pages run past the end of the file"
+    return None
 
 
 def _rows(txn, folder: str) -> Iterator[tuple[str, dict]]:
