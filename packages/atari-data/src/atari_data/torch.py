@@ -72,7 +72,7 @@ class AtariDataset(torch.utils.data.Dataset):
         elif isinstance(data, (str, Path)):
             from datasets import load_dataset
 
-            # A Hub id is fetched first (the card and this config's Parquet files) into the snapshot folder
+            # A Hub id is fetched first (the card, this config's Parquet files and meta files) into the snapshot folder
             # of its revision. Its card and files were written by someone: checked, then exactly those
             # files are read. A local folder is built afresh: datasets keys its cache of local files on
             # their paths, so this folder re-packed would otherwise be read from an old build.

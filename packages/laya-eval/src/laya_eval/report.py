@@ -3,10 +3,11 @@
     laya-eval report results.json                       # markdown to stdout
     laya-eval report a.json b.json --out report/        # report.md and the figures, every file on each
 
-Figures: ``normalised.png`` (each game's normalised score with its 95% interval; hatched bars are
-flagged games), ``aggregates.png`` (median, IQM, mean and optimality gap with intervals, one row per
-file, as rliable draws them), ``profile.png`` (the performance profile as a step function with a
-95% band). ``laya-eval compare A B --out DIR`` adds ``improvement.png``.
+Figures: ``normalised.png`` (each game's normalised score with its interval, at
+:data:`~laya_eval.stats.CONFIDENCE`; hatched bars are flagged games), ``aggregates.png`` (median,
+IQM, mean and optimality gap with intervals, one row per file, as rliable draws them),
+``profile.png`` (the performance profile as a step function with its band). ``laya-eval compare
+A B --out DIR`` adds ``improvement.png``.
 """
 
 from __future__ import annotations

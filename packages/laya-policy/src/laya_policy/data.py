@@ -6,12 +6,13 @@
 A layout root is read record by record (frames decoded from its PNGs when a batch needs them). A
 packed repository (a folder written by ``atari-data pack``, or its Hub id) is read by its configs:
 the source's config or, with games named, those games' own configs. A Hub id's card is fetched
-first, then those configs' Parquet files (or both are found in the Hub cache, offline), into the
-snapshot folder of its revision. The card and the files its configs name are checked
+first, then those configs' Parquet files and their games' meta files (or all are found in the Hub
+cache, offline), into the snapshot folder of its revision. The card and the files its configs name are checked
 (``atari_data.publish.card.check_files``), and exactly those files are streamed through
 ``datasets.load_dataset("parquet", data_files=...)``, so rows come from them as they are, never
 from a cache of an older build.
-Frames stay PNG bytes, decoded per batch, so memory holds compressed frames.
+Frames stay PNG bytes, decoded per batch, so memory holds compressed frames; each frame's header is
+read at load and its pixels when decoded, against its game's frame_format.
 """
 
 from __future__ import annotations

@@ -91,8 +91,9 @@ Want = tuple[str, tuple[int, int]]
 
 def decode_frame(data: bytes, want: Want | None, formats: tuple[str, ...] = FRAME_FORMATS) -> np.ndarray:
     """:func:`decode_png` for a frame of a game whose meta.json says ``want`` (None: not said): a PNG
-    whose header declares another size is refused before a byte of it is inflated, and any frame
-    of another mode or size once decoded, in ``validate --images``' words. A reader that took a
+    whose header (IHDR, the first chunk) declares another size is refused before a byte of it is
+    inflated, and any frame of another mode or size once decoded (a JPEG, within the frame limit),
+    in ``validate --images``' words. A reader that took a
     frame at its own size would resize a 4000x4000 one as a 210x160 one, at 48 MB a frame."""
     if want is None:
         return decode_png(data, formats)
@@ -102,7 +103,7 @@ def decode_frame(data: bytes, want: Want | None, formats: tuple[str, ...] = FRAM
     mode, (w, h) = want
     got = {2: "L", 3: {3: "RGB", 4: "RGBA"}.get(pixels.shape[-1], "?")}.get(pixels.ndim, "?")
     if (got, pixels.shape[:2]) != (mode, (h, w)):
-        raise ValueError(f"is {got} {pixels.shape[0]}x{pixels.shape[1]}, {_expected(want)}")
+        raise ValueError(f"is {got} {pixels.shape[0]}x{pixels.shape[1]}, {expected_frame(want)}")
     return pixels
 
 
@@ -113,11 +114,12 @@ def declared_size_problem(data: bytes, want: Want) -> str | None:
     if data[:8] == SIGNATURE and len(data) >= 24 and data[12:16] == b"IHDR":
         dw, dh = struct.unpack(">II", data[16:24])
         if (dw, dh) != want[1]:
-            return f"declares {dh}x{dw} pixels, {_expected(want)}"
+            return f"declares {dh}x{dw} pixels, {expected_frame(want)}"
     return None
 
 
-def _expected(want: Want) -> str:
+def expected_frame(want: Want) -> str:
+    """How a frame's expected mode and size are said (height x width, as frame_format writes them)."""
     mode, (w, h) = want
     return f"expected {mode} {h}x{w} (meta.json frame_format)"
 
@@ -198,10 +200,10 @@ def _check_declared_size(data: bytes) -> None:
 
 def _check_size(w: int, h: int, size: int) -> None:
     if not (w and h):
-        raise ValueError(f"has no pixels (its header declares {w}x{h})")
+        raise ValueError(f"has no pixels (its header declares {h}x{w})")
     if size > limit("frame"):
         raise ValueError(
-            f"declares {w}x{h} pixels ({size:,} bytes decoded), over the frame limit of {limit('frame') >> 20} MB"
+            f"declares {h}x{w} pixels ({size:,} bytes decoded), over the frame limit of {limit('frame') >> 20} MB"
         )
 
 
@@ -354,9 +356,9 @@ def frame_defect(data: bytes, formats: tuple[str, ...], want: tuple[str, tuple[i
         return f"does not decode ({e})"
     except Exception as e:  # noqa: BLE001 - any decoder failure is a defect of the frame
         return f"does not decode ({type(e).__name__}: {e})"
-    (mode, (w, h)), (got_mode, (got_w, got_h)) = want, got
-    if (got_mode, got_w, got_h) != (mode, w, h):
-        return f"is {got_mode} {got_h}x{got_w}, expected {mode} {h}x{w} (meta.json frame_format)"
+    got_mode, (got_w, got_h) = got
+    if (got_mode, (got_w, got_h)) != want:
+        return f"is {got_mode} {got_h}x{got_w}, {expected_frame(want)}"
     return None
 
 

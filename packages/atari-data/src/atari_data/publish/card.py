@@ -294,7 +294,8 @@ def _rows(path: Path) -> int:
 def checked_rows(path: Path) -> int:
     """The rows of a packed Parquet file, once it decodes within the limits (:func:`atari_data.parquet.check`)
     and its columns hold a record row's values (one or two frames; any order, the width or encoding
-    another tool writes them in). A reader that takes columns as they are (``load_dataset("parquet")``
+    another tool writes them in), and any features its ``huggingface`` schema metadata declares are
+    a record row's. A reader that takes columns as they are (``load_dataset("parquet")``
     without features, :mod:`~atari_data.publish.parquet_rows`) would otherwise give a label stored as
     text as text."""
     import pyarrow.parquet as pq

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from atari_data import limits
 from atari_data.errors import AtariDataError
 from atari_data.layout import leaves_folder, read_json, split_file_name
-from atari_data.layout.png import decode_png, formats_of, is_intact, pillow_frame
+from atari_data.layout.png import decode_png, expected_frame, formats_of, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import REPEATED, repeated_key
 from atari_data.publish import repo
@@ -267,8 +267,7 @@ class Doctor:
         meta = metas.get(game) if isinstance(game, str) else None
         want = frame_size(meta.get("frame_format")) if isinstance(meta, dict) else None
         if want is not None and (im.mode, im.size) != want:
-            got = f"{im.mode} {im.size[1]}x{im.size[0]}"
-            self.defect(where, fld, f"is {got}, expected {want[0]} {want[1][1]}x{want[1][0]} (meta.json frame_format)")
+            self.defect(where, fld, f"is {im.mode} {im.size[1]}x{im.size[0]}, {expected_frame(want)}")
 
     def _rules(self, source: str, game, metas: dict[str, dict]) -> GameRules | None:
         key = (source, game if isinstance(game, str) else None)
