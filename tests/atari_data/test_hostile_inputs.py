@@ -1276,6 +1276,13 @@ def test_a_frame_of_another_size_than_its_games_is_refused_by_every_reader(packe
         AtariDataError, match=r"image: cannot read frame \(declares 100x100 pixels, expected RGB 210x160"
     ):
         g.frame(rec)
+    # and a meta.json without a frame_format checked nothing (an outside review): its frames could be any size
+    meta = json.loads((g.path / "meta.json").read_text())
+    del meta["frame_format"]
+    (g.path / "meta.json").write_text(json.dumps(meta))
+    g = next(g for g in list_games(layout) if g.game == "Pong")
+    with pytest.raises(AtariDataError, match=r"meta.json: frame_format: is missing or not"):
+        g.frame(rec)
 
 
 @pytest.mark.parametrize(

@@ -87,12 +87,19 @@ class GameDir:
             yield rec
 
     @functools.cached_property
-    def frame_want(self):
-        """(mode, (width, height)) its meta.json's frame_format says each frame is, or None."""
+    def frame_want(self) -> tuple[str, tuple[int, int]]:
+        """(mode, (width, height)) its meta.json's frame_format says each frame is; a meta.json without
+        one is an AtariDataError (its frames could be any size)."""
         from atari_data.schema import frame_size
 
-        meta = self.meta()
-        return frame_size(meta.get("frame_format")) if isinstance(meta, dict) else None
+        want = frame_size(self.meta().get("frame_format"))
+        if want is None:
+            raise AtariDataError(
+                "is missing or not rgb_<height>x<width> / gray_<height>x<width>, which every frame must match",
+                file=str(self.path / META),
+                field="frame_format",
+            )
+        return want
 
     def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
         """A record's frame (or previous frame) as a uint8 array, H x W (gray) or H x W x 3, of the
