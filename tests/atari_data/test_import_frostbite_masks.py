@@ -129,3 +129,37 @@ def test_a_life_longer_than_any_episode_is_refused_not_held(tmp_path):
     assert [len(run) for _, _, run in lives(files, longest=8)] == [4, 8]  # the last ends the file
     with pytest.raises(AtariDataError, match="rows 4-11: no terminal flag in 8 rows"):
         list(lives(files, longest=7))
+
+
+@pytest.mark.parametrize("flags", [["False"] * 10, [None] * 10])
+def test_terminal_flags_that_are_not_booleans_are_one_line(tmp_path, capsys, flags):
+    """From a hostile review: flags stored as the text "False" were true (every row its own life:
+    30 train episodes for 3), and nulls were read as false, silently."""
+    folder = tmp_path / "src"
+    write_split(folder, "train", 10, np.random.default_rng(0), terminal_at=(4,))
+    path = folder / "train-00000-of-00001.parquet"
+    table = pq.read_table(path)
+    table = table.set_column(table.schema.get_field_index("terminated"), "terminated", pa.array(flags, pa.string()))
+    pq.write_table(table, path)
+    assert main(["import", "frostbite_masks", "--from", str(folder), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "terminated" in err and "expected true or false" in err, err
+
+
+def test_a_mask_that_is_not_a_grey_image_is_a_counted_drop(tmp_path, capsys):
+    """From a hostile review: an RGB or 16-bit mask of the right size was imported as the mask (the
+    card's is an L image of 0/255), and validate, pack and doctor passed it."""
+    folder = tmp_path / "src"
+    rng = np.random.default_rng(0)
+    write_split(folder, "train", 10, rng, terminal_at=(9,))
+    path = folder / "train-00000-of-00001.parquet"
+    table = pq.read_table(path)
+    masks = table.column("mask").to_pylist()
+    masks[2] = {"bytes": png(np.zeros((128, 128, 3), np.uint8), "RGB"), "path": None}
+    sixteen = io.BytesIO()
+    Image.new("I;16", (128, 128)).save(sixteen, format="PNG")
+    masks[5] = {"bytes": sixteen.getvalue(), "path": None}
+    table = table.set_column(table.schema.get_field_index("mask"), "mask", pa.array(masks, IMAGE))
+    pq.write_table(table, path)
+    assert main(["import", "frostbite_masks", "--from", str(folder), "--root", str(tmp_path / "out")]) == 0
+    assert list_games(tmp_path / "out")[0].meta()["dropped"].get("bad_mask") == 2

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from atari_data import parquet
 from atari_data.errors import AtariDataError
-from atari_data.layout.png import png_size
+from atari_data.layout.png import frame_mode_size, pillow_frame
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.actions import minimal_index, minimal_labels
 from atari_data.produce.sources import UPSTREAM_SPLITS, episode_number
@@ -59,6 +59,11 @@ def lives(files: list[Path], longest: int = FRAME_CAP) -> Iterator[tuple[int, in
                     file=str(path),
                     field="terminated",
                 )
+            for flag in ("terminated", "truncated"):  # text "False" is true, a null no flag: neither is one
+                if type(row[flag]) is not bool:
+                    raise AtariDataError(
+                        f"row {row['row']}: is {row[flag]!r}, expected true or false", file=str(path), field=flag
+                    )
             if row["terminated"] or row["truncated"]:
                 yield game, life, run
                 run, life = [], life + 1
@@ -113,7 +118,7 @@ def _steps(run: list[dict], labels: dict[str, int], game: int, life: int, writer
         if not obs or writer.frame_defect(obs):  # intact, RGB, 128x128: what validate --images asks
             writer.drop("bad_observation")
             continue
-        if not mask or png_size(mask) != (128, 128):
+        if not _grey_mask(mask):  # an L image of 128x128, as the card says
             writer.drop("bad_mask")
             continue
         yield Step(
@@ -130,3 +135,15 @@ def _steps(run: list[dict], labels: dict[str, int], game: int, life: int, writer
                 "terminated": bool(row["terminated"]),
             },
         )
+
+
+def _grey_mask(data: bytes) -> bool:
+    """Whether ``data`` is a whole 8-bit grey 128x128 PNG: an RGB or 16-bit one is no mask of the card's."""
+    try:
+        got = frame_mode_size(data)
+        if got is None:  # a PNG with chunks of its own: Pillow reads it
+            im = pillow_frame(data, ("PNG",))
+            got = im.mode, im.size
+    except ValueError:  # not whole
+        return False
+    return got == ("L", (128, 128))
