@@ -387,3 +387,27 @@ def test_the_label_files_of_a_game_are_charged_together(record, tmp_path, capsys
     assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "label files" in err and "over the member limit" in err, err
+
+
+@pytest.mark.parametrize("where", ["the same name", "another folder"])
+def test_a_trials_file_given_twice_is_one_line(record, tmp_path, capsys, where):
+    """From a hostile review: a second 101_...txt (a repeated zip entry, or the same name under
+    extra/) silently won: 16 records where 22 were, six rows gone and no drop counted."""
+
+    def twice(members):
+        out = []
+        for n, d in members:
+            out.append((n, d))
+            if "/101_" in n and n.endswith(".txt"):
+                short = d.decode().splitlines()[:4]
+                out.append((n if where == "the same name" else "extra/" + n.split("/")[-1], "\n".join(short).encode()))
+        return out
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate name it writes
+        _rewrite(record / ZIP, twice)
+    assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "101_" in err and "twice" in err, err

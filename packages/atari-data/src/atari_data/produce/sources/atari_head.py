@@ -132,6 +132,17 @@ def _finite(text: str) -> float:
 def trials_in(archive: zipfile.ZipFile, where: str) -> dict[int, Trial]:
     """Pairs of ``<stem>.tar.bz2`` and ``<stem>.txt`` anywhere in the zip, by trial number."""
     names = archive.namelist()
+    seen: dict[str, str] = {}  # a second copy of a trial's file (another folder, or its name again) would win
+    for n in names:
+        stem = Path(n).name.removesuffix(".tar.bz2").removesuffix(".txt")
+        if n.endswith((".tar.bz2", ".txt")) and STEM.match(stem):
+            if Path(n).name in seen:
+                raise AtariDataError(
+                    f"{Path(n).name} twice ({seen[Path(n).name]} and {n}); one file a trial",
+                    file=where,
+                    field="(member)",
+                )
+            seen[Path(n).name] = n
     tars = {Path(n).name[: -len(".tar.bz2")]: n for n in names if n.endswith(".tar.bz2")}
     txts = {Path(n).name[: -len(".txt")]: n for n in names if n.endswith(".txt")}
     trials: dict[int, Trial] = {}
