@@ -267,3 +267,19 @@ def test_a_first_frame_declaring_gigapixels_is_a_counted_drop(tmp_path, capsys):
     g = list_games(out)[0]
     assert g.meta()["frame_format"] == "rgb_48x64" and g.meta()["dropped"] == {"bad_frame": 1}
     assert validate(out, images=True).ok
+
+
+def test_two_folders_of_one_game_are_refused_before_anything_is_written(tmp_path, capsys):
+    """From a hostile review: floppy_bird/ and floppy-bird/ are both FloppyBird; without --force the
+    second was refused after the first was written and ready, and with --force it replaced the first
+    (40 records gone), exit 0."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", rng)
+    write_shard(root, "floppy-bird", "clone_a", rng)
+    out = tmp_path / "layout"
+    for force in ([], ["--force"]):
+        assert main(["import", "playjev", "--from", str(root), "--root", str(out), *force]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "playjev_clone/FloppyBird" in err and "floppy-bird" in err, err
+        assert not out.exists() or not any(out.rglob("_READY")), "refused before anything is written"

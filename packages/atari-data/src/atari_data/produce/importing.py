@@ -88,10 +88,19 @@ def plan(
     units = list(dict.fromkeys(importer(source).units(Path(root), games)))  # Pong,Pong: one writer, not two
     if not units:
         raise AtariDataError(f"no games found (a local copy of {source})", file=str(root), field="--from")
-    return [
+    jobs = [
         ImportJob(source, root=str(root), out=str(out), game=game, part=part, caps=dict(caps), force=force)
         for game, part in units
     ]
+    named: dict[str, ImportJob] = {}
+    for job in jobs:  # two units writing one folder: the second would replace the first, or be refused after it
+        if (first := named.setdefault(job.name, job)) is not job:
+            raise AtariDataError(
+                f"{first.game!r} and {job.game!r} would both be written as {job.name}: rename one in the copy",
+                file=str(root),
+                field="--from",
+            )
+    return jobs
 
 
 def run_job(job: ImportJob, progress=None) -> dict | None:
