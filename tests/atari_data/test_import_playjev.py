@@ -283,3 +283,15 @@ def test_two_folders_of_one_game_are_refused_before_anything_is_written(tmp_path
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "playjev_clone/FloppyBird" in err and "floppy-bird" in err, err
         assert not out.exists() or not any(out.rglob("_READY")), "refused before anything is written"
+
+
+@pytest.mark.parametrize("round_", ["x.y", "a b"])
+def test_a_round_name_no_source_may_have_leaves_no_folder(tmp_path, capsys, round_):
+    """From a hostile review: a shard named x.y_a was refused (exit 2), and an empty playjev_x.y/ was
+    left in the root."""
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", f"{round_}_a", np.random.default_rng(0))
+    out = tmp_path / "layout"
+    assert main(["import", "playjev", "--from", str(root), "--root", str(out)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not out.exists() or not list(out.iterdir()), list(out.iterdir())

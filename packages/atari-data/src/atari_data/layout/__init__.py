@@ -306,6 +306,10 @@ def GameLock(root: str | os.PathLike, source: str, game: str) -> _FileLock:  # n
     """The lock of one (source, game) folder, ``<root>/<source>/.<Game>.lock``, held by whoever
     assembles it: a second writer is refused at once with one line rather than racing the first over
     the same staging folder."""
+    for value, rx, what in ((source, SOURCE_RE, "source"), (game, GAME_RE, "game")):
+        if not isinstance(value, str) or not rx.match(value):  # before any folder is made for it
+            pattern = rx.pattern.removesuffix("\\Z")
+            raise AtariDataError(f"{value!r} does not match {pattern}", file=str(root), field=what)
     parent = Path(root) / source
     if parent.is_symlink():  # the game would be written wherever it points, outside the root
         raise AtariDataError(
