@@ -1396,3 +1396,23 @@ def test_a_parquet_page_is_charged_what_its_own_header_says(tmp_path, monkeypatc
     # first, the same file was refused only by what it had become (134,217,736 bytes), once inflated
     with pytest.raises(AtariDataError, match=r"row group 0: declares 67,10.,... bytes, over the member limit"):
         parquet.check(path)
+
+
+def test_a_frames_declared_size_is_read_whatever_its_form(packed_master, tmp_path):
+    """From an outside review: the check before inflating read a PNG's IHDR at byte 12 only, so a PNG
+    with a chunk before its header, or a JPEG, was decoded whole (48 MB for 4000x4000) before its
+    size was refused."""
+    import zlib
+
+    from PIL import Image
+
+    from atari_data.layout.png import _chunk, _png, declared_size_problem
+
+    want = ("RGB", (160, 210))
+    big = _png(4000, 4000, 2, zlib.compress(b"\0" * 64))
+    ahead = big[:8] + _chunk(b"tEXt", b"a\0b") + big[8:]  # a chunk before IHDR: no PNG, by its spec
+    jpeg = io.BytesIO()
+    Image.new("RGB", (400, 300)).save(jpeg, format="JPEG")
+    assert "declares 4000x4000 pixels" in (declared_size_problem(big, want) or "")
+    assert "first chunk is not its header" in (declared_size_problem(ahead, want) or "")
+    assert "declares 300x400 pixels" in (declared_size_problem(jpeg.getvalue(), want) or "")

@@ -91,9 +91,8 @@ Want = tuple[str, tuple[int, int]]
 
 def decode_frame(data: bytes, want: Want | None, formats: tuple[str, ...] = FRAME_FORMATS) -> np.ndarray:
     """:func:`decode_png` for a frame of a game whose meta.json says ``want`` (None: not said): a PNG
-    whose header (IHDR, the first chunk) declares another size is refused before a byte of it is
-    inflated, and any frame of another mode or size once decoded (a JPEG, within the frame limit),
-    in ``validate --images``' words. A reader that took a
+    or JPEG whose header declares another size is refused before a pixel is decoded, and any frame
+    of another mode or size once decoded, in ``validate --images``' words. A reader that took a
     frame at its own size would resize a 4000x4000 one as a 210x160 one, at 48 MB a frame."""
     if want is None:
         return decode_png(data, formats)
@@ -108,13 +107,23 @@ def decode_frame(data: bytes, want: Want | None, formats: tuple[str, ...] = FRAM
 
 
 def declared_size_problem(data: bytes, want: Want) -> str | None:
-    """What is wrong with the size a PNG's header declares, against ``want``, or None (another
-    format, or no header to read: decoding says what): 24 bytes read, none inflated, so a reader
-    can check every frame of a split before it trains on any."""
-    if data[:8] == SIGNATURE and len(data) >= 24 and data[12:16] == b"IHDR":
-        dw, dh = struct.unpack(">II", data[16:24])
-        if (dw, dh) != want[1]:
-            return f"declares {dh}x{dw} pixels, {expected_frame(want)}"
+    """What is wrong with the size a PNG's or JPEG's header declares, against ``want``, or None
+    (another format, or a header that does not read: decoding says what): no pixel is decoded, so
+    a reader can check every frame of a split before it trains on any."""
+    if data[:8] == SIGNATURE:
+        if len(data) < 24 or data[12:16] != b"IHDR":  # the PNG spec puts it first; Pillow reads on anyway
+            return "is a PNG whose first chunk is not its header (IHDR)"
+        declared = struct.unpack(">II", data[16:24])
+    elif data[:3] == b"\xff\xd8\xff":  # a JPEG: its size from its header, read without its pixels
+        try:
+            with Image.open(io.BytesIO(data), formats=("JPEG",)) as im:
+                declared = im.size
+        except Exception:  # noqa: BLE001 - a header Pillow cannot read: decoding says what is wrong
+            return None
+    else:
+        return None
+    if declared != want[1]:
+        return f"declares {declared[1]}x{declared[0]} pixels, {expected_frame(want)}"
     return None
 
 
