@@ -331,7 +331,20 @@ def test_a_label_file_that_would_parse_past_the_member_limit_is_refused(record, 
     assert err.count("\n") == 1 and "parsed, over the member limit" in err, err
 
 
-@pytest.mark.parametrize("edit", ["fractional_action", "nan_score", "inf_gaze", "frame_twice"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "fractional_action",
+        "nan_score",
+        "inf_gaze",
+        "frame_twice",
+        "fractional_episode",
+        "episode_past_int32",
+        "underscored_number",
+        "odd_gaze",
+        "null_in_gaze",
+    ],
+)
 def test_label_values_are_checked_where_they_are(edit):
     """A fractional action id became the id it truncates to; NaN or infinity was named later in the
     output's train.jsonl, not in the label file; a frame id twice made two records of one frame."""
@@ -341,6 +354,12 @@ def test_label_values_are_checked_where_they_are(edit):
         "nan_score": "1_2,0,nan,50,0,1",
         "inf_gaze": "1_2,0,5,50,0,1,10.0,inf",
         "frame_twice": "1_1,0,5,50,0,1",
+        # from a hostile review: each of these was read as another value, silently
+        "fractional_episode": "1_2,0.5,5,50,0,1",  # episode 0
+        "episode_past_int32": "1_2,1e300,5,50,0,1",  # blamed on the output's train.jsonl
+        "underscored_number": "1_2,1_0,5,50,0,1",  # Python's float() reads 10
+        "odd_gaze": "1_2,0,5,50,0,1,10.0,20.0,30.0",  # the last value dropped
+        "null_in_gaze": "1_2,0,5,50,0,1,null,10.0,20.0,30.0",  # the pairs shifted: [[10, 20]]
     }[edit]
     text = f"{head}\n1_1,0,0,50,0,3\n{line}\n"
     if edit == "fractional_action":

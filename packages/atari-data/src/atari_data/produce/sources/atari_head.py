@@ -95,12 +95,18 @@ def parse_labels(text: str, where: str) -> list[dict]:
         seen.add(frame_id)
         tail = [_value(x) for x in parts[6:]]
         try:
-            nums = [_finite(x) for x in tail if x is not None]
-            gaze = [[nums[i], nums[i + 1]] for i in range(0, len(nums) - 1, 2)]
+            if tail == [None]:  # no gaze recorded
+                tail = []
+            if None in tail or len(tail) % 2:  # a value dropped or the pairs shifted, else
+                raise ValueError(
+                    f"gaze: {len(tail)} values{' with a null' if None in tail else ''}, expected x,y pairs"
+                )
+            nums = [_finite(x) for x in tail]
+            gaze = [[nums[i], nums[i + 1]] for i in range(0, len(nums), 2)]
             rows.append(
                 {
                     "frame_id": frame_id,
-                    "episode": None if episode is None else int(float(episode)),
+                    "episode": None if episode is None else _episode(episode),
                     "score": None if score is None else _finite(score),
                     "duration_ms": None if duration is None else _finite(duration),
                     "unclipped_reward": None if reward is None else _finite(reward),
@@ -119,7 +125,17 @@ def _action(text: str) -> int | None:
     return int(x) if x.is_integer() else None
 
 
+def _episode(text: str) -> int:
+    """An episode id: a whole number a meta.json and the episode numbering can hold."""
+    x = _finite(text)
+    if not x.is_integer() or not 0 <= x < 2**31:
+        raise ValueError(f"episode {text!r} is not a whole number from 0 to {2**31 - 1:,}")
+    return int(x)
+
+
 def _finite(text: str) -> float:
+    if "_" in text:  # Python's float() reads 1_0 as 10; the files write plain numbers
+        raise ValueError(f"{text!r} is not a plain number")
     x = float(text)
     if not math.isfinite(x):  # named here, with its line, not later by the record check of the output
         raise ValueError(f"{text!r} is not a finite number")
