@@ -8,6 +8,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from atari_data.cli import main
 from atari_data.errors import AtariDataError
@@ -198,6 +199,10 @@ def test_damaged_frames_are_counted_drops_not_copied(record, tmp_path):
                 data = data[:60] + bytes([data[60] ^ 0x10]) + data[61:]
             elif i == 2:  # intact and of the right size, but grey: validate --images refused the game
                 data = encode_png(np.zeros((210, 160), np.uint8))
+            elif i == 3:  # a JPEG named .png was copied as a .jpg of the "PNGs copied byte for byte"
+                jpeg = io.BytesIO()
+                Image.new("RGB", (160, 210)).save(jpeg, format="JPEG")
+                data = jpeg.getvalue()
             m.size = len(data)
             tar.addfile(m, io.BytesIO(data))
     items[name] = out.getvalue()
@@ -205,7 +210,7 @@ def test_damaged_frames_are_counted_drops_not_copied(record, tmp_path):
         for n, data in items.items():
             z.writestr(n, data)
     assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 0
-    assert list_games(tmp_path / "out")[0].meta()["dropped"]["bad_image"] == 3
+    assert list_games(tmp_path / "out")[0].meta()["dropped"]["bad_image"] == 4
     assert validate(tmp_path / "out", images=True).ok
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from atari_data import limits
 from atari_data.errors import AtariDataError
+from atari_data.layout.png import SIGNATURE as PNG_SIGNATURE
 from atari_data.layout.writer import VAL_FRACTION, GameWriter, Step
 from atari_data.play.actions import minimal_index, minimal_labels, resolve_game
 from atari_data.schema import ALE_FRAME_FORMAT
@@ -415,7 +416,7 @@ def _steps(rows, frames, labels, trial: Trial, episode, writer: GameWriter) -> I
         if png is None:
             writer.drop("missing_image")
             continue
-        if writer.frame_defect(png):
+        if not png.startswith(PNG_SIGNATURE) or writer.frame_defect(png):  # its member is named .png
             writer.drop("bad_image")
             continue
         yield Step(
