@@ -407,3 +407,15 @@ def test_a_folder_that_is_no_game_is_named(source, tmp_path, capsys):
     assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "atari-notagame: (folder):" in err, err
+
+
+def test_two_folders_of_one_game_are_named_not_one_read(source, tmp_path, capsys):
+    """From a hostile review: atari-breakout and another folder that is Breakout too: only one was
+    read and the other's games ignored, exit 0."""
+    import shutil
+
+    root, _ = source
+    shutil.copytree(root / "atari-breakout", root / "atari-Breakout")
+    assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "atari-Breakout" in err and "atari-breakout" in err and "Breakout" in err, err

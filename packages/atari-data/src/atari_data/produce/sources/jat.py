@@ -89,16 +89,21 @@ def parquet_files(root: Path, game: str, split: str) -> list[Path]:
 
 
 def available_games(root: Path) -> list[str]:
-    games = []
+    folders: dict[str, Path] = {}
     for p in sorted(root.glob("atari-*")):
         if p.is_dir():
             try:
-                games.append(game_of(p.name))
+                game = game_of(p.name)
             except AtariDataError as e:  # name the folder: the game alone does not say where it came from
                 raise AtariDataError(
                     f"{e.message} (a folder of the copy is atari-<game>)", file=str(p), field="(folder)"
                 ) from None
-    return sorted(games)
+            if game in folders:  # one would be read, the other's games ignored
+                raise AtariDataError(
+                    f"is {game}, as {folders[game].name} is: one folder a game", file=str(p), field="(folder)"
+                )
+            folders[game] = p
+    return sorted(folders)
 
 
 def rows(path: Path) -> Iterator[tuple[int, dict]]:
