@@ -419,3 +419,16 @@ def test_two_folders_of_one_game_are_named_not_one_read(source, tmp_path, capsys
     assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "atari-Breakout" in err and "atari-breakout" in err and "Breakout" in err, err
+
+
+def test_a_file_in_the_other_frame_order_is_refused_not_misread(tmp_path, capsys):
+    """From a hostile review: the frame order was established on the first train file only, so a
+    test file in the other byte order imported (exit 0, validate passing) with every val frame
+    another than the newest."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "jat-dataset"
+    write_config(root, "atari-breakout", "train", [(stacks(frames_of_a_game(rng, 30)), [0] * 30)])
+    write_config(root, "atari-breakout", "test", [(stacks(frames_of_a_game(rng, 30), "reshaped"), [0] * 30)])
+    assert main(["import", "jat", "--from", str(root), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "test-00000-of-00001.parquet" in err and "order" in err, err

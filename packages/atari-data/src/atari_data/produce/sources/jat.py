@@ -73,12 +73,17 @@ def _stack(rgba: np.ndarray, layout: str) -> np.ndarray:
 
 def frame_layout(stacks: list[np.ndarray]) -> str | None:
     """The byte layout in which consecutive stacks shift by one frame, or None when neither does."""
-    for layout in ("channels", "reshaped"):
-        s = [_stack(x, layout) for x in stacks]
-        pairs = list(zip(s, s[1:], strict=False))
-        if pairs and sum(np.array_equal(a[1:], b[:3]) for a, b in pairs) >= ORDER_MIN_AGREEMENT * len(pairs):
-            return layout
-    return None
+    return next((layout for layout in LAYOUTS if _shifts(stacks, layout)), None)
+
+
+LAYOUTS = ("channels", "reshaped")
+
+
+def _shifts(stacks: list[np.ndarray], layout: str) -> bool:
+    """Whether consecutive stacks, read in ``layout``, shift by one frame (static frames do in both)."""
+    s = [_stack(x, layout) for x in stacks]
+    pairs = list(zip(s, s[1:], strict=False))
+    return bool(pairs) and sum(np.array_equal(a[1:], b[:3]) for a, b in pairs) >= ORDER_MIN_AGREEMENT * len(pairs)
 
 
 # -- reading --------------------------------------------------------------------------------------
@@ -192,7 +197,7 @@ def import_game(
         for split, kind in UPSTREAM_SPLITS.items():
             first = 0  # the split's rows in its earlier files
             for path in files[split]:
-                n = 0
+                n, checked = 0, False
                 for i, row in rows(path):
                     if not all(isinstance(row[c], list) for c in COLUMNS):
                         raise AtariDataError(
@@ -201,12 +206,31 @@ def import_game(
                             file=str(path),
                             field=f"row {i}",
                         )
+                    if not checked:  # each file's order, on its first game: another file's may differ
+                        checked = _same_layout(row, layout, path, i)
                     writer.add_episode(
                         episode_number(kind, first + i), kind, episode_steps(row, layout, len(actions), writer)
                     )
                     n = i + 1
                 first += n
         return writer.finish()
+
+
+def _same_layout(row: dict, layout: str, path: Path, i: int) -> bool:
+    """Whether a game's first stacks told its file's byte layout (False: too few to tell); a file
+    in the other one is refused, as the frames would be read out of order."""
+    stacks = [x for x in map(_decode, row["image_observations"][: ORDER_CHECK_STEPS + 1]) if x is not None]
+    if _shifts(stacks, layout):
+        return True
+    other = next(x for x in LAYOUTS if x != layout)
+    if _shifts(stacks, other):
+        raise AtariDataError(
+            f"its frame stacks are in the {other} byte order, the first train file's in the {layout} order: "
+            "one order a game",
+            file=str(path),
+            field=f"row {i}: image_observations",
+        )
+    return False  # neither: too few or too odd to tell, as the next game may
 
 
 def _establish_layout(path: Path, game: str) -> str:
