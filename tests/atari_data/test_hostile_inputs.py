@@ -1416,3 +1416,14 @@ def test_a_frames_declared_size_is_read_whatever_its_form(packed_master, tmp_pat
     assert "declares 4000x4000 pixels" in (declared_size_problem(big, want) or "")
     assert "first chunk is not its header" in (declared_size_problem(ahead, want) or "")
     assert "declares 300x400 pixels" in (declared_size_problem(jpeg.getvalue(), want) or "")
+
+
+def test_features_written_by_an_older_datasets_are_a_record_rows(packed_master, tmp_path):
+    """From an outside review: features were compared as text, so a card whose lists an older datasets
+    wrote as `sequence: string` (it reads them as today's `list: string`) was refused."""
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    _card(repo, lambda t: t.replace("    list: ", "    sequence: "))
+    assert "sequence: string" in (repo / "README.md").read_text()
+    code, out, err = run_cli(main, ["doctor", repo])
+    assert code == 0 and "healthy" in out, out + err

@@ -3,7 +3,6 @@ here from ``card_template.md`` and read back (``read_card``) by doctor and publi
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections import Counter
@@ -148,7 +147,7 @@ def read_card(folder: Path) -> dict:
                 file=str(path),
                 field=f"dataset_info[{n}]",
             )
-        if "features" in info and info["features"] not in card_features():  # datasets reads rows by them
+        if "features" in info and not _record_features(info["features"], yaml=True):  # datasets reads rows by them
             raise AtariDataError(
                 "are not a record row's (datasets decodes and casts each column as they say: grey frames, "
                 "a label as text, a path opened as an image); write them as pack does",
@@ -158,12 +157,21 @@ def read_card(folder: Path) -> dict:
     return card
 
 
-@functools.cache
-def card_features() -> tuple[list, list]:
-    """A card's ``features``, as datasets writes them, of a one-frame and of a two-frame record row."""
-    import datasets
+def _record_features(said, yaml: bool = False, columns=None) -> bool:
+    """Whether features as a card's YAML (``yaml``) or datasets' JSON writes them are a record row's,
+    of one or two frames (of ``columns`` only, where given), whichever datasets version wrote them
+    (``sequence:`` or ``list:``); anything datasets cannot read as features is not."""
+    from datasets import Features
 
-    return tuple(datasets.DatasetInfo(features=hf_features(n))._to_yaml_dict()["features"] for n in (1, 2))
+    try:
+        got = Features._from_yaml_list(said) if yaml else Features.from_dict(said)
+    except Exception:  # noqa: BLE001 - datasets raises many kinds for what it cannot read, RecursionError too
+        return False
+    for frames in (1, 2):
+        wanted = hf_features(frames)
+        if got == Features({k: v for k, v in wanted.items() if columns is None or k in columns}):
+            return True
+    return False
 
 
 def data_files(folder: Path, card: dict, split: str | None = None) -> dict[str, list[Path]]:
@@ -330,8 +338,7 @@ def _check_datasets_metadata(path: Path, schema) -> None:
         features = json.loads(said)["info"]["features"]
     except (ValueError, RecursionError, TypeError, KeyError):
         raise AtariDataError("is not the JSON of datasets' features", file=str(path), field=field) from None
-    wanted = hf_features(2 if "prev_image" in schema.names else 1).to_dict()
-    if features != {k: v for k, v in wanted.items() if k in schema.names}:
+    if not _record_features(features, columns=schema.names):
         raise AtariDataError(
             "its features are not a record row's (datasets decodes and casts each column as they say: a "
             "path opened as an image); write the file as pack does, or without this metadata",
