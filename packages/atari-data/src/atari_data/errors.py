@@ -46,7 +46,10 @@ def cut_off(e: BaseException | None) -> str:
     """How to say that the Hub was reached and a transfer then broke (a connection dropped or stalled
     mid-file), where running again resumes what arrived; "" for any other failure (a Hub not reached,
     one that answered no). The libraries wrap the transfer's error, so its causes are read too."""
-    import httpx2  # huggingface_hub's HTTP client: its errors are not OSErrors
+    try:
+        import httpx2  # huggingface_hub's HTTP client: its errors are not OSErrors
+    except ImportError:  # called while an error is handled: a client without it is no cut transfer
+        return ""
 
     broken = (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError, httpx2.ReadTimeout)
     seen: set[int] = set()
