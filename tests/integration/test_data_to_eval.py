@@ -20,19 +20,20 @@ def test_generated_baselines_normalise_an_evaluation(tmp_path):
         "Freeway",
     )
     b = meta["baselines"]
-    res = evaluate(
-        RunConfig(
+
+    def judged(baselines, out: str) -> dict:
+        cfg = RunConfig(
             policy="constant:UP",
             games=["Freeway"],
-            out=str(tmp_path / "r.json"),
+            out=str(tmp_path / out),
             episodes=1,
             random_episodes=1,
             cap=4500,
-            baselines=str(data),
-        ),
-        progress=False,
-    )
-    g = res["games"]["Freeway"]
+            baselines=str(baselines),
+        )
+        return evaluate(cfg, progress=False)["games"]["Freeway"]
+
+    g = judged(data, "r.json")
     assert g["baseline"]["expert"] == b["expert_score_cap4500"] and g["baseline"]["cap"] == 4500
     assert str(data) in g["baseline"]["source"]
     expected = (g["mean"] - b["random_score_cap4500"]) / (b["expert_score_cap4500"] - b["random_score_cap4500"])
@@ -42,18 +43,7 @@ def test_generated_baselines_normalise_an_evaluation(tmp_path):
     # knows that layout without importing atari-data, so only this holds the two together.
     packed = tmp_path / "packed"
     pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
-    again = evaluate(
-        RunConfig(
-            policy="constant:UP",
-            games=["Freeway"],
-            out=str(tmp_path / "r2.json"),
-            episodes=1,
-            random_episodes=1,
-            cap=4500,
-            baselines=str(packed),
-        ),
-        progress=False,
-    )["games"]["Freeway"]
+    again = judged(packed, "r2.json")
     assert str(packed) in again["baseline"]["source"]
     assert {k: again["baseline"][k] for k in ("expert", "random", "cap")} == {
         k: g["baseline"][k] for k in ("expert", "random", "cap")
