@@ -435,3 +435,19 @@ def test_a_trials_file_given_twice_is_one_line(record, tmp_path, capsys, where):
     assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "101_" in err and "twice" in err, err
+
+
+def test_a_trial_of_more_runs_than_its_episode_numbers_hold_is_named_before_play(record, tmp_path, capsys):
+    """From a hostile review: episodes are numbered trial x 1000 + run, so a trial of 1,001 runs (the
+    episode id alternating with nulls) collided with the next trial's first, and the error named no
+    file: 'episode: episode 102000 was already added'."""
+    head = ",".join(atari_head.HEADER)
+    runs = "".join(f"2394101_{i},{'null' if i % 2 else 0},0,50,0,1\n" for i in range(1, 2003))
+    _rewrite(
+        record / ZIP,
+        lambda ms: [(n, f"{head}\n{runs}".encode() if "/101_" in n and n.endswith(".txt") else d) for n, d in ms],
+    )
+    assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "101_RZ" in err and "2,002 runs" in err, err
+    assert not (tmp_path / "out" / "atari_head" / "Breakout" / "_READY").exists()

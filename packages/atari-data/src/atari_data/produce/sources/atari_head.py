@@ -347,6 +347,10 @@ def split_groups(sizes: dict[int, int], links: dict[int, int]) -> dict[int, str]
     return out
 
 
+#: Episodes are numbered trial x this + the run of episode ids in the trial's label file.
+RUNS_A_TRIAL = 1000
+
+
 def import_game(
     root: str | Path, out: str | Path, game: str, caps: dict | None = None, force: bool = False, progress=None
 ) -> dict | None:
@@ -386,11 +390,20 @@ def import_game(
                 t.rows = parse_labels(
                     _member_text(archive, t.labels_txt, f"{path}!{t.labels_txt}"), f"{path}!{t.labels_txt}"
                 )
+                if (runs := sum(1 for _ in _episodes(t.rows))) > RUNS_A_TRIAL:  # before anything is played
+                    raise AtariDataError(
+                        f"{runs:,} runs of episode ids; a trial's episodes are numbered trial x {RUNS_A_TRIAL} + "
+                        f"run, so at most {RUNS_A_TRIAL} fit",
+                        file=f"{path}!{t.labels_txt}",
+                        field="episode_id",
+                    )
             splits = split_groups({n: len(t.rows) for n, t in trials.items()}, load_trial_links(root, game))
             for n, t in sorted(trials.items()):
                 frames = frames_of(archive, t, str(path))
                 for k, (episode, rows) in enumerate(_episodes(t.rows)):
-                    writer.add_episode(n * 1000 + k, splits[n], _steps(rows, frames, labels, t, episode, writer))
+                    writer.add_episode(
+                        n * RUNS_A_TRIAL + k, splits[n], _steps(rows, frames, labels, t, episode, writer)
+                    )
         return writer.finish()
 
 
