@@ -451,3 +451,14 @@ def test_a_trial_of_more_runs_than_its_episode_numbers_hold_is_named_before_play
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "101_RZ" in err and "2,002 runs" in err, err
     assert not (tmp_path / "out" / "atari_head" / "Breakout" / "_READY").exists()
+
+
+def test_a_zip_that_is_no_game_is_named_not_passed_over(record, tmp_path, caplog):
+    """From a hostile review: montezumas_revenge.zip (Atari-HEAD's is montezuma_revenge.zip) beside
+    breakout.zip was passed over without a word."""
+    import logging
+
+    (record / "montezumas_revenge.zip").write_bytes((record / ZIP).read_bytes())
+    with caplog.at_level(logging.WARNING):
+        assert main(["import", "atari_head", "--from", str(record), "--root", str(tmp_path / "out")]) == 0
+    assert "montezumas_revenge.zip" in caplog.text and "passed over" in caplog.text, caplog.text

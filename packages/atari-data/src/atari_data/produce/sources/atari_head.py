@@ -17,6 +17,7 @@ from __future__ import annotations
 import bz2
 import csv
 import io
+import logging
 import math
 import re
 import tarfile
@@ -33,6 +34,8 @@ from atari_data.layout.writer import VAL_FRACTION, GameWriter, Step
 from atari_data.play.actions import minimal_index, minimal_labels, resolve_game
 from atari_data.schema import ALE_FRAME_FORMAT
 from laya_protocol.games import minimal_actions
+
+log = logging.getLogger(__name__)
 
 SOURCE = "atari_head"
 ORIGIN = "Atari-HEAD, Zenodo record 3451402"
@@ -66,8 +69,8 @@ def available_games(root: Path) -> list[str]:
     for p in sorted(root.glob("*.zip")):
         try:
             out.append(game_of_zip(p.name))
-        except AtariDataError:
-            continue  # not a game archive
+        except AtariDataError:  # not a game archive: said, as a misnamed game's would be lost without a word
+            log.warning("%s: no game's name (<game>.zip, e.g. breakout.zip, ms_pacman.zip); passed over", p)
     return sorted(out)
 
 
