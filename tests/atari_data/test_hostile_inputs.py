@@ -1427,3 +1427,15 @@ def test_features_written_by_an_older_datasets_are_a_record_rows(packed_master, 
     assert "sequence: string" in (repo / "README.md").read_text()
     code, out, err = run_cli(main, ["doctor", repo])
     assert code == 0 and "healthy" in out, out + err
+
+
+def test_a_card_of_many_recursive_globs_is_refused_before_they_walk_the_folder(packed_master, tmp_path):
+    """From an outside review: one '**' a pattern, but a thousand such patterns, each a walk of the
+    folder (9.5 s on a tree of 600 folders from a 54 KB header), were globbed one by one before any
+    was found to match nothing."""
+    repo = tmp_path / "repo"
+    shutil.copytree(packed_master, repo)
+    many = "".join(f"  - split: train\n    path: data/**/x{i}.parquet\n" for i in range(100))
+    _card(repo, lambda t: t.replace("  data_files:\n", "  data_files:\n" + many, 1))
+    code, out, err = run_cli(main, ["doctor", repo])
+    assert code == 2 and "recursive patterns" in out + err and "matches no file" not in out + err, out + err

@@ -37,6 +37,8 @@ CITATIONS = """```bibtex
 ```"""
 
 
+#: Recursive data_files patterns a card may have: each is a walk of the folder (pack writes none).
+MAX_WALKS = 64
 #: The keys of a card's config: anything else (data_dir, ...) changes what datasets reads.
 CONFIG_KEYS = frozenset({"config_name", "data_files", "default"})
 
@@ -90,6 +92,7 @@ def read_card(folder: Path) -> dict:
     configs = card.get("configs") or []
     if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
         raise AtariDataError("is not a list of {config_name, data_files} mappings", file=str(path), field="configs")
+    walks = 0  # recursive patterns, over every config
     for c in configs:
         name = c.get("config_name")
         files = c.get("data_files", [])
@@ -110,6 +113,13 @@ def read_card(folder: Path) -> dict:
         ):
             raise AtariDataError(
                 "needs a config_name and data_files as a list of {split, path}", file=str(path), field=f"configs.{name}"
+            )
+        walks += sum("**" in f["path"].split("/") for f in files)
+        if walks > MAX_WALKS:  # each is a walk of the whole folder
+            raise AtariDataError(
+                f"{walks} recursive patterns ('**'), each a walk of the folder; a card may have {MAX_WALKS}",
+                file=str(path),
+                field=f"configs.{name}",
             )
         for f in files:
             if f["path"].split("/").count("**") > 1:  # each more multiplies a glob's walk of the folder
