@@ -295,3 +295,19 @@ def test_a_round_name_no_source_may_have_leaves_no_folder(tmp_path, capsys, roun
     assert main(["import", "playjev", "--from", str(root), "--root", str(out)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert not out.exists() or not list(out.iterdir()), list(out.iterdir())
+
+
+@pytest.mark.parametrize("key", ["frame", "prev_frame"])
+def test_a_frame_path_that_leaves_the_shard_names_its_line(tmp_path, capsys, key):
+    """From a hostile review: a frame path of '..' or an absolute one was refused naming the shard's
+    folder, not the records.jsonl line that holds it."""
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", np.random.default_rng(0))
+    path = root / "floppy_bird" / "clone_a" / "records.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    at = next(i for i, r in enumerate(recs) if r["step"] == 2)
+    recs[at][key] = "../../x.jpg"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["import", "playjev", "--from", str(root), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"records.jsonl:{at + 1}: {key}:" in err, err

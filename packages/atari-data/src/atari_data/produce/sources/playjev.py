@@ -140,8 +140,8 @@ def import_round(
 def _frame_format(episodes) -> str:
     """``rgb_<h>x<w>`` of the first frame on disk (every frame is checked against it on validate)."""
     for shard, _, steps in episodes:
-        for _, rec in steps:
-            path = Path(join_plain(str(shard), rec["frame"], "frame"))
+        for line, rec in steps:
+            path = _frame_path(shard, line, rec, "frame")
             if path.is_file() and not path.is_symlink() and path.stat().st_size <= limits.limit("frame"):
                 try:
                     with Image.open(path) as im:
@@ -153,6 +153,14 @@ def _frame_format(episodes) -> str:
         file=str(episodes[0][0]),
         field="frame",
     )
+
+
+def _frame_path(shard: Path, line: int, rec: dict, key: str) -> Path:
+    """A record's frame file, never outside its shard; a path that leaves it names its line."""
+    try:
+        return Path(join_plain(str(shard), rec[key], key))
+    except AtariDataError as e:
+        raise AtariDataError(e.message, file=str(shard / "records.jsonl"), line=line, field=key) from None
 
 
 def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
@@ -170,7 +178,7 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
         if label is None or taken is None:
             writer.drop("bad_move")
             continue
-        frame = Path(join_plain(str(shard), rec["frame"], "frame"))  # never a file outside the shard
+        frame = _frame_path(shard, line, rec, "frame")
         if not frame.is_file():
             writer.drop("frame_missing")
             continue
@@ -183,7 +191,7 @@ def _steps(shard: Path, steps, actions: list[str], writer: GameWriter):
             continue
         prev = None
         if rec.get("prev_frame") and opened:  # step 0's previous frame is its own (the layout's rule)
-            p = Path(join_plain(str(shard), rec["prev_frame"], "prev_frame"))
+            p = _frame_path(shard, line, rec, "prev_frame")
             if not p.is_file():
                 writer.drop("prev_frame_missing")
                 continue
