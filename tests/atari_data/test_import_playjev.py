@@ -311,3 +311,17 @@ def test_a_frame_path_that_leaves_the_shard_names_its_line(tmp_path, capsys, key
     assert main(["import", "playjev", "--from", str(root), "--root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"records.jsonl:{at + 1}: {key}:" in err, err
+
+
+def test_a_move_named_twice_names_the_records_line(tmp_path, capsys):
+    """From a hostile review: actions ["flap", "flap", ...] were blamed on the output's meta.json."""
+    root = tmp_path / "PlayJev-data"
+    write_shard(root, "floppy_bird", "clone_a", np.random.default_rng(0))
+    path = root / "floppy_bird" / "clone_a" / "records.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    for r in recs:
+        r["actions"] = [r["actions"][0], *r["actions"][:-1]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["import", "playjev", "--from", str(root), "--root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "records.jsonl:" in err and "actions" in err and "meta.json" not in err, err

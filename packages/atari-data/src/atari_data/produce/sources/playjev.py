@@ -109,10 +109,16 @@ def import_round(
     if not shards:
         raise AtariDataError(f"no {round_}_<shard>/records.jsonl", file=str(root / slug))
     episodes = [(shard, ep, steps) for shard in shards for ep, steps in _read_shard(shard).items()]
-    actions = episodes[0][2][0][1]["actions"]
-    if not (isinstance(actions, list) and actions and all(isinstance(a, str) for a in actions)):
+    shard, _, ((line, first), *_) = episodes[0]
+    actions = first["actions"]
+    if not (isinstance(actions, list) and actions and all(isinstance(a, str) for a in actions)) or len(
+        set(actions)
+    ) != len(actions):
         raise AtariDataError(
-            f"actions {actions!r} (expected move names)", file=str(shards[0] / "records.jsonl"), field="actions"
+            f"actions {actions!r} (expected move names, each once)",
+            file=str(shard / "records.jsonl"),
+            line=line,
+            field="actions",
         )
     frame_format = _frame_format(episodes)
     with GameWriter(
