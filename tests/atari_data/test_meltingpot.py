@@ -435,7 +435,8 @@ def test_a_game_without_clips_is_refused_not_packed_as_a_config_that_cannot_load
     assert not out.exists()
 
 
-def test_a_value_declared_past_the_end_of_the_file_is_a_one_line_error_not_a_crash(tmp_path):
+@pytest.mark.parametrize("as_overflow", [False, True])
+def test_a_value_declared_past_the_end_of_the_file_is_a_one_line_error_not_a_crash(tmp_path, as_overflow):
     """From a hostile review: a 24 KB data.mdb whose one large value's node declares 20,000 bytes
     (it starts near the file's end) passed the page check, and copying the value read past the
     mapped file: SIGBUS, exit 135, nothing said, a .partial folder left beside OUT."""
@@ -452,11 +453,39 @@ def test_a_value_declared_past_the_end_of_the_file_is_a_one_line_error_not_a_cra
     data = bytearray((game / "data.mdb").read_bytes())
     at = data.index(b"00000000")  # the leaf node: its value size (two 16-bit halves) just before the key
     data[at - 8 : at - 4] = (20_000).to_bytes(2, "little") + (0).to_bytes(2, "little")
+    if as_overflow:  # from an outside review: the leaf page also flagged an overflow run, which a scan
+        page = at // 4096 * 4096  # of the file skipped with what it took for its page count; LMDB reads it
+        data[page + 10] |= 0x04  # as a leaf all the same
     (game / "data.mdb").write_bytes(bytes(data))
     out = tmp_path / "out"
     code = f"from atari_data.cli import main; raise SystemExit(main(['pack-lmdb', {str(game.parent)!r}, {str(out)!r}]))"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "more than its overflow pages hold" in run.stderr, (
-        run
-    )
+    said = "is no branch or leaf page" if as_overflow else "more than its overflow pages hold"
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr, run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"], "nothing left beside OUT"
+
+
+def test_an_lmdb_whose_freed_pages_hold_old_bytes_is_read_not_refused(tmp_path):
+    """From an outside review: the check of large values read every page of the file, freed ones too,
+    whose old bytes (a leaf pointing at a reused overflow page, the middle of an old value taken for
+    a page) refused a valid environment of 60 transactions of puts and deletes as damaged. Only the
+    live tree is read now."""
+    import random
+
+    lmdb = pytest.importorskip("lmdb", reason="the lmdb extra reads Melting Pot's LMDBs")
+    from atari_data.meltingpot.lmdb import _large_values_problem
+
+    folder = tmp_path / "coins"
+    env = lmdb.open(str(folder), map_size=1 << 26)
+    rng = random.Random(0)
+    for _ in range(60):
+        with env.begin(write=True) as txn:
+            for _ in range(20):
+                key = b"%08d" % rng.randrange(200)
+                if rng.random() < 0.3:
+                    txn.delete(key)
+                else:
+                    txn.put(key, rng.randbytes(rng.choice([100, 3000, 5000, 9000, 20000])))
+    env.close()
+    size = (folder / "data.mdb").stat().st_size
+    assert _large_values_problem(folder / "data.mdb", 4096, size) is None

@@ -83,7 +83,9 @@ def _pages_inflate_to(path: Path, chunk, field: str) -> int:
     """What a column chunk's pages say they inflate to, read from each page's own header: the footer's
     total is a sum someone wrote (a 34 KB file whose footer said 1,000 bytes held a 1 GB page), while
     pyarrow inflates each page to the size its header gives."""
-    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    # as Arrow reads it: some writers flag a dictionary page and leave its offset 0
+    dictionary = chunk.dictionary_page_offset if chunk.has_dictionary_page else None
+    start = min(dictionary, chunk.data_page_offset) if dictionary else chunk.data_page_offset
     end, total = start + chunk.total_compressed_size, 0
     with open(path, "rb") as f:
         pos = start

@@ -278,50 +278,72 @@ def read_lmdb(folder: str | Path) -> Iterator[tuple[str, dict]]:
         raise AtariDataError(f"is not a readable LMDB ({type(e).__name__}: {e})", file=str(folder)) from None
 
 
-#: LMDB's page layout (lmdb.h): a 16-byte header (page number, pad, flags, lower and upper bounds
-#: or an overflow's page count), then node offsets; a node is sizes, flags and key size (8 bytes),
-#: the key, then the value, or for a large value (F_BIGDATA) the number of its first overflow page.
-PAGE_HEADER, NODE_HEADER, P_LEAF, P_OVERFLOW, F_BIGDATA = 16, 8, 0x02, 0x04, 0x01
+#: LMDB's page layout (lmdb.h, 64-bit): a 16-byte header (page number, pad, flags, then lower and
+#: upper bounds, or an overflow run's page count); node offsets follow. A node is its data size (or a
+#: branch's child page, with its flags), flags and key size (8 bytes), the key, then the value, or
+#: for a large value (F_BIGDATA) the number of its first overflow page, or for a named database
+#: (F_SUBDATA) that database's record, whose root is its last 8 bytes. A meta page (0 and 1) holds
+#: the main database's record at byte 88 and its transaction id at byte 144.
+PAGE_HEADER, NODE_HEADER = 16, 8
+P_BRANCH, P_LEAF, P_OVERFLOW, P_LEAF2 = 0x01, 0x02, 0x04, 0x20
+F_BIGDATA, F_SUBDATA = 0x01, 0x02
+META_MAIN_ROOT, META_TXNID, DB_ROOT, NO_PAGE = 128, 144, 40, 2**64 - 1
 
 
 def _large_values_problem(path: Path, psize: int, size: int) -> str | None:
-    """What is wrong with a large value of the file's leaf pages (a node declaring more bytes than
-    its overflow pages hold, or pages past the file's end), read with plain reads: LMDB itself would
-    hand over a view past the mapped file, and touching it is SIGBUS, not an error."""
+    """What is wrong with a large value the live tree holds (a node declaring more bytes than its
+    overflow pages hold, or pages past the file's end), found with plain reads from the newer meta
+    page's root down: LMDB itself would hand over a view past the mapped file, and touching it is
+    SIGBUS, not an error. Pages LMDB has freed keep old bytes, and are not read."""
     import struct
 
+    pages = size // psize
+
+    def page(f, n: int) -> bytes:
+        f.seek(n * psize)
+        return f.read(psize)
+
     with open(path, "rb") as f:
-        page = -1
-        while (page := page + 1) < size // psize:
-            f.seek(page * psize)
-            data = f.read(psize)
-            flags = struct.unpack_from("<H", data, 10)[0] if len(data) >= PAGE_HEADER else 0
-            if flags & P_OVERFLOW:  # the pages after it are its value's bytes, not pages
-                page += max(1, struct.unpack_from("<I", data, 12)[0]) - 1
+        metas = [page(f, n) for n in (0, 1)]
+        newer = max(metas, key=lambda m: struct.unpack_from("<Q", m, META_TXNID)[0] if len(m) >= 152 else -1)
+        todo, seen = [struct.unpack_from("<Q", newer, META_MAIN_ROOT)[0]], set()
+        while todo:
+            n = todo.pop()
+            if n == NO_PAGE or n in seen:
                 continue
-            if not flags & P_LEAF:
+            if n >= pages:
+                return f"page {n} of the tree is past the end of the file"
+            seen.add(n)
+            data = page(f, n)
+            number, flags, lower = struct.unpack_from("<Q2xHH", data, 0)
+            if number != n or flags & P_OVERFLOW or not flags & (P_BRANCH | P_LEAF):
+                return f"page {n} of the tree is no branch or leaf page of its place"
+            if flags & P_LEAF2:  # keys packed end to end: no nodes, no large values
                 continue
-            lower = struct.unpack_from("<H", data, 12)[0]
             for k in range(max(0, (min(lower, psize) - PAGE_HEADER) // 2)):
                 node = struct.unpack_from("<H", data, PAGE_HEADER + 2 * k)[0]
                 if node + NODE_HEADER > psize:
-                    return f"page {page}: a node at byte {node} lies past the page"
-                lo, hi, flags, ksize = struct.unpack_from("<4H", data, node)
-                if not flags & F_BIGDATA:
-                    continue
-                if node + NODE_HEADER + ksize + 8 > psize:
-                    return f"page {page}: a node's key runs past the page"
-                first = struct.unpack_from("<Q", data, node + NODE_HEADER + ksize)[0]
-                declared = lo | hi << 16
-                if first >= size // psize:
-                    return f"page {page}: a value's overflow page {first} is past the end of the file"
-                f.seek(first * psize)
-                head = f.read(PAGE_HEADER)
-                flags_there, pages = struct.unpack_from("<HI", head, 10)
-                if not flags_there & P_OVERFLOW or PAGE_HEADER + declared > pages * psize:
-                    return f"page {page}: a value of {declared:,} bytes is more than its overflow pages hold"
-                if (first + pages) * psize > size:
-                    return f"page {page}: a value's {pages} overflow pages run past the end of the file"
+                    return f"page {n}: a node at byte {node} lies past the page"
+                lo, hi, node_flags, ksize = struct.unpack_from("<4H", data, node)
+                at = node + NODE_HEADER + ksize  # where the node's value starts
+                if flags & P_BRANCH:
+                    todo.append(lo | hi << 16 | node_flags << 32)  # the child page
+                elif node_flags & F_SUBDATA:  # a named database: its own tree
+                    if at + DB_ROOT + 8 > psize:
+                        return f"page {n}: a named database's record runs past the page"
+                    todo.append(struct.unpack_from("<Q", data, at + DB_ROOT)[0])
+                elif node_flags & F_BIGDATA:
+                    if at + 8 > psize:
+                        return f"page {n}: a node's key runs past the page"
+                    first, declared = struct.unpack_from("<Q", data, at)[0], lo | hi << 16
+                    if first >= pages:
+                        return f"page {n}: a value's overflow page {first} is past the end of the file"
+                    head = page(f, first)[:PAGE_HEADER]
+                    number, flags_there, run = struct.unpack_from("<Q2xHI", head, 0)
+                    if number != first or not flags_there & P_OVERFLOW or PAGE_HEADER + declared > run * psize:
+                        return f"page {n}: a value of {declared:,} bytes is more than its overflow pages hold"
+                    if first + run > pages:
+                        return f"page {n}: a value's {run} overflow pages run past the end of the file"
     return None
 
 
