@@ -48,14 +48,19 @@ def row_groups(path: Path, columns: Sequence[str] | None = None, dense: bool = T
     if missing:
         raise AtariDataError(f"missing column(s) {missing} (expected {names})", file=str(path), field=missing[0])
     fixed = {c.path: c.length for c in leaves if c.physical_type == "FIXED_LEN_BYTE_ARRAY"}
+    with open(path, "rb") as raw:  # the page headers: read here, once a file
+        pages = [
+            [_pages_inflate_to(raw, path, rg.column(i), f"row group {group}") for i in range(rg.num_columns)]
+            for group, rg in ((g, f.metadata.row_group(g)) for g in range(f.num_row_groups))
+        ]
     for group in range(f.num_row_groups):
         rg, field = f.metadata.row_group(group), f"row group {group}"
-        chunks = [rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema.split(".")[0] in names]
-        packed = sum(c.total_compressed_size for c in chunks)
+        chunks = [i for i in range(rg.num_columns) if rg.column(i).path_in_schema.split(".")[0] in names]
+        packed = sum(rg.column(i).total_compressed_size for i in chunks)
         declared = sum(
-            max(c.total_uncompressed_size, _pages_inflate_to(path, c, field))
-            + c.num_values * (VALUE_BYTES + fixed.get(c.path_in_schema, 0))
-            for c in chunks
+            max(rg.column(i).total_uncompressed_size, pages[group][i])
+            + rg.column(i).num_values * (VALUE_BYTES + fixed.get(rg.column(i).path_in_schema, 0))
+            for i in chunks
         )
         limits.check("member", declared, file=str(path), field=field, compressed=packed)
         try:
@@ -77,30 +82,40 @@ def row_groups(path: Path, columns: Sequence[str] | None = None, dense: bool = T
 
 #: The most a page header may take: its statistics hold a page's min and max values, a few KB.
 PAGE_HEADER_MAX = 1 << 20
+#: What is read of a page first: its header, which is a few dozen bytes without long statistics.
+PAGE_HEADER_READ = 4096
 
 
-def _pages_inflate_to(path: Path, chunk, field: str) -> int:
+def _pages_inflate_to(f, path: Path, chunk, field: str) -> int:
     """What a column chunk's pages say they inflate to, read from each page's own header: the footer's
     total is a sum someone wrote (a 34 KB file whose footer said 1,000 bytes held a 1 GB page), while
     pyarrow inflates each page to the size its header gives."""
     # as Arrow reads it: some writers flag a dictionary page and leave its offset 0
     dictionary = chunk.dictionary_page_offset if chunk.has_dictionary_page else None
     start = min(dictionary, chunk.data_page_offset) if dictionary else chunk.data_page_offset
-    end, total = start + chunk.total_compressed_size, 0
-    with open(path, "rb") as f:
-        pos = start
-        while pos < end:
-            f.seek(pos)
-            head = f.read(min(PAGE_HEADER_MAX, end - pos))
-            try:
-                inflated, deflated, used = _page_header(head)
-            except (IndexError, ValueError):
-                raise AtariDataError(
-                    f"a page header at byte {pos:,} does not read", file=str(path), field=field
-                ) from None
-            total += inflated
-            pos += used + deflated
+    end, total, pos = start + chunk.total_compressed_size, 0, start
+    while pos < end:
+        header = _header_at(f, pos, end)
+        if header is None:
+            raise AtariDataError(f"a page header at byte {pos:,} does not read", file=str(path), field=field)
+        inflated, deflated, used = header
+        total += inflated
+        pos += used + deflated
     return total
+
+
+def _header_at(f, pos: int, end: int) -> tuple[int, int, int] | None:
+    """The page header at ``pos``: a few KB read, and more (to :data:`PAGE_HEADER_MAX`) only for one
+    longer than that; None for one that does not read."""
+    for size in (PAGE_HEADER_READ, PAGE_HEADER_MAX):
+        f.seek(pos)
+        try:
+            return _page_header(f.read(min(size, end - pos)))
+        except IndexError:  # ran past what was read
+            continue
+        except ValueError:
+            return None
+    return None
 
 
 def _page_header(data: bytes) -> tuple[int, int, int]:
