@@ -88,18 +88,10 @@ class GameDir:
 
     @functools.cached_property
     def frame_want(self) -> tuple[str, tuple[int, int]]:
-        """(mode, (width, height)) its meta.json's frame_format says each frame is; a meta.json without
-        one is an AtariDataError (its frames could be any size)."""
-        from atari_data.schema import frame_size
+        """(mode, (width, height)) its meta.json's frame_format says each frame is (:func:`schema.frame_want`)."""
+        from atari_data.schema import frame_want
 
-        want = frame_size(self.meta().get("frame_format"))
-        if want is None:
-            raise AtariDataError(
-                "is missing or not rgb_<height>x<width> / gray_<height>x<width>, which every frame must match",
-                file=str(self.path / META),
-                field="frame_format",
-            )
-        return want
+        return frame_want(self.meta(), str(self.path / META))
 
     def frame(self, rec: dict, prev: bool = False) -> np.ndarray:
         """A record's frame (or previous frame) as a uint8 array, H x W (gray) or H x W x 3, of the

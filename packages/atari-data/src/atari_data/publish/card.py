@@ -15,7 +15,8 @@ from atari_data import limits, parquet
 from atari_data.errors import AtariDataError
 from atari_data.layout import leaves_folder, read_json
 from atari_data.publish import repo
-from atari_data.schema import GAME_RE, RECORD, SCHEMA_VERSION, frame_size, hf_features, markdown_table
+from atari_data.schema import GAME_RE, RECORD, SCHEMA_VERSION, hf_features, markdown_table
+from atari_data.schema import frame_want as schema_frame_want
 from laya_protocol.files import write_file
 from laya_protocol.names import score_key, scores_key
 from laya_protocol.protocol import BASELINE_CAP
@@ -287,17 +288,14 @@ def frame_want(folder: Path, source: str, game, seen: dict) -> tuple[str, tuple[
     without a usable one is an AtariDataError: its rows' frames could be any size."""
     key = (source, game)
     if key not in seen:
-        path = folder / repo.meta_file(source, game) if isinstance(game, str) and GAME_RE.match(game) else None
-        meta = read_json(path) if path is not None and path.is_file() else None
-        want = frame_size(meta.get("frame_format")) if isinstance(meta, dict) else None
-        if want is None:
+        if not (isinstance(game, str) and GAME_RE.match(game) and (folder / repo.meta_file(source, game)).is_file()):
             raise AtariDataError(
-                f"{game!r} has no {repo.meta_file(source, '<Game>')} with its frame_format, which its frames "
-                "must match",
+                f"{game!r} has no {repo.meta_file(source, '<Game>')}, whose frame_format its frames must match",
                 file=str(folder),
                 field="game",
             )
-        seen[key] = want
+        path = folder / repo.meta_file(source, game)
+        seen[key] = schema_frame_want(read_json(path), str(path))
     return seen[key]
 
 

@@ -50,6 +50,21 @@ def target_of(rec) -> list[float]:
     return out
 
 
+def frame_want(meta, file: str) -> tuple[str, tuple[int, int]]:
+    """(mode, (width, height)) that a game's meta (from its ``file``) says every frame is; one without
+    a usable frame_format is an AtariDataError, as its frames could be any size."""
+    from atari_data.errors import AtariDataError
+
+    want = frame_size(meta.get("frame_format")) if isinstance(meta, dict) else None
+    if want is None:
+        raise AtariDataError(
+            "is missing or not rgb_<height>x<width> / gray_<height>x<width>, which every frame must match",
+            file=file,
+            field="frame_format",
+        )
+    return want
+
+
 def frame_size(fmt) -> tuple[str, tuple[int, int]] | None:
     """(Pillow's mode, (width, height)) that a meta.json ``frame_format`` names, or None."""
     m = FRAME_FORMAT_RE.match(fmt) if isinstance(fmt, str) else None

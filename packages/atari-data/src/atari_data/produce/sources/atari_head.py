@@ -151,20 +151,18 @@ def _finite(text: str) -> float:
 
 def trials_in(archive: zipfile.ZipFile, where: str) -> dict[int, Trial]:
     """Pairs of ``<stem>.tar.bz2`` and ``<stem>.txt`` anywhere in the zip, by trial number."""
-    names = archive.namelist()
-    seen: dict[str, str] = {}  # a second copy of a trial's file (another folder, or its name again) would win
-    for n in names:
-        stem = Path(n).name.removesuffix(".tar.bz2").removesuffix(".txt")
-        if n.endswith((".tar.bz2", ".txt")) and STEM.match(stem):
-            if Path(n).name in seen:
+    tars: dict[str, str] = {}
+    txts: dict[str, str] = {}
+    for n in archive.namelist():
+        for suffix, found in ((".tar.bz2", tars), (".txt", txts)):
+            stem = Path(n).name.removesuffix(suffix)
+            if not n.endswith(suffix):
+                continue
+            if stem in found and STEM.match(stem):  # a second copy (another folder, its name again) would win
                 raise AtariDataError(
-                    f"{Path(n).name} twice ({seen[Path(n).name]} and {n}); one file a trial",
-                    file=where,
-                    field="(member)",
+                    f"{Path(n).name} twice ({found[stem]} and {n}); one file a trial", file=where, field="(member)"
                 )
-            seen[Path(n).name] = n
-    tars = {Path(n).name[: -len(".tar.bz2")]: n for n in names if n.endswith(".tar.bz2")}
-    txts = {Path(n).name[: -len(".txt")]: n for n in names if n.endswith(".txt")}
+            found[stem] = n
     trials: dict[int, Trial] = {}
     for stem in sorted(set(tars) ^ set(txts)):  # half a trial: a partial download, not nothing
         if STEM.match(stem):

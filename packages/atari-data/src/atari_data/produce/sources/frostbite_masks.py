@@ -20,7 +20,7 @@ from pathlib import Path
 
 from atari_data import parquet
 from atari_data.errors import AtariDataError
-from atari_data.layout.png import frame_mode_size, pillow_frame
+from atari_data.layout.png import frame_defect
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.actions import minimal_index, minimal_labels
 from atari_data.produce.sources import UPSTREAM_SPLITS, episode_number
@@ -139,11 +139,4 @@ def _steps(run: list[dict], labels: dict[str, int], game: int, life: int, writer
 
 def _grey_mask(data: bytes) -> bool:
     """Whether ``data`` is a whole 8-bit grey 128x128 PNG: an RGB or 16-bit one is no mask of the card's."""
-    try:
-        got = frame_mode_size(data)
-        if got is None:  # a PNG with chunks of its own: Pillow reads it
-            im = pillow_frame(data, ("PNG",))
-            got = im.mode, im.size
-    except ValueError:  # not whole
-        return False
-    return got == ("L", (128, 128))
+    return frame_defect(data, ("PNG",), ("L", (128, 128))) is None

@@ -216,10 +216,15 @@ def import_game(
         return writer.finish()
 
 
+def _head_stacks(row: dict) -> list[np.ndarray]:
+    """A game's first decodable frame stacks, which tell its byte layout."""
+    return [x for x in map(_decode, row["image_observations"][: ORDER_CHECK_STEPS + 1]) if x is not None]
+
+
 def _same_layout(row: dict, layout: str, path: Path, i: int) -> bool:
     """Whether a game's first stacks told its file's byte layout (False: too few to tell); a file
     in the other one is refused, as the frames would be read out of order."""
-    stacks = [x for x in map(_decode, row["image_observations"][: ORDER_CHECK_STEPS + 1]) if x is not None]
+    stacks = _head_stacks(row)
     if _shifts(stacks, layout):
         return True
     other = next(x for x in LAYOUTS if x != layout)
@@ -237,8 +242,7 @@ def _establish_layout(path: Path, game: str) -> str:
     for _, row in rows(path):
         if not isinstance(row["image_observations"], list):
             continue  # not a game: refused, naming its row, when the games are read
-        head = row["image_observations"][: ORDER_CHECK_STEPS + 1]
-        stacks = [x for x in map(_decode, head) if x is not None]
+        stacks = _head_stacks(row)
         if len(stacks) < 2:
             continue
         layout = frame_layout(stacks)
