@@ -102,6 +102,8 @@ HOSTILE_REPLAYS = {
     # copied into the rebuilt layout unread (an outside review): an episode's split is its records'
     "episode split unknown": ("episodes.jsonl", lambda e: e.update(split="test"), "split"),
     "episode split not its records'": ("episodes.jsonl", lambda e: e.update(split="train"), "split"),
+    # copied as it was into the rebuilt layout and every pack of it: a line holds the writer's keys
+    "unknown episode key": ("episodes.jsonl", lambda e: e.update(evil=[0] * 1000), "evil"),
     "unknown protocol key": ("meta.json", lambda m: m["protocol"].update(evil=1), "protocol.evil"),
     "meta is a list": ("meta.json", "[1, 2]\n", "(file)"),
     "meta nested past recursion": ("meta.json", "[" * 100_000 + "]" * 100_000, "(file)"),

@@ -31,6 +31,8 @@ READY = "_READY"
 META = "meta.json"
 #: Optional, for played sources: per episode the ALE seed and every move, so frames can be rebuilt.
 EPISODES = "episodes.jsonl"
+#: An episodes.jsonl line's keys, in the order written: nothing else is read, so nothing else is kept.
+EPISODE_KEYS = ("episode", "split", "seed", "moves", "decisions")
 
 
 def split_file_name(split: str) -> str:

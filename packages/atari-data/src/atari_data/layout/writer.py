@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import EPISODES, META, GameDir, GameLock, split_file_name, staged_game
+from atari_data.layout import EPISODE_KEYS, EPISODES, META, GameDir, GameLock, split_file_name, staged_game
 from atari_data.layout.png import encode_png, formats_of, frame_defect
 from atari_data.layout.records import GameRules, image_name, record_line
 from atari_data.layout.validate import commit_game
@@ -343,10 +343,11 @@ class GameWriter:
 
         kept_episodes = {k.episode for s_ in SPLITS for k in picked[s_]}
         if self._replays:
+            lines = ({"episode": e, "split": self._episodes[e], **self._replays[e]} for e in sorted(self._replays))
             replays = [
-                json.dumps({"episode": e, "split": self._episodes[e], **self._replays[e]}, separators=(",", ":"))
-                for e in sorted(self._replays)
-                if e in kept_episodes
+                json.dumps({k: line[k] for k in EPISODE_KEYS}, separators=(",", ":"))
+                for line in lines
+                if line["episode"] in kept_episodes
             ]
             write_file(tmp / EPISODES, "".join(line + "\n" for line in replays), sync=True)
         # One thread: creating a file is CPU work in the kernel (ext4's inode allocator), and threads

@@ -4,7 +4,7 @@ ALE is deterministic given the seed and the moves, so a played source can be sha
 frames. ``atari-data pack --replay`` writes, per game::
 
     replay/<source>/<Game>/meta.json        as in the layout (env id and protocol included)
-    replay/<source>/<Game>/episodes.jsonl   {"episode", "split", "seed", "moves", "decisions"} per episode
+    replay/<source>/<Game>/episodes.jsonl   one line per episode (layout.EPISODE_KEYS)
     replay/<source>/<Game>/{train,val}.jsonl
         {"record": <the record>, "md5": {"image": ..., "prev_image": ...}}
 
@@ -28,6 +28,7 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.layout import (
+    EPISODE_KEYS,
     EPISODES,
     META,
     GameDir,
@@ -150,6 +151,8 @@ def _read_episodes(path: Path, protocol: Protocol, n_actions: int) -> dict[int, 
 
         if not isinstance(ep, dict):
             raise bad("(episode)", "is not a JSON object")
+        if extra := sorted(ep.keys() - set(EPISODE_KEYS)):
+            raise bad(extra[0], f"is not a key of an episode line ({', '.join(EPISODE_KEYS)})")
         for key, hi in (("episode", 2**31 - 1), ("seed", EPISODE_SEED_MAX)):
             if not _is_int(ep.get(key), 0, hi):
                 raise bad(key, f"{ep.get(key)!r} is not an integer in 0..{hi}" if key in ep else "is missing")
