@@ -91,6 +91,19 @@ def test_doom_generate_checks_its_flags_as_ale_generate_does(tmp_path, capsys, f
     assert not root.exists() or not any(root.rglob("*.jsonl"))
 
 
+@pytest.mark.parametrize("split", ["val", "train"])
+def test_doom_frames_past_a_splits_episode_numbers_are_refused_before_play(tmp_path, capsys, split):
+    """Val episodes are numbered 1,000 to 1,999 and a basic episode holds at most 75 decisions: 8,000,000
+    val records were played for hours into train's numbers, then refused as an episode added twice."""
+    root = tmp_path / "d"
+    args = ["generate", "--platform", "vizdoom", "--root", str(root), "--train-frames", "1", "--val-frames", "1"]
+    args[args.index(f"--{split}-frames") + 1] = "8000000"
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"--{split}-frames" in err and "episodes of at most 75 decisions" in err and "Traceback" not in err, err
+    assert not root.exists() or not any(root.rglob("*.jsonl"))
+
+
 def test_doom_train_episodes_stay_below_the_judges_seeds():
     """Doom seeds an episode with seed * 1,000,003 + its number, so at --seed 0 train episode
     100,000 would be laya-eval's first evaluation episode: refused, not played."""

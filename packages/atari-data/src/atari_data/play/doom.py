@@ -17,7 +17,7 @@ import numpy as np
 from atari_data.errors import AtariDataError
 from atari_data.layout import check_root
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
-from atari_data.produce.generate import check_counts, check_probability
+from atari_data.produce.generate import check_counts, check_probability, check_room
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName
@@ -119,12 +119,22 @@ def episode_seed(seed: int, episode: int) -> int:
 def generate_doom(cfg: DoomConfig) -> dict | None:
     """Write ``<root>/doom_<scenario>/<Game>``; returns its meta.json (None when already complete)."""
     game = make_game(cfg.scenario, cfg.seed)
+    try:
+        return _generate(cfg, game)
+    finally:
+        game.close()
+
+
+def _generate(cfg: DoomConfig, game) -> dict | None:
+    plan = (("val", VAL_EPISODES_FROM, cfg.val_frames), ("train", TRAIN_EPISODES_FROM, cfg.train_frames))
+    # an episode ends at the scenario's timeout: at most this many decisions, fewer of them labelled
+    most = -(-game.get_episode_timeout() // TICS_PER_DECISION)
+    check_room([(split, first, cap, 0) for split, first, cap in plan], most, cap_flag=None)
     names = buttons(game)
-    name = doom.game_name(cfg.scenario)
     with GameWriter(
         cfg.root,
         f"doom_{cfg.scenario}",
-        name,
+        doom.game_name(cfg.scenario),
         frame_format="rgb_240x320",
         frames=2,
         actions=names,
@@ -136,20 +146,22 @@ def generate_doom(cfg: DoomConfig) -> dict | None:
         caps={"train": cfg.train_frames, "val": cfg.val_frames},
     ) as writer:
         if writer.complete:
-            game.close()
             return None
         behave = epsilon_expert(cfg.epsilon, len(names))
-        plan = (("val", VAL_EPISODES_FROM, cfg.val_frames), ("train", TRAIN_EPISODES_FROM, cfg.train_frames))
         for split, first, cap in plan:
             labelled, i = 0, 0
             while labelled < cap:
+                if i == episodes_room(first):  # frames without a monster are not labelled
+                    raise AtariDataError(
+                        f"{cap:,} {split} records were not labelled in the {i:,} episodes a game holds",
+                        field=f"--{split}-frames",
+                    )
                 seed = episode_seed(cfg.seed, first + i)
                 rng = np.random.default_rng(seed)
                 steps = list(_labelled(play(game, seed, behave, rng), writer))
                 labelled += len(steps)
                 writer.add_episode(first + i, split, iter(steps))
                 i += 1
-        game.close()
         return writer.finish()
 
 

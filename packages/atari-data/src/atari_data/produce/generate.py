@@ -127,9 +127,15 @@ def check_seed(seed: int) -> None:
         raise AtariDataError(f"{seed}: expected 0 to {INT64_MAX:,} (meta.json's seed is an int64)", field="--seed")
 
 
-def check_room(plan: Sequence[tuple[str, int, int, int]], decision_cap: int | None, dagger: bool = False) -> None:
+def check_room(
+    plan: Sequence[tuple[str, int, int, int]],
+    decision_cap: int | None,
+    dagger: bool = False,
+    cap_flag: str | None = "--decision-cap",
+) -> None:
     """Refuse, before anything is played, a plan of ``fill_splits`` whose split needs more episodes
-    than its numbers hold (laya_protocol.seeds): an episode adds at most ``decision_cap`` decisions."""
+    than its numbers hold (laya_protocol.seeds): an episode adds at most ``decision_cap`` decisions
+    (``cap_flag`` raises it, where there is one)."""
     most = DATA_DECISION_CAP if decision_cap is None else decision_cap
     for split, first, frames, min_episodes in plan:
         room = episodes_room(first, dagger)
@@ -143,7 +149,8 @@ def check_room(plan: Sequence[tuple[str, int, int, int]], decision_cap: int | No
             raise AtariDataError(
                 f"{frames:,} {split} records need at least {by_frames:,} episodes of at most "
                 f"{counted(most, 'decision', grouped=True)}; "
-                f"{where} holds at most {room:,} {split} episodes (lower --{split}-frames or raise --decision-cap)",
+                f"{where} holds at most {room:,} {split} episodes "
+                f"(lower --{split}-frames{f' or raise {cap_flag}' if cap_flag else ''})",
                 field=f"--{split}-frames",
             )
 
