@@ -283,7 +283,8 @@ def test_compare_refuses_other_protocols_and_uses_raw_scores_across_baselines(tm
     path_a = tmp_path / "a" / "results.json"
     doc = json.loads(path_a.read_text())
     g = doc["games"]["Pong"]
-    g["baseline"] = {**g["baseline"], "expert": g["baseline"]["expert"] * 10}  # the same play, another baseline
+    # the same play, another baseline (not the reference table's: a file quoting it must quote it right)
+    g["baseline"] = {**g["baseline"], "expert": g["baseline"]["expert"] * 10, "source": "another table"}
     e, r = g["baseline"]["expert"], g["baseline"]["random"]
     g["normalised_scores"] = [(s - r) / (e - r) for s in g["scores"]]
     g["normalised"] = (g["mean"] - r) / (e - r)
@@ -447,6 +448,95 @@ def test_one_failure_is_charged_to_its_own_game_and_the_next_starts_clean(tmp_pa
     assert message in res["games"]["Pong"]["error"], res["games"]["Pong"]["error"]
     assert res["games"]["Breakout"]["error"] is None, "a fresh process and hello for the next game"
     assert (tmp_path / "hellos").read_text().count("hello") == 2, "the next game got a process of its own"
+
+
+@pytest.mark.parametrize(
+    "mode,message",
+    [
+        ("dupkey", "key 'actions' given twice"),
+        ("both", "both 'actions' and 'probs'"),
+        ("strprobs", "probabilities that are not numbers"),
+        ("boolprobs", "probabilities that are not numbers"),
+        ("notok", "answered reset with"),
+        ("manyempty", "JSON values"),
+    ],
+)
+def test_an_answer_read_one_way_of_several_fails_its_game(tmp_path, mode, message):
+    """Each was played: the last of two "actions" won, actions beside probs won, "1" and true were
+    read as numbers, {"ok": false} was taken for ready, and 300,000 empty rows were parsed (63 MB of
+    them took the judge to 2.4 GB) before their shape was refused."""
+    res = run(tmp_path, unruly(tmp_path, mode), episodes=1, random_episodes=0, cap=5)
+    assert message in (res["games"]["Pong"]["error"] or ""), res["games"]["Pong"]["error"]
+
+
+def test_an_answer_nobody_asked_for_at_a_games_end_is_charged_to_that_game(tmp_path, monkeypatch):
+    """It was blamed on the next game, and after the last game on none."""
+    monkeypatch.setenv("UNRULY_LAST", "5")  # one episode capped at 5 decisions: its fifth act is its last
+    res = run(tmp_path, unruly(tmp_path, "lasttwice"), games=("Pong", "Breakout"), episodes=1, random_episodes=0, cap=5)
+    assert "without being asked" in (res["games"]["Pong"]["error"] or ""), res["games"]["Pong"]["error"]
+    assert res["games"]["Breakout"]["error"] is None
+    res = run(tmp_path / "b", unruly(tmp_path, "lasttwice"), games=("Breakout", "Pong"), episodes=1, cap=5)
+    assert res["games"]["Breakout"]["error"] is None
+    assert "without being asked" in (res["games"]["Pong"]["error"] or ""), res["games"]["Pong"]["error"]
+
+
+def test_a_policy_cannot_rewrite_the_results_after_the_judges_last_write(tmp_path, monkeypatch):
+    """The judge wrote its last game, then waited for the policy to exit: long enough to forge it."""
+    monkeypatch.setenv("UNRULY_OUT", str(tmp_path / "results.json"))
+    res = run(tmp_path, unruly(tmp_path, "forge"), episodes=1, random_episodes=0, cap=5)
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["games"]["Pong"]["scores"] == res["games"]["Pong"]["scores"] != [21.0]
+
+
+def test_a_policys_error_text_is_cut_and_its_control_characters_escaped(tmp_path, capsys):
+    """1 MB of error text went into the results (84 MB of them made a file report refused), and a
+    terminal escape, a carriage return and a right-to-left override reached the terminal as they were."""
+    out = tmp_path / "r.json"
+    assert (
+        main(
+            ["run", "--policy", unruly(tmp_path, "saywhat"), "--games", "Pong", "--episodes", "1"]
+            + ["--random-episodes", "0", "--cap", "5", "--out", str(out)]
+        )
+        == 1
+    )
+    said = json.loads(out.read_text())["games"]["Pong"]["error"]
+    assert len(said) < 400 and r"\x1b[2J\rall games passed\u202e" in said, said[:100]
+    err = capsys.readouterr().err
+    assert r"\x1b" in err and not any(c in err for c in "\x1b\r\u202e"), err[:300]
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
+    shown = capsys.readouterr().out + (tmp_path / "rep" / "report.md").read_text()
+    assert "all games passed" in shown and not any(c in shown for c in "\x1b\r\u202e")
+
+
+def test_a_policy_restarted_after_a_failure_may_say_another_identity(tmp_path, monkeypatch, capsys):
+    """Its new pid made the judge refuse its own run as another player's (exit 2, the next game
+    played and thrown away), and advise --restart, which met the same refusal."""
+    monkeypatch.setenv("UNRULY_PID", "1")
+    res = run(tmp_path, unruly(tmp_path, "crash"), games=("Pong", "Breakout"), episodes=1, random_episodes=0)
+    assert "exited" in res["games"]["Pong"]["error"] and res["games"]["Breakout"]["error"] is None
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["games"].keys() == {"Pong", "Breakout"} and on_disk["policy"]["identity"]["name"] == "crash"
+    assert "another identity" in capsys.readouterr().err
+
+
+def test_a_folder_planted_where_the_results_are_staged_is_no_failure(tmp_path):
+    """The staging name was fixed: a folder there ended the run after its first game, with exit 2."""
+    planted = tmp_path / ".results.json.tmp" / "x"
+    planted.mkdir(parents=True)
+    res = run(tmp_path, "random", games=("Pong", "Breakout"), episodes=1, random_episodes=0, cap=5)
+    assert json.loads((tmp_path / "results.json").read_text())["games"].keys() == res["games"].keys()
+    assert planted.is_dir() and [p.name for p in tmp_path.iterdir() if p.name != "x"] == sorted(
+        [p.name for p in tmp_path.iterdir() if p.name != "x"]
+    )
+
+
+def test_policy_kwargs_for_a_cmd_policy_are_refused_not_recorded_unused(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    args = ["run", "--policy", unruly(tmp_path, "calm"), "--policy-kwargs", '{"temperature": 0.1}']
+    assert main([*args, "--games", "Pong", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--policy-kwargs" in err and "cmd:" in err and err.count("\n") == 1, err
+    assert not out.exists() and not (tmp_path / "hellos").exists()
 
 
 def test_a_cmd_policy_that_cannot_be_split_or_is_empty_is_one_line(tmp_path, capsys):

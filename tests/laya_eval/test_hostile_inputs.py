@@ -432,3 +432,49 @@ def test_a_second_report_into_a_folder_being_written_is_refused(results, tmp_pat
         assert f"another process (pid {pid}) is writing" in err and err.count("\n") == 1, err
     assert not list(out.iterdir()), "nothing written beside the first's"
     assert main(["report", str(results), "--out", str(out)]) == 0, "the lock goes with its holder"
+
+
+def _rederived(data: dict, name: str, g: dict) -> dict:
+    """``g`` as run would write it for game ``name``: every derived field recomputed, so the only
+    thing wrong with it is what the test changed."""
+    from laya_eval.baselines import Baseline
+    from laya_eval.evaluate import derived
+
+    b = g["baseline"]
+    baseline = Baseline(b["expert"], b["random"], b["source"], b["cap"])
+    return {**g, "game": name, **derived(name, g["scores"], baseline, data["settings"]["cap"], g["random"]["mean"])}
+
+
+@pytest.mark.parametrize("wrong", ["a game ALE does not have", "the reference table misquoted"])
+def test_a_results_file_that_agrees_with_itself_but_not_with_the_facts_is_one_line(results, tmp_path, wrong):
+    """Both were reported as scored: a game Zzz counted in the IQM, and Pong's expert baseline of -19
+    shown beside the name of the table that says 5.4 (an outside hostile review)."""
+    data = json.loads(results.read_text())
+    pong = data["games"]["Pong"]
+    assert pong["baseline"]["source"].startswith("reference table")
+    if wrong == "a game ALE does not have":
+        data["games"]["Zzz"] = _rederived(data, "Zzz", pong)
+        field = "games.Zzz"
+    else:
+        data["games"]["Pong"] = _rederived(data, "Pong", {**pong, "baseline": {**pong["baseline"], "expert": -19.0}})
+        field = "games.Pong.baseline"
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps(data))
+    code, err = check_promises(main, ["report", bad], sandbox=tmp_path, target=None)
+    assert code == 2 and f"r.json: {field}: " in err, err
+    code, err = check_promises(main, ["compare", results, bad], sandbox=tmp_path, target=None)
+    assert code == 2 and f"r.json: {field}: " in err, err
+
+
+def test_compare_of_files_with_no_game_in_common_is_one_line(results, tmp_path):
+    """It was a table of no rows, no P(B > A) and an empty figure, with exit 0."""
+    data = json.loads(results.read_text())
+    from laya_eval.baselines import REFERENCE
+
+    boxing = {**data["games"]["Pong"], "baseline": REFERENCE["Boxing"].to_dict()}
+    data["games"] = {"Boxing": _rederived(data, "Boxing", boxing)}
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    out = tmp_path / "cmp"
+    code, err = check_promises(main, ["compare", results, other, "--out", out], sandbox=tmp_path, target=out)
+    assert code == 2 and "no game in common" in err and not out.exists(), err

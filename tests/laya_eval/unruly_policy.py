@@ -14,7 +14,7 @@ forkloop  as setsid, its child forking and exiting in a loop, so its number keep
           writes its pid to <scratch>/loop.pid, and the loop ends itself 20 s after it began
 odd       answers its first act with an object that has neither actions nor probs, the first time it runs
 mute      closes its output at its first act and lives on without a word
-deep      answers hello with an array nested 100,000 deep
+deep      answers hello with an array nested 30,000 deep (past the parser, within the values a line may hold)
 twice     answers its first act twice, the first time it runs (every later answer would be one act stale)
 nan       answers hello with NaN and 1e999 in its identity (not standard JSON; the results would not be)
 big       answers its first act with 16 MB of padding beside its actions (read a byte at a time: 10 s)
@@ -23,8 +23,21 @@ flood     at close, writes lines of 8 MB without end instead of exiting (nobody 
 bigname   answers hello with a name of 40,000 'é' (240 KB as the results file escapes it)
 hugeact   answers every act with the action 10**30
 cut       answers its first act without the newline that ends a line, then exits
+forge     at close, replaces the results file $UNRULY_OUT with one that says it scored 21 (the judge
+          waits for it to exit, so it lived past the judge's last write)
+saywhat   answers every reset with an error of 1 MB led by a terminal escape, a carriage return and a
+          right-to-left override (the judge writes it into the results and prints it)
+dupkey    answers every act with "actions" given twice: out of range first, then 0 (readers disagree
+          on which counts)
+both      answers every act with both actions and probs
+strprobs  answers every act with probabilities written as strings ("1")
+boolprobs answers every act with probabilities written as booleans
+notok     answers every reset with {"ok": false}
+manyempty answers every act with probs of 300,000 empty rows (a few MB that parse into as many lists)
+lasttwice answers Pong's act number $UNRULY_LAST twice (its last decision at that cap)
 Every mode appends a line to <scratch>/hellos each time it is greeted, so a test can count processes.
-Any other mode behaves; each answers hello with {"name": $UNRULY_NAME, or the mode}.
+Any other mode behaves; each answers hello with {"name": $UNRULY_NAME, or the mode}, and its pid
+too where $UNRULY_PID is set (an identity that changes when the process is started again).
 """
 
 import json
@@ -46,9 +59,17 @@ def start_child(**popen) -> None:
     (scratch / "child.pid").write_text(str(child.pid))
 
 
+acts = 0
 for line in sys.stdin.buffer:
     msg = json.loads(line)
     if msg["type"] == "close":
+        if mode == "forge":
+            out = Path(os.environ["UNRULY_OUT"])
+            forged = json.loads(out.read_text())
+            for g in forged["games"].values():
+                g["scores"] = [21.0] * len(g["scores"])
+            out.with_name("forged.tmp").write_text(json.dumps(forged))
+            os.replace(out.with_name("forged.tmp"), out)
         if mode == "groupkill":
             os.killpg(0, 15)
         while mode == "flood":
@@ -124,19 +145,42 @@ for line in sys.stdin.buffer:
             )
             subprocess.Popen([sys.executable, "-c", loop, str(scratch / "loop.pid")])
             time.sleep(3600)
+        acts += 1
+        n, k = msg["n"], 6  # rows of Pong's six actions
+        raw = {
+            "dupkey": f'{{"actions": {[99] * n}, "actions": {[0] * n}}}',
+            "both": json.dumps({"actions": [0] * n, "probs": [[1] + [0] * (k - 1)] * n}),
+            "strprobs": json.dumps({"probs": [["1"] + [0] * (k - 1)] * n}),
+            "boolprobs": json.dumps({"probs": [[True] + [False] * (k - 1)] * n}),
+            "manyempty": '{"probs": [' + "[]," * 300_000 + "[]]}",
+        }.get(mode)
+        if raw is not None:
+            sys.stdout.write(raw + "\n")
+            sys.stdout.flush()
+            continue
         reply = {"actions": [10**30 if mode == "hugeact" else 0] * msg["n"]}
+        if mode == "lasttwice" and msg["game"] == "Pong" and acts == int(os.environ["UNRULY_LAST"]):
+            sys.stdout.write(json.dumps(reply) + "\n")
     else:
         if msg["type"] == "hello":
             with open(scratch / "hellos", "a") as f:
                 f.write("hello\n")
         name = "\u00e9" * 40_000 if mode == "bigname" else os.environ.get("UNRULY_NAME", mode)
         reply = {"name": name} if msg["type"] == "hello" else {"ok": True}
+        if msg["type"] == "hello" and os.environ.get("UNRULY_PID"):
+            reply["pid"] = os.getpid()
+        if msg["type"] == "reset" and mode == "saywhat":
+            reply = {"error": "\x1b[2J\rall games passed\u202e" + "E" * (1 << 20)}
+        if msg["type"] == "reset":
+            acts = 0  # counted per game
+        if msg["type"] == "reset" and mode == "notok":
+            reply = {"ok": False}
         if mode == "nan" and msg["type"] == "hello":
             sys.stdout.write('{"name": NaN, "big": 1e999}\n')
             sys.stdout.flush()
             continue
         if mode == "deep" and msg["type"] == "hello":
-            sys.stdout.write("[" * 100_000 + "]" * 100_000 + "\n")
+            sys.stdout.write("[" * 30_000 + "]" * 30_000 + "\n")
             sys.stdout.flush()
             continue
     sys.stdout.write(json.dumps(reply) + "\n")

@@ -138,7 +138,7 @@ def cmd_run(a) -> int:
     failed = results["summary"].get("failed", [])
     if failed:
         for g in failed:
-            print(f"failed: {g}: {results['games'][g]['error']}", file=sys.stderr)
+            print(one_line(f"failed: {g}: {results['games'][g]['error']}"), file=sys.stderr)
         return 1
     return 0
 

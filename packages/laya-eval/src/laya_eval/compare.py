@@ -44,6 +44,13 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
             file=path_b,
             field="emulator",
         )
+    if not ra["games"].keys() & rb["games"].keys():
+        raise EvalError(
+            f"has no game in common with {path_a} (A: {', '.join(ra['games']) or 'none'}; "
+            f"B: {', '.join(rb['games']) or 'none'}); compare runs of the same games",
+            file=path_b,
+            field="games",
+        )
     rows: list[dict[str, Any]] = []
     pairs, unflagged, episodes = [], [], {}
     left_out: dict[str, str] = {}

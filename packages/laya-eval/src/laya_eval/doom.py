@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from laya_eval import __version__
-from laya_eval.batch import Batch, PolicyError, asked, choose
+from laya_eval.batch import Batch, PolicyError, asked, choose, game_over
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import close_policy, writable, write_results
 from laya_eval.policies import (
@@ -28,6 +28,7 @@ from laya_eval.policies import (
     ConstantPolicy,
     RandomPolicy,
     constant_button,
+    kwargs_problem,
     load_policy,
     timeout_problem,
 )
@@ -92,6 +93,7 @@ def play(policy, game, scenario: str, episodes: int, seed_base: int, greedy: boo
         rewards.append(float(game.get_total_reward()))
         kills.append(bool(game.get_episode_time() < game.get_episode_timeout()))
         steps.append(n)
+    game_over(policy)
     return {
         "mean": float(np.mean(rewards)),
         "std": float(np.std(rewards)),
@@ -124,6 +126,8 @@ def evaluate_doom(
         raise EvalError(problem, field="--seed-base")
     if policy_kwargs is not None and not isinstance(policy_kwargs, dict):
         raise EvalError(f"{json.dumps(policy_kwargs)[:80]} is not a JSON object", field="--policy-kwargs")
+    if problem := kwargs_problem(policy_spec, policy_kwargs):
+        raise EvalError(problem, field="--policy-kwargs")
     path = Path(out).absolute() if out else None  # a policy may change the working directory: the results stay here
     if path is None:
         return _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs, timeout)

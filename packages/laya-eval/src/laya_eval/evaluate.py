@@ -20,6 +20,7 @@ from laya_eval import __version__
 from laya_eval.baselines import (
     CAP_FLAG,
     EXCLUDED,
+    REFERENCE,
     Baseline,
     atari57,
     choose_baseline,
@@ -32,7 +33,14 @@ from laya_eval.baselines import (
 from laya_eval.errors import EvalError
 from laya_eval.games import resolve_game
 from laya_eval.jsonfile import SCORE_LIMIT, is_number, json_flag, numbers, read_json, replace_file
-from laya_eval.policies import POLICY_TIMEOUT, RandomPolicy, constant_button, load_policy, timeout_problem
+from laya_eval.policies import (
+    POLICY_TIMEOUT,
+    RandomPolicy,
+    constant_button,
+    kwargs_problem,
+    load_policy,
+    timeout_problem,
+)
 from laya_eval.runner import Episodes, play
 from laya_eval.stats import (
     ALPHA,
@@ -45,8 +53,8 @@ from laya_eval.stats import (
     optimality_gap,
 )
 from laya_protocol.config import option
-from laya_protocol.errors import UnknownName, cause
-from laya_protocol.games import ACTION_SETS, action_set, emulator
+from laya_protocol.errors import UnknownName, cause, one_line
+from laya_protocol.games import ACTION_SETS, action_set, emulator, is_game
 from laya_protocol.locks import FileLock
 from laya_protocol.protocol import AUTO_FIRE_RULES, BASELINE_CAP, EVAL_DECISION_CAP, FRAME_CAP, Protocol
 from laya_protocol.ray import EXECUTORS, executor_problem
@@ -124,6 +132,8 @@ class RunConfig:
             raise EvalError("holds NaN or Infinity, which is not standard JSON", field="--policy-kwargs") from None
         if problem := timeout_problem(self.timeout):
             raise EvalError(problem, field="--timeout")
+        if problem := kwargs_problem(self.policy, self.policy_kwargs):
+            raise EvalError(problem, field="--policy-kwargs")
         if self.out.endswith(("/", os.sep)):  # Path drops the slash: a file would be written in the folder's place
             raise EvalError(f"{self.out} ends in a slash, as a folder does; expected a results file", field="--out")
         if self.cap is not None and self.cap < 1:
@@ -430,6 +440,8 @@ def _game_problem(name: str, g) -> str | None:
     """What is wrong with one game's entry of a results file (as score_game writes it), or None."""
     if not isinstance(g, dict) or g.get("game") != name or not (name.isascii() and name.isalnum()):
         return "is not a game result naming its game (an ALE name)"
+    if not is_game(name):  # it would count in every aggregate
+        return "is not an ALE game this ale-py ships"
     if g.get("error") is not None:  # a failed game: its reason, and whether it was excluded
         if not (isinstance(g["error"], str) and g["error"]):
             return "error is not a reason"
@@ -470,6 +482,8 @@ def _derived_problem(name: str, g: dict, settings: dict) -> tuple[str, str] | No
     b, rnd = g["baseline"], g.get("random") or {}
     if b and (problem := spread_problem(b["expert"], b["random"])):
         return "baseline", f"expert and random: {problem}"
+    if b and (problem := _quoted_problem(name, b)):
+        return "baseline", problem
     if "scores" in rnd:
         if not (numbers(rnd["scores"], SCORE_LIMIT) and rnd["scores"]):
             return "random", "scores: not as laya-eval writes them"
@@ -482,6 +496,23 @@ def _derived_problem(name: str, g: dict, settings: dict) -> tuple[str, str] | No
         wrong = _differs(key, g.get(key), value)
         if wrong:
             return wrong
+    return None
+
+
+def _quoted_problem(name: str, b: dict) -> str | None:
+    """Why a baseline that names the reference table is not that table's, or None: its name would
+    vouch for numbers the table does not hold."""
+    ref = REFERENCE.get(name)
+    if b.get("source") not in {r.source for r in REFERENCE.values()}:
+        return None
+    if ref is None:
+        return f"names the reference table, which has no {name}"
+    quoted = (b["expert"], b["random"], b.get("cap"))
+    if not _same(list(quoted), [ref.expert, ref.random, ref.cap]):
+        return (
+            f"names the reference table, which holds expert {ref.expert:g}, random {ref.random:g} at cap "
+            f"{ref.cap} for {name}, not {b['expert']:g}, {b['random']:g} at cap {b.get('cap')}"
+        )
     return None
 
 
@@ -693,16 +724,20 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
         if note:
             print(f"warning: {note}", file=sys.stderr)
 
+    recorded: list[str] = []
+
     def record(result: dict) -> None:
+        recorded.append(result["game"])
         results["games"][result["game"]] = result
         results["summary"] = summarise(results["games"], bootstrap=cfg.bootstrap)
         write_results(out, results)
 
+    player = Player(results, out)
     if cfg.executor == "ray":
         from laya_eval.executors import ray_each
 
         for result, identity, problem in ray_each(play_identified, [(cfg, g) for g in todo]):
-            _same_player(results, identity, out)
+            player.says(identity)  # each game's policy is closed before its task returns
             record(result)
             if problem:
                 raise EvalError(problem, field="policy.identity")
@@ -716,7 +751,7 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
                 early = policy_identity(policy)
             except EvalError:  # an identity it cannot say is charged after its first game, as ever
                 early = None
-            _same_player(results, early, out)
+            player.says(early)
         for game in todo:
             with tqdm(total=cfg.episodes, desc=game, unit="episode", disable=None if progress else True) as bar:
                 result = play_game(cfg, game, policy, bar, extra)
@@ -725,19 +760,48 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
                 identity = policy_identity(policy)
             except EvalError as e:
                 identity, problem = None, e
-            _same_player(results, identity, out)
+            player.says(identity)
             record(result)  # the game is kept, whatever its identity says
             if problem:
                 raise problem
     finally:
         close_policy(policy)
+        if recorded:
+            # Once more, now that the policy is gone: it lived on, as the same user, through the judge's
+            # last write and the wait for it to exit, and could have replaced the file meanwhile.
+            write_results(out, results)
     return results
 
 
+class Player:
+    """Who played a results file's games: one file, one player, as its games are otherwise not
+    comparable. Checked against the file's player when it is resumed; within one run the command is
+    the same, so a process started again after a failure that says otherwise (a pid, a time) is
+    warned of once and the first kept."""
+
+    def __init__(self, results: dict, out: Path):
+        self.results, self.out, self.warned = results, out, False
+        self.said: dict | None = None
+
+    def says(self, identity: dict | None) -> None:
+        if not identity:
+            return
+        if self.said is None:
+            _same_player(self.results, identity, self.out)
+            self.said = identity
+        elif identity != self.said and not self.warned:
+            self.warned = True
+            print(
+                f"warning: the policy said another identity when it was started again "
+                f"({one_line(json.dumps(identity))[:200]}); the results keep its first",
+                file=sys.stderr,
+            )
+
+
 def _same_player(results: dict, identity: dict | None, out: Path) -> None:
-    """Record ``identity`` as the results' player, or refuse it: one file, one player, as its games
-    are otherwise not comparable. An identity that says all the recorded one said, and more (a
-    checkpoint's fingerprint, which laya-policy added later), is the same player saying more."""
+    """Record ``identity`` as the results' player, or refuse it. An identity that says all the recorded
+    one said, and more (a checkpoint's fingerprint, which laya-policy added later), is the same player
+    saying more."""
     then = results["policy"].get("identity")
     if identity and then and identity != then and not then.items() <= identity.items():
         raise EvalError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,14 +64,25 @@ def numbers(v, limit: float = MAGNITUDE) -> bool:
 def replace_file(path: Path, write: Callable[[Path], object]) -> Path:
     """``write`` a file beside ``path``, then rename it over ``path``: a FIFO or link planted there is
     replaced, never written through (a FIFO would wait for a reader), and no half-written file is left."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = None
     try:
-        tmp.unlink(missing_ok=True)
+        # a name of its own, made here: a fixed one could be a folder or a link planted before the run
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        tmp = Path(name)
+        os.fchmod(fd, 0o666 & ~_umask())  # as open() would have made it, not mkstemp's 0600
+        os.close(fd)
         write(tmp)
         os.replace(tmp, path)
     except BaseException as e:  # whatever stopped the write, no half-written file stays behind
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         if isinstance(e, OSError):
             raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # read by setting it; set back at once
+    os.umask(mask)
+    return mask

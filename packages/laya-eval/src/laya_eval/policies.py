@@ -77,8 +77,18 @@ def timeout_problem(timeout) -> str | None:
     return f"{timeout} (expected a positive number of seconds, at most {MAX_TIMEOUT:,})"
 
 
+def kwargs_problem(spec: str, kwargs: dict | None) -> str | None:
+    """Why ``kwargs`` cannot go to the policy ``spec``, or None: a cmd: policy is a command line, and
+    takes none (the results would record arguments nothing used)."""
+    if kwargs and spec.startswith("cmd:"):
+        return "a cmd: policy takes no keyword arguments; give them to its command line"
+    return None
+
+
 def load_policy(spec: str, kwargs: dict | None = None, timeout: float = POLICY_TIMEOUT):
     """Resolve a ``--policy`` spec to a policy object."""
+    if problem := kwargs_problem(spec, kwargs):
+        raise EvalError(problem, field="--policy-kwargs")
     kwargs = kwargs or {}
     if spec.startswith("cmd:"):
         from laya_eval.stdio import StdioPolicy

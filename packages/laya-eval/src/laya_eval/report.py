@@ -22,6 +22,7 @@ from laya_eval.errors import EvalError
 from laya_eval.evaluate import scored_sets
 from laya_eval.jsonfile import replace_file
 from laya_eval.stats import CONFIDENCE, bootstrap_ci, mean_of_means, performance_profile
+from laya_protocol.errors import visible
 from laya_protocol.locks import FileLock
 from laya_protocol.wording import counted
 
@@ -40,8 +41,8 @@ def _fmt(x, digits=3) -> str:
 def md(x) -> str:
     """Text from a results file as Markdown shows it: one line, HTML as text, no table cell or code
     span broken, no link or emphasis made (a policy name or an error could write a heading, a script,
-    table rows or a link)."""
-    text = " ".join(str(x).split())
+    table rows or a link), and what a terminal acts on (an escape sequence, a bidi override) escaped."""
+    text = visible(" ".join(str(x).split()))
     for raw, shown in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
         text = text.replace(raw, shown)
     # '_' inside a word makes no emphasis (CommonMark), so a file name like run_1.json stays as typed
@@ -53,7 +54,7 @@ def tex(x, width: int = 60, keep_end: bool = False) -> str:
     """Text from a results file as a figure draws it: at most ``width`` characters (a longer name
     leaves no room for the axes; ``keep_end`` keeps its end, where two file names differ), and a '$'
     a dollar sign, not matplotlib's mathtext (which raised on a name such as 'x$\\frac{1}$y')."""
-    text = str(x)
+    text = visible(str(x))
     if len(text) > width:
         text = "…" + text[1 - width :] if keep_end else text[: width - 1] + "…"
     return text.replace("$", r"\$")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laya_eval.batch import Batch, PolicyError, asked, choose
+from laya_eval.batch import Batch, PolicyError, asked, choose, game_over
 from laya_protocol.games import action_set, rom_id
 from laya_protocol.protocol import Protocol
 
@@ -130,6 +130,7 @@ def play(
             if progress is not None and finished.any():
                 progress.update(int(finished.sum()))
             done |= finished
+        game_over(policy)
     except PolicyError as e:
         error = str(e)
     finally:

@@ -21,10 +21,13 @@ Policy to evaluator::
           or {"probs": [[0.1, 0.9, ...], ...]}      (n rows of len(actions) probabilities)
     any   -> {"error": "what went wrong"}
 
-Answers are standard JSON (no NaN or Infinity, which strict readers of the results refuse), each
-line at most 64 MB (probabilities for 10,000 episodes are about 4 MB). Standard error passes
-through. A line the evaluator did not ask for (a second answer to one
-message) fails the game, since answers out of turn would make every later action stale. Every
+Answers are standard JSON (no NaN or Infinity, which strict readers of the results refuse, and no
+key twice in one object), each line at most 64 MB (probabilities for 10,000 episodes are about
+4 MB) and of at most a few JSON values per number its answer needs (an answer to ``act`` holds
+``actions`` or ``probs``, not both, and probabilities are numbers). An error's text is kept to
+its first 200 characters. Standard error passes through. A line the evaluator did not ask for (a
+second answer to one message, found at the next message or when the game ends) fails the game,
+since answers out of turn would make every later action stale. Every
 exchange is bounded by the timeout: a policy that does not read a message (and its frames) or
 does not answer within it is killed, with everything it started (on Linux it runs under
 :mod:`laya_eval.reaper`, then :mod:`laya_eval.processes` searches for what is left),
@@ -53,7 +56,7 @@ from laya_eval.batch import Batch, PolicyError
 from laya_eval.processes import MARK, end_all, new_mark
 from laya_eval.reaper import JUDGE_LC_CTYPE
 from laya_eval.reaper import __file__ as REAPER
-from laya_protocol.errors import shown
+from laya_protocol.errors import one_line, shown
 from laya_protocol.files import NotStandard, loads_standard
 
 PROTOCOL_VERSION = 1
@@ -63,6 +66,10 @@ CLOSE_WAIT = 5.0  # seconds a policy has to read the close message, and then to 
 #: (Ray's cancel of a running task) lands at once: a blocked wait sees none until it ends.
 WAKE = 0.1
 MAX_LINE = 64 << 20  # bytes of one answer line, its newline aside
+#: JSON values one answer may hold beside those it needs (an identity's, say): each parsed value is a
+#: Python object, and 63 MB of empty lists parsed into 2.4 GB.
+SPARE_VALUES = 1 << 16
+SAID = 200  # characters of a policy's error text kept
 LINES_HELD = 2  # lines read ahead of the exchange: its answer, and one it did not ask for
 _TOO_LONG = object()  # what the reader hands on for a line past MAX_LINE, instead of the line
 _CUT = object()  # what it hands on for a last line without its newline
@@ -169,16 +176,17 @@ class StdioPolicy:
                 return
         _put(lines, None, done)
 
-    def _ask(self, message: dict, payload: bytes = b"", expect: tuple[str, ...] = ()) -> dict:
+    def _ask(self, message: dict, payload: bytes = b"", expect: tuple[str, ...] = (), needs: int = 0) -> dict:
+        """The answer to ``message``, which needs ``needs`` JSON values (numbers) besides spare ones."""
         try:
-            return self._exchange(message, payload, expect)
+            return self._exchange(message, payload, expect, needs + SPARE_VALUES)
         except _ErrorAnswer:  # an answer, so the protocol is still in step
             raise
         except PolicyError:
             self._broken = True
             raise
 
-    def _exchange(self, message: dict, payload: bytes, expect: tuple[str, ...]) -> dict:
+    def _exchange(self, message: dict, payload: bytes, expect: tuple[str, ...], values: int) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
                 raise PolicyError(f"{self.command!r} exited with code {self.proc.returncode}")
@@ -210,6 +218,10 @@ class StdioPolicy:
                     f"within {self.timeout:g}s; killed"
                 ) from None
             raise PolicyError(f"{self.command!r} exited (code {code}) instead of answering {message['type']!r}")
+        if (held := sum(map(line.count, (b",", b":", b"[", b"{")))) > values:  # each value but one follows one
+            raise PolicyError(
+                f"answered {message['type']!r} with a line of about {held:,} JSON values; it needs at most {values:,}"
+            )
         try:
             reply = loads_standard(line)
         except NotStandard as e:
@@ -219,16 +231,31 @@ class StdioPolicy:
         if not isinstance(reply, dict):
             raise PolicyError(f"answered {reply!r}, not a JSON object")
         if "error" in reply:
-            raise _ErrorAnswer(f"reported an error: {reply['error']}")
-        if expect and not any(k in reply for k in expect):
-            raise PolicyError(f"answered {sorted(reply)}; expected {' or '.join(repr(k) for k in expect)}")
+            said = one_line(str(reply["error"]))
+            raise _ErrorAnswer(f"reported an error: {said[:SAID]}{'...' if len(said) > SAID else ''}")
+        if expect and sum(k in reply for k in expect) != 1:
+            raise PolicyError(
+                f"answered {one_line(str(sorted(reply)))[:SAID]}; expected {' or '.join(repr(k) for k in expect)}"
+                + (f", not both {' and '.join(repr(k) for k in expect)}" if all(k in reply for k in expect) else "")
+            )
         return reply
 
-    def _unasked(self) -> None:
-        """A line waiting before a message is sent was never asked for: taking it as the next answer
-        would leave every later action one decision stale, so it fails the game instead."""
+    def end_of_game(self) -> None:
+        """A line waiting when a game ends answers nothing it was asked: it fails that game, not the next.
+        Its reader is given a moment (:data:`WAKE`) to queue what the last answer's write held."""
+        if self.proc is not None and not self._broken:
+            try:
+                self._unasked(wait=WAKE)
+            except PolicyError:
+                self._broken = True
+                raise
+
+    def _unasked(self, wait: float = 0) -> None:
+        """A line waiting before a message is sent (or ``wait`` seconds from now) was never asked for:
+        taking it as the next answer would leave every later action one decision stale, so it fails
+        the game instead."""
         try:
-            line = self._lines.get_nowait()
+            line = self._lines.get(timeout=wait) if wait else self._lines.get_nowait()
         except queue.Empty:
             return
         if line is None:  # its output ended: the exchange says how (exited, or closed it and lives on)
@@ -277,7 +304,10 @@ class StdioPolicy:
         if self._broken or (self.proc is not None and self.proc.poll() is not None):
             self.close(kill=True)  # a clean protocol state for every game: a fresh process, hello again
             self._broken = False
-        self._ask({"type": "reset", "game": game, "actions": list(actions)})
+        reply = self._ask({"type": "reset", "game": game, "actions": list(actions)})
+        if reply.get("ok") is not True:
+            self._broken = True
+            raise PolicyError(f'answered reset with {one_line(json.dumps(reply))[:SAID]}; expected {{"ok": true}}')
 
     def __call__(self, batch: Batch):
         frames = np.ascontiguousarray(np.concatenate([batch.frames, batch.prev_frames]))
@@ -297,6 +327,7 @@ class StdioPolicy:
             },
             frames.tobytes(),
             expect=("actions", "probs"),
+            needs=n * (len(batch.actions) + 1),
         )
         if "actions" in reply:
             acts = reply["actions"]
@@ -305,7 +336,10 @@ class StdioPolicy:
             if huge := [a for a in acts if not -(2**63) <= a < 2**63]:  # int64 would raise OverflowError
                 raise PolicyError(f"answered action {shown(huge[0])}, out of range for {len(batch.actions)} actions")
             return np.asarray(acts, dtype=np.int64)
-        return np.asarray(reply["probs"], dtype=np.float64)
+        probs = reply["probs"]
+        if not isinstance(probs, list) or not all(isinstance(row, list) and _all_number(row) for row in probs):
+            raise PolicyError("answered probabilities that are not numbers (expected n rows of numbers)")
+        return np.asarray(probs, dtype=np.float64)
 
     def close(self, kill: bool = False) -> None:
         if self.proc is None:
@@ -364,3 +398,8 @@ def _woken_get(lines: queue.Queue, timeout: float):
 
 def _all_int(xs) -> bool:
     return isinstance(xs, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in xs)
+
+
+def _all_number(xs: list) -> bool:
+    """Numbers, not what numpy would make one of ("1", true)."""
+    return all(type(x) is float or type(x) is int for x in xs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,11 +22,22 @@ def shown(v: int | float) -> str:
     return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
 
 
+#: What a terminal or an editor acts on rather than shows: control characters, and the marks that
+#: reorder the text around them (a right-to-left override makes "exe.txt" read "txt.exe").
+_UNSHOWN = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with what a terminal would act on (an escape sequence, a carriage return, a bidi
+    override) written as escapes: text a stranger wrote (a policy's error, a name), shown to a user."""
+    return _UNSHOWN.sub(lambda m: ascii(m[0])[1:-1], text)
+
+
 def one_line(text: str) -> str:
     """``text`` as a one-line error prints it, whatever it quotes: a library's message ending in a
-    newline, a file name holding one, or a name's undecodable bytes (surrogates), as escapes."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    newline, a file name holding one or a terminal escape, or a name's undecodable bytes
+    (surrogates), as escapes."""
+    return visible(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def os_said(e: OSError) -> str:

@@ -107,7 +107,8 @@ def parse_json(data: bytes):
 
 
 class NotStandard(ValueError):
-    """NaN, Infinity or a number past a float's range: Python's json reads them, strict readers do not."""
+    """NaN, Infinity or a number past a float's range: Python's json reads them, strict readers do not;
+    and a key given twice in one object, which readers take one way or another."""
 
 
 def _refuse_constant(name: str):
@@ -122,9 +123,12 @@ def _finite(text: str) -> float:
 
 
 def loads_standard(text: str | bytes):
-    """``json.loads`` refusing what strict readers refuse (NaN, Infinity, 1e999) with :class:`NotStandard`;
-    for what a stranger sends that the judge writes back (answers, policy arguments)."""
-    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
+    """``json.loads`` refusing what strict readers refuse (NaN, Infinity, 1e999) or read their own way (a
+    key twice) with :class:`NotStandard`; for what a stranger sends that the judge writes back (answers)."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite, object_pairs_hook=_no_repeats)
+    except _Repeated as e:
+        raise NotStandard(str(e)) from None
 
 
 @contextmanager

@@ -37,6 +37,11 @@ def all_games() -> list[str]:
     return sorted(_rom_ids())
 
 
+def is_game(name: str) -> bool:
+    """``name`` is an ALE v5 game's canonical name, as written."""
+    return name in _rom_ids()
+
+
 def resolve_game(name: str) -> str:
     """The canonical ALE v5 name (case, ``_``, ``-`` and spaces ignored), or :class:`UnknownName`."""
     games = _rom_ids()

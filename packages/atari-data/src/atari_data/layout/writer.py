@@ -343,11 +343,11 @@ class GameWriter:
 
         kept_episodes = {k.episode for s_ in SPLITS for k in picked[s_]}
         if self._replays:
-            lines = ({"episode": e, "split": self._episodes[e], **self._replays[e]} for e in sorted(self._replays))
+            eps = ({"episode": e, "split": self._episodes[e], **self._replays[e]} for e in sorted(self._replays))
             replays = [
-                json.dumps({k: line[k] for k in EPISODE_KEYS}, separators=(",", ":"))
-                for line in lines
-                if line["episode"] in kept_episodes
+                json.dumps({k: ep[k] for k in EPISODE_KEYS}, separators=(",", ":"))
+                for ep in eps
+                if ep["episode"] in kept_episodes
             ]
             write_file(tmp / EPISODES, "".join(line + "\n" for line in replays), sync=True)
         # One thread: creating a file is CPU work in the kernel (ext4's inode allocator), and threads
