@@ -1400,3 +1400,159 @@ def test_no_records_because_a_game_is_not_ready_says_which(data, tmp_path, capsy
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "no training records" in err and "expert2f/Pong is not ready" in err and err.count("\n") == 1, err
+
+
+# -- a run folder and its resume, tried by an outside hostile review -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cut_cnn_run(data, tmp_path_factory):
+    """A cnn run cut off after step 4 of 8: what each test below resumes (a copy of it)."""
+    out = tmp_path_factory.mktemp("cut") / "run"
+    with pytest.raises(CrashForTesting):
+        train(config(data, out, model="cnn", image_size=None, steps=8, crash_at_step=5), progress=False)
+    return out
+
+
+def _copy_run(run, tmp_path):
+    import shutil
+
+    return shutil.copytree(run, tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    "changed,key",
+    [
+        (["--select-by", "play"], "select_by"),  # a KeyError traceback at the first evaluation
+        (["--lr-head", "0.1"], "lrs"),  # trained at the first rate, recorded at the second
+        (["--init-from", "FINAL"], "init_from"),  # silently ignored
+    ],
+)
+def test_a_resume_with_another_selection_rate_or_start_is_refused_on_one_line(
+    data, cut_cnn_run, tmp_path, capsys, changed, key
+):
+    from laya_policy.cli import main
+
+    out = _copy_run(cut_cnn_run, tmp_path)
+    if "FINAL" in changed:
+        other = tmp_path / "other"
+        train(config(data, other, model="cnn", image_size=None, steps=2, evals=1), progress=False)
+        changed = [str(other / "final") if c == "FINAL" else c for c in changed]
+    argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", "--batch", "4", "--steps", "8"]
+    capsys.readouterr()
+    assert main([*argv, "--evals", "2", *changed]) == 2
+    err = capsys.readouterr().err
+    assert f"state.pt: was started with {key} " in err and len(err.strip().splitlines()) == 1, err
+    assert not (out / ".play-check").exists()
+
+
+def test_a_resume_with_another_freeze_names_it(data, tmp_path, capsys):
+    """It was refused as an optimiser whose parameter lists differ, printed identically."""
+    from laya_policy.cli import main
+
+    out = tmp_path / "run"
+    with pytest.raises(CrashForTesting):
+        train(config(data, out, steps=4, crash_at_step=3), progress=False)
+    argv = ["train", "--data", str(data), "--out", str(out), "--image-size", "64", "--batch", "4", "--steps", "4"]
+    assert main([*argv, "--evals", "2", "--freeze", "vision"]) == 2
+    err = capsys.readouterr().err
+    assert "state.pt: was started with freeze 'none', this command gives 'vision'" in err, err
+
+
+def test_a_state_declaring_more_numbers_than_it_holds_is_refused_by_its_shape(data, cut_cnn_run, tmp_path, capsys):
+    """A 20 MB state.pt whose first weight was a view of one number declaring 200 million (3 billion
+    took the resume to 21 GB) was made dense by the NaN check before any shape was compared."""
+    import torch
+
+    from laya_policy.cli import main
+
+    out = _copy_run(cut_cnn_run, tmp_path)
+    state = torch.load(out / "state.pt", weights_only=True)
+    name = next(iter(state["model"]))
+    state["model"][name] = torch.zeros(1).expand(50_000_000)
+    torch.save(state, out / "state.pt")
+    argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", "--batch", "4", "--steps", "8"]
+    assert main([*argv, "--evals", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"model.{name} is not a tensor of this model's" in err, err
+
+
+@pytest.mark.parametrize("spent", [1e300, 10**12])
+def test_a_state_that_spent_ages_is_refused(data, cut_cnn_run, tmp_path, capsys, spent):
+    """It resumed, stopped at once for the budget, and reported 4 steps in a 300-digit count of minutes."""
+    import torch
+
+    from laya_policy.cli import main
+
+    out = _copy_run(cut_cnn_run, tmp_path)
+    state = torch.load(out / "state.pt", weights_only=True)
+    state["spent"] = float(spent)
+    torch.save(state, out / "state.pt")
+    argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", "--batch", "4", "--steps", "8"]
+    assert main([*argv, "--evals", "2"]) == 2
+    assert "is not a number of seconds" in capsys.readouterr().err
+
+
+def test_a_run_stopped_between_the_two_renames_of_its_best_gets_it_back(data, cut_cnn_run, tmp_path):
+    """A stop between swap_into_place's renames left .best.old and no best/, and a resume kept it so:
+    the run finished with exit 0 and no best checkpoint."""
+    out = _copy_run(cut_cnn_run, tmp_path)
+    train(config(data, out, model="cnn", image_size=None, steps=8), progress=False)  # finished: no save to come
+    (out / "best").rename(out / ".best.old")
+    train(config(data, out, model="cnn", image_size=None, steps=8), progress=False)
+    assert (out / "best" / "cnn.safetensors").is_file() and not (out / ".best.old").exists()
+
+
+@pytest.mark.parametrize("what", ["a user's file", "a folder"])
+def test_a_state_pt_no_run_wrote_is_never_replaced_even_on_restart(data, tmp_path, capsys, what):
+    """--restart replaced a user's file named state.pt; a folder of that name failed at the first save."""
+    from laya_policy.cli import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    if what == "a folder":
+        (out / "state.pt").mkdir()
+    else:
+        (out / "state.pt").write_text("my precious\n")
+    argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", "--batch", "4", "--steps", "2"]
+    assert main([*argv, "--evals", "1", "--restart"]) == 2
+    err = capsys.readouterr().err
+    assert "state.pt: is not a training state" in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in out.iterdir()) == ["state.pt"]
+    assert what == "a folder" or (out / "state.pt").read_text() == "my precious\n"
+
+
+def test_an_empty_out_is_refused_not_taken_for_the_current_folder(data, tmp_path, capsys, monkeypatch):
+    """An unset shell variable: the run wrote state.pt, best/ and final/ beside the user's files and
+    said its checkpoint was /final."""
+    from laya_policy.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine\n")
+    assert main(["train", "--data", str(data), "--out", "", "--model", "cnn", "--steps", "2", "--evals", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "empty" in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("edit", ["nan", "int32"])
+def test_a_checkpoint_of_nan_or_integer_weights_is_refused_at_load(data, tmp_path, edit):
+    """NaN weights were blamed on the learning rate at --init-from's first step, and on the policy's
+    probabilities in play; int32 weights of the same bytes were cast and played."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    run = tmp_path / "cnn"
+    train(config(data, run, model="cnn", image_size=None, steps=2, evals=1), progress=False)
+    ckpt = shutil.copytree(run / "final", tmp_path / "bad")
+    weights = load_file(ckpt / "cnn.safetensors")
+    name = next(iter(weights))
+    if edit == "nan":
+        weights[name][...] = float("nan")
+    else:
+        weights[name] = weights[name].view(torch.int32)
+    save_file(weights, ckpt / "cnn.safetensors")
+    with pytest.raises(ValueError, match=rf"cnn\.safetensors: {name}: "):
+        load_checkpoint(ckpt)

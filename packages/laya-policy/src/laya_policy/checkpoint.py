@@ -34,7 +34,7 @@ from laya_policy.backbone import download_hint, load_pretrained
 from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
 from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
-from laya_protocol.errors import cause
+from laya_protocol.errors import cause, signals_held
 from laya_protocol.files import Refused, parse_json, read_capped, writing
 
 CONFIG = "vlm_agent_config.json"
@@ -111,7 +111,8 @@ def save_checkpoint(
         (tmp / CONFIG).write_text(json.dumps(asdict(cfg), indent=2) + "\n")
         if training is not None:
             (tmp / TRAINING).write_text(json.dumps(training, indent=2) + "\n")
-        swap_into_place(tmp, path)  # a reader meets the old folder or the new one (load_whole)
+        with signals_held():  # a stop between its two renames would leave no checkpoint here
+            swap_into_place(tmp, path)  # a reader meets the old folder or the new one (load_whole)
     return path
 
 
@@ -404,6 +405,9 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
         head = load_file(path / HEAD)
     except Exception as e:  # noqa: BLE001 - safetensors raises its own kinds for a cut or lying file
         raise ValueError(f"{path / HEAD}: is not a loadable head ({cause(e)})") from None
+    weights_problem(path / HEAD, head)
+    if bad := next((n for n, p in backbone.named_parameters() if not p.isfinite().all()), None):
+        raise ValueError(f"{path / BACKBONE}: {bad}: holds NaN or infinite weights")
     try:
         policy = ChoicePolicy(backbone, tokenizer, question_types=cfg.question_types, head_layers=cfg.head_layers)
         missing, unexpected = policy.load_state_dict(head, strict=False)
@@ -420,8 +424,26 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
 
 def _load_cnn(path: Path, cfg: AgentConfig) -> NatureCNN:
     try:
+        weights = load_file(path / CNN_WEIGHTS)
+    except Exception as e:  # noqa: BLE001 - safetensors raises its own kinds for a cut or lying file
+        raise ValueError(f"{path}: is not a loadable laya-policy CNN checkpoint ({cause(e)})") from None
+    weights_problem(path / CNN_WEIGHTS, weights)
+    try:
         model = NatureCNN(cfg.frames, cfg.image_size, cfg.cnn_inputs)
-        model.load_state_dict(load_file(path / CNN_WEIGHTS))
-    except Exception as e:  # noqa: BLE001 - safetensors and torch raise many kinds; any defect is one line
+        model.load_state_dict(weights)
+    except Exception as e:  # noqa: BLE001 - torch raises many kinds; any defect is one line
         raise ValueError(f"{path}: is not a loadable laya-policy CNN checkpoint ({cause(e)})") from None
     return model
+
+
+def weights_problem(file: Path, weights: dict) -> None:
+    """Refuse what save_checkpoint never writes, naming the file and the tensor: weights other than
+    float32 (int32 of the same bytes were cast and played), or NaN and infinite ones (blamed on the
+    learning rate at a run's first step, and on the policy's probabilities in play)."""
+    import torch
+
+    for name, t in weights.items():
+        if t.dtype != torch.float32:
+            raise ValueError(f"{file}: {name}: is {str(t.dtype).removeprefix('torch.')}, not float32 weights")
+        if not t.isfinite().all():
+            raise ValueError(f"{file}: {name}: holds NaN or infinite weights")

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import fresh_file, list_games, staged, write_atomic
+from atari_data.layout import fresh_file, list_games, put_back, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
 from atari_data.publish.repo import data_kind
 from atari_data.schema import target_of
@@ -196,6 +196,8 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
 
     from laya_policy.backbone import pretrained_image_size
 
+    if not cfg.out.strip():  # an unset shell variable: the run's files would land among the user's own
+        raise ValueError("--out: is empty; give the folder to train in")
     if cfg.threads is not None and cfg.threads < 1:
         raise ValueError(f"--threads {cfg.threads}: expected 1 or more (leave it out for one per CPU process)")
     if cfg.steps is not None and cfg.steps < 1:
@@ -388,6 +390,7 @@ class Setup:
     val: dict[str, list[Example]]
     total: int  # the step count
     start: AgentConfig | None  # the checkpoint continued from
+    start_fingerprint: str | None  # its weights' fingerprint: what a resume must continue from too
     threads: int
 
 
@@ -400,10 +403,10 @@ def build(cfg: TrainConfig) -> Setup:
     dist = Distributed(cfg.device)
     threads = set_threads(cfg.threads, cfg.device)
     torch.manual_seed(cfg.seed)
-    start = None
+    start, start_fingerprint = None, None
     model: ChoicePolicy | NatureCNN
     if cfg.init_from:  # its config and weights one checkpoint's, while another run may be replacing it
-        _, model, start, _ = load_whole(cfg.init_from, cfg.device)
+        _, model, start, start_fingerprint = load_whole(cfg.init_from, cfg.device)
     elif cfg.backbone == CNN:
         model = NatureCNN(frames, image_size, cfg.cnn_inputs or MOTION).to(cfg.device)
     else:
@@ -486,6 +489,7 @@ def build(cfg: TrainConfig) -> Setup:
         val=val,
         total=total,
         start=start,
+        start_fingerprint=start_fingerprint,
         threads=threads,
     )
 
@@ -632,6 +636,10 @@ def plan(s: Setup) -> dict:
         "games": c.games,
         "balance": c.balance,
         "groups": s.group_sizes,
+        "lrs": s.lrs,
+        "freeze": "none" if s.train_vision else "vision",
+        "init_from": s.start_fingerprint,  # the weights it started from, however their path is spelled
+        "select_by": c.select_by,  # what best/ was kept by
     }
 
 
@@ -675,8 +683,8 @@ def _progress_problem(state: dict, s: Setup) -> str | None:
     log, curve = state.get("log"), state.get("curve", [])
     if type(step) is not int or not 0 <= step <= s.total:
         return f"step {str(step)[:40]} is not a step of this run's {s.total}"
-    if not _finite(spent) or float(spent or 0) < 0:
-        return f"spent {str(spent)[:40]} is not a number of seconds"
+    if not _finite(spent) or not 0 <= float(spent or 0) <= MAX_SPENT:
+        return f"spent {str(spent)[:40]} is not a number of seconds (0 to {MAX_SPENT:,})"
     if not isinstance(counts, dict) or set(counts) != set(s.train) or not all(type(v) is int for v in counts.values()):
         return "counts are not one count per training group of this run"
     if best is not None and not (isinstance(best, dict) and _finite(best.get("nll")) and type(best.get("step")) is int):
@@ -693,12 +701,18 @@ def _progress_problem(state: dict, s: Setup) -> str | None:
         json.dumps([log, best])  # plain data: the log is written back from it
     except (TypeError, ValueError):
         return "log is not plain data"
-    model = state.get("model")
-    if isinstance(model, dict):  # its shapes are load_state_dict's to check; NaN weights train NaN weights
+    model, mine = state.get("model"), s.model.state_dict()
+    if isinstance(model, dict):  # missing and extra keys are load_state_dict's to name
+        for k, t in model.items():  # each shape first: the NaN check makes a view declaring billions dense
+            if k in mine and not (torch.is_tensor(t) and t.shape == mine[k].shape and t.dtype == mine[k].dtype):
+                return f"model.{k} is not a tensor of this model's shape {tuple(mine[k].shape)} and {mine[k].dtype}"
         floats = ((k, t) for k, t in model.items() if torch.is_tensor(t) and t.is_floating_point())
-        if (bad := next((k for k, t in floats if not t.isfinite().all()), None)) is not None:
+        if (bad := next((k for k, t in floats if not t.isfinite().all()), None)) is not None:  # NaN trains NaN
             return f"model.{bad} holds NaN or infinite weights"
     return None
+
+
+MAX_SPENT = 10**9  # seconds a state may say its run took (31 years): no run wrote more
 
 
 def _optimiser_problem(saved, opt: torch.optim.Optimizer) -> str | None:
@@ -761,6 +775,11 @@ def resume(s: Setup, out: Path) -> dict | None:
         saved, now = state.get("plan"), plan(s)
         if saved != now:
             key = next((k for k in now if not isinstance(saved, dict) or saved.get(k) != now[k]), "plan")
+            if isinstance(saved, dict) and key not in saved:
+                raise PlanChanged(
+                    f"{path}: was started by a laya-policy that did not record its {key}, so a resume cannot "
+                    "tell whether this command continues it; pass --restart to start over"
+                )
             was = saved.get(key) if isinstance(saved, dict) else None
             raise PlanChanged(
                 f"{path}: was started with {key} {was!r}, this command gives {now[key]!r}; "
@@ -827,6 +846,22 @@ def written_by_a_run(path: Path) -> None:
         )
 
 
+def a_state(path: Path) -> None:
+    """Refuse to go on where ``path`` is there and is not a state a run wrote (a torch zip): the run
+    would replace it, --restart or not. Only its first bytes are read; a resume reads the rest."""
+    if not path.exists() or path.is_symlink():
+        return
+    try:
+        with open_regular(path) as f:
+            ours = f.read(4) == b"PK\x03\x04"  # torch.save's zip
+    except (OSError, AtariDataError):  # a folder, a FIFO, a device, unreadable
+        ours = False
+    if not ours:
+        raise ValueError(
+            f"{path}: is not a training state, and a run here would replace it: move it, or give another --out"
+        )
+
+
 def train(cfg: TrainConfig, progress: bool = True) -> dict:
     """Train as the module docstring says; returns the summary (also OUT/summary.json), or {} on the
     other ranks of a distributed run. One run writes OUT at a time: the first holds ``.OUT.lock``
@@ -848,6 +883,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
             replaceable(folder / part)
         for name in RUN_FILES:
             written_by_a_run(folder / name)
+        a_state(folder / STATE_FILE)
         folder.parent.mkdir(parents=True, exist_ok=True)  # the lock lies beside OUT
         with FileLock.beside(folder, str(out), lambda m, f: ValueError(f"{f}: --out: {m}")):
             if cfg.processes == 1:
@@ -869,6 +905,8 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
     data_on_hub = data_kind(cfg.data) == "hub"  # now: the folder may be moved while it trains
     if s.dist.main:
         out.mkdir(parents=True, exist_ok=True)
+        for part in (BEST, FINAL):  # a stop between a swap's two renames left the old one set aside
+            put_back(out / part)
 
     done = resume(s, out)
     resumed = done is not None

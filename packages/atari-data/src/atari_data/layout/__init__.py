@@ -330,6 +330,14 @@ def set_aside(final: Path) -> Path:
     return final.with_name(f".{final.name}.old")
 
 
+def put_back(final: Path) -> None:
+    """Where :func:`swap_into_place` was stopped between its two renames (``final`` absent, the old
+    one set aside), put the old one back; call it holding what stops another swap of ``final``."""
+    old = set_aside(final)
+    if not (final.exists() or final.is_symlink()) and old.is_dir() and not old.is_symlink():
+        os.replace(old, final)
+
+
 def swap_into_place(new: Path, final: Path) -> None:
     """Move the finished folder ``new`` to ``final``; an old ``final`` is set aside first and deleted
     only once the new one is in place, so a kill at any moment leaves ``final`` whole (old or new) or,
