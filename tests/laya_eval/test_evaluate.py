@@ -276,6 +276,15 @@ def test_a_run_at_another_cap_says_why_nothing_is_unflagged(tmp_path):
     res = run(tmp_path, "random", games=("Pong", "Breakout"), cap=50)
     sm = res["summary"]
     assert sm["counts"]["unflagged"] == 0 and "another decision cap" in sm["note"] and "--cap 4500" in sm["note"]
+    # baselines a dataset measured at cap 100: the note advised the reference table's 4,500 all the same
+    from laya_eval.evaluate import derived, summarise
+
+    games = res["games"]
+    for name, g in games.items():
+        b = Baseline(g["baseline"]["expert"], g["baseline"]["random"], "data/meta.json (expert)", 100)
+        g.update(baseline=b.to_dict(), **derived(name, g["scores"], b, 50, g["random"]["mean"]))
+    note = summarise(games)["note"]
+    assert "--cap 100," in note and "4500" not in note, note
 
 
 def test_compare_refuses_other_protocols_and_uses_raw_scores_across_baselines(tmp_path, capsys):

@@ -226,6 +226,7 @@ def test_a_bad_setting_is_refused_on_one_line_before_any_work(tmp_path, capsys, 
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and flag in lines[0] and value in lines[0], lines
     assert "--passes" not in lines[0], "the quickstart has no --passes to suggest"
+    assert "with --expert" not in lines[0], "the quickstart has no --expert to suggest"
     assert not out.exists(), "nothing written"
 
 

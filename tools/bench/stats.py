@@ -83,11 +83,11 @@ def main(argv: list[str] | None = None) -> None:
     shapes = ((5, 4),) if args.smoke else SHAPES
     if args.smoke:
         args.reps, args.repeats = 200, 1
-    import rliable
+    from importlib import metadata
 
     names = ("IQM", "mean", "median", "optimality gap", "P(X > Y)")
     print(
-        f"rliable {getattr(rliable, '__version__', '')}, {args.reps} resamples, 95% percentile intervals; "
+        f"rliable {metadata.version('rliable')}, {args.reps} resamples, 95% percentile intervals; "
         f"seconds: best of {args.repeats} round(s), each side once a round, after an untimed call of each\n"
     )
     print(

@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit",
         action="append",
         default=[],
-        metavar="KIND=MB",
+        metavar="KIND=N",
         help="raise (or lower) a cap on what one input may cost, checked before it is read: "
         + ", ".join(f"{k} (default {v}{'' if k == 'ratio' else ' MB'})" for k, v in DEFAULTS.items())
         + "; e.g. --limit member=8192 (repeatable; also ATARI_DATA_LIMITS=member=8192)",
@@ -252,7 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ga.add_argument("--games", "--game", dest="games", type=csv, help="only these games (comma-separated)")
 
-    sc = sub.add_parser("schema", help="print the frozen schema (JSON Schema or the docs table)")
+    sc = sub.add_parser(
+        "schema",
+        help="print the frozen schema (JSON Schema or the docs table)",
+        description="Print the frozen record schema, or the meta.json one, as JSON Schema or as the "
+        "Markdown table docs/formats.md holds.",
+    )
     sc.add_argument(
         "--of",
         choices=("record", "meta"),
@@ -274,7 +279,12 @@ def build_parser() -> argparse.ArgumentParser:
         "out", help="output repository folder, built beside it and swapped in whole (never SRC, inside or around it)"
     )
     pl.add_argument("--force", action="store_true", help="replace OUT when it is a packed repository already")
-    pl.add_argument("--rows-per-shard", type=int, default=500, help="(default %(default)s)")
+    pl.add_argument(
+        "--rows-per-shard",
+        type=int,
+        default=500,
+        help="records per Parquet file and WebDataset shard (default %(default)s)",
+    )
     pl.add_argument("--name", default="meltingpot", help="the card's title (default %(default)s)")
     im = sub.add_parser(
         "import",
@@ -302,7 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
         "a time",
     )
     im.add_argument("source", choices=SOURCES, help="which dataset")
-    im.add_argument("--from", dest="from_", required=True, help="a local copy of the dataset, or hub:REPO (online)")
+    im.add_argument(
+        "--from", dest="from_", metavar="SRC", required=True, help="a local copy of the dataset, or hub:REPO (online)"
+    )
     im.add_argument("--root", required=True, help="layout root to write into")
     im.add_argument("--games", type=csv, help="ALE v5 names, comma-separated (default: every game found)")
     im.add_argument(

@@ -27,10 +27,12 @@ from laya_protocol.seeds import EVAL_SEED_BASE
 
 EXAMPLES = """examples:
   laya-eval run --policy random --games Pong,Breakout --episodes 10 --out results.json
-  laya-eval run --policy constant:FIRE --games Breakout --cap none
-  laya-eval run --policy 'cmd:python packages/laya-eval/examples/stdio_policy.py' --games Pong
-  laya-eval run --policy mypkg.policies:make_policy --policy-kwargs '{"size": 512}' --games Pong
-  laya-eval run --policy random --games Pong --action-set full --bootstrap task
+  laya-eval run --policy constant:FIRE --games Breakout --cap none --out fire.json
+  laya-eval run --policy 'cmd:python3 /path/to/my_policy.py --size 512' --games Pong --out mine.json
+      (any program speaking the stdio protocol; packages/laya-eval/examples/stdio_policy.py is one)
+  laya-eval run --policy mypkg.policies:make_policy --policy-kwargs '{"size": 512}' --games Pong --out mypkg.json
+  laya-eval run --policy random --games Pong --action-set full --bootstrap task --out full.json
+  (each run resumes its --out, results.json by default: a file made with other settings is refused)
   laya-eval report results.json --out report/
   laya-eval report baseline.json candidate.json --out report/    # both on every figure
   laya-eval compare baseline.json candidate.json --out report/   # + improvement.png
@@ -100,7 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--out", help="folder for improvement.png (the probability-of-improvement plot)")
 
-    sub.add_parser("policies", help="list the policies registered under laya_eval.policies")
+    sub.add_parser(
+        "policies",
+        help="list the policies registered under laya_eval.policies",
+        description="List the policies registered under the entry-point group laya_eval.policies (the "
+        "NAME of --policy NAME[:ARG]), each with the factory it names (module:attr).",
+    )
     dm = sub.add_parser(
         "doom",
         help="play a policy on a ViZDoom scenario against expert, random and always-ATTACK",
@@ -111,8 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument(
         "--policy", required=True, help="as for run: random, constant:ATTACK, module:attr, cmd:..., laya:CKPT"
     )
-    dm.add_argument("--scenario", default=doom.SCENARIO, help="(default %(default)s)")
-    dm.add_argument("--episodes", type=int, default=DOOM_EPISODES, help="(default %(default)s)")
+    dm.add_argument("--scenario", default=doom.SCENARIO, help="the ViZDoom scenario (default %(default)s)")
+    dm.add_argument(
+        "--episodes",
+        type=int,
+        default=DOOM_EPISODES,
+        help="seeded episodes each of the four plays (default %(default)s)",
+    )
     dm.add_argument(
         "--seed-base", type=int, default=EVAL_SEED_BASE, help="episode i is seeded seed_base + i (default %(default)s)"
     )
@@ -124,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a cmd: policy may take per call before it is killed (default %(default)s)",
     )
     dm.add_argument("--policy-kwargs", type=json_flag, default={}, help="JSON object passed to the policy factory")
-    dm.add_argument("--out", default=DOOM_OUT, help="(default %(default)s)")
+    dm.add_argument("--out", default=DOOM_OUT, help="the results file, written whole at the end (default %(default)s)")
     return p
 
 

@@ -56,7 +56,7 @@ from laya_protocol.config import option
 from laya_protocol.errors import UnknownName, cause, one_line
 from laya_protocol.games import ACTION_SETS, action_set, emulator, is_game
 from laya_protocol.locks import FileLock
-from laya_protocol.protocol import AUTO_FIRE_RULES, BASELINE_CAP, EVAL_DECISION_CAP, FRAME_CAP, Protocol
+from laya_protocol.protocol import AUTO_FIRE_RULES, EVAL_DECISION_CAP, FRAME_CAP, Protocol
 from laya_protocol.ray import EXECUTORS, executor_problem
 from laya_protocol.seeds import EVAL_SEED_BASE, MAX_EPISODES, MAX_SEED, episodes_problem, seed_problem
 from laya_protocol.wording import counted
@@ -253,11 +253,12 @@ def summarise(games: dict[str, dict], seed: int = 0, bootstrap: str = "episode")
     }
     capped = [g for g in valued if any(f.startswith(CAP_FLAG) for f in g["flags"])]
     if valued and not unflagged and capped:
+        caps = sorted({str(g["baseline"]["cap"] or "none") for g in capped}, key=lambda c: (len(c), c))
         out["note"] = (
             f"no game is unflagged: the baselines of {len(capped)} of {len(valued)} games were measured with "
-            f"another decision cap than this run's (the reference baselines use {BASELINE_CAP}); run with --cap "
-            f"{BASELINE_CAP}, or "
-            "give --baselines measured at this cap"
+            f"another decision cap than this run's ({', '.join(caps)}); run with --cap {caps[0]}"
+            + (" (the cap of some of them)" if len(caps) > 1 else "")
+            + ", or give --baselines measured at this cap"
         )
     stats = {
         "median": median_of_means,

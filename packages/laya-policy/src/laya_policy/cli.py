@@ -8,6 +8,7 @@ import sys
 
 from atari_data.publish.teardown import release_arrow_threads
 from laya_policy.errors import EXPECTED, GroupFailed, said
+from laya_policy.video import MAX_DECISIONS
 from laya_protocol.bars import quiet_library_bars
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.errors import os_error_exit, stopped, terminations_raised
@@ -32,8 +33,19 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--model", required=True, help="checkpoint directory")
     pl.add_argument("--game", required=True, help="ALE v5 game name, e.g. Pong")
     pl.add_argument("--video", required=True, help="output .gif or .mp4")
-    pl.add_argument("--max-decisions", type=int, default=1000, help="(default %(default)s)")
-    pl.add_argument("--seed", type=int, default=EVAL_SEED_BASE, help="(default %(default)s)")
+    pl.add_argument(
+        "--max-decisions",
+        type=int,
+        default=1000,
+        help=f"decisions recorded at most: {', '.join(f'{n:,} for a {k}' for k, n in MAX_DECISIONS.items())} "
+        "(default %(default)s)",
+    )
+    pl.add_argument(
+        "--seed",
+        type=int,
+        default=EVAL_SEED_BASE,
+        help="the episode's ALE seed (default %(default)s, laya-eval's first)",
+    )
     pl.add_argument("--sample", action="store_true", help="draw actions from the probabilities instead of the top one")
     pl.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
     pl.add_argument(
@@ -110,8 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
         "stages and resumes an interrupted one.",
         epilog="examples:\n"
         "  laya-policy quickstart\n"
-        "  laya-policy quickstart --games Pong,Breakout,Freeway,Boxing,SpaceInvaders --minutes 60 "
-        "--train-frames 20000 --device cuda --out runs/bigger",
+        "  laya-policy quickstart --games Pong,Breakout --minutes 60 --train-frames 20000 --device cuda "
+        "--out runs/bigger",
     )
     add_options(k, QuickstartConfig)
     return p
@@ -142,9 +154,11 @@ def main(argv: list[str] | None = None) -> int:
 
             summary = train(from_args(TrainConfig, args))
             if summary:  # other ranks of a distributed run return nothing
+                rate = summary["samples_per_s"]  # 0 where this command trained no step: the run was finished
                 print(
-                    f"{summary['steps']} steps in {summary['minutes']:.1f} min ({summary['samples_per_s']} "
-                    f"samples/s); best {summary['best']}; checkpoint {args.out}/{FINAL}"
+                    f"{summary['steps']} steps in {summary['minutes']:.1f} min "
+                    + (f"({rate} samples/s)" if rate else "(all trained before this command)")
+                    + f"; best {summary['best']}; checkpoint {args.out}/{FINAL}"
                 )
         if args.command == "dagger":
             from pathlib import Path

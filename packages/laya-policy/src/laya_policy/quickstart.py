@@ -1,7 +1,7 @@
 """The whole pipeline in one command, on built-in defaults: CPU only, no downloads.
 
     uv run laya-policy quickstart                   # CPU only; README.md says how long
-    uv run laya-policy quickstart --games Pong,Breakout,Freeway,Boxing,SpaceInvaders --steps 20000 --device cuda
+    uv run laya-policy quickstart --games Pong,Breakout --steps 20000 --train-frames 20000 --device cuda
 
 Stages, each skipped when a rerun finds it done (``OUT/stages/<stage>.json``); training and
 evaluation also resume from where an interrupted run stopped:
@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from atari_data.layout import write_atomic
+from atari_data.play.experts.builtin import BUILTIN
 from laya_policy.backbone import PRESET_IMAGE_SIZE
 from laya_policy.checkpoint import FILE_MAX, FINAL, read_json_file
 from laya_policy.cnn import IMAGE_SIZE as CNN_IMAGE_SIZE
@@ -56,7 +57,10 @@ class QuickstartConfig:
     """The whole pipeline's settings; each field is one flag of `laya-policy quickstart`."""
 
     out: str = option("runs/quickstart", "run folder")
-    games: list[str] = option(help="comma-separated", factory=lambda: ["Freeway", "Boxing", "Breakout", "Pong"])
+    games: list[str] = option(
+        help=f"comma-separated, among the built-in experts' games ({', '.join(sorted(BUILTIN))})",
+        factory=lambda: ["Freeway", "Boxing", "Breakout", "Pong"],
+    )
     train_frames: int = option(5_000, "train records per game")
     val_frames: int = option(200, "val records per game")
     decision_cap: int = option(1_000, "decisions per generated episode (more, shorter episodes)")
@@ -99,7 +103,7 @@ class QuickstartConfig:
     video_decisions: int = option(300, "decisions in the report's video")
     device: str = option("cpu", "torch device")
     workers: int = option(2, "generation processes")
-    seed: int = option(0)
+    seed: int = option(0, "seeds the data, the weights and the batches: the same seed, the same run")
     restart: bool = option(False, "delete OUT, a quickstart's run folder (never another folder), and start over")
 
 
@@ -143,6 +147,12 @@ class Quickstart:
 
         if problem := decisions_problem(VIDEO, c.video_decisions):  # said now, not after training
             raise ValueError(f"--video-decisions {problem}")
+        if others := [g for g in c.games if g not in BUILTIN and g.lower() not in map(str.lower, BUILTIN)]:
+            raise ValueError(
+                f"--games: {', '.join(others)}: the quickstart plays the built-in experts' games only "
+                f"({', '.join(sorted(BUILTIN))}); for another game, make its data with atari-data generate "
+                "--expert planner (any ALE game) and train on it with laya-policy train"
+            )
         self.generate_config()
         try:
             resolve(self.train_config())

@@ -160,7 +160,7 @@ class TrainConfig:
         "nll", "keep OUT/best by validation NLL or by a short play check in laya-eval", choices=("nll", "play")
     )
     state_minutes: float = option(2.0, cli=False)
-    seed: int = option(0)
+    seed: int = option(0, "seeds the weights a run starts from and the batches it draws")
     device: str = option("cpu", "torch device, e.g. cuda")
     restart: bool = option(False, "start over instead of resuming OUT/state.pt")
     crash_at_step: int | None = option(None, "raise once at this step (to exercise resuming)")

@@ -63,7 +63,7 @@ class DaggerConfig:
     min_train_episodes: int = option(2, "play at least this many train episodes")
     decision_cap: int | None = option(EVAL_DECISION_CAP, "decisions per episode at most")
     greedy: bool = option(False, "play the top action instead of sampling")
-    seed: int = option(0)
+    seed: int = option(0, "seeds the moves the learner draws and the episodes it plays")
     force: bool = option(False, "rewrite games already written")
 
     def __post_init__(self):

@@ -27,7 +27,7 @@ from atari_data.play.experts import Expert, expert_id, is_planner, load_expert
 from atari_data.play.experts.base import check_holds, playable_games
 from atari_data.play.experts.forms import EXPERT_FORMS
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
-from atari_data.play.experts.planner import check_budget
+from atari_data.play.experts.planner import HOLDS, check_budget
 from atari_data.produce.executors import ahead
 from atari_data.schema import ALE_FRAME_FORMAT
 from atari_data.schema.types import INT64_MAX
@@ -61,8 +61,8 @@ class GenerateConfig:
     expert: str = option(
         "builtin",
         f"{EXPERT_FORMS}: builtin reads the RAM (scripted experts), planner rolls out in the emulator, BASE "
-        "playing the rollouts (uniform random when omitted; /K also tries holding each button 2, 4 ... K "
-        "decisions before BASE takes over)",
+        "playing the rollouts (uniform random when omitted; /K, K one of "
+        f"{', '.join(HOLDS)}, also tries holding each button 2, 4 ... K decisions before BASE takes over)",
     )
     planner_frames: int = option(PLANNER_FRAMES, "a planner's emulator frames per decision, all rollouts together")
     train_frames: int = option(
