@@ -45,7 +45,7 @@ ns = {}
 for block in re.findall(r"```python\n(.*?)```", card, re.S):
     exec(block, ns)
 batch = next(iter(ns["loader"]))
-out["card"] = {"rows": len(ns["ds"]), "pong": len(ns["pong"]), "mixed": sum(1 for _ in ns["mixed"]),
+out["card"] = {"rows": len(ns["ds"]), "game": len(ns["game"]), "mixed": sum(1 for _ in ns["mixed"]),
                "batch": list(batch["options"].shape), "last": ns["rec"]["id"]}
 print(json.dumps(out))
 """
@@ -136,7 +136,7 @@ def test_publish_then_load_every_way_then_doctor(hub, packed, layout_master):
     read = json.loads(got.stdout.strip().splitlines()[-1])
     examples = read.pop("card")
     assert examples["rows"] == sum(r["split"] == "train" for r in _layout_rows(layout_master, "expert").values())
-    assert examples["pong"] == examples["rows"] and examples["mixed"] >= examples["rows"]
+    assert examples["game"] == examples["rows"] and examples["mixed"] >= examples["rows"]
     assert examples["batch"] == [32, 18] and examples["last"].startswith("expert-Pong-")
     for config in ("expert2f", "expert", "expert-Pong"):
         expected = _layout_rows(layout_master, config.split("-")[0])

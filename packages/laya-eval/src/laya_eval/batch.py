@@ -44,15 +44,6 @@ def asked(call, *args, what: str = ""):
         raise PolicyError(f"{what}raised {cause(e)}") from None
 
 
-def game_over(policy) -> None:
-    """At a game's end: a subprocess policy's line nobody asked for fails the game it was written in
-    (:mod:`laya_eval.stdio`), not the next one, nor none after the last."""
-    from laya_eval.stdio import StdioPolicy  # it imports this module
-
-    if isinstance(policy, StdioPolicy):
-        policy.end_of_game()
-
-
 def choose(out, batch: Batch, greedy: bool, rng: np.random.Generator) -> np.ndarray:
     """Validate a policy's answer and turn it into one action index per row."""
     n, a = len(batch), len(batch.actions)

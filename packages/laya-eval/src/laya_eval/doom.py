@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from laya_eval import __version__
-from laya_eval.batch import Batch, PolicyError, asked, choose, game_over
+from laya_eval.batch import Batch, PolicyError, asked, choose
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import close_policy, writable, write_results
 from laya_eval.policies import (
@@ -32,6 +32,7 @@ from laya_eval.policies import (
     load_policy,
     timeout_problem,
 )
+from laya_eval.stdio import game_over
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laya_eval.batch import Batch, PolicyError, asked, choose, game_over
+from laya_eval.batch import Batch, PolicyError, asked, choose
+from laya_eval.stdio import game_over
 from laya_protocol.games import action_set, rom_id
 from laya_protocol.protocol import Protocol
 

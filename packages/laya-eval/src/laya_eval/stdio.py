@@ -368,6 +368,13 @@ class StdioPolicy:
         self._done.set()  # its reader, waiting to queue a line nobody will read, ends
 
 
+def game_over(policy) -> None:
+    """At a game's end: a subprocess policy's line nobody asked for fails the game it was written in,
+    not the next one, nor none after the last (any other policy: nothing to do)."""
+    if isinstance(policy, StdioPolicy):
+        policy.end_of_game()
+
+
 def _put(lines: queue.Queue, item, done: threading.Event) -> bool:
     """Queue ``item``, waiting for room; False if ``done`` is set first."""
     while not done.is_set():
