@@ -1459,22 +1459,27 @@ def test_a_resume_with_another_freeze_names_it(data, tmp_path, capsys):
     assert "state.pt: was started with freeze 'none', this command gives 'vision'" in err, err
 
 
-def test_a_state_declaring_more_numbers_than_it_holds_is_refused_by_its_shape(data, cut_cnn_run, tmp_path, capsys):
+@pytest.mark.parametrize("where", ["a weight", "a key of its own"])
+def test_a_state_declaring_more_numbers_than_it_holds_is_refused_by_its_shape(
+    data, cut_cnn_run, tmp_path, capsys, where
+):
     """A 20 MB state.pt whose first weight was a view of one number declaring 200 million (3 billion
-    took the resume to 21 GB) was made dense by the NaN check before any shape was compared."""
+    took the resume to 21 GB) was made dense by the NaN check before any shape was compared; a key
+    the model does not have was made dense too (an outside read: 3.5 GB)."""
     import torch
 
     from laya_policy.cli import main
 
     out = _copy_run(cut_cnn_run, tmp_path)
     state = torch.load(out / "state.pt", weights_only=True)
-    name = next(iter(state["model"]))
+    name = next(iter(state["model"])) if where == "a weight" else "zzz.extra"
     state["model"][name] = torch.zeros(1).expand(50_000_000)
     torch.save(state, out / "state.pt")
     argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", "--batch", "4", "--steps", "8"]
     assert main([*argv, "--evals", "2"]) == 2
     err = capsys.readouterr().err
-    assert f"model.{name} is not a tensor of this model's" in err, err
+    said = "is not a tensor of this model's" if where == "a weight" else "is not one of this model's weights"
+    assert f"model.{name} {said}" in err, err
 
 
 @pytest.mark.parametrize("spent", [1e300, 10**12])
@@ -1533,6 +1538,26 @@ def test_an_empty_out_is_refused_not_taken_for_the_current_folder(data, tmp_path
     err = capsys.readouterr().err
     assert "--out" in err and "empty" in err and len(err.strip().splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_vlm_checkpoint_whose_backbone_holds_integer_weights_is_refused_at_load(data, tmp_path):
+    """The head's and the CNN's dtypes were checked, the backbone's not: int32 of the same bytes were
+    cast to float32 and played (an outside read)."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    run = tmp_path / "vlm"
+    train(config(data, run, steps=2, evals=1), progress=False)
+    ckpt = shutil.copytree(run / "final", tmp_path / "bad")
+    file = ckpt / "backbone" / "model.safetensors"
+    weights = load_file(file)
+    name = next(k for k, t in weights.items() if t.dtype == torch.float32)
+    weights[name] = weights[name].view(torch.int32)
+    save_file(weights, file, metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=rf"model\.safetensors: {name}: is I32"):
+        load_checkpoint(ckpt)
 
 
 @pytest.mark.parametrize("edit", ["nan", "int32"])

@@ -29,6 +29,10 @@ class Batch:
         return len(self.frames)
 
 
+MAX_IDENTITY = 64 << 10  # bytes of a policy's identity, as the results file writes it
+SAID = 200  # characters of what a policy says (an error, an identity) that a message of the judge's quotes
+
+
 class PolicyError(Exception):
     """The policy misbehaved: raised, hung, or answered out of range. Recorded per game."""
 

@@ -30,6 +30,7 @@ from laya_eval.baselines import (
     read_meta_baselines,
     spread_problem,
 )
+from laya_eval.batch import MAX_IDENTITY, SAID
 from laya_eval.errors import EvalError
 from laya_eval.games import resolve_game
 from laya_eval.jsonfile import SCORE_LIMIT, is_number, json_flag, numbers, read_json, replace_file
@@ -613,9 +614,6 @@ def close_policy(policy) -> None:
         print(f"warning: the policy's close() raised {cause(e)}", file=sys.stderr)
 
 
-MAX_IDENTITY = 64 << 10  # bytes of a policy's identity, as the results file writes it
-
-
 def policy_identity(policy) -> dict | None:
     """What the policy says it is (a non-empty ``identity`` mapping), as plain JSON; else None."""
     try:
@@ -776,9 +774,9 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
 
 class Player:
     """Who played a results file's games: one file, one player, as its games are otherwise not
-    comparable. Checked against the file's player when it is resumed; within one run the command is
-    the same, so a process started again after a failure that says otherwise (a pid, a time) is
-    warned of once and the first kept."""
+    comparable. Checked against the file's player when it is resumed. Within one run the policy is
+    the same command or factory, so an identity that changes (a process started again after a
+    failure says its pid, a module's counts its games) is warned of once and the first kept."""
 
     def __init__(self, results: dict, out: Path):
         self.results, self.out, self.warned = results, out, False
@@ -788,28 +786,26 @@ class Player:
         if not identity:
             return
         if self.said is None:
-            _same_player(self.results, identity, self.out)
+            self._same(identity)
             self.said = identity
         elif identity != self.said and not self.warned:
             self.warned = True
             print(
-                f"warning: the policy said another identity when it was started again "
-                f"({one_line(json.dumps(identity))[:200]}); the results keep its first",
+                f"warning: the policy said another identity during this run "
+                f"({one_line(json.dumps(identity))[:SAID]}); the results keep its first",
                 file=sys.stderr,
             )
 
-
-def _same_player(results: dict, identity: dict | None, out: Path) -> None:
-    """Record ``identity`` as the results' player, or refuse it. An identity that says all the recorded
-    one said, and more (a checkpoint's fingerprint, which laya-policy added later), is the same player
-    saying more."""
-    then = results["policy"].get("identity")
-    if identity and then and identity != then and not then.items() <= identity.items():
-        raise EvalError(
-            f"the results hold games played by a policy that said it is {json.dumps(then)[:200]}; this "
-            f"one says {json.dumps(identity)[:200]}: use --restart to overwrite them or --out for a new file",
-            file=str(out),
-            field="policy.identity",
-        )
-    if identity:
-        results["policy"]["identity"] = identity
+    def _same(self, identity: dict) -> None:
+        """Record ``identity`` as the results' player, or refuse it. An identity that says all the
+        recorded one said, and more (a checkpoint's fingerprint, which laya-policy added later), is the
+        same player saying more."""
+        then = self.results["policy"].get("identity")
+        if then and identity != then and not then.items() <= identity.items():
+            raise EvalError(
+                f"the results hold games played by a policy that said it is {json.dumps(then)[:SAID]}; this "
+                f"one says {json.dumps(identity)[:SAID]}: use --restart to overwrite them or --out for a new file",
+                file=str(self.out),
+                field="policy.identity",
+            )
+        self.results["policy"]["identity"] = identity

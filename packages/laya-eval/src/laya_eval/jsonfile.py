@@ -3,9 +3,10 @@ anything that is not plain, bounded JSON with one line; and writing its outputs 
 
 from __future__ import annotations
 
+import glob
 import math
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,14 +64,20 @@ def numbers(v, limit: float = MAGNITUDE) -> bool:
 
 def replace_file(path: Path, write: Callable[[Path], object]) -> Path:
     """``write`` a file beside ``path``, then rename it over ``path``: a FIFO or link planted there is
-    replaced, never written through (a FIFO would wait for a reader), and no half-written file is left."""
+    replaced, never written through (a FIFO would wait for a reader), and no half-written file is left.
+    Call it holding the lock of what ``path`` belongs to: a staging file a kill left is removed here."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        if stale.is_file() and not stale.is_symlink():
+            stale.unlink(missing_ok=True)
     tmp = None
     try:
-        # a name of its own, made here: a fixed one could be a folder or a link planted before the run
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        tmp = Path(name)
-        os.fchmod(fd, 0o666 & ~_umask())  # as open() would have made it, not mkstemp's 0600
-        os.close(fd)
+        while tmp is None:  # a name of its own, made here: a fixed one could be a folder planted there
+            name = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+            try:
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # umask applies
+                tmp = name
+            except FileExistsError:
+                pass
         write(tmp)
         os.replace(tmp, path)
     except BaseException as e:  # whatever stopped the write, no half-written file stays behind
@@ -80,9 +87,3 @@ def replace_file(path: Path, write: Callable[[Path], object]) -> Path:
             raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
         raise
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)  # read by setting it; set back at once
-    os.umask(mask)
-    return mask

@@ -194,7 +194,7 @@ def _label(results: dict) -> str:
 def out_folder(out_dir: str | Path, make: bool = True) -> Path:
     """The ``--out`` folder, made if missing (with ``make``); anything else there is refused on one line."""
     if not str(out_dir):  # Path("") is the current folder: a report would land among the user's files
-        raise EvalError("is empty; name the folder for the report", field="--out")
+        raise EvalError("is empty; name the folder to write into", field="--out")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise EvalError("is not a folder (the report and its figures go in one)", file=str(out), field="--out")

@@ -26,7 +26,7 @@ key twice in one object), each line at most 64 MB (probabilities for 10,000 epis
 4 MB) and of at most a few JSON values per number its answer needs (an answer to ``act`` holds
 ``actions`` or ``probs``, not both, and probabilities are numbers). An error's text is kept to
 its first 200 characters. Standard error passes through. A line the evaluator did not ask for (a
-second answer to one message, found at the next message or when the game ends) fails the game,
+second answer to one message, found at the next message, or within 0.1 s of a game's end) fails the game,
 since answers out of turn would make every later action stale. Every
 exchange is bounded by the timeout: a policy that does not read a message (and its frames) or
 does not answer within it is killed, with everything it started (on Linux it runs under
@@ -52,7 +52,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from laya_eval.batch import Batch, PolicyError
+from laya_eval.batch import MAX_IDENTITY, SAID, Batch, PolicyError
 from laya_eval.processes import MARK, end_all, new_mark
 from laya_eval.reaper import JUDGE_LC_CTYPE
 from laya_eval.reaper import __file__ as REAPER
@@ -66,10 +66,9 @@ CLOSE_WAIT = 5.0  # seconds a policy has to read the close message, and then to 
 #: (Ray's cancel of a running task) lands at once: a blocked wait sees none until it ends.
 WAKE = 0.1
 MAX_LINE = 64 << 20  # bytes of one answer line, its newline aside
-#: JSON values one answer may hold beside those it needs (an identity's, say): each parsed value is a
-#: Python object, and 63 MB of empty lists parsed into 2.4 GB.
-SPARE_VALUES = 1 << 16
-SAID = 200  # characters of a policy's error text kept
+#: JSON values one answer may hold beside those it needs: an identity's at most (each takes a byte of
+#: its JSON at least). Each parsed value is a Python object, and 63 MB of empty lists took 2.4 GB.
+SPARE_VALUES = MAX_IDENTITY
 LINES_HELD = 2  # lines read ahead of the exchange: its answer, and one it did not ask for
 _TOO_LONG = object()  # what the reader hands on for a line past MAX_LINE, instead of the line
 _CUT = object()  # what it hands on for a last line without its newline
@@ -241,8 +240,8 @@ class StdioPolicy:
         return reply
 
     def end_of_game(self) -> None:
-        """A line waiting when a game ends answers nothing it was asked: it fails that game, not the next.
-        Its reader is given a moment (:data:`WAKE`) to queue what the last answer's write held."""
+        """A line waiting when a game ends, or queued within :data:`WAKE` seconds, answers nothing it was
+        asked: it fails that game, not the next. A line written later is found at the next message."""
         if self.proc is not None and not self._broken:
             try:
                 self._unasked(wait=WAKE)

@@ -399,6 +399,7 @@ def load_checkpoint(path: str | Path, device="cpu") -> tuple[ChoicePolicy | Natu
         return _load_cnn(path, cfg).to(device).eval(), cfg
     if not (path / BACKBONE).is_dir():  # or its name, no folder here, would be asked of the Hub
         raise ValueError(f"{path / BACKBONE}: no such folder; a VLM checkpoint holds its backbone there")
+    backbone_dtypes_problem(path / BACKBONE)
     with _no_library_bars():  # safetensors and JSON only, so nothing in the folder runs; one line a defect
         backbone, tokenizer = load_pretrained(str(path / BACKBONE))
     try:
@@ -434,6 +435,26 @@ def _load_cnn(path: Path, cfg: AgentConfig) -> NatureCNN:
     except Exception as e:  # noqa: BLE001 - torch raises many kinds; any defect is one line
         raise ValueError(f"{path}: is not a loadable laya-policy CNN checkpoint ({cause(e)})") from None
     return model
+
+
+#: safetensors' names of what a backbone's weights may be stored as: float32 as save_checkpoint writes
+#: them, bfloat16 or float16 as the Hub's copies are (loaded as float32 either way)
+FLOAT_DTYPES = ("F32", "BF16", "F16")
+
+
+def backbone_dtypes_problem(folder: Path) -> None:
+    """Refuse a backbone weight stored as anything but a float (int32 of the same bytes was cast to
+    float32 and played), naming the file and the tensor; read from the files' headers alone."""
+    from safetensors import safe_open
+
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(file, "pt") as f:
+                stored = {k: f.get_slice(k).get_dtype() for k in f.keys()}
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own kinds for a cut or lying file
+            raise ValueError(f"{file}: is not a loadable backbone file ({cause(e)})") from None
+        if bad := next((k for k, d in stored.items() if d not in FLOAT_DTYPES), None):
+            raise ValueError(f"{file}: {bad}: is {stored[bad]}, not floating-point weights")
 
 
 def weights_problem(file: Path, weights: dict) -> None:

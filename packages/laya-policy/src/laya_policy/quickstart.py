@@ -147,7 +147,7 @@ class Quickstart:
 
         if problem := decisions_problem(VIDEO, c.video_decisions):  # said now, not after training
             raise ValueError(f"--video-decisions {problem}")
-        if others := [g for g in c.games if g not in BUILTIN and g.lower() not in map(str.lower, BUILTIN)]:
+        if others := [g for g in c.games if g.lower() not in {b.lower() for b in BUILTIN}]:
             raise ValueError(
                 f"--games: {', '.join(others)}: the quickstart plays the built-in experts' games only "
                 f"({', '.join(sorted(BUILTIN))}); for another game, make its data with atari-data generate "

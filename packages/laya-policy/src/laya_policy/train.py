@@ -393,6 +393,11 @@ class Setup:
     start_fingerprint: str | None  # its weights' fingerprint: what a resume must continue from too
     threads: int
 
+    @property
+    def freeze(self) -> str:
+        """What is frozen, as --freeze names it."""
+        return "none" if self.train_vision else "vision"
+
 
 def build(cfg: TrainConfig) -> Setup:
     """The model (built, or continued from ``init_from``), its optimiser and the data, for a resolved
@@ -637,7 +642,7 @@ def plan(s: Setup) -> dict:
         "balance": c.balance,
         "groups": s.group_sizes,
         "lrs": s.lrs,
-        "freeze": "none" if s.train_vision else "vision",
+        "freeze": s.freeze,
         "init_from": s.start_fingerprint,  # the weights it started from, however their path is spelled
         "select_by": c.select_by,  # what best/ was kept by
     }
@@ -702,9 +707,11 @@ def _progress_problem(state: dict, s: Setup) -> str | None:
     except (TypeError, ValueError):
         return "log is not plain data"
     model, mine = state.get("model"), s.model.state_dict()
-    if isinstance(model, dict):  # missing and extra keys are load_state_dict's to name
+    if isinstance(model, dict):  # missing keys are load_state_dict's to name
         for k, t in model.items():  # each shape first: the NaN check makes a view declaring billions dense
-            if k in mine and not (torch.is_tensor(t) and t.shape == mine[k].shape and t.dtype == mine[k].dtype):
+            if k not in mine:
+                return f"model.{k} is not one of this model's weights"
+            if not (torch.is_tensor(t) and t.shape == mine[k].shape and t.dtype == mine[k].dtype):
                 return f"model.{k} is not a tensor of this model's shape {tuple(mine[k].shape)} and {mine[k].dtype}"
         floats = ((k, t) for k, t in model.items() if torch.is_tensor(t) and t.is_floating_point())
         if (bad := next((k for k, t in floats if not t.isfinite().all()), None)) is not None:  # NaN trains NaN
@@ -775,6 +782,12 @@ def resume(s: Setup, out: Path) -> dict | None:
         saved, now = state.get("plan"), plan(s)
         if saved != now:
             key = next((k for k in now if not isinstance(saved, dict) or saved.get(k) != now[k]), "plan")
+            if key == "init_from" and isinstance(saved, dict) and saved.get(key) and now[key]:
+                raise PlanChanged(
+                    f"{path}: the --init-from checkpoint holds other weights than the run started from "
+                    f"(fingerprint {str(saved[key])[:12]}, now {now[key][:12]}): it was replaced since; pass "
+                    "--restart to start over from it, or --init-from the checkpoint the run started from"
+                )
             if isinstance(saved, dict) and key not in saved:
                 raise PlanChanged(
                     f"{path}: was started by a laya-policy that did not record its {key}, so a resume cannot "
@@ -997,7 +1010,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
         "model": cfg.backbone,
         "model_on_hub": _model_on_hub(cfg),
         "data_on_hub": data_on_hub,
-        "freeze": "none" if s.train_vision else "vision",
+        "freeze": s.freeze,
         "lrs": s.lrs,
         "threads": s.threads,
         "processes": s.dist.world,

@@ -105,14 +105,9 @@ MAX_SEED = (2**32 - 1 - EVAL_SEED_BASE) // SEED_STRIDE
 
 
 def episode_seed(seed: int, episode: int) -> int:
-    """ViZDoom's seed for a data episode. Episode numbers stay below laya-eval's first seed: at --seed 0
-    the seed is the episode number, so train episode 100,000 would play the judge's first episode."""
-    if episode >= EVAL_SEED_BASE:
-        raise AtariDataError(
-            f"episode {episode} would be seeded as laya-eval's evaluation episodes are (from {EVAL_SEED_BASE:,}); "
-            f"a Doom game holds at most {episodes_room(TRAIN_EPISODES_FROM):,} train episodes",
-            field="--train-frames",
-        )
+    """ViZDoom's seed for a data episode. At --seed 0 the seed is the episode number, so the episodes
+    stay within their roles' numbers (``episodes_room``, checked by ``_generate``): train episode
+    100,000 would play the judge's first episode."""
     return seed * SEED_STRIDE + episode
 
 
