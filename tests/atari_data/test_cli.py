@@ -93,6 +93,19 @@ def test_what_generate_could_only_refuse_after_playing_is_refused_first(tmp_path
     assert not (tmp_path / "d").exists()
 
 
+def test_a_packed_repository_is_no_root_to_write_games_into(tmp_path, capsys):
+    """DAgger and generate wrote games into one: every reader of the repository ignored them, validate
+    took the folder for a layout of those games alone, and publish would have uploaded them."""
+    packed = tmp_path / "repo"
+    (packed / "data").mkdir(parents=True)
+    (packed / "README.md").write_text("---\nconfigs: []\n---\n")  # what atari-data pack writes, in part
+    before = sorted(p.name for p in packed.iterdir())
+    assert main(["generate", "--root", str(packed), "--games", "Pong", "--train-frames", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "--root: is a packed repository" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in packed.iterdir()) == before
+
+
 def test_games_and_schema(capsys):
     assert main(["games"]) == 0
     out = capsys.readouterr().out

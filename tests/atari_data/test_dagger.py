@@ -44,6 +44,9 @@ def test_dagger_round_writes_labelled_two_frame_records(tmp_path):
         write_dagger_round(cfg, policy, learner="runs/b/final")
     with pytest.raises(AtariDataError, match="written by another player"):
         write_dagger_round(DaggerConfig(**{**vars(cfg), "greedy": True}), policy)
+    # the refusal names what differs: it showed the learner twice when the expert was the difference
+    with pytest.raises(AtariDataError, match=r"expert builtin, .*; this command's is \(.*expert planner"):
+        write_dagger_round(DaggerConfig(**{**vars(cfg), "expert": "planner"}), policy)
     # Checked before anything is played: another player's Pong is not written beside its Breakout.
     both = DaggerConfig(**{**vars(cfg), "games": ["Pong", "Breakout"]})
     with pytest.raises(AtariDataError, match="written by another player"):
@@ -58,9 +61,11 @@ def test_dagger_round_writes_labelled_two_frame_records(tmp_path):
     assert not (tmp_path / "dagger1" / "Pong").exists()
 
 
-def test_a_game_another_player_finished_while_this_one_played_is_refused(tmp_path):
+def test_a_round_is_written_by_one_process_at_a_time(tmp_path):
     """From an outside review: two rounds at once, and the second found the first's Pong written when
-    it came to it ("already written", exit 0): its round held another checkpoint's game."""
+    it came to it ("already written", exit 0): its round held another checkpoint's game. A later
+    review ran two at once on different games, each of which found the other's not yet ready: a
+    round of two players. Another writer of the round is now refused while one holds it."""
 
     def uniform(frames, game, actions):
         return np.full(len(actions), 1 / len(actions))
@@ -75,8 +80,11 @@ def test_a_game_another_player_finished_while_this_one_played_is_refused(tmp_pat
         calls.append(game)
         return uniform(frames, game, actions)
 
-    with pytest.raises(AtariDataError, match="dagger1/Pong was written by another player"):
+    with pytest.raises(
+        AtariDataError, match=r"\.dagger1\.lock: .*another process \(pid \d+\) is writing DAgger round 1"
+    ):
         write_dagger_round(DaggerConfig(**small, games=["Breakout", "Pong"]), meanwhile, learner="runs/b/final")
+    assert not (tmp_path / "dagger1" / "Pong").exists() and not (tmp_path / "dagger1" / "Breakout").exists()
 
 
 def test_a_round_past_the_last_that_fits_the_seed_ranges_is_refused_before_playing(tmp_path):

@@ -275,10 +275,12 @@ def test_a_bad_hold_is_refused_before_anything_is_played(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_a_zero_budget_is_one_line_and_exit_2(tmp_path):
+@pytest.mark.parametrize("frames", ["0", "1000000000000"])
+def test_a_zero_or_huge_budget_is_one_line_and_exit_2(tmp_path, frames):
+    """10^12 frames sized a rollout array of 310 GiB: a MemoryError traceback (an outside review)."""
     out = subprocess.run(
         [sys.executable, "-m", "atari_data.cli", "generate", "--root", str(tmp_path), "--games", "Pong"]
-        + ["--expert", "planner", "--planner-frames", "0"],
+        + ["--expert", "planner", "--planner-frames", frames],
         capture_output=True,
         text=True,
         timeout=60,

@@ -1581,3 +1581,29 @@ def test_a_checkpoint_of_nan_or_integer_weights_is_refused_at_load(data, tmp_pat
     save_file(weights, ckpt / "cnn.safetensors")
     with pytest.raises(ValueError, match=rf"cnn\.safetensors: {name}: "):
         load_checkpoint(ckpt)
+
+
+@pytest.mark.parametrize(
+    "asked,named", [(["--sources", "expert2f,dagger9"], "dagger9"), (["--games", "Pong,Freeway"], "Freeway")]
+)
+def test_a_source_or_game_asked_for_and_absent_is_refused_not_skipped(data, tmp_path, capsys, asked, named):
+    """It trained on the rest, exit 0, and its training.json listed the source it never saw (an outside
+    review of the DAgger path)."""
+    from laya_policy.cli import main
+
+    out = tmp_path / "run"
+    argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", "--steps", "2", "--evals", "1"]
+    assert main([*argv, *asked]) == 2
+    err = capsys.readouterr().err
+    assert f"{asked[0]} {named}: no training records" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_a_game_not_ready_is_named_not_passed_over_in_silence(data, tmp_path, capsys):
+    import shutil
+
+    copy = shutil.copytree(data, tmp_path / "data")
+    (copy / "expert2f" / "Breakout" / "_READY").unlink()
+    train(config(copy, tmp_path / "run", model="cnn", image_size=None, steps=2, evals=1), progress=False)
+    err = capsys.readouterr().err
+    assert "expert2f/Breakout is not ready (no _READY)" in err and "trains without it" in err, err

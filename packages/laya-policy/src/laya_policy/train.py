@@ -20,6 +20,7 @@ import json
 import math
 import os
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -451,8 +452,8 @@ def build(cfg: TrainConfig) -> Setup:
         )
     train = {k: v[dist.rank :: dist.world] for k, v in whole.items()}
     val = load_groups(cfg, "val") if dist.main else {}
+    waiting = not_ready(cfg)
     if not train:
-        waiting = not_ready(cfg)
         raise ValueError(
             f"{cfg.data}: no training records for sources {cfg.sources or 'all'} and games {cfg.games or 'all'}"
             + (
@@ -460,6 +461,19 @@ def build(cfg: TrainConfig) -> Setup:
                 if waiting
                 else ""
             )
+        )
+    held_records = [ex.rec for group in whole.values() for ex in group]
+    for flag, asked, key in (("--sources", cfg.sources, "source"), ("--games", cfg.games, "game")):
+        if lacking := [a for a in asked or () if a not in {r[key] for r in held_records}]:  # else trained on the rest
+            raise ValueError(
+                f"{cfg.data}: {flag} {lacking[0]}: no training records"
+                + (f" ({', '.join(waiting)} not ready: no _READY)" if waiting else "")
+            )
+    if waiting and dist.main:  # being written, or left so by a stopped writer: said, not passed over
+        print(
+            f"warning: {cfg.data}: {', '.join(waiting)} {'is' if len(waiting) == 1 else 'are'} not ready (no "
+            "_READY); the run trains without it",
+            file=sys.stderr,
         )
     if cfg.calibrate_on and dist.main:  # checked now: after training it silently left final/ at T = 1
         held = {ex.rec["game"] for group in load_groups(cfg, "val", cfg.calibrate_on).values() for ex in group}

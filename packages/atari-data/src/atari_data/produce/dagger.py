@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import GameDir, check_root, list_games
+from atari_data.layout import GameDir, OutputLock, check_root, list_games
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.play.experts import expert_id, load_expert
@@ -120,16 +120,24 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
         if done.ready and (written := done.meta().get("origin")) != origin:
             named = "" if name in cfg.games else " with --games naming it"
             raise AtariDataError(
-                f"{source}/{name} was written by another player ({written}); this round plays {played}: "
+                f"{source}/{name} was written by another player ({written}); this command's is ({origin}): "
                 f"pass --force{named} to redo it, or another --round",
                 field="round",
             )
 
-    # Every game of the round, asked for or not, before any is played: a round is one player's, never
-    # left half another's. --force redoes the games it names.
-    for g in list_games(cfg.root, [source]) if Path(cfg.root).is_dir() else []:
-        if not (cfg.force and g.game in cfg.games):
-            refuse_another_players(g.game)
+    # One process writes a round at a time (two at once on different games each found the other's
+    # games not yet ready, and left a round of two players); every game of it, asked for or not, is
+    # checked before any is played: a round is one player's, never left half another's. --force
+    # redoes the games it names.
+    Path(cfg.root).mkdir(parents=True, exist_ok=True)
+    with OutputLock(Path(cfg.root) / source, f"DAgger round {cfg.round}"):
+        for g in list_games(cfg.root, [source]):
+            if not (cfg.force and g.game in cfg.games):
+                refuse_another_players(g.game)
+        return _write_games(cfg, policy, learner, source, origin)
+
+
+def _write_games(cfg: DaggerConfig, policy: Policy, learner: str, source: str, origin: str) -> dict:
     out: dict[str, dict | None] = {}
     for name in cfg.games:
         protocol = Protocol.ale_v5(name, decision_cap=cfg.decision_cap)
@@ -146,8 +154,6 @@ def write_dagger_round(cfg: DaggerConfig, policy: Policy, learner: str = "a poli
             seed=cfg.seed,
             force=cfg.force,
         ) as writer:
-            if not cfg.force:  # finished by another process while this one played
-                refuse_another_players(name)
             if writer.complete:
                 out[name] = None
                 continue

@@ -61,9 +61,14 @@ TEMPERATURE = 0.25
 NOVELTY_WEIGHT = 1e-3
 
 
+#: The most emulator frames a decision may be given: about 80 s of one core each, far past any use; more
+#: sized a rollout array past memory (10^12 asked for 310 GiB, a traceback).
+MAX_FRAMES = 1_000_000
+
+
 def check_budget(frames: int) -> None:
-    if frames < 1:
-        raise AtariDataError(f"{frames} frames per decision (expected 1 or more)", field="--planner-frames")
+    if not 1 <= frames <= MAX_FRAMES:
+        raise AtariDataError(f"{frames} frames per decision (expected 1 to {MAX_FRAMES:,})", field="--planner-frames")
 
 
 #: ``planner/K`` -> its holds: one hold a rollout, so the longest is 2 ** (ROLLOUTS - 1).
