@@ -41,22 +41,12 @@ def split_file_name(split: str) -> str:
 
 
 def check_root(root: str) -> None:
-    """A layout root to write into is named (an empty one wrote into the working folder) and, where it
-    exists, is a folder (a file there was a NotADirectoryError traceback) and no packed repository
-    (games written there were ignored by every reader of the repository, and uploaded with it)."""
-    from atari_data.publish.repo import is_packed  # what a packed repository folder holds
-
+    """A layout root is named (an empty one wrote into the working folder) and, where it exists, is a
+    folder (a file there was a NotADirectoryError traceback)."""
     if not root:
         raise AtariDataError("is empty: name the layout root (. for this folder)", field="--root")
     if Path(root).exists() and not Path(root).is_dir():
         raise AtariDataError("is not a folder (a layout root holds <source>/<game>/)", file=root, field="--root")
-    if Path(root).is_dir() and is_packed(Path(root)):
-        raise AtariDataError(
-            "is a packed repository (atari-data pack's output), not a layout root: write into the layout "
-            "it was packed from, then pack it again",
-            file=root,
-            field="--root",
-        )
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import check_root
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
-from atari_data.produce.generate import check_counts, check_probability, check_room
+from atari_data.produce.generate import check_counts, check_out_root, check_probability, check_room
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName
@@ -88,7 +87,7 @@ class DoomConfig:
     force: bool = False
 
     def __post_init__(self):
-        check_root(self.root)
+        check_out_root(self.root)
         check_counts(
             ("--train-frames", self.train_frames, 1), ("--val-frames", self.val_frames, 0), ("--seed", self.seed, 0)
         )

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import GameDir, OutputLock, check_root, list_games
+from atari_data.layout import GameDir, OutputLock, list_games
 from atari_data.layout.writer import GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, PreviousFrame, episode_seed
 from atari_data.play.experts import expert_id, load_expert
@@ -29,6 +29,7 @@ from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
     behaviour_rng,
     check_counts,
+    check_out_root,
     check_room,
     check_seed,
     fill_splits,
@@ -67,7 +68,7 @@ class DaggerConfig:
     force: bool = option(False, "rewrite games already written")
 
     def __post_init__(self):
-        check_root(self.root)
+        check_out_root(self.root)
         check_counts(
             ("--train-frames", self.train_frames, 1),
             ("--val-frames", self.val_frames, 0),

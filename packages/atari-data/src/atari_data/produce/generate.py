@@ -29,6 +29,7 @@ from atari_data.play.experts.forms import EXPERT_FORMS
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import HOLDS, check_budget
 from atari_data.produce.executors import ahead
+from atari_data.publish.repo import is_packed
 from atari_data.schema import ALE_FRAME_FORMAT
 from atari_data.schema.types import INT64_MAX
 from laya_protocol.config import option
@@ -88,7 +89,7 @@ class GenerateConfig:
     force: bool = option(False, "rewrite games that are already complete")
 
     def __post_init__(self):
-        check_root(self.root)
+        check_out_root(self.root)
         check_counts(
             ("--train-frames", self.train_frames, 1),
             ("--val-frames", self.val_frames, 0),
@@ -119,6 +120,19 @@ def check_counts(*flags: tuple[str, int, int]) -> None:
     for flag, value, least in flags:
         if value < least:
             raise AtariDataError(f"{value}: expected {least} or more", field=flag)
+
+
+def check_out_root(root: str) -> None:
+    """A layout root to play games into: :func:`check_root`, and no packed repository (games written
+    there were ignored by every reader of the repository, and would be uploaded with it)."""
+    check_root(root)
+    if Path(root).is_dir() and is_packed(Path(root)):
+        raise AtariDataError(
+            "is a packed repository (atari-data pack's output), not a layout root: write into the layout "
+            "it was packed from, then pack it again",
+            file=root,
+            field="--root",
+        )
 
 
 def check_seed(seed: int) -> None:
