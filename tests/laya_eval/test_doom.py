@@ -64,6 +64,7 @@ def test_an_unknown_scenario_is_a_one_line_error(tmp_path, capsys):
         (["--seed-base", "-1"], "--seed-base"),
         (["--policy-kwargs", "[1]"], "--policy-kwargs"),
         (["--timeout", "0"], "--timeout"),
+        (["--out", ""], "--out"),  # wrote nothing, exit 0
     ],
 )
 def test_doom_flags_out_of_range_are_one_line(tmp_path, flags, field):
@@ -72,6 +73,33 @@ def test_doom_flags_out_of_range_are_one_line(tmp_path, flags, field):
     out = tmp_path / "d.json"
     code, err = check_promises(main, ["doom", "--policy", "random", "--out", out, *flags], sandbox=tmp_path, target=out)
     assert code == 2 and field in err and not out.exists(), err
+
+
+@pytest.mark.parametrize("mine", ["a laya-eval run results file", "a user's notes"])
+def test_doom_never_replaces_a_file_it_did_not_write(tmp_path, mine):
+    """Any file at --out was replaced by Doom results, an Atari run's results included."""
+    from ..promises import check_promises
+
+    out = tmp_path / "r.json"
+    text = '{"settings": {}, "games": {}}\n' if mine.startswith("a laya") else "my notes\n"
+    out.write_text(text)
+    code, err = check_promises(
+        main, ["doom", "--policy", "random", "--episodes", "1", "--out", out], sandbox=tmp_path, target=None
+    )
+    assert code == 2 and "--out" in err and "laya-eval doom" in err and out.read_text() == text, err
+    ours = tmp_path / "d.json"
+    assert main(["doom", "--policy", "random", "--episodes", "1", "--out", str(ours)]) == 0
+    assert main(["doom", "--policy", "random", "--episodes", "1", "--out", str(ours)]) == 0, "its own: replaced"
+
+
+def test_doom_records_what_the_policy_says_it_is(tmp_path, monkeypatch):
+    """run stored a policy's identity with its results; doom dropped it (an outside review)."""
+    monkeypatch.setenv("UNRULY_NAME", "told")
+    script = Path(__file__).parent / "unruly_policy.py"
+    out = tmp_path / "d.json"
+    args = ["doom", "--policy", f"cmd:{sys.executable} {script} calm {tmp_path}", "--episodes", "1"]
+    assert main([*args, "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["identity"] == {"name": "told"}
 
 
 def test_doom_out_under_a_file_is_one_line(tmp_path):

@@ -286,7 +286,6 @@ def test_a_device_as_results_file_is_one_line(tmp_path):
     "flags,field",
     [
         (["--policy-kwargs", "[1]"], "--policy-kwargs"),
-        (["--policy-kwargs", '{"t": NaN}'], "--policy-kwargs"),  # written into the results, not standard JSON
         (["--games", ""], "--games"),
         (["--games", " , "], "--games"),
         (["--timeout", "-1"], "--timeout"),
@@ -322,6 +321,16 @@ def test_policy_kwargs_nested_past_the_parser_is_a_usage_error_not_a_traceback(t
         main([*command, "--policy-kwargs", "[" * 30_000 + "]" * 30_000, "--out", str(tmp_path / "r.json")])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "argument --policy-kwargs: not JSON" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("command", [["run", "--policy", "random", "--games", "Pong"], ["doom", "--policy", "random"]])
+def test_policy_kwargs_of_nan_is_a_usage_error_before_any_play(tmp_path, capsys, command):
+    """doom played every episode of all four, then failed to write the NaN (an outside review)."""
+    with pytest.raises(SystemExit) as stop:
+        main([*command, "--policy-kwargs", '{"x": NaN}', "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "argument --policy-kwargs: NaN is not standard JSON" in err, err
+    assert not (tmp_path / "r.json").exists()
 
 
 def test_report_help_shows_percent_signs_once(capsys):

@@ -22,7 +22,8 @@ import numpy as np
 from laya_eval import __version__
 from laya_eval.batch import Batch, PolicyError, asked, choose
 from laya_eval.errors import EvalError
-from laya_eval.evaluate import close_policy, writable, write_results
+from laya_eval.evaluate import close_policy, policy_identity, writable, write_results
+from laya_eval.jsonfile import read_json
 from laya_eval.policies import (
     POLICY_TIMEOUT,
     ConstantPolicy,
@@ -127,16 +128,33 @@ def evaluate_doom(
         raise EvalError(problem, field="--seed-base")
     if policy_kwargs is not None and not isinstance(policy_kwargs, dict):
         raise EvalError(f"{json.dumps(policy_kwargs)[:80]} is not a JSON object", field="--policy-kwargs")
+    if out is not None and not out.strip():
+        raise EvalError("is empty; name the results file", field="--out")
     if problem := kwargs_problem(policy_spec, policy_kwargs):
         raise EvalError(problem, field="--policy-kwargs")
     path = Path(out).absolute() if out else None  # a policy may change the working directory: the results stay here
     if path is None:
         return _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs, timeout)
     writable(path)  # before any episode is played, not after
+    if path.is_file() and not path.is_symlink() and not _ours(path):
+        raise EvalError(
+            "is not a results file of laya-eval doom, and doom would replace it: move it, or give another --out",
+            file=str(path),
+            field="--out",
+        )
     with FileLock.beside(path, str(path), lambda m, f: EvalError(m, file=f, field="--out")):
         results = _judged(policy_spec, scenario, episodes, seed_base, greedy, policy_kwargs, timeout)
         write_results(path, results)  # beside it, then renamed: a link or FIFO there is replaced
     return results
+
+
+def _ours(path: Path) -> bool:
+    """``path`` holds what doom writes (a file it may replace): plain JSON naming this platform."""
+    try:
+        held = read_json(path, what="a laya-eval doom results file")
+    except EvalError:
+        return False
+    return isinstance(held, dict) and held.get("platform") == "vizdoom" and "results" in held
 
 
 def _judged(
@@ -165,6 +183,10 @@ def _judged(
             rows["policy"]["seconds"] = round(time.monotonic() - t, 1)
         except PolicyError as e:
             error = str(e)
+        try:  # what it says it is, kept with the results as run keeps it
+            identity = policy_identity(policy)
+        except EvalError as e:
+            identity, error = None, error or f"policy.identity: {e.message}"
         finally:
             close_policy(policy)  # what it raises is a warning: the episodes are played
     finally:
@@ -183,6 +205,7 @@ def _judged(
         "game": doom.game_name(scenario),
         "policy": policy_spec,
         "policy_kwargs": policy_kwargs or {},
+        **({"identity": identity} if identity else {}),
         "episodes": episodes,
         "seed_base": seed_base,
         "greedy": greedy,

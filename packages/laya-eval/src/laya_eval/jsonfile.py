@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from laya_eval.errors import EvalError
-from laya_protocol.files import Refused, parse_json, read_capped
+from laya_protocol.files import NotStandard, Refused, loads_standard, parse_json, read_capped
 
 #: A results file of every ALE game with ten thousand episodes each is about 25 MB. Parsed JSON can take
 #: some 30 times its text in memory (``[[],[],...]``), so this bounds a hostile file near 2 GB.
@@ -41,13 +41,18 @@ SCORE_LIMIT = 1e9
 
 def json_flag(text: str):
     """A flag's JSON value (``--policy-kwargs``), for argparse: what is not JSON, nested past the
-    parser included (a RecursionError traceback), is its usage error naming the flag."""
+    parser included (a RecursionError traceback), or not standard JSON (NaN: the results would not
+    be, and doom found that out only when it wrote them, every episode played) is its usage error."""
     import argparse
 
     try:
-        return parse_json(text.encode("utf-8", "surrogateescape"))
+        value = parse_json(text.encode("utf-8", "surrogateescape"))
+        loads_standard(text)  # parsed once more, strictly: flags are short
     except Refused as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    except NotStandard as e:
+        raise argparse.ArgumentTypeError(f"{e}") from None
+    return value
 
 
 def is_number(v, limit: float = MAGNITUDE) -> bool:
