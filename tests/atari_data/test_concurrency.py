@@ -264,6 +264,53 @@ def test_pack_force_swaps_the_new_folder_in_before_deleting_the_old(layout, tmp_
     assert main(["doctor", str(out)]) == 0, "OUT is the whole new pack, whatever happened to the old one"
 
 
+def test_a_game_replaced_with_force_is_ready_the_moment_it_is_in_place(tmp_path, monkeypatch):
+    """_READY was written after the swap, once the old game was deleted (seconds for a large one): a
+    pack or a training run meanwhile left the game out as not ready, where it was whole before and
+    after (an outside review). At the delete, the new game is in place and ready."""
+    import shutil
+
+    from atari_data import layout as layout_mod
+    from atari_data.produce.generate import generate_game
+
+    from .conftest import small_config
+
+    cfg = small_config(tmp_path, train_frames=30, val_frames=5, baseline_episodes=0)
+    generate_game(cfg, "Pong")
+    game, seen = tmp_path / "expert2f" / "Pong", []
+    real_rmtree = shutil.rmtree
+
+    def deleting(path, *a, **kw):  # the old game's delete: what a reader finds at the game's path now
+        if Path(path).name == ".Pong.old":
+            seen.append((game / "_READY").is_file())
+        return real_rmtree(path, *a, **kw)
+
+    monkeypatch.setattr(layout_mod.shutil, "rmtree", deleting)
+    generate_game(
+        small_config(tmp_path, train_frames=30, val_frames=5, baseline_episodes=0, seed=1, force=True), "Pong"
+    )
+    assert seen == [True], seen
+
+
+def test_doctor_of_a_pack_replaced_while_it_reads_says_so(layout, tmp_path):
+    """doctor read part of the old pack and part of the new, and called a healthy pack broken ("meta.json
+    files say 10000, the data has 5064"); it said healthy when run again (an outside review)."""
+    from ..swaps import SWAPPED_MID_READ
+
+    out = tmp_path / "packed"
+    assert main(["pack", str(layout), str(out)]) == 0
+    assert main(["pack", str(layout), str(tmp_path / "packed.next")]) == 0
+    done = subprocess.run(
+        [sys.executable, "-c", SWAPPED_MID_READ, "atari_data.cli:main", str(out), "doctor", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (tmp_path / "packed.old").is_dir(), "the folder was swapped mid-read"
+    assert done.returncode == 2 and "was replaced while it was checked" in done.stdout + done.stderr, done
+    assert "Traceback" not in done.stderr, done.stderr
+
+
 def test_pack_refuses_a_target_it_must_not_replace(layout, tmp_path):
     from ..promises import check_promises
 

@@ -1607,3 +1607,62 @@ def test_a_game_not_ready_is_named_not_passed_over_in_silence(data, tmp_path, ca
     train(config(copy, tmp_path / "run", model="cnn", image_size=None, steps=2, evals=1), progress=False)
     err = capsys.readouterr().err
     assert "expert2f/Breakout is not ready (no _READY)" in err and "trains without it" in err, err
+
+
+def test_a_packed_folder_replaced_while_it_is_read_is_refused(data, tmp_path):
+    """Train read one pack's train split and another's, or the other's val split, in silence (an
+    outside review: pack --force beside it)."""
+    import subprocess
+    import sys
+
+    from atari_data.publish.pack import PackConfig, pack
+
+    from ..swaps import SWAPPED_MID_READ
+
+    out = tmp_path / "packed"
+    for folder in (out, tmp_path / "packed.next"):
+        pack(PackConfig(root=str(data), out=str(folder), formats=("parquet",)))
+    argv = ["train", "--data", str(out), "--out", str(tmp_path / "run"), "--model", "cnn", "--steps", "2"]
+    done = subprocess.run(
+        [sys.executable, "-c", SWAPPED_MID_READ, "laya_policy.cli:main", str(out), *argv, "--evals", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (tmp_path / "packed.old").is_dir(), "the folder was swapped mid-read"
+    assert done.returncode == 2 and "was replaced while it was read" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_resume_on_data_generated_again_at_the_same_path_is_refused(data, tmp_path, capsys):
+    """Regenerated with another seed and the same sizes, the data passed the plan (its path and group
+    sizes): the run went on from weights trained and selected on the old data (an outside review)."""
+    import shutil
+
+    from atari_data.produce.generate import GenerateConfig, generate_game
+    from laya_policy.cli import main
+
+    copy = shutil.copytree(data, tmp_path / "data")
+    out = tmp_path / "run"
+    with pytest.raises(CrashForTesting):
+        train(config(copy, out, model="cnn", image_size=None, steps=8, crash_at_step=5), progress=False)
+    again = dict(train_frames=60, val_frames=16, min_train_episodes=1, decision_cap=80, baseline_episodes=0)
+    generate_game(GenerateConfig(root=str(copy), seed=1, force=True, **again), "Pong")
+    argv = ["train", "--data", str(copy), "--out", str(out), "--model", "cnn", "--batch", "4", "--steps", "8"]
+    assert main([*argv, "--evals", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "holds other training records than the run started on" in err, err
+
+
+def test_training_on_a_packed_folder_writes_nothing_in_the_datasets_cache(data, tmp_path, monkeypatch):
+    """Each run left a lock file in ~/.cache/huggingface/datasets, outside its --out (an outside review)."""
+    import datasets
+
+    from atari_data.publish.pack import PackConfig, pack
+
+    cache = tmp_path / "hf-datasets"
+    cache.mkdir()
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
+    packed = tmp_path / "packed"
+    pack(PackConfig(root=str(data), out=str(packed), formats=("parquet",)))
+    train(config(packed, tmp_path / "run", model="cnn", image_size=None, steps=2, evals=1), progress=False)
+    assert not list(cache.rglob("*")), list(cache.rglob("*"))[:5]

@@ -18,6 +18,7 @@ read at load and its pixels when decoded, against its game's frame_format.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Hashable
 from functools import partial
 from pathlib import Path
@@ -135,43 +136,45 @@ def _packed_examples(data, split, sources, games, on_hub: bool) -> list[Example]
     checked = check_files(Path(data), wanted)
     questions: dict = {}  # (game, actions) -> the questions its platforms ask
     wants: dict = {}  # (source, game) -> the frames' (mode, (width, height)) its meta file says
-    for name in wanted:
-        if hf_split not in checked[name]:  # e.g. a game without validation rows
-            continue
-        # Streamed: the files as they are now, never a cache of an older build.
-        streaming()  # the command's end frees the readers (atari_data.publish.teardown)
-        files = {hf_split: [str(p) for p in checked[name][hf_split]]}
-        ds = load_dataset("parquet", data_files=files, split=hf_split, streaming=True)
-        ds = ds.cast_column("image", Image(decode=False))
-        has_prev = "prev_image" in (ds.features or {})
-        if has_prev:
-            ds = ds.cast_column("prev_image", Image(decode=False))
-        if games:
-            ds = ds.filter(lambda g: g in games, input_columns="game")
-        for i, row in enumerate(ds):
-            where = f"{data}: {name}/{hf_split} row {i}"
-            image, prev = row.pop("image"), row.pop("prev_image", None) if has_prev else None
-            for key, value in (("image", image), ("prev_image", prev)):
-                if (value is not None or key == "image") and not (
-                    isinstance(value, dict) and isinstance(value.get("bytes"), bytes) and value["bytes"]
-                ):
-                    raise ValueError(f"{where}: {key}: has no image bytes")
-            rec = {k: v for k, v in row.items() if v is not None}
-            try:
-                rec["question"] = json.loads(rec["question"])
-            except (KeyError, TypeError, ValueError, RecursionError):
-                raise ValueError(f"{where}: question: is not the JSON of a question") from None
-            problem = row_problem(rec, prev is not None, questions)
-            if problem:
-                raise ValueError(f"{where}: {problem[0]}: {problem[1]}")
-            want = frame_want(Path(data), split_config(name)[0], rec.get("game"), wants)
-            for key, value in (("image", image), ("prev_image", prev)):  # every frame's header, before training
-                if value is not None and (said := declared_size_problem(value["bytes"], want)):
-                    raise ValueError(f"{where}: {key}: {said}")
-            if prev is not None:
-                rec["prev_image"] = "packed"
-            frame = partial(_packed_frame, image["bytes"], prev and prev["bytes"], want, where)
-            out.append(Example(rec, frame, where))
+    # datasets keeps a lock file of each read in its cache, outside the run: a folder of this call's own
+    with tempfile.TemporaryDirectory(prefix="laya-datasets-") as cache:
+        for name in wanted:
+            if hf_split not in checked[name]:  # e.g. a game without validation rows
+                continue
+            # Streamed: the files as they are now, never a cache of an older build.
+            streaming()  # the command's end frees the readers (atari_data.publish.teardown)
+            files = {hf_split: [str(p) for p in checked[name][hf_split]]}
+            ds = load_dataset("parquet", data_files=files, split=hf_split, streaming=True, cache_dir=cache)
+            ds = ds.cast_column("image", Image(decode=False))
+            has_prev = "prev_image" in (ds.features or {})
+            if has_prev:
+                ds = ds.cast_column("prev_image", Image(decode=False))
+            if games:
+                ds = ds.filter(lambda g: g in games, input_columns="game")
+            for i, row in enumerate(ds):
+                where = f"{data}: {name}/{hf_split} row {i}"
+                image, prev = row.pop("image"), row.pop("prev_image", None) if has_prev else None
+                for key, value in (("image", image), ("prev_image", prev)):
+                    if (value is not None or key == "image") and not (
+                        isinstance(value, dict) and isinstance(value.get("bytes"), bytes) and value["bytes"]
+                    ):
+                        raise ValueError(f"{where}: {key}: has no image bytes")
+                rec = {k: v for k, v in row.items() if v is not None}
+                try:
+                    rec["question"] = json.loads(rec["question"])
+                except (KeyError, TypeError, ValueError, RecursionError):
+                    raise ValueError(f"{where}: question: is not the JSON of a question") from None
+                problem = row_problem(rec, prev is not None, questions)
+                if problem:
+                    raise ValueError(f"{where}: {problem[0]}: {problem[1]}")
+                want = frame_want(Path(data), split_config(name)[0], rec.get("game"), wants)
+                for key, value in (("image", image), ("prev_image", prev)):  # every frame's header, before training
+                    if value is not None and (said := declared_size_problem(value["bytes"], want)):
+                        raise ValueError(f"{where}: {key}: {said}")
+                if prev is not None:
+                    rec["prev_image"] = "packed"
+                frame = partial(_packed_frame, image["bytes"], prev and prev["bytes"], want, where)
+                out.append(Example(rec, frame, where))
     return out
 
 

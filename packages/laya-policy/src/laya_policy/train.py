@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import fresh_file, list_games, put_back, staged, write_atomic
+from atari_data.layout import FolderPin, fresh_file, list_games, put_back, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
 from atari_data.publish.repo import data_kind
 from atari_data.schema import target_of
@@ -354,6 +354,17 @@ def targets_of(examples: list[Example], k: int) -> torch.Tensor:
 # -- the model and its optimiser ---------------------------------------------------------------------
 
 
+def records_digest(groups: dict[str, list[Example]]) -> str:
+    """SHA-256 of every record of ``groups``, in their order: what their text says (labels, targets,
+    ids and frame names), not their frames' pixels."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key, examples in groups.items():
+        digest.update(json.dumps([key, [ex.rec for ex in examples]], sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
 def lr_factor(progress: float, warmup: float = 0.03, floor: float = 0.1) -> float:
     """Linear warm-up over the first 3% of the steps, then cosine down to 10%. ``progress`` is steps
     done / steps planned: the curve is the same however busy the machine is (``max_minutes`` only
@@ -392,6 +403,7 @@ class Setup:
     total: int  # the step count
     start: AgentConfig | None  # the checkpoint continued from
     start_fingerprint: str | None  # its weights' fingerprint: what a resume must continue from too
+    records: str  # a digest of every training record: what a resume must train on too
     threads: int
 
     @property
@@ -442,6 +454,9 @@ def build(cfg: TrainConfig) -> Setup:
     # tensors one op at a time (5-8 ms a step against 1.5 ms fused, tools/bench/train.py)
     opt = torch.optim.AdamW([g for g in groups if g["params"]], fused=True)
 
+    # A packed folder is read in parts (train, then val; a config at a time): one a pack --force
+    # replaced meanwhile gave a run one pack's train records and the other's, in silence
+    pin = FolderPin(Path(cfg.data)) if data_kind(cfg.data) == "packed" else None
     whole = load_groups(cfg, "train")
     sizes = {k: len(v) for k, v in whole.items()}  # each group's records over all the processes
     if thin := [(k, n) for k, n in sorted(sizes.items()) if n < dist.world]:
@@ -452,6 +467,13 @@ def build(cfg: TrainConfig) -> Setup:
         )
     train = {k: v[dist.rank :: dist.world] for k, v in whole.items()}
     val = load_groups(cfg, "val") if dist.main else {}
+    if pin is not None:
+        if not pin.same():
+            raise ValueError(
+                f"{cfg.data}: was replaced while it was read (a pack --force of it?); train again once that "
+                "has finished"
+            )
+        pin.close()
     waiting = not_ready(cfg)
     if not train:
         raise ValueError(
@@ -509,6 +531,7 @@ def build(cfg: TrainConfig) -> Setup:
         total=total,
         start=start,
         start_fingerprint=start_fingerprint,
+        records=records_digest(whole),
         threads=threads,
     )
 
@@ -658,6 +681,7 @@ def plan(s: Setup) -> dict:
         "lrs": s.lrs,
         "freeze": s.freeze,
         "init_from": s.start_fingerprint,  # the weights it started from, however their path is spelled
+        "records": s.records,  # the records themselves: data regenerated at the same path and sizes differs
         "select_by": c.select_by,  # what best/ was kept by
     }
 
@@ -796,6 +820,11 @@ def resume(s: Setup, out: Path) -> dict | None:
         saved, now = state.get("plan"), plan(s)
         if saved != now:
             key = next((k for k in now if not isinstance(saved, dict) or saved.get(k) != now[k]), "plan")
+            if key == "records" and isinstance(saved, dict) and key in saved:
+                raise PlanChanged(
+                    f"{path}: {s.cfg.data} holds other training records than the run started on (generated or "
+                    "packed again since?); pass --restart to start over on them"
+                )
             if key == "init_from" and isinstance(saved, dict) and saved.get(key) and now[key]:
                 raise PlanChanged(
                     f"{path}: the --init-from checkpoint holds other weights than the run started from "

@@ -3,8 +3,9 @@
     <root>/<source>/<Game>/{train.jsonl, val.jsonl, images/, meta.json, _READY}
                             [episodes.jsonl: seeds and moves of played sources]
 
-``_READY`` is written last, after every other file of the game is complete; readers use only
-games that have it. Games are written by :mod:`atari_data.layout.writer`.
+``_READY`` is written last, after every other file of the game is complete (in the staged folder,
+before it is swapped in whole); readers use only games that have it. Games are written by
+:mod:`atari_data.layout.writer`.
 """
 
 from __future__ import annotations

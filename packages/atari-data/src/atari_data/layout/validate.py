@@ -382,6 +382,8 @@ def commit_game(staged: GameDir, images: bool, file: str) -> Path:
             field="(game)",
         )
     final = staged.root.parent / staged.game  # the stage lives in <root>/<source>/, beside the game
+    # Ready before it is swapped in: marked after, the game was there without _READY while the old one
+    # was deleted (seconds), and a pack or a training run then left it out as not ready
+    write_atomic(staged.path / READY, b"")
     swap_into_place(staged.path, final)
-    write_atomic(final / READY, b"")
     return final

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from atari_data import limits
 from atari_data.errors import AtariDataError
-from atari_data.layout import leaves_folder, read_json, split_file_name
+from atari_data.layout import FolderPin, leaves_folder, read_json, split_file_name
 from atari_data.layout.png import decode_png, expected_frame, formats_of, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import REPEATED, repeated_key
@@ -61,6 +61,26 @@ class Doctor:
         self.defects.append(AtariDataError(msg, file=str(file), field=fld))
 
     def run(self) -> Doctor:
+        """Check the folder; one that a pack --force replaced meanwhile is said to be so, not judged:
+        what was read may be two packs' (a healthy one was called broken)."""
+        pin = FolderPin(self.folder) if self.folder.is_dir() and not self.folder.is_symlink() else None
+        try:
+            self._examine()
+            if pin is not None and not pin.same():
+                self.defects = [
+                    AtariDataError(
+                        "was replaced while it was checked (a pack --force of it?); run doctor again once "
+                        "that has finished",
+                        file=str(self.folder),
+                        field="(folder)",
+                    )
+                ]
+        finally:
+            if pin is not None:
+                pin.close()
+        return self
+
+    def _examine(self) -> Doctor:
         try:
             card = read_card(self.folder)
         except AtariDataError as e:
