@@ -151,6 +151,15 @@ def test_play_records_a_video(ckpt, tmp_path, capsys, suffix):
 
         assert iio.imread(out).shape[0] == 8
     assert main(["play", "--model", str(tmp_path / "nope"), "--game", "Pong", "--video", str(out)]) == 2
+    # refused before play: the video's folders were made all the same (an outside review)
+    deep = tmp_path / "new" / "deeper" / f"x{suffix}"
+    assert main(["play", "--model", str(tmp_path / "nope"), "--game", "Pong", "--video", str(deep)]) == 2
+    assert not (tmp_path / "new").exists()
+    out_in = tmp_path / "made" / "here" / f"y{suffix}"
+    assert (
+        main(["play", "--model", str(ckpt[0]), "--game", "Pong", "--video", str(out_in), "--max-decisions", "2"]) == 0
+    )
+    assert out_in.is_file()
 
 
 def test_a_checkpoint_asking_to_run_its_own_code_is_refused_without_a_question(ckpt, tmp_path, monkeypatch):

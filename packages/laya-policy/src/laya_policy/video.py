@@ -62,10 +62,11 @@ def check_video(game: str, out: str | Path, seed: int, max_decisions: int) -> tu
         raise ValueError(f"--seed {problem}")
     if out.is_dir() and not out.is_symlink():
         raise ValueError(f"{out}: is a folder; name the video file")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"{out.parent}: cannot be made a folder ({e.strerror})") from None
+    for above in out.parents:  # made when the episode is played: a refused command leaves no folder
+        if above.exists() or above.is_symlink():
+            if not above.is_dir():
+                raise ValueError(f"{out.parent}: cannot be made a folder ({above} is a file)")
+            break
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     if tmp.is_dir() and not tmp.is_symlink():  # a temporary of ours is a file: this is someone's folder
         raise ValueError(f"{tmp}: is a folder play did not make; move it, play writes its video there first")
@@ -88,6 +89,10 @@ def record_episode(
     whole: stopped or failed, it leaves nothing. An mp4 is written frame by frame while the episode
     plays and holds none in memory; a GIF's frames are kept (Pillow writes them at the end)."""
     game, out, tmp = check_video(game, out, seed, max_decisions)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{out.parent}: cannot be made a folder ({e.strerror})") from None
     with FileLock.beside(out, str(out), lambda message, file: ValueError(f"{file}: {message}")):
         g = AtariGame(game)
         policy.reset(game, g.actions)
