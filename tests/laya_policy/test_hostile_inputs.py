@@ -144,6 +144,7 @@ CONFIG_EDITS = [
     ("image_interpolation", "nearest"),
     ("image_size", 128),  # the backbone's vision tower takes 64
     ("revision", [1]),
+    ("temperature", 5),  # a typo for temperatures: passed over, the checkpoint played at 1 (an outside review)
 ]
 
 

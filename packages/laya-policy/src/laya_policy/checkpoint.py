@@ -300,7 +300,12 @@ def load_config(path: str | Path) -> AgentConfig:
     raw.setdefault("preprocess", "processor")  # older checkpoints: 512 through the processor
     raw.setdefault("image_size", 512)
     raw.setdefault("cnn_inputs", FRAMES)  # CNN checkpoints from before the motion channel
-    cfg = AgentConfig(**{k: v for k, v in raw.items() if k in AgentConfig.__dataclass_fields__})
+    if unknown := sorted(set(raw) - set(AgentConfig.__dataclass_fields__)):  # no version wrote another key
+        raise ValueError(
+            f"{file}: {unknown[0]}: is not a setting of a checkpoint (a typo, or a newer laya-policy's?); "
+            f"known: {', '.join(AgentConfig.__dataclass_fields__)}"
+        )
+    cfg = AgentConfig(**raw)
     for name, kind in (
         ("image_size", int),
         ("frames", int),
