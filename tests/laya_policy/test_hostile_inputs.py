@@ -595,6 +595,16 @@ def test_push_refuses_a_hand_edited_training_json_on_one_line(checkpoint, tmp_pa
     assert code == 2 and "training.json" in err and field in err, err
 
 
+def test_push_takes_the_freeze_an_older_train_wrote(checkpoint, tmp_path):
+    """train once wrote --freeze as given ("auto"): the check on what the card shows refused it (an
+    outside read)."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(checkpoint, ckpt)
+    training = json.loads((ckpt / "training.json").read_text())
+    (ckpt / "training.json").write_text(json.dumps({**training, "freeze": "auto"}))
+    assert main(["push", str(ckpt), "--repo", "me/x", "--dry-run", str(tmp_path / "stage")]) == 0
+
+
 def test_push_never_removes_a_folder_it_did_not_make(checkpoint, tmp_path):
     """A folder of the staging name beside the target, .stage.staging, was removed whole (rmtree)."""
     mine = tmp_path / ".stage.staging"

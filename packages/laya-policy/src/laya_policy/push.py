@@ -76,7 +76,8 @@ CARD_FIELDS = {
     "batch": ("a batch size", _count),
     "seed": ("a seed", _count),
     "minutes": ("a number of minutes", lambda v: type(v) in (int, float) and 0 <= v < math.inf),
-    "freeze": ("none or vision", lambda v: v in ("none", "vision")),
+    # auto: the option as given, which train wrote before it wrote what the option resolved to
+    "freeze": ("none, vision or auto", lambda v: v in ("none", "vision", "auto")),
 }
 
 
