@@ -404,6 +404,6 @@ def test_results_played_through_the_other_preprocessing_are_not_this_checkpoints
     own = load_config(ckpt).preprocess
     other = "processor" if own == "gpu" else "gpu"
     played = {"policy": {"identity": {"fingerprint": fingerprint(ckpt), "preprocess": own}}}
-    assert _results_problem(played, ckpt) is None
+    assert _results_problem(played, ckpt, own) is None
     played["policy"]["identity"]["preprocess"] = other
-    assert "policy.identity.preprocess" in (_results_problem(played, ckpt) or "")
+    assert "policy.identity.preprocess" in (_results_problem(played, ckpt, own) or "")

@@ -183,7 +183,7 @@ def _judged(
             rows["policy"]["seconds"] = round(time.monotonic() - t, 1)
         except PolicyError as e:
             error = str(e)
-        try:  # what it says it is, kept with the results as run keeps it
+        try:  # what it says it is, kept with the results (at their top: a doom file names one policy)
             identity = policy_identity(policy)
         except EvalError as e:
             identity, error = None, error or f"policy.identity: {e.message}"

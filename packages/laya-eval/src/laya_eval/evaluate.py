@@ -55,6 +55,7 @@ from laya_eval.stats import (
 )
 from laya_protocol.config import option
 from laya_protocol.errors import UnknownName, cause, one_line
+from laya_protocol.files import file_above
 from laya_protocol.games import ACTION_SETS, action_set, emulator, is_game
 from laya_protocol.locks import FileLock
 from laya_protocol.protocol import AUTO_FIRE_RULES, EVAL_DECISION_CAP, FRAME_CAP, Protocol
@@ -640,11 +641,8 @@ def writable(out: Path) -> None:
 
     if out.is_dir():
         raise EvalError("is a folder, expected a results file path", file=str(out), field="--out")
-    for above in out.parents:  # mkdir says 'File exists' of a file where a folder must be
-        if above.exists() or above.is_symlink():
-            if not above.is_dir():
-                raise EvalError(f"{above} is a file, not a folder", file=str(out), field="--out")
-            break
+    if above := file_above(out):
+        raise EvalError(f"{above} is a file, not a folder", file=str(out), field="--out")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):

@@ -48,10 +48,8 @@ def json_flag(text: str):
     try:
         value = parse_json(text.encode("utf-8", "surrogateescape"))
         loads_standard(text)  # parsed once more, strictly: flags are short
-    except Refused as e:
+    except (Refused, NotStandard) as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    except NotStandard as e:
-        raise argparse.ArgumentTypeError(f"{e}") from None
     return value
 
 

@@ -36,7 +36,7 @@ from laya_policy.checkpoint import (
     read_json_file,
 )
 from laya_policy.cnn import MOTION_GAIN, takes_motion
-from laya_policy.train import group_game
+from laya_policy.train import FREEZES, group_game
 from laya_protocol.errors import cause
 
 
@@ -47,8 +47,14 @@ def _cnn_form(cfg) -> str:
     return "each screen as its own channel"
 
 
-def _names(v, name: re.Pattern) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) and name.fullmatch(x) for x in v)
+def _names(v, ok) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) and ok(x) for x in v)
+
+
+def _group(name: str) -> bool:
+    """A balancing group as train names one: a game, or a game and its source (``Pong/expert2f``)."""
+    game, slash, source = name.partition("/")
+    return bool(GAME_RE.fullmatch(game) and (not slash or SOURCE_RE.fullmatch(source)))
 
 
 def _count(v) -> bool:
@@ -58,18 +64,13 @@ def _count(v) -> bool:
 #: A license id as the Hub's card metadata takes one (apache-2.0, cc-by-4.0, other).
 LICENSE_RE = re.compile(r"[a-z0-9][a-z0-9.+-]*")
 
-#: A balancing group as train names one: a game, or a game and its source (``Pong/expert2f``).
-_GROUP = re.compile(
-    rf"{GAME_RE.pattern.removesuffix(chr(92) + 'Z')}(/{SOURCE_RE.pattern.removesuffix(chr(92) + 'Z')})?"
-)
-
 #: What the card reads from training.json, as train writes it: a hand-edited file is refused by field.
 #: Each is checked for what it may hold, not only its type: the card writes it into Markdown and into
 #: the command it tells readers to run (a group named "Pong $(curl ...|sh)" was shown as typed).
 CARD_FIELDS = {
     "data": ("a path or Hub id", lambda v: v is None or isinstance(v, str)),
-    "sources": ("a list of source names", lambda v: v is None or _names(v, SOURCE_RE)),
-    "groups": ("a list of group names (Game or Game/source)", lambda v: _names(v, _GROUP)),
+    "sources": ("a list of source names", lambda v: v is None or _names(v, SOURCE_RE.fullmatch)),
+    "groups": ("a list of group names (Game or Game/source)", lambda v: _names(v, _group)),
     "data_on_hub": ("true or false", lambda v: type(v) is bool),
     "model_on_hub": ("true or false", lambda v: type(v) is bool),
     "steps_done": ("a step count", _count),
@@ -77,7 +78,7 @@ CARD_FIELDS = {
     "seed": ("a seed", _count),
     "minutes": ("a number of minutes", lambda v: type(v) in (int, float) and 0 <= v < math.inf),
     # auto: the option as given, which train wrote before it wrote what the option resolved to
-    "freeze": ("none, vision or auto", lambda v: v in ("none", "vision", "auto")),
+    "freeze": ("none, vision or auto", lambda v: v in FREEZES),
 }
 
 
@@ -221,7 +222,7 @@ def _public_json(ckpt: Path, rel: str) -> bytes:
     return (json.dumps(raw, indent=2) + "\n").encode()
 
 
-def _results_problem(results: dict, ckpt: Path) -> str | None:
+def _results_problem(results: dict, ckpt: Path, own: str) -> str | None:
     """Why a laya-eval results file is not this checkpoint's play, or None: it must name the
     checkpoint's fingerprint (a path or a repo id is not enough: either may hold other weights now),
     and have seen the screens through the checkpoint's own preprocessing (forced onto the other path,
@@ -233,8 +234,7 @@ def _results_problem(results: dict, ckpt: Path) -> str | None:
     ours = fingerprint(ckpt)
     if played != ours:
         return f"was played by another checkpoint (fingerprint {str(played)[:12]}, this one's {ours[:12]})"
-    own = load_config(ckpt).preprocess
-    if identity.get("preprocess", own) != own:
+    if identity.get("preprocess", own) != own:  # own: the checkpoint's preprocessing
         return (
             f"policy.identity.preprocess: was played through {identity['preprocess']!r}, this checkpoint's is {own!r}"
         )
@@ -265,10 +265,10 @@ def stage(
         raise ValueError(f"--license {license!r}: expected a Hub license id such as apache-2.0, mit or other")
     ckpt = checkpoint_folder(ckpt)
     files = checkpoint_files(ckpt)
-    load_checkpoint(ckpt)  # what every player checks: refused here, not after the upload
+    _, cfg = load_checkpoint(ckpt)  # what every player checks: refused here, not after the upload
     results = load_results(results_path) if results_path else None
     if results is not None:
-        problem = _results_problem(results, ckpt)
+        problem = _results_problem(results, ckpt, cfg.preprocess)
         if problem:
             raise ValueError(f"{results_path}: {problem}; evaluate this one with `laya-eval run --policy laya:{ckpt}`")
     out = Path(out)

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import FolderPin, fresh_file, list_games, put_back, staged, write_atomic
+from atari_data.layout import PACK_SWAPPER, FolderPin, fresh_file, list_games, put_back, staged, write_atomic
 from atari_data.limits import check_torch_zip, open_regular
 from atari_data.publish.repo import data_kind
 from atari_data.schema import target_of
@@ -95,6 +95,9 @@ def _lrs(i: int) -> str:
     )
 
 
+FREEZES = ("auto", "vision", "none")  # --freeze; a run records what auto resolved to (Setup.freeze)
+
+
 @dataclass
 class TrainConfig:
     """What `laya-policy train` does; each field is one flag (``--field-name``)."""
@@ -150,7 +153,7 @@ class TrainConfig:
     freeze: str = option(
         "auto",
         "auto: the vision tower is frozen for a pretrained backbone, trained for tiny",
-        choices=("auto", "vision", "none"),
+        choices=FREEZES,
     )
     lr_head: float | None = option(None, "head learning rate", shown=_lrs(0))
     lr_backbone: float | None = option(None, "backbone learning rate, scaled by sqrt(batch/16)", shown=_lrs(1))
@@ -457,23 +460,22 @@ def build(cfg: TrainConfig) -> Setup:
     # A packed folder is read in parts (train, then val; a config at a time): one a pack --force
     # replaced meanwhile gave a run one pack's train records and the other's, in silence
     pin = FolderPin(Path(cfg.data)) if data_kind(cfg.data) == "packed" else None
-    whole = load_groups(cfg, "train")
-    sizes = {k: len(v) for k, v in whole.items()}  # each group's records over all the processes
-    if thin := [(k, n) for k, n in sorted(sizes.items()) if n < dist.world]:
-        k, n = thin[0]
-        raise ValueError(
-            f"{cfg.data}: training group {k} has {n} training record{'s' * (n != 1)}, fewer than the "
-            f"{dist.world} processes (each draws from its own share of every group); use fewer processes"
-        )
-    train = {k: v[dist.rank :: dist.world] for k, v in whole.items()}
-    val = load_groups(cfg, "val") if dist.main else {}
-    if pin is not None:
-        if not pin.same():
+    try:
+        whole = load_groups(cfg, "train")
+        sizes = {k: len(v) for k, v in whole.items()}  # each group's records over all the processes
+        if thin := [(k, n) for k, n in sorted(sizes.items()) if n < dist.world]:
+            k, n = thin[0]
             raise ValueError(
-                f"{cfg.data}: was replaced while it was read (a pack --force of it?); train again once that "
-                "has finished"
+                f"{cfg.data}: training group {k} has {n} training record{'s' * (n != 1)}, fewer than the "
+                f"{dist.world} processes (each draws from its own share of every group); use fewer processes"
             )
-        pin.close()
+        val = load_groups(cfg, "val") if dist.main else {}
+        if pin is not None and not pin.same():
+            raise pin.replaced("read", "train", PACK_SWAPPER)
+    finally:
+        if pin is not None:
+            pin.close()
+    train = {k: v[dist.rank :: dist.world] for k, v in whole.items()}
     waiting = not_ready(cfg)
     if not train:
         raise ValueError(
@@ -484,9 +486,9 @@ def build(cfg: TrainConfig) -> Setup:
                 else ""
             )
         )
-    held_records = [ex.rec for group in whole.values() for ex in group]
     for flag, asked, key in (("--sources", cfg.sources, "source"), ("--games", cfg.games, "game")):
-        if lacking := [a for a in asked or () if a not in {r[key] for r in held_records}]:  # else trained on the rest
+        held = {ex.rec[key] for group in whole.values() for ex in group} if asked else set()
+        if lacking := [a for a in asked or () if a not in held]:  # else trained on the rest, in silence
             raise ValueError(
                 f"{cfg.data}: {flag} {lacking[0]}: no training records"
                 + (f" ({', '.join(waiting)} not ready: no _READY)" if waiting else "")

@@ -16,6 +16,7 @@ from atari_data.play.ale import AtariGame, PreviousFrame, play_episode
 from laya_eval.batch import Batch, PolicyError
 from laya_eval.batch import choose as pick
 from laya_protocol.errors import cause
+from laya_protocol.files import file_above
 from laya_protocol.locks import FileLock
 from laya_protocol.protocol import DATA_DECISION_CAP, EVAL_DECISION_CAP
 from laya_protocol.seeds import EVAL_SEED_BASE, seed_problem
@@ -62,11 +63,8 @@ def check_video(game: str, out: str | Path, seed: int, max_decisions: int) -> tu
         raise ValueError(f"--seed {problem}")
     if out.is_dir() and not out.is_symlink():
         raise ValueError(f"{out}: is a folder; name the video file")
-    for above in out.parents:  # made when the episode is played: a refused command leaves no folder
-        if above.exists() or above.is_symlink():
-            if not above.is_dir():
-                raise ValueError(f"{out.parent}: cannot be made a folder ({above} is a file)")
-            break
+    if above := file_above(out):  # the folders are made when the episode is played, not by a refusal
+        raise ValueError(f"{out.parent}: cannot be made a folder ({above} is a file)")
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     if tmp.is_dir() and not tmp.is_symlink():  # a temporary of ours is a file: this is someone's folder
         raise ValueError(f"{tmp}: is a folder play did not make; move it, play writes its video there first")

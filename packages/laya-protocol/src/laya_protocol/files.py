@@ -15,6 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import BinaryIO
 
 #: What a file read with ``follow`` False was refused for.
@@ -157,3 +158,12 @@ def write_file(path: str | os.PathLike, data: bytes | str, sync: bool = False) -
         if sync:
             f.flush()
             os.fsync(f.fileno())
+
+
+def file_above(path: str | os.PathLike) -> Path | None:
+    """The first of ``path``'s existing parents, where it is not a folder (a file where one must be
+    made: mkdir says only 'File exists'); None when that parent is a folder."""
+    for above in Path(path).parents:
+        if above.exists() or above.is_symlink():
+            return None if above.is_dir() else above
+    return None

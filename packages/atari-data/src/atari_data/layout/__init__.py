@@ -112,12 +112,16 @@ class GameDir:
             raise AtariDataError(f"cannot read frame ({e})", file=str(path), field="image") from None
 
 
-def replaced(path: Path, while_it_was: str, again: str) -> AtariDataError:
-    """The error of a game folder swapped while it was read (``while_it_was``: read, packed,
-    validated); ``again`` is what to run once the swap has finished."""
+#: What swaps a game folder in whole; a packed repository is swapped by pack --force.
+GAME_SWAPPERS = "a generate, import or dagger --force of it?"
+PACK_SWAPPER = "a pack --force of it?"
+
+
+def replaced(path: Path, while_it_was: str, again: str, by: str = GAME_SWAPPERS) -> AtariDataError:
+    """The error of a folder swapped while it was read (``while_it_was``: read, packed, validated,
+    checked); ``again`` is what to run once the swap has finished, ``by`` what likely swapped it."""
     return AtariDataError(
-        f"was replaced while it was {while_it_was} (a generate, import or dagger --force of it?); {again} "
-        "again once that has finished",
+        f"was replaced while it was {while_it_was} ({by}); {again} again once that has finished",
         file=str(path),
         field="(folder)",
     )
@@ -149,8 +153,8 @@ class FolderPin:
         if not self.same():
             raise self.replaced("read", reader)
 
-    def replaced(self, while_it_was: str, again: str) -> AtariDataError:
-        return replaced(self.path, while_it_was, again)
+    def replaced(self, while_it_was: str, again: str, by: str = GAME_SWAPPERS) -> AtariDataError:
+        return replaced(self.path, while_it_was, again, by)
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from atari_data import limits
 from atari_data.errors import AtariDataError
-from atari_data.layout import FolderPin, leaves_folder, read_json, split_file_name
+from atari_data.layout import PACK_SWAPPER, FolderPin, leaves_folder, read_json, split_file_name
 from atari_data.layout.png import decode_png, expected_frame, formats_of, is_intact, pillow_frame
 from atari_data.layout.records import GameRules, image_name
 from atari_data.layout.validate import REPEATED, repeated_key
@@ -67,25 +67,18 @@ class Doctor:
         try:
             self._examine()
             if pin is not None and not pin.same():
-                self.defects = [
-                    AtariDataError(
-                        "was replaced while it was checked (a pack --force of it?); run doctor again once "
-                        "that has finished",
-                        file=str(self.folder),
-                        field="(folder)",
-                    )
-                ]
+                self.defects = [pin.replaced("checked", "run doctor", PACK_SWAPPER)]
         finally:
             if pin is not None:
                 pin.close()
         return self
 
-    def _examine(self) -> Doctor:
+    def _examine(self) -> None:
         try:
             card = read_card(self.folder)
         except AtariDataError as e:
             self.defects.append(e)
-            return self
+            return
         if card.get("lmdb_pack"):  # re-sharded LMDB clips (atari-data pack-lmdb): not records
             from atari_data.meltingpot.doctor import check_lmdb_pack
 
@@ -93,7 +86,7 @@ class Doctor:
             for path, fld, msg in repo.unexpected(self.folder, local=False):  # as for record packs
                 self.defect(path, fld, msg)
             self._limits()
-            return self
+            return
         version = card.get("schema_version")
         if version not in KNOWN_VERSIONS:
             self.defect(
@@ -146,7 +139,6 @@ class Doctor:
                 self.defect(p, "(file)", "belongs to no config in the card")
         self._orphan_metas()
         self._limits()
-        return self
 
     def _orphan_metas(self) -> None:
         """A meta.json of a game the repository holds no shards or replay files of describes nothing."""
