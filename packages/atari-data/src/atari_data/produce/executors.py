@@ -6,6 +6,7 @@ Each task writes its own game folder whole, so the layout is the same whichever 
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import multiprocessing
 import os
@@ -119,7 +120,7 @@ class _Tracked:
 
     def __init__(self, workers: int) -> None:
         self.pool: Any = multiprocessing.get_context("spawn").Pool(workers, die_with_parent, (os.getpid(),))
-        self.notes = tempfile.mkdtemp(prefix="atari-data-tasks-")
+        self.notes, self._held = _notes_folder()
         self.jobs = itertools.count()
 
     def submit(self, fn: Callable, x):
@@ -140,6 +141,8 @@ class _Tracked:
                 raise WorkerDied(f"a worker process was killed by {signal_name(-code)}: rerun the same command")
         live = {pid for pid, code in codes.items() if code is None}
         for name in os.listdir(self.notes):
+            if name == HELD:
+                continue
             try:
                 pid = int(Path(self.notes, name).read_text())
             except (OSError, ValueError):  # its task returned meanwhile, or the note is half written
@@ -166,6 +169,34 @@ class _Tracked:
                 worker.kill()
                 worker.join(1)
         shutil.rmtree(self.notes, ignore_errors=True)
+        os.close(self._held)
+
+
+NOTES_PREFIX, HELD = "atari-data-tasks-", "held"
+
+
+def _notes_folder() -> tuple[str, int]:
+    """A new folder for a pool's task notes, and the descriptor of the lock its pool holds on it (the
+    kernel drops the lock when the driver dies, even by SIGKILL, which runs no cleanup). Folders
+    left that way are removed first; the lock, not a pid, tells a dead driver from a live one, so a
+    reused pid or another pid namespace sharing the folder cannot mislead it."""
+    for old in Path(tempfile.gettempdir()).glob(NOTES_PREFIX + "*"):
+        try:
+            fd = os.open(old / HELD, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:  # not a pool's (or another user's, or still being made)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # its driver lives
+            os.close(fd)
+            continue
+        shutil.rmtree(old, ignore_errors=True)
+        os.close(fd)
+    notes = tempfile.mkdtemp(prefix=NOTES_PREFIX)
+    held = os.open(Path(notes, f".{HELD}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    os.rename(Path(notes, f".{HELD}"), Path(notes, HELD))  # under its name only once it is held
+    return notes, held
 
 
 def _noted(notes: str, job: int, fn: Callable, x):
