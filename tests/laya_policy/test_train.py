@@ -368,7 +368,12 @@ def test_two_processes_train_data_parallel_with_gloo(data, tmp_path):
         "1",
     ]
     done = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        # torchrun's agent keeps a log folder of its own in the temporary folder, and leaves it
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr[-12000:]  # the ranks' own lines too: a rare SIGABRT here kept none
     summary = json.loads((out / "summary.json").read_text())
