@@ -99,11 +99,20 @@ def test_a_packed_repository_is_no_root_to_write_games_into(tmp_path, capsys):
     packed = tmp_path / "repo"
     (packed / "data").mkdir(parents=True)
     (packed / "README.md").write_text("---\nconfigs: []\n---\n")  # what atari-data pack writes, in part
+    (tmp_path / "copy").mkdir()  # an importer's local copy: the root is refused before it is read
+    (packed / "replay").mkdir()  # rebuild reads its own repository's replay/ folder: this one, say
     before = sorted(p.name for p in packed.iterdir())
-    assert main(["generate", "--root", str(packed), "--games", "Pong", "--train-frames", "10"]) == 2
-    err = capsys.readouterr().err
-    assert "--root: is a packed repository" in err and err.count("\n") == 1, err
-    assert sorted(p.name for p in packed.iterdir()) == before
+    for argv in (
+        ["generate", "--root", str(packed), "--games", "Pong", "--train-frames", "10"],
+        ["import", "jat", "--from", str(tmp_path / "copy"), "--root", str(packed), "--games", "Pong"],
+        ["import", "atari_head", "--from", str(tmp_path / "copy"), "--root", str(packed), "--games", "Pong"],
+        ["rebuild", str(packed), "--root", str(packed)],
+        ["rebuild", str(tmp_path / "other"), "--root", str(packed)],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "--root: is a packed repository" in err and err.count("\n") == 1, (argv, err)
+        assert sorted(p.name for p in packed.iterdir()) == before
 
 
 def test_games_and_schema(capsys):

@@ -582,8 +582,10 @@ def cmd_import(a) -> int:
     from atari_data.produce.generate import check_counts
     from atari_data.produce.importing import importer, plan, run_jobs
     from atari_data.produce.sources import local_copy
+    from atari_data.publish.repo import check_out_root
 
     check_counts(("--train-frames", a.train_frames, 0), ("--val-frames", a.val_frames, 0), ("--workers", a.workers, 1))
+    check_out_root(a.root)  # before a download, and before the copy is read
     source = importer(a.source)
     if source.REPO is None and a.from_.startswith("hub:"):
         raise AtariDataError(

@@ -16,7 +16,8 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
-from atari_data.produce.generate import check_counts, check_out_root, check_probability, check_room
+from atari_data.produce.generate import check_counts, check_probability, check_room
+from atari_data.publish.repo import check_out_root
 from laya_protocol import doom
 from laya_protocol.doom import TICS_PER_DECISION, buttons, expert_button
 from laya_protocol.errors import UnknownName

@@ -29,7 +29,6 @@ from atari_data.play.experts.planner import check_budget
 from atari_data.produce.generate import (
     behaviour_rng,
     check_counts,
-    check_out_root,
     check_room,
     check_seed,
     fill_splits,
@@ -38,6 +37,7 @@ from atari_data.produce.generate import (
     sample,
     split_plan,
 )
+from atari_data.publish.repo import check_out_root
 from atari_data.schema import ALE_FRAME_FORMAT
 from laya_protocol.choices import distribution
 from laya_protocol.config import option

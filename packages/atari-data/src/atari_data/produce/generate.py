@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from atari_data.errors import AtariDataError
-from atari_data.layout import GameDir, check_root
+from atari_data.layout import GameDir
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
 from atari_data.play.ale import AtariGame, Decision, episode_seed, play_episode
 from atari_data.play.experts import Expert, expert_id, is_planner, load_expert
@@ -29,7 +29,7 @@ from atari_data.play.experts.forms import EXPERT_FORMS
 from atari_data.play.experts.planner import DEFAULT_FRAMES as PLANNER_FRAMES
 from atari_data.play.experts.planner import HOLDS, check_budget
 from atari_data.produce.executors import ahead
-from atari_data.publish.repo import is_packed
+from atari_data.publish.repo import check_out_root
 from atari_data.schema import ALE_FRAME_FORMAT
 from atari_data.schema.types import INT64_MAX
 from laya_protocol.config import option
@@ -120,19 +120,6 @@ def check_counts(*flags: tuple[str, int, int]) -> None:
     for flag, value, least in flags:
         if value < least:
             raise AtariDataError(f"{value}: expected {least} or more", field=flag)
-
-
-def check_out_root(root: str) -> None:
-    """A layout root to play games into: :func:`check_root`, and no packed repository (games written
-    there were ignored by every reader of the repository, and would be uploaded with it)."""
-    check_root(root)
-    if Path(root).is_dir() and is_packed(Path(root)):
-        raise AtariDataError(
-            "is a packed repository (atari-data pack's output), not a layout root: write into the layout "
-            "it was packed from, then pack it again",
-            file=root,
-            field="--root",
-        )
 
 
 def check_seed(seed: int) -> None:

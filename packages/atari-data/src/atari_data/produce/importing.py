@@ -14,6 +14,7 @@ from pathlib import Path
 
 from atari_data.errors import AtariDataError
 from atari_data.produce.executors import fan_out
+from atari_data.publish.repo import check_out_root
 
 SOURCES = ("jat", "atari_head", "frostbite_masks", "playjev")
 
@@ -84,7 +85,8 @@ def importer(source: str) -> Importer:
 def plan(
     source: str, root: str | Path, out: str | Path, games: Sequence[str] | None, caps: dict, force: bool = False
 ) -> list[ImportJob]:
-    """The jobs for ``games`` (None: every game in ``root``, a local copy)."""
+    """The jobs for ``games`` (None: every game in ``root``, a local copy), writing into the layout ``out``."""
+    check_out_root(str(out))
     units = list(dict.fromkeys(importer(source).units(Path(root), games)))  # Pong,Pong: one writer, not two
     if not units:
         raise AtariDataError(f"no games found (a local copy of {source})", file=str(root), field="--from")

@@ -33,7 +33,6 @@ from atari_data.layout import (
     META,
     GameDir,
     GameLock,
-    check_root,
     copy_plain,
     read_json,
     read_jsonl,
@@ -44,7 +43,7 @@ from atari_data.layout.png import encode_png
 from atari_data.layout.records import GameRules, record_line
 from atari_data.layout.validate import commit_game
 from atari_data.play.ale import EPISODE_SEED_MAX
-from atari_data.publish.repo import REPLAY
+from atari_data.publish.repo import REPLAY, check_out_root
 from atari_data.schema import GAME_RE, SOURCE_RE, check_structure
 from atari_data.schema import META as META_SCHEMA
 from laya_protocol.files import write_file
@@ -297,7 +296,7 @@ def _write_frames(
 def rebuild(repo: str | Path, root: str | Path, force: bool = False) -> list[GameRebuild]:
     """Rebuild every replay-packed game of ``repo`` into the layout ``root``: never into the
     repository itself, and over a game ``root`` already holds only with ``force``."""
-    check_root(str(root))
+    check_out_root(str(root))
     root = Path(root)
     base = Path(repo) / REPLAY
     if not base.is_dir():

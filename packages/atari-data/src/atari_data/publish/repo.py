@@ -171,6 +171,23 @@ def is_packed(folder: Path) -> bool:
     return (folder / CARD).is_file() and any((folder / d).is_dir() for d in (DATA, REPLAY, WEBDATASET))
 
 
+def check_out_root(root: str) -> None:
+    """A layout root to write games into (generate, dagger, import, rebuild): named, a folder where it
+    exists, and no packed repository (games written there were ignored by every reader of the
+    repository, and would be uploaded with it)."""
+    from atari_data.errors import AtariDataError
+    from atari_data.layout import check_root
+
+    check_root(root)
+    if Path(root).is_dir() and is_packed(Path(root)):
+        raise AtariDataError(
+            "is a packed repository (atari-data pack's output), not a layout root: write into the layout "
+            "it was packed from, then pack it again",
+            file=root,
+            field="--root",
+        )
+
+
 def data_kind(data: str | Path) -> str:
     """What a ``--data`` names: ``packed`` (a folder laid out as above), ``layout`` (another folder: a
     layout root) or ``hub`` (a repository id). A folder with part of a packed repository and no
