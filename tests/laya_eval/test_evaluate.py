@@ -40,6 +40,38 @@ def test_results_file_has_protocol_policy_games_and_summary(tmp_path):
     assert res["summary"]["counts"]["games"] == 2 and res["summary"]["all"]["iqm_ci95"]
 
 
+def test_a_report_of_a_run_not_finished_says_which_games_it_lacks(tmp_path, capsys):
+    """report of a results file while its run still played (or after it was stopped) read as final:
+    the same tables and summary as a finished run of the games scored so far."""
+    import threading
+
+    results, go = tmp_path / "results.json", tmp_path / "go"
+    cfg = RunConfig(
+        policy="tests.laya_eval.fake_policies:waits_on",
+        policy_kwargs={"game": "Breakout", "go": str(go)},
+        games=["Pong", "Breakout"],
+        out=str(results),
+        episodes=1,
+        random_episodes=0,
+        cap=30,
+    )
+    playing = threading.Thread(target=evaluate, args=(cfg,), kwargs={"progress": False})
+    playing.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (results.exists() and "Pong" in json.loads(results.read_text())["games"]):
+            assert time.monotonic() < deadline, "Pong was never written"
+            time.sleep(0.05)
+        assert main(["report", str(results)]) == 0
+        said = capsys.readouterr().out
+        assert "1 of 2 games asked for is not yet scored (Breakout)" in said, said
+    finally:
+        go.touch()
+        playing.join(60)
+    assert main(["report", str(results)]) == 0
+    assert "not yet scored" not in capsys.readouterr().out
+
+
 def test_rerun_skips_finished_games_and_other_settings_are_refused(tmp_path):
     run(tmp_path, "random")
     before = (tmp_path / "results.json").read_text()

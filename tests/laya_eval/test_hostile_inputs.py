@@ -166,6 +166,10 @@ def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):
         (lambda r: r["protocol"].update(**{"x<script> inf": 1}), "protocol"),
         (lambda r: r.update(date={"x": [1, 2, 3]}), "date"),
         (lambda r: r.update(laya_eval=["a"]), "laya_eval"),
+        # the games a run had not yet scored, which report names
+        (lambda r: r.update(pending="Breakout"), "pending"),
+        (lambda r: r.update(pending=["Breakout<script>"]), "pending"),
+        (lambda r: r.update(pending=["Breakout", "Breakout"]), "pending"),
         # a file at odds with itself: cap-30 scores under a top-level cap of 4500 passed compare's check
         (lambda r: r["protocol"].update(decision_cap=4500), "protocol.decision_cap"),
         (lambda r: r["games"]["Pong"]["protocol"].update(frameskip=5), "games.Pong.protocol"),

@@ -325,6 +325,9 @@ def write_results(path: Path, results: dict) -> None:
 
 
 RESULT_KEYS = ("settings", "protocol", "policy", "games", "summary")
+#: The games the run that last wrote a results file was asked for and had not yet scored: empty once
+#: it finished (a file written before the key was added has none).
+PENDING = "pending"
 
 
 def _count(v) -> bool:
@@ -419,6 +422,13 @@ def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
     emu = results.get("emulator", {})
     if not isinstance(emu, dict) or not all(isinstance(v, str) for v in emu.values()):
         raise EvalError("is not a mapping of names to versions", file=str(path), field="emulator")
+    pending = results.get(PENDING, [])
+    if not (
+        isinstance(pending, list)
+        and all(isinstance(g, str) and is_game(g) for g in pending)
+        and len(set(pending)) == len(pending)
+    ):
+        raise EvalError("is not a list of ALE games, each once", file=str(path), field=PENDING)
     summary = results["summary"]
     intervals = summary.get("intervals", {}) if isinstance(summary, dict) else None
     if not isinstance(intervals, dict) or intervals.get("bootstrap", "episode") not in BOOTSTRAPS:
@@ -726,6 +736,8 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
     def record(result: dict) -> None:
         recorded.append(result["game"])
         results["games"][result["game"]] = result
+        # what this run was asked for and has not scored: a report read meanwhile, or after a stop, says so
+        results[PENDING] = [g for g in todo if g not in recorded]
         results["summary"] = summarise(results["games"], bootstrap=cfg.bootstrap)
         write_results(out, results)
 
