@@ -94,6 +94,8 @@ def test_what_generate_could_only_refuse_after_playing_is_refused_first(tmp_path
 
 
 def test_a_packed_repository_is_no_root_to_write_games_into(tmp_path, capsys):
+    from atari_data.publish.repo import check_out_root
+
     """DAgger and generate wrote games into one: every reader of the repository ignored them, validate
     took the folder for a layout of those games alone, and publish would have uploaded them."""
     packed = tmp_path / "repo"
@@ -113,6 +115,19 @@ def test_a_packed_repository_is_no_root_to_write_games_into(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "--root: is a packed repository" in err and err.count("\n") == 1, (argv, err)
         assert sorted(p.name for p in packed.iterdir()) == before
+    # nor a folder inside one: games written into its data/ were uploaded with it
+    for part in ("meta", "schema"):  # what pack writes beside the card and data/ in every repository
+        (packed / part).mkdir()
+    inside = ["generate", "--root", str(packed / "data"), "--games", "Pong", "--train-frames", "10"]
+    assert main(inside) == 2
+    err = capsys.readouterr().err
+    assert f"--root: is inside the packed repository {packed}" in err and err.count("\n") == 1, err
+    assert not any((packed / "data").iterdir())
+    # a project folder with a README and a data/ folder is no repository: a layout root inside it is one
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    (project / "README.md").write_text("# my project\n")
+    check_out_root(str(project / "data" / "atari"))
 
 
 def test_games_and_schema(capsys):

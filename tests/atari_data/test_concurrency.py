@@ -620,6 +620,7 @@ def test_a_killed_drivers_task_notes_are_removed_by_the_next_pool_and_a_live_one
     SIGKILL left it in the temporary folder for good (39 in a day of test runs on one machine). The
     next pool removes those whose driver is gone, and never one whose driver lives."""
     import tempfile
+    import threading
 
     from atari_data.produce.executors import _Tracked
 
@@ -637,14 +638,36 @@ def test_a_killed_drivers_task_notes_are_removed_by_the_next_pool_and_a_live_one
         )
         assert dead.returncode == -signal.SIGKILL, dead.stderr
         dead_notes = Path(dead.stdout.strip())
-        assert dead_notes.is_dir() and live_notes.is_dir() and dead_notes != live_notes
+        assert dead_notes.is_dir()
+        # planted where pools keep their notes (a shared /tmp): none is a pool's, so none is touched, and
+        # a FIFO for its lock file held every pool start waiting for a writer
+        foreign = {"fifo": "held", "folder": "held/", "more": "other"}
+        for name, what in foreign.items():
+            planted = temp / f"atari-data-tasks-{name}"
+            planted.mkdir()
+            if name == "fifo":
+                os.mkfifo(planted / what)
+            elif name == "folder":
+                (planted / what).mkdir()
+            else:  # a free lock file beside something no pool writes
+                (planted / "held").touch()
+                (planted / what).write_text("precious") and live_notes.is_dir() and dead_notes != live_notes
         monkeypatch.setattr(tempfile, "tempdir", str(temp))
-        pool = _Tracked(1)
+        made: list = []
+        starting = threading.Thread(target=lambda: made.append(_Tracked(1)), daemon=True)
+        starting.start()
+        starting.join(30)
+        assert made, "a pool's start waited (for a writer to the planted FIFO)"
+        pool = made[0]
         try:
             assert not dead_notes.exists(), "a killed driver's notes outlived it"
             assert live_notes.is_dir(), "a live driver's notes were removed"
+            assert all((temp / f"atari-data-tasks-{name}").is_dir() for name in foreign), "a folder not a pool's"
+            assert (temp / "atari-data-tasks-more" / "other").read_text() == "precious"
         finally:
             pool.stop()
     finally:
         live.communicate("", timeout=60)
-    assert live.returncode == 0 and sorted(temp.iterdir()) == []
+    assert live.returncode == 0 and sorted(p.name for p in temp.iterdir()) == [
+        f"atari-data-tasks-{n}" for n in sorted(foreign)
+    ]

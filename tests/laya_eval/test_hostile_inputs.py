@@ -170,6 +170,7 @@ def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):
         (lambda r: r.update(pending="Breakout"), "pending"),
         (lambda r: r.update(pending=["Breakout<script>"]), "pending"),
         (lambda r: r.update(pending=["Breakout", "Breakout"]), "pending"),
+        (lambda r: r.update(pending=["Pong"]), "pending"),  # scored, and not a failed game being retried
         # a file at odds with itself: cap-30 scores under a top-level cap of 4500 passed compare's check
         (lambda r: r["protocol"].update(decision_cap=4500), "protocol.decision_cap"),
         (lambda r: r["games"]["Pong"]["protocol"].update(frameskip=5), "games.Pong.protocol"),

@@ -19,7 +19,7 @@ import numpy as np
 
 from laya_eval.baselines import FLAGGED
 from laya_eval.errors import EvalError
-from laya_eval.evaluate import interval_warning, load_results
+from laya_eval.evaluate import interval_warning, load_results, unfinished
 from laya_eval.stats import CONFIDENCE, bootstrap_ci, probability_of_improvement
 from laya_protocol.wording import counted
 
@@ -93,6 +93,7 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
             "B": [g for g in rb["games"] if g not in ra["games"]],
         },
         "left_out": left_out,
+        "unfinished": {side: said for side, r in (("A", ra), ("B", rb)) if (said := unfinished(r))},
         "p": None,
         "unflagged": None,
     }
@@ -153,6 +154,8 @@ def markdown(result: dict) -> str:
     gone += [f"{g} ({why})" for g, why in result["left_out"].items()]
     if gone:
         lines.append(f"Left out of P(B > A): {'; '.join(gone)}.")
+    for side, said in result["unfinished"].items():
+        lines.append(f"Not finished: {side}, {said}.")
     if result.get("warning"):
         lines.append(f"Warning: {result['warning']}.")
     return "\n".join(lines) + "\n"

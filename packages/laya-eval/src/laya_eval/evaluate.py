@@ -330,6 +330,18 @@ RESULT_KEYS = ("settings", "protocol", "policy", "games", "summary")
 PENDING = "pending"
 
 
+def unfinished(results: dict) -> str | None:
+    """What a results file's run had not yet scored, in words, or None when it finished."""
+    pending = results.get(PENDING)
+    if not pending:
+        return None
+    return (
+        f"{counted(len(pending), 'game')} asked for {'is' if len(pending) == 1 else 'are'} not yet scored "
+        f"({', '.join(pending)}): its run is still playing, or was stopped (its command, run again, plays "
+        "only what is missing)"
+    )
+
+
 def _count(v) -> bool:
     return type(v) is int and v >= 1
 
@@ -429,6 +441,11 @@ def load_results(path: str | Path, bootstrap: str | None = None) -> dict:
         and len(set(pending)) == len(pending)
     ):
         raise EvalError("is not a list of ALE games, each once", file=str(path), field=PENDING)
+    games = results["games"]
+    if scored := [g for g in pending if isinstance(games.get(g), dict) and not games[g].get("error")]:
+        raise EvalError(
+            f"names {scored[0]}, which is scored (only a failed game is played again)", file=str(path), field=PENDING
+        )
     summary = results["summary"]
     intervals = summary.get("intervals", {}) if isinstance(summary, dict) else None
     if not isinstance(intervals, dict) or intervals.get("bootstrap", "episode") not in BOOTSTRAPS:
@@ -726,6 +743,10 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
         results = old
     extra = read_meta_baselines(cfg.baselines) if cfg.baselines else None  # fail now, not after the first game
     todo = [g for g in cfg.games if g not in results["games"] or results["games"][g].get("error")]
+    if results.get(PENDING, []) != todo and results["games"]:  # a file resumed (--restart replaces it after a game)
+        # this run's asks, before its first game: a stop in it left the last run's word that it finished
+        results[PENDING] = list(todo)
+        write_results(out, results)
     for game in todo:
         note = disagreement(game, cfg.cap, extra)
         if note:

@@ -19,7 +19,7 @@ import numpy as np
 
 from laya_eval.baselines import NORMALISED_RANGE
 from laya_eval.errors import EvalError
-from laya_eval.evaluate import PENDING, scored_sets
+from laya_eval.evaluate import scored_sets, unfinished
 from laya_eval.jsonfile import replace_file
 from laya_eval.stats import CONFIDENCE, bootstrap_ci, mean_of_means, performance_profile
 from laya_protocol.errors import visible
@@ -125,13 +125,8 @@ def markdown(results: dict) -> str:
         + ".",
         f"Confidence intervals: {CONFIDENCE}, {how}.",
     ]
-    if pending := results.get(PENDING):
-        asked = len(set(results["games"]) | set(pending))
-        lines.append(
-            f"Not finished: {len(pending)} of {counted(asked, 'game')} asked for "
-            f"{'is' if len(pending) == 1 else 'are'} not yet scored ({', '.join(pending)}): the run is still "
-            "playing, or was stopped (its command, run again, plays only what is missing)."
-        )
+    if lacking := unfinished(results):
+        lines.append(f"Not finished: {lacking}.")
     if iv.get("warning"):
         lines.append(f"Warning: {md(iv['warning'])}.")
     if sm.get("note"):

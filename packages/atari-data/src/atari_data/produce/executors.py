@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -119,8 +120,8 @@ class _Tracked:
     loop: see :func:`_unwind`) lost nothing and is replaced."""
 
     def __init__(self, workers: int) -> None:
+        self.notes, self._lock_fd = _notes_folder()  # first: no worker is started for a pool that has none
         self.pool: Any = multiprocessing.get_context("spawn").Pool(workers, die_with_parent, (os.getpid(),))
-        self.notes, self._held = _notes_folder()
         self.jobs = itertools.count()
 
     def submit(self, fn: Callable, x):
@@ -169,7 +170,7 @@ class _Tracked:
                 worker.kill()
                 worker.join(1)
         shutil.rmtree(self.notes, ignore_errors=True)
-        os.close(self._held)
+        os.close(self._lock_fd)
 
 
 NOTES_PREFIX, HELD = "atari-data-tasks-", "held"
@@ -181,22 +182,36 @@ def _notes_folder() -> tuple[str, int]:
     left that way are removed first; the lock, not a pid, tells a dead driver from a live one, so a
     reused pid or another pid namespace sharing the folder cannot mislead it."""
     for old in Path(tempfile.gettempdir()).glob(NOTES_PREFIX + "*"):
-        try:
-            fd = os.open(old / HELD, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:  # not a pool's (or another user's, or still being made)
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # its driver lives
-            os.close(fd)
-            continue
-        shutil.rmtree(old, ignore_errors=True)
-        os.close(fd)
+        if _left_by_a_dead_pool(old):
+            shutil.rmtree(old, ignore_errors=True)
     notes = tempfile.mkdtemp(prefix=NOTES_PREFIX)
-    held = os.open(Path(notes, f".{HELD}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    fcntl.flock(held, fcntl.LOCK_EX)
+    lock_fd = os.open(Path(notes, f".{HELD}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)
     os.rename(Path(notes, f".{HELD}"), Path(notes, HELD))  # under its name only once it is held
-    return notes, held
+    return notes, lock_fd
+
+
+def _left_by_a_dead_pool(folder: Path) -> bool:
+    """``folder`` is a notes folder as :func:`_notes_folder` makes them (this user's, its lock a
+    regular file, nothing in it but notes) and no process holds its lock. The temporary folder is
+    shared: anything else there is someone else's, and a FIFO opened for reading waits for a writer."""
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode) or os.lstat(folder).st_uid != os.getuid():
+            return False
+        if any(name != HELD and not name.isdigit() for name in os.listdir(folder)):
+            return False
+        fd = os.open(folder / HELD, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # no lock file (still being made, or from before locks), or not ours to read
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:  # its driver lives
+        return False
+    finally:
+        os.close(fd)
 
 
 def _noted(notes: str, job: int, fn: Callable, x):

@@ -172,9 +172,10 @@ def is_packed(folder: Path) -> bool:
 
 
 def check_out_root(root: str) -> None:
-    """A layout root to write games into (generate, dagger, import, rebuild): named, a folder where it
-    exists, and no packed repository (games written there were ignored by every reader of the
-    repository, and would be uploaded with it)."""
+    """A layout root to write games into: named, a folder where it exists, and neither a packed
+    repository nor inside one (games written there were ignored by every reader of the repository,
+    and would be uploaded with it). A folder above counts as a repository only with every part pack
+    always writes, so a project with a README and a data/ folder is not taken for one."""
     from atari_data.errors import AtariDataError
     from atari_data.layout import check_root
 
@@ -186,6 +187,14 @@ def check_out_root(root: str) -> None:
             file=root,
             field="--root",
         )
+    for above in Path(root).resolve().parents:
+        if is_packed(above) and all((above / part).is_dir() for part in (META, SCHEMA)):
+            raise AtariDataError(
+                f"is inside the packed repository {above}: write into the layout it was packed from, then "
+                "pack it again",
+                file=root,
+                field="--root",
+            )
 
 
 def data_kind(data: str | Path) -> str:
