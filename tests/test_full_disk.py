@@ -103,6 +103,36 @@ def test_the_judge_and_training_on_a_full_disk_say_so_on_one_line(tmp_path, pong
     _one_line(_run("laya_policy.cli", *train, "--out", tmp_path / "run2", limit=3 << 20), "state.pt")
 
 
+@pytest.mark.parametrize(
+    "module,argv,lock",
+    [
+        ("laya_eval.cli", ["run", "--policy", "random", "--games", "Pong", "--out", "{tmp}/r.json"], ".r.json.lock"),
+        ("atari_data.cli", ["generate", "--root", "{tmp}/d", "--games", "Pong"], ".Pong.lock"),
+    ],
+)
+def test_a_lock_its_pid_cannot_be_written_into_is_named_and_left_nowhere(tmp_path, module, argv, lock):
+    """From an outside review, on a disk with no byte free: 'error: No space left on device', naming
+    nothing, and the empty lock file left beside the output."""
+    done = _run(module, *[a.format(tmp=tmp_path) for a in argv], limit=0)
+    _one_line(done, lock)
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".lock")], "a lock file was left"
+
+
+def test_a_full_disk_names_the_training_log_and_the_parquet_shard(tmp_path, pong_data):
+    """From an outside review: the log's line and a Parquet shard failed in a buffered write's flush
+    or in pyarrow, neither of which names the file."""
+    train = ["train", "--data", pong_data, "--steps", 1, "--batch", 2, "--image-size", 64, "--evals", 1]
+    _one_line(_run("laya_policy.cli", *train, "--out", tmp_path / "run", limit=64), "log.jsonl")
+    packed = _run("atari_data.cli", "pack", pong_data, tmp_path / "p", "--formats", "parquet", limit=4 << 10)
+    _one_line(packed, ".parquet")
+    script = "import sys; from pathlib import Path; from atari_data.layout import write_atomic\n"
+    script += "write_atomic(Path(sys.argv[1]), b'x' * 100)"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-c", script, str(tmp_path / "f.json")]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=_limited(10), timeout=60)
+    assert "OSError: [Errno 27] File too large: " in done.stderr and "f.json" in done.stderr, done.stderr[-2000:]
+
+
 def test_a_push_dry_run_on_a_full_disk_leaves_no_half_folder(tmp_path, pong_data):
     """A dry run cut by a full disk left a truncated head.safetensors and an empty training.json in
     its folder, and the rerun was refused because the folder existed."""
@@ -112,6 +142,12 @@ def test_a_push_dry_run_on_a_full_disk_leaves_no_half_folder(tmp_path, pong_data
     push = ["push", tmp_path / "run" / "final", "--repo", "me/x", "--dry-run", tmp_path / "staged"]
     _one_line(_run("laya_policy.cli", *push), ".safetensors")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"], "no staged folder, no temporary beside it"
+    # From an outside review: state.pt's last bytes, flushed when its file closed, failed unnamed. The
+    # same run (a name of the same length: the state holds its config) with room for all but one byte.
+    cut = _run(
+        "laya_policy.cli", *train, "--out", tmp_path / "rum", limit=(tmp_path / "run" / "state.pt").stat().st_size - 1
+    )
+    _one_line(cut, "state.pt")
 
 
 def test_a_lock_whose_file_cannot_be_removed_is_still_released(tmp_path):

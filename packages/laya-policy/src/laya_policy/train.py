@@ -710,7 +710,8 @@ def save_state(s: Setup, out: Path, done: dict) -> float:
     # RuntimeError traceback, exit 1, where a stop ends on one line)
     with signals_held(), staged(out / f".{STATE_FILE}.tmp") as tmp:
         # a full disk: torch's zip writer raises a RuntimeError of its own over the OSError
-        with fresh_file(tmp) as f, writing(out / STATE_FILE, foreign=(RuntimeError,)):  # a planted link is replaced
+        # writing outside the file: what the close flushes last fails there, and is named too
+        with writing(out / STATE_FILE, foreign=(RuntimeError,)), fresh_file(tmp) as f:  # a planted link is replaced
             torch.save(state, f)
         os.replace(tmp, out / STATE_FILE)
     return time.monotonic() - t
@@ -980,7 +981,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
         if cfg.select_by == "play":
             entry["play"] = play_check(s, out)
         done["log"].append(entry)
-        with open(out / LOG_FILE, "a", encoding="utf-8") as f:
+        with writing(out / LOG_FILE), open(out / LOG_FILE, "a", encoding="utf-8") as f:  # named, flush included
             f.write(json.dumps(entry) + "\n")
         print_eval(entry)
         best = done["best"]

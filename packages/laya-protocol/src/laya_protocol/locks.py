@@ -10,6 +10,7 @@ its own one-line form.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
@@ -25,9 +26,8 @@ class FileLock:
             try:  # never through a symlink: a planted link would have us truncate whatever it points at
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             except OSError as e:
-                raise error(
-                    f"cannot be opened as a lock file ({e.strerror}; a symlink or not a file?)", str(self.path)
-                ) from None
+                why = f"{e.strerror}; a symlink?" if e.errno == errno.ELOOP else e.strerror
+                raise error(f"cannot be opened as a lock file ({why})", str(self.path)) from None
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 raise error("is not a regular file", str(self.path))
@@ -48,8 +48,13 @@ class FileLock:
             if same:
                 break
             os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:  # a full disk: the file is this lock's, so it goes, and the error names it
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as e:
+            self.path.unlink(missing_ok=True)
+            os.close(fd)
+            raise OSError(e.errno, e.strerror, str(self.path)) from None
         self._fd = fd
 
     @classmethod

@@ -25,7 +25,7 @@ import numpy as np
 
 from atari_data.errors import AtariDataError
 from atari_data.schema import GAME_RE, SOURCE_RE
-from laya_protocol.files import write_file
+from laya_protocol.files import write_file, writing
 from laya_protocol.locks import FileLock as _FileLock
 
 READY = "_READY"
@@ -399,7 +399,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary name, flushed to disk before the rename; a link
     at either name is replaced, never followed."""
     with staged(path.with_name(f".{path.name}.tmp")) as tmp:
-        with fresh_file(tmp) as f:
+        with writing(path), fresh_file(tmp) as f:  # a write's error names no file
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -54,7 +54,7 @@ from atari_data.schema import (
     json_schema,
 )
 from atari_data.threads import MAX_THREADS, frame_threads
-from laya_protocol.files import write_file
+from laya_protocol.files import write_file, writing
 from laya_protocol.names import HUB_SPLITS
 
 log = logging.getLogger(__name__)
@@ -234,16 +234,19 @@ class _ParquetShards:
             path = self.folder / f".{self.split}-{len(self.shards):05d}.parquet.tmp"
             self.shards.append(path)
             # statistics on game and episode only: readers can skip row groups by them
-            self.writer = pq.ParquetWriter(path, self.schema, compression="zstd", write_statistics=STATISTICS)
+            with writing(path):
+                self.writer = pq.ParquetWriter(path, self.schema, compression="zstd", write_statistics=STATISTICS)
         table = pa.Table.from_pylist(self.rows, schema=self.schema)
         self.arrow_bytes += table.nbytes
-        self.writer.write_table(table)
+        with writing(self.shards[-1]):  # pyarrow's OSError names no file
+            self.writer.write_table(table)
         self.rows = []
 
     def _close_shard(self) -> None:
         self._flush()
         if self.writer is not None:
-            self.writer.close()
+            with writing(self.shards[-1]):
+                self.writer.close()
             self.writer = None
         self.bytes = 0
 
