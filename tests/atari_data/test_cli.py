@@ -242,3 +242,18 @@ def test_polars_is_imported_in_one_place_only():
         if re.search(r"^\s*(import polars|from polars\b)", path.read_text(), re.M)
     )
     assert importing == ["packages/atari-data/src/atari_data/layout/stats.py"]
+
+
+def test_doctor_keeps_out_of_a_datasets_cache_it_cannot_use(packed, tmp_path):
+    """From an outside review: with HF_HOME naming what cannot be a folder (a file here; /proc/x there),
+    doctor called every config of a healthy repository broken, blaming its card; doctor reads
+    the files as they are now and needs no cache but lock files, which it keeps in a folder of its own."""
+    import os
+
+    (tmp_path / "not-a-folder").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "HF_DATASETS_CACHE"}
+    env["HF_HOME"] = str(tmp_path / "not-a-folder" / "hf")
+    done = subprocess.run(
+        [sys.executable, "-m", "atari_data.cli", "doctor", str(packed)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0 and "healthy" in done.stdout, done.stdout + done.stderr

@@ -18,7 +18,6 @@ read at load and its pixels when decoded, against its game's frame_format.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable, Hashable
 from functools import partial
 from pathlib import Path
@@ -32,7 +31,7 @@ from atari_data.layout.records import GameRules, row_problem
 from atari_data.publish.card import check_files, frame_want, read_card
 from atari_data.publish.hub import resolve_repo
 from atari_data.publish.repo import data_kind, split_config
-from atari_data.publish.teardown import streaming
+from atari_data.publish.teardown import own_cache, streaming
 from laya_protocol.names import HUB_SPLITS
 
 
@@ -136,8 +135,7 @@ def _packed_examples(data, split, sources, games, on_hub: bool) -> list[Example]
     checked = check_files(Path(data), wanted)
     questions: dict = {}  # (game, actions) -> the questions its platforms ask
     wants: dict = {}  # (source, game) -> the frames' (mode, (width, height)) its meta file says
-    # datasets keeps a lock file of each read in its cache, outside the run: a folder of this call's own
-    with tempfile.TemporaryDirectory(prefix="laya-datasets-") as cache:
+    with own_cache() as cache:
         for name in wanted:
             if hf_split not in checked[name]:  # e.g. a game without validation rows
                 continue

@@ -30,7 +30,7 @@ from atari_data.publish.card import checked_rows, data_files, read_card
 from atari_data.publish.replay import read_replay_game
 from atari_data.publish.shards import records, shape_text
 from atari_data.publish.tar import members
-from atari_data.publish.teardown import streaming
+from atari_data.publish.teardown import own_cache, streaming
 from atari_data.schema import (
     FRAME_FIELDS,
     GAME_RE,
@@ -122,8 +122,9 @@ class Doctor:
             claimed.update(files[name])
             if files[name] & costly or strays:
                 continue
-            with _quiet_datasets():  # a file that does not load is one defect line, not datasets' log too
-                self._config(name, conf, infos.get(name, {}))
+            # a file that does not load is one defect line, not datasets' log too
+            with _quiet_datasets(), own_cache() as cache:
+                self._config(name, conf, infos.get(name, {}), cache)
         for name, held in files.items():  # a game config is only counted: its frames are its source's
             source, game = repo.split_config(name)
             outside = sorted(held - files.get(source, set())) if game is not None else []
@@ -163,7 +164,7 @@ class Doctor:
             self._meta_cache[source] = metas
         return self._meta_cache[source]
 
-    def _config(self, name: str, conf: dict, info: dict) -> None:
+    def _config(self, name: str, conf: dict, info: dict, cache: str) -> None:
         """A source config is read whole, every frame decoded; a game config ``<source>-<Game>`` is
         counted (its files are a subset of its source's, already decoded) and must hold only that game."""
         from datasets import load_dataset
@@ -185,7 +186,7 @@ class Doctor:
             n = 0
             try:
                 streaming()  # the command's end frees the readers (publish.teardown)
-                rows = load_dataset(str(self.folder), name, split=split, streaming=True)
+                rows = load_dataset(str(self.folder), name, split=split, streaming=True, cache_dir=cache)
                 columns = list(rows.features or {})
                 if set(columns) - set(RECORD.names) or {"id", "image", "label"} - set(columns):
                     self.defect(self.folder / df["path"], "columns", f"{columns} are not the schema's fields")

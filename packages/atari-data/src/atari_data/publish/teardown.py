@@ -13,6 +13,9 @@ heap, and a program calling a CLI's `main` once per file would pay it every call
 from __future__ import annotations
 
 import gc
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _streamed = False
 
@@ -21,6 +24,15 @@ def streaming() -> None:
     """Say that this process is about to open a streamed `load_dataset`."""
     global _streamed
     _streamed = True
+
+
+@contextmanager
+def own_cache() -> Iterator[str]:
+    """A `datasets` cache folder of this call's own, removed after it, for ``cache_dir``: a streamed
+    read keeps only lock files there, and the user's cache (HF_HOME) may be shared with another
+    run, or unusable (a home that is not there)."""
+    with tempfile.TemporaryDirectory(prefix="laya-datasets-") as cache:
+        yield cache
 
 
 def release_arrow_threads() -> None:
