@@ -133,6 +133,24 @@ def test_a_full_disk_names_the_training_log_and_the_parquet_shard(tmp_path, pong
     assert "OSError: [Errno 27] File too large: " in done.stderr and "f.json" in done.stderr, done.stderr[-2000:]
 
 
+def test_a_report_cut_by_a_full_disk_leaves_the_one_before_whole(tmp_path):
+    """From an outside review: each file of a report was replaced on its own, so a disk that filled
+    at a figure left the new report.md beside the earlier report's figures, and a new folder half
+    made. report.md fits in 8 KB; a figure does not."""
+    judge = ["run", "--games", "Pong", "--episodes", 1, "--cap", 30, "--random-episodes", 0]
+    for policy in ("random", "noop"):
+        done = _run("laya_eval.cli", *judge, "--policy", policy, "--out", tmp_path / f"{policy}.json", limit=1 << 30)
+        assert done.returncode == 0, done.stderr[-2000:]
+    made = _run("laya_eval.cli", "report", tmp_path / "random.json", "--out", tmp_path / "rep", limit=1 << 30)
+    assert made.returncode == 0, made.stderr[-2000:]
+    before = {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir()}
+    assert {"report.md", "normalised.png"} <= set(before)
+    _one_line(_run("laya_eval.cli", "report", tmp_path / "noop.json", "--out", tmp_path / "rep", limit=8 << 10), ".png")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir()} == before, "the earlier report, whole"
+    _one_line(_run("laya_eval.cli", "report", tmp_path / "noop.json", "--out", tmp_path / "new", limit=8 << 10), ".png")
+    assert not (tmp_path / "new").exists(), "a folder the report made and could not fill"
+
+
 def test_a_push_dry_run_on_a_full_disk_leaves_no_half_folder(tmp_path, pong_data):
     """A dry run cut by a full disk left a truncated head.safetensors and an empty training.json in
     its folder, and the rerun was refused because the folder existed."""

@@ -69,6 +69,12 @@ def replace_file(path: Path, write: Callable[[Path], object]) -> Path:
     """``write`` a file beside ``path``, then rename it over ``path``: a FIFO or link planted there is
     replaced, never written through (a FIFO would wait for a reader), and no half-written file is left.
     Call it holding the lock of what ``path`` belongs to: a staging file a kill left is removed here."""
+    return put_in_place({path: stage_file(path, write)})[0]
+
+
+def stage_file(path: Path, write: Callable[[Path], object]) -> Path:
+    """``write`` the file that is to replace ``path`` (:func:`put_in_place`) beside it, under a name of
+    its own; returns that name. Nothing is left of it if the write fails."""
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         if stale.is_file() and not stale.is_symlink():
             stale.unlink(missing_ok=True)
@@ -82,11 +88,25 @@ def replace_file(path: Path, write: Callable[[Path], object]) -> Path:
             except FileExistsError:
                 pass
         write(tmp)
-        os.replace(tmp, path)
     except BaseException as e:  # whatever stopped the write, no half-written file stays behind
         if tmp is not None:
             tmp.unlink(missing_ok=True)
         if isinstance(e, OSError):
             raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
         raise
-    return path
+    return tmp
+
+
+def put_in_place(staged: dict[Path, Path]) -> list[Path]:
+    """Rename each staged file (:func:`stage_file`) over its path, once all are written: a set of
+    files (a report's) is replaced together or not at all, as a rename needs no room on the disk."""
+    try:
+        for path, tmp in staged.items():
+            try:
+                os.replace(tmp, path)
+            except OSError as e:
+                raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
+    finally:
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)  # what was not renamed
+    return list(staged)

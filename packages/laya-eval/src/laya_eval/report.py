@@ -12,6 +12,7 @@ A B --out DIR`` adds ``improvement.png``.
 
 from __future__ import annotations
 
+import contextlib
 from functools import partial
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import numpy as np
 from laya_eval.baselines import NORMALISED_RANGE
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import scored_sets, unfinished
-from laya_eval.jsonfile import replace_file
+from laya_eval.jsonfile import put_in_place, replace_file, stage_file
 from laya_eval.stats import CONFIDENCE, bootstrap_ci, mean_of_means, performance_profile
 from laya_protocol.errors import visible
 from laya_protocol.locks import FileLock
@@ -226,20 +227,34 @@ def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     runs = [runs] if isinstance(runs, dict) else runs
+    made = not Path(out_dir).exists()
     out = out_folder(out_dir)
     text = markdown_all(runs)
     # one report into a folder at a time: two left one's report.md beside the other's figures
     with FileLock.beside(out, f"a report into {out}", lambda m, f: EvalError(m, file=f, field="--out")):
-        written = [replace_file(out / "report.md", lambda tmp: tmp.write_text(text, encoding="utf-8"))]
-        runs = [r for r in runs if _scored(r)]
-        for name, draw in (("normalised.png", _per_game), ("aggregates.png", _aggregates), ("profile.png", _profile)):
-            if not runs:  # no game scored: an earlier report's figure of this name would show another run
-                if (out / name).is_file() or (out / name).is_symlink():
-                    (out / name).unlink()
-                continue
-            fig = draw(plt, runs)
-            written.append(replace_file(out / name, partial(_png, fig)))
-            plt.close(fig)
+        # every file written before any is put in place: a full disk at a figure left the new
+        # report.md beside an earlier report's figures
+        staged: dict[Path, Path] = {}
+        try:
+            staged[out / "report.md"] = stage_file(out / "report.md", lambda tmp: tmp.write_text(text, "utf-8"))
+            runs = [r for r in runs if _scored(r)]
+            for name, draw in FIGURES if runs else ():
+                fig = draw(plt, runs)
+                try:
+                    staged[out / name] = stage_file(out / name, partial(_png, fig))
+                finally:
+                    plt.close(fig)
+        except BaseException:
+            for tmp in staged.values():
+                tmp.unlink(missing_ok=True)
+            if made:  # the folder this report made, empty
+                with contextlib.suppress(OSError):
+                    out.rmdir()
+            raise
+        written = put_in_place(staged)
+        for name, _ in FIGURES if not runs else ():  # no game scored: an earlier report's would show another run
+            if (out / name).is_file() or (out / name).is_symlink():
+                (out / name).unlink()
     return written
 
 
@@ -319,6 +334,10 @@ def _profile(plt, runs: list[dict]):
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
     fig.tight_layout()
     return fig
+
+
+#: A report's figures, each file and what draws it.
+FIGURES = (("normalised.png", _per_game), ("aggregates.png", _aggregates), ("profile.png", _profile))
 
 
 def write_improvement(result: dict, out_dir: str | Path) -> Path:
