@@ -114,6 +114,32 @@ def test_an_extended_run_says_what_it_lacks_before_its_first_new_game(tmp_path):
     assert json.loads(results.read_text())["pending"] == []
 
 
+class _Right:
+    """A policy as a notebook makes one: an object of a class of its own, no module to name."""
+
+    def __call__(self, batch):
+        return np.full(len(batch), list(batch.actions).index("RIGHT"))
+
+
+def test_a_policy_object_is_judged_as_its_spec_would_be(tmp_path):
+    """From a researcher's review: RunConfig(policy=obj), as the README's "a policy is a callable"
+    suggests, failed with "'_Right' object has no attribute 'partition'"."""
+    res = run(tmp_path, _Right(), random_episodes=0)
+    assert res["policy"]["spec"] == "object:tests.laya_eval.test_evaluate._Right"
+    assert {a for a, n in res["games"]["Pong"]["actions"].items() if n} == {"RIGHT"}
+    before = (tmp_path / "results.json").read_text()
+    run(tmp_path, _Right(), random_episodes=0)  # another object of the same class resumes the file
+    assert (tmp_path / "results.json").read_text() == before
+    for kw, said in (
+        ({"policy_kwargs": {"a": 1}}, "--policy-kwargs: an object policy is made already"),
+        ({"executor": "ray"}, "--executor: ray plays a policy named by its spec"),
+    ):
+        with pytest.raises(EvalError, match=said):
+            run(tmp_path / "x", _Right(), **kw)
+    with pytest.raises(EvalError, match="is not a policy spec"):
+        run(tmp_path / "x", 7)
+
+
 def test_rerun_skips_finished_games_and_other_settings_are_refused(tmp_path):
     run(tmp_path, "random")
     before = (tmp_path / "results.json").read_text()
@@ -349,7 +375,9 @@ def test_intervals_say_how_they_were_made_and_warn_when_they_collapse(tmp_path):
 def test_a_run_at_another_cap_says_why_nothing_is_unflagged(tmp_path):
     res = run(tmp_path, "random", games=("Pong", "Breakout"), cap=50)
     sm = res["summary"]
-    assert sm["counts"]["unflagged"] == 0 and "another decision cap" in sm["note"] and "--cap 4500" in sm["note"]
+    # the cap in brackets is the baselines', which the note said was this run's (a researcher's review)
+    assert sm["counts"]["unflagged"] == 0 and "other than this run's (theirs: 4500)" in sm["note"], sm["note"]
+    assert "--cap 4500" in sm["note"]
     # baselines a dataset measured at cap 100: the note advised the reference table's 4,500 all the same
     from laya_eval.evaluate import derived, summarise
 

@@ -339,6 +339,36 @@ def test_select_by_play_keeps_the_checkpoint_with_the_best_play_check(data, tmp_
     assert best["step"] == log[scores.index(max(scores))]["step"]
 
 
+UNGUARDED = """
+import sys
+from laya_policy.train import TrainConfig, train
+
+train(TrainConfig(data=sys.argv[1], out=sys.argv[2], steps=1, batch=2, image_size=64, evals=1, processes=2))
+"""
+
+
+def test_a_script_without_a_main_guard_is_told_it_needs_one(data, tmp_path):
+    """From a researcher's review: train(processes=2) called at a script's top level ran again in each
+    process it started (spawn imports the script), where it said another process was writing --out:
+    a traceback a process, and nothing about the guard it needed."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, str(script), str(data), str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    # each started process says what is wrong, once (the script's own call then fails as a call does)
+    assert done.returncode != 0 and "another process" not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.count('if __name__ == "__main__":') == 2, done.stderr[-3000:]
+
+
 def test_two_processes_train_data_parallel_with_gloo(data, tmp_path):
     import subprocess
     import sys

@@ -75,3 +75,26 @@ def test_every_cli_default_is_its_config_default(package, command, cls, argv):
     if command == "dagger":
         required = {k: getattr(built, k) for k in ("root", "games", "round")}
     assert built == config(**required)
+
+
+@pytest.mark.parametrize(
+    "cls,required",
+    [
+        ("atari_data.produce.generate:GenerateConfig", {"root": "r"}),
+        ("laya_eval.evaluate:RunConfig", {"policy": "random"}),
+        ("laya_policy.train:TrainConfig", {"data": "d", "sources": "expert2f"}),
+        ("atari_data.produce.dagger:DaggerConfig", {"root": "r", "round": 1}),
+        ("laya_policy.quickstart:QuickstartConfig", {}),
+    ],
+)
+def test_a_list_given_from_python_as_one_string_is_the_flags_list(cls, required):
+    """From a researcher's review: games="Pong" from Python was iterated letter by letter ("unknown
+    ALE v5 game 'P'", "--games P: no training records"). A string is what the flag takes: a
+    comma-separated list."""
+    import importlib
+
+    module, name = cls.split(":")
+    config = getattr(importlib.import_module(module), name)
+    lists = {k: [v] for k, v in required.items() if k == "sources"}
+    given = config(**required, games="Pong, Breakout")
+    assert given == config(**{**required, **lists}, games=["Pong", "Breakout"])

@@ -90,6 +90,12 @@ class AtariDataset(torch.utils.data.Dataset):
                 load_dataset("parquet", data_files={split: paths}, split=split, download_mode=fresh)
             )
         else:
+            if not hasattr(data, "__len__"):  # a map-style dataset is indexed: a stream has neither length nor index
+                raise AtariDataError(
+                    f"a {type(data).__name__} (load_dataset(..., streaming=True)) has no length or index, which "
+                    "a torch Dataset needs: leave streaming out, or iterate it yourself",
+                    field="data",
+                )
             self._rows = _frames_as_bytes(data)
         self._own = not isinstance(data, (str, Path))  # a Dataset the caller built: its frame paths are theirs
 

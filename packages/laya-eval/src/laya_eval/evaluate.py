@@ -53,7 +53,7 @@ from laya_eval.stats import (
     median_of_means,
     optimality_gap,
 )
-from laya_protocol.config import option
+from laya_protocol.config import listed, option
 from laya_protocol.errors import UnknownName, cause, one_line
 from laya_protocol.files import file_above
 from laya_protocol.games import ACTION_SETS, action_set, emulator, is_game
@@ -113,6 +113,22 @@ class RunConfig:
 
     def __post_init__(self):
         """Every flag checked before anything is played: one line naming the flag."""
+        listed(self)
+        if not isinstance(self.policy, str):  # a policy object, from Python: played as it is
+            if not callable(self.policy):
+                raise EvalError(
+                    f"a {type(self.policy).__name__} is not a policy spec (random, module:attr, cmd:COMMAND, ...) "
+                    "nor a policy (a callable taking a Batch)",
+                    field="--policy",
+                )
+            if self.policy_kwargs:
+                raise EvalError("an object policy is made already: its arguments are its own", field="--policy-kwargs")
+            if self.executor != "local":
+                raise EvalError(
+                    f"{self.executor} plays a policy named by its spec, which each task loads; an object stays "
+                    "in this process",
+                    field="--executor",
+                )
         if not [g for g in self.games if g.strip()]:
             raise EvalError("no game given (expected comma-separated ALE names, e.g. Pong,Breakout)", field="--games")
         self.games = list(dict.fromkeys(resolve_game(g) for g in self.games))  # Pong,pong: one game
@@ -134,7 +150,7 @@ class RunConfig:
             raise EvalError("holds NaN or Infinity, which is not standard JSON", field="--policy-kwargs") from None
         if problem := timeout_problem(self.timeout):
             raise EvalError(problem, field="--timeout")
-        if problem := kwargs_problem(self.policy, self.policy_kwargs):
+        if problem := kwargs_problem(self.spec, self.policy_kwargs):
             raise EvalError(problem, field="--policy-kwargs")
         if self.out.endswith(("/", os.sep)):  # Path drops the slash: a file would be written in the folder's place
             raise EvalError(f"{self.out} ends in a slash, as a folder does; expected a results file", field="--out")
@@ -143,7 +159,7 @@ class RunConfig:
         for flag, value in (("--random-episodes", self.random_episodes), ("--threads", self.threads)):
             if value < 0:
                 raise EvalError(f"{value} (expected 0 or more)", field=flag)
-        if button := constant_button(self.policy):
+        if button := constant_button(self.spec):
             lacking = [g for g in self.games if button not in action_set(g, self.action_set)]
             if lacking:
                 raise EvalError(
@@ -152,10 +168,18 @@ class RunConfig:
                     field="--policy",
                 )
 
+    @property
+    def spec(self) -> str:
+        """The policy as a results file names it: its spec, or an object's class."""
+        if isinstance(self.policy, str):
+            return self.policy
+        kind = type(self.policy)
+        return f"object:{kind.__module__}.{kind.__qualname__}"
+
     def settings(self) -> dict:
         """What a results file must have been made with to be resumed."""
         return {
-            "policy": self.policy,
+            "policy": self.spec,
             "policy_kwargs": self.policy_kwargs,
             "episodes": self.episodes,
             "seed_base": self.seed_base,
@@ -258,7 +282,7 @@ def summarise(games: dict[str, dict], seed: int = 0, bootstrap: str = "episode")
         caps = sorted({str(g["baseline"]["cap"] or "none") for g in capped}, key=lambda c: (len(c), c))
         out["note"] = (
             f"no game is unflagged: the baselines of {len(capped)} of {len(valued)} games were measured with "
-            f"another decision cap than this run's ({', '.join(caps)}); run with --cap {caps[0]}"
+            f"a decision cap other than this run's (theirs: {', '.join(caps)}); run with --cap {caps[0]}"
             + (" (the cap of some of them)" if len(caps) > 1 else "")
             + ", or give --baselines measured at this cap"
         )
@@ -726,7 +750,7 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "settings": cfg.settings(),
         "protocol": {k: v for k, v in protocol_for("Game", cfg.cap, cfg.action_set).to_dict().items() if k != "env_id"},
-        "policy": {"spec": cfg.policy, "kwargs": cfg.policy_kwargs},
+        "policy": {"spec": cfg.spec, "kwargs": cfg.policy_kwargs},
         "games": {},
         "summary": {},
     }
@@ -774,7 +798,10 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
         return results
     if problem := executor_problem(cfg.executor):
         raise EvalError(problem, field="--executor")
-    policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout) if todo else None
+    given = not isinstance(cfg.policy, str)  # an object the caller made, and closes
+    policy = None
+    if todo:
+        policy = cfg.policy if given else load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout)
     try:
         if policy is not None:  # another player's file is refused before a game is played, not after
             try:
@@ -795,7 +822,8 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
             if problem:
                 raise problem
     finally:
-        close_policy(policy)
+        if not given:
+            close_policy(policy)
         if recorded:
             # Once more, now that the policy is gone: it lived on, as the same user, through the judge's
             # last write and the wait for it to exit, and could have replaced the file meanwhile.

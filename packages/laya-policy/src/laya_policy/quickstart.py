@@ -27,7 +27,7 @@ from atari_data.play.experts.builtin import BUILTIN
 from laya_policy.backbone import PRESET_IMAGE_SIZE
 from laya_policy.checkpoint import FILE_MAX, FINAL, read_json_file
 from laya_policy.cnn import IMAGE_SIZE as CNN_IMAGE_SIZE
-from laya_protocol.config import option
+from laya_protocol.config import listed, option
 from laya_protocol.files import Refused, parse_json, read_capped
 from laya_protocol.locks import FileLock
 from laya_protocol.names import HUB_SPLITS
@@ -105,6 +105,9 @@ class QuickstartConfig:
     workers: int = option(2, "generation processes")
     seed: int = option(0, "seeds the data, the weights and the batches: the same seed, the same run")
     restart: bool = option(False, "delete OUT, a quickstart's run folder (never another folder), and start over")
+
+    def __post_init__(self):
+        listed(self)
 
 
 class Quickstart:

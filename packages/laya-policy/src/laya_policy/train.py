@@ -67,7 +67,7 @@ from laya_policy.objectives import (
     training_loss,
 )
 from laya_protocol import files
-from laya_protocol.config import option
+from laya_protocol.config import listed, option
 from laya_protocol.errors import cause, signals_held
 from laya_protocol.files import writing
 from laya_protocol.games import FULL_ACTIONS
@@ -174,6 +174,9 @@ class TrainConfig:
         shown="the training games' own held-out val episodes; ECE is reported on records the fit did not use "
         "(other episodes; alternate records where a game has one)",
     )
+
+    def __post_init__(self):
+        listed(self)
 
     @property
     def backbone(self) -> str:
@@ -925,6 +928,15 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
     """Train as the module docstring says; returns the summary (also OUT/summary.json), or {} on the
     other ranks of a distributed run. One run writes OUT at a time: the first holds ``.OUT.lock``
     beside it, and a second is refused on one line naming its pid."""
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        # a process this call started is importing the script that makes the call (spawn runs it as
+        # __mp_main__): unguarded, the call runs again there, and would find --out locked by its starter
+        raise SystemExit(
+            "error: train() was called again in a training process it started, which imports the script "
+            'that calls it: put the call under `if __name__ == "__main__":`'
+        )
     cfg = resolve(cfg)
     out = Path(cfg.out)
     group_of_ours = "WORLD_SIZE" in os.environ and not torch.distributed.is_initialized()  # torchrun's process

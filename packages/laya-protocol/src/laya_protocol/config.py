@@ -46,6 +46,16 @@ def csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def listed(cfg) -> None:
+    """Each list field of ``cfg`` given as one string (``games="Pong,Breakout"`` from Python) taken as
+    its flag takes it, a comma-separated list: iterated as it came, "Pong" was four one-letter games."""
+    hints = typing.get_type_hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if isinstance(value, str) and typing.get_origin(_base(hints[f.name])) is list:
+            object.__setattr__(cfg, f.name, csv(value))
+
+
 def _base(tp):
     """``X`` of ``X | None``."""
     if typing.get_origin(tp) in (typing.Union, types.UnionType):

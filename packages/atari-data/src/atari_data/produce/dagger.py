@@ -40,7 +40,7 @@ from atari_data.produce.generate import (
 from atari_data.publish.repo import check_out_root
 from atari_data.schema import ALE_FRAME_FORMAT
 from laya_protocol.choices import distribution
-from laya_protocol.config import option
+from laya_protocol.config import listed, option
 from laya_protocol.protocol import EVAL_DECISION_CAP, Protocol
 from laya_protocol.seeds import MAX_DAGGER_ROUND, dagger_episode, dagger_round_problem
 
@@ -68,6 +68,7 @@ class DaggerConfig:
     force: bool = option(False, "rewrite games already written")
 
     def __post_init__(self):
+        listed(self)
         check_out_root(self.root)
         check_counts(
             ("--train-frames", self.train_frames, 1),

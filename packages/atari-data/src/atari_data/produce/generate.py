@@ -32,7 +32,7 @@ from atari_data.produce.executors import ahead
 from atari_data.publish.repo import check_out_root
 from atari_data.schema import ALE_FRAME_FORMAT
 from atari_data.schema.types import INT64_MAX
-from laya_protocol.config import option
+from laya_protocol.config import listed, option
 from laya_protocol.names import score_key, scores_key
 from laya_protocol.protocol import BASELINE_CAP, DATA_DECISION_CAP, Protocol
 from laya_protocol.ray import EXECUTORS
@@ -89,6 +89,7 @@ class GenerateConfig:
     force: bool = option(False, "rewrite games that are already complete")
 
     def __post_init__(self):
+        listed(self)
         check_out_root(self.root)
         check_counts(
             ("--train-frames", self.train_frames, 1),
