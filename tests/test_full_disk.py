@@ -147,8 +147,18 @@ def test_a_report_cut_by_a_full_disk_leaves_the_one_before_whole(tmp_path):
     assert {"report.md", "normalised.png"} <= set(before)
     _one_line(_run("laya_eval.cli", "report", tmp_path / "noop.json", "--out", tmp_path / "rep", limit=8 << 10), ".png")
     assert {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir()} == before, "the earlier report, whole"
-    _one_line(_run("laya_eval.cli", "report", tmp_path / "noop.json", "--out", tmp_path / "new", limit=8 << 10), ".png")
+    deep = tmp_path / "new" / "deep" / "rep"  # the folders above made too, and removed with it
+    _one_line(_run("laya_eval.cli", "report", tmp_path / "noop.json", "--out", deep, limit=8 << 10), ".png")
     assert not (tmp_path / "new").exists(), "a folder the report made and could not fill"
+    _one_line(_run("laya_eval.cli", "report", tmp_path / "noop.json", "--out", tmp_path / "new", limit=0), ".new.lock")
+    assert not (tmp_path / "new").exists(), "a folder made before its lock failed"
+    # a folder where a figure goes: found before any file is put in place (an outside review)
+    (tmp_path / "rep" / "profile.png").unlink()
+    (tmp_path / "rep" / "profile.png").mkdir()
+    before = {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir() if p.is_file()}
+    done = _run("laya_eval.cli", "report", tmp_path / "noop.json", "--out", tmp_path / "rep", limit=1 << 30)
+    assert done.returncode == 2 and "profile.png" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    assert {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir() if p.is_file()} == before
 
 
 def test_a_push_dry_run_on_a_full_disk_leaves_no_half_folder(tmp_path, pong_data):

@@ -12,7 +12,7 @@ import pytest
 from laya_eval.baselines import REFERENCE, Baseline, choose_baseline, flags_for, normalise, read_meta_baselines
 from laya_eval.cli import main
 from laya_eval.errors import EvalError
-from laya_eval.evaluate import RunConfig, evaluate, load_results
+from laya_eval.evaluate import RunConfig, evaluate, load_results, play_game
 from laya_eval.policies import load_policy
 
 from ..processes import as_from_a_terminal, deaf_to_ctrl_c, ended
@@ -138,6 +138,27 @@ def test_a_policy_object_is_judged_as_its_spec_would_be(tmp_path):
             run(tmp_path / "x", _Right(), **kw)
     with pytest.raises(EvalError, match="is not a policy spec"):
         run(tmp_path / "x", 7)
+    # from an outside review: a class given for its object played nothing, and its spec, like a
+    # function's, named a builtin type, which any other such callable shared and resumed
+    with pytest.raises(EvalError, match="is a class: give the policy, an object of it"):
+        run(tmp_path / "x", _Right)
+    assert RunConfig(policy=_right, games=["Pong"]).spec == "object:tests.laya_eval.test_evaluate._right"
+    assert RunConfig(policy=_Right().__call__, games=["Pong"]).spec == "object:tests.laya_eval.test_evaluate._Right"
+    import functools
+
+    assert RunConfig(policy=functools.partial(_right), games=["Pong"]).spec.endswith("test_evaluate._right")
+    # the recorded spec of an object, given on the command line, cannot load one: refused before the file changes
+    with pytest.raises(EvalError, match="an object policy is played from Python"):
+        run(tmp_path, "object:tests.laya_eval.test_evaluate._Right")
+    assert (tmp_path / "results.json").read_text() == before
+    played = []
+    cfg = RunConfig(policy=_right, games=["Pong"], out=str(tmp_path / "r2.json"), episodes=1, random_episodes=0, cap=20)
+    played.append(play_game(cfg, "Pong"))  # the unit of work, as its own caller
+    assert played[0]["scores"]
+
+
+def _right(batch):
+    return np.full(len(batch), list(batch.actions).index("RIGHT"))
 
 
 def test_rerun_skips_finished_games_and_other_settings_are_refused(tmp_path):

@@ -85,6 +85,7 @@ def test_every_cli_default_is_its_config_default(package, command, cls, argv):
         ("laya_policy.train:TrainConfig", {"data": "d", "sources": "expert2f"}),
         ("atari_data.produce.dagger:DaggerConfig", {"root": "r", "round": 1}),
         ("laya_policy.quickstart:QuickstartConfig", {}),
+        ("atari_data.publish.pack:PackConfig", {"root": "r", "out": "o", "sources": "expert2f"}),
     ],
 )
 def test_a_list_given_from_python_as_one_string_is_the_flags_list(cls, required):

@@ -90,10 +90,12 @@ class AtariDataset(torch.utils.data.Dataset):
                 load_dataset("parquet", data_files={split: paths}, split=split, download_mode=fresh)
             )
         else:
-            if not hasattr(data, "__len__"):  # a map-style dataset is indexed: a stream has neither length nor index
+            from datasets import Dataset
+
+            if not isinstance(data, Dataset):  # indexed by row: a stream is not, nor a dict of splits
                 raise AtariDataError(
-                    f"a {type(data).__name__} (load_dataset(..., streaming=True)) has no length or index, which "
-                    "a torch Dataset needs: leave streaming out, or iterate it yourself",
+                    f"{type(data).__name__} is not a map-style dataset of records (a datasets.Dataset: name a "
+                    "split, and leave streaming out), nor a layout root, packed folder or Hub id",
                     field="data",
                 )
             self._rows = _frames_as_bytes(data)

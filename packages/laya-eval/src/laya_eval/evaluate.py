@@ -7,9 +7,11 @@ so a file never mixes two protocols.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
+import types
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -114,7 +116,17 @@ class RunConfig:
     def __post_init__(self):
         """Every flag checked before anything is played: one line naming the flag."""
         listed(self)
+        if isinstance(self.policy, str) and self.policy.startswith(OBJECT):  # a results file's name for one
+            raise EvalError(
+                f"{self.policy[:80]}: an object policy is played from Python (RunConfig(policy=obj)); its "
+                "name in a results file loads nothing",
+                field="--policy",
+            )
         if not isinstance(self.policy, str):  # a policy object, from Python: played as it is
+            if isinstance(self.policy, type):
+                raise EvalError(
+                    f"{self.policy.__name__} is a class: give the policy, an object of it", field="--policy"
+                )
             if not callable(self.policy):
                 raise EvalError(
                     f"a {type(self.policy).__name__} is not a policy spec (random, module:attr, cmd:COMMAND, ...) "
@@ -170,11 +182,21 @@ class RunConfig:
 
     @property
     def spec(self) -> str:
-        """The policy as a results file names it: its spec, or an object's class."""
+        """The policy as a results file names it: its spec; for an object, the function it is (a
+        partial's or a bound method's underneath) or its class, whose name another of them shares
+        (a resume takes it for the same player unless its identity says otherwise)."""
         if isinstance(self.policy, str):
             return self.policy
-        kind = type(self.policy)
-        return f"object:{kind.__module__}.{kind.__qualname__}"
+        named = self.policy
+        while isinstance(named, functools.partial):
+            named = named.func
+        named = getattr(named, "__func__", named)  # a bound method: its function, which names its class
+        if not isinstance(named, (types.FunctionType, types.BuiltinFunctionType)):
+            named = type(named)
+        qualname = named.__qualname__
+        if isinstance(self.policy, types.MethodType) or getattr(named, "__self__", None) is not None:
+            qualname = qualname.rpartition(".")[0] or qualname  # Class.__call__ is the Class
+        return f"{OBJECT}{named.__module__}.{qualname}"
 
     def settings(self) -> dict:
         """What a results file must have been made with to be resumed."""
@@ -349,6 +371,16 @@ def write_results(path: Path, results: dict) -> None:
 
 
 RESULT_KEYS = ("settings", "protocol", "policy", "games", "summary")
+OBJECT = "object:"  # how a results file names a policy object played from Python
+
+
+def made(cfg: RunConfig):
+    """The policy ``cfg`` names, loaded; or the object it holds, as it is."""
+    if isinstance(cfg.policy, str):
+        return load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout)
+    return cfg.policy
+
+
 #: The games the run that last wrote a results file was asked for and had not yet scored: empty once
 #: it finished (a file written before the key was added has none).
 PENDING = "pending"
@@ -625,7 +657,7 @@ def play_game(
     ``--baselines`` already read (read here when not given)."""
     own = policy is None
     if own:
-        policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout)
+        policy = made(cfg)
     try:
         proto = protocol_for(game, cfg.cap, cfg.action_set)
         ep = play(policy, game, proto, cfg.episodes, cfg.seed_base, cfg.greedy, threads=cfg.threads, progress=progress)
@@ -645,7 +677,7 @@ def play_game(
 def play_identified(cfg: RunConfig, game: str) -> tuple[dict, dict | None, str | None]:
     """One game played by a policy of its own (a Ray task's unit of work), with what the policy says
     it is, or why it could not say (as text: an EvalError does not cross Ray's pickling)."""
-    policy = load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout)
+    policy = made(cfg)
     try:
         result = play_game(cfg, game, policy)
         try:
@@ -799,9 +831,7 @@ def _evaluate(cfg: RunConfig, out: Path, progress: bool) -> dict:
     if problem := executor_problem(cfg.executor):
         raise EvalError(problem, field="--executor")
     given = not isinstance(cfg.policy, str)  # an object the caller made, and closes
-    policy = None
-    if todo:
-        policy = cfg.policy if given else load_policy(cfg.policy, cfg.policy_kwargs, timeout=cfg.timeout)
+    policy = made(cfg) if todo else None
     try:
         if policy is not None:  # another player's file is refused before a game is played, not after
             try:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from laya_eval.errors import EvalError
+from laya_protocol.errors import signals_held
 from laya_protocol.files import NotStandard, Refused, loads_standard, parse_json, read_capped
 
 #: A results file of every ALE game with ten thousand episodes each is about 25 MB. Parsed JSON can take
@@ -98,14 +99,19 @@ def stage_file(path: Path, write: Callable[[Path], object]) -> Path:
 
 
 def put_in_place(staged: dict[Path, Path]) -> list[Path]:
-    """Rename each staged file (:func:`stage_file`) over its path, once all are written: a set of
-    files (a report's) is replaced together or not at all, as a rename needs no room on the disk."""
+    """Rename each staged file (:func:`stage_file`) over its path, once all are written and no path
+    is a folder, with Ctrl-C and SIGTERM held: a set of files (a report's) is then replaced in a row,
+    as a rename needs no room on the disk."""
     try:
-        for path, tmp in staged.items():
-            try:
-                os.replace(tmp, path)
-            except OSError as e:
-                raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
+        for path in staged:
+            if path.is_dir() and not path.is_symlink():  # a rename over it fails: before any is made
+                raise EvalError("is a folder, where a file is to be written", file=str(path))
+        with signals_held():
+            for path, tmp in staged.items():
+                try:
+                    os.replace(tmp, path)
+                except OSError as e:
+                    raise EvalError(f"cannot be written ({e.strerror or type(e).__name__})", file=str(path)) from None
     finally:
         for tmp in staged.values():
             tmp.unlink(missing_ok=True)  # what was not renamed

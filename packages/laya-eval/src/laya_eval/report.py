@@ -227,34 +227,37 @@ def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     runs = [runs] if isinstance(runs, dict) else runs
-    made = not Path(out_dir).exists()
+    made = [p for p in (Path(out_dir), *Path(out_dir).parents) if not p.exists()]  # deepest first
     out = out_folder(out_dir)
     text = markdown_all(runs)
-    # one report into a folder at a time: two left one's report.md beside the other's figures
-    with FileLock.beside(out, f"a report into {out}", lambda m, f: EvalError(m, file=f, field="--out")):
-        # every file written before any is put in place: a full disk at a figure left the new
-        # report.md beside an earlier report's figures
-        staged: dict[Path, Path] = {}
-        try:
-            staged[out / "report.md"] = stage_file(out / "report.md", lambda tmp: tmp.write_text(text, "utf-8"))
-            runs = [r for r in runs if _scored(r)]
-            for name, draw in FIGURES if runs else ():
-                fig = draw(plt, runs)
-                try:
-                    staged[out / name] = stage_file(out / name, partial(_png, fig))
-                finally:
-                    plt.close(fig)
-        except BaseException:
-            for tmp in staged.values():
-                tmp.unlink(missing_ok=True)
-            if made:  # the folder this report made, empty
-                with contextlib.suppress(OSError):
-                    out.rmdir()
-            raise
-        written = put_in_place(staged)
-        for name, _ in FIGURES if not runs else ():  # no game scored: an earlier report's would show another run
-            if (out / name).is_file() or (out / name).is_symlink():
-                (out / name).unlink()
+    try:
+        # one report into a folder at a time: two left one's report.md beside the other's figures
+        with FileLock.beside(out, f"a report into {out}", lambda m, f: EvalError(m, file=f, field="--out")):
+            # every file written before any is put in place: a full disk at a figure left the new
+            # report.md beside an earlier report's figures
+            staged: dict[Path, Path] = {}
+            try:
+                staged[out / "report.md"] = stage_file(out / "report.md", lambda tmp: tmp.write_text(text, "utf-8"))
+                runs = [r for r in runs if _scored(r)]
+                for name, draw in FIGURES if runs else ():
+                    fig = draw(plt, runs)
+                    try:
+                        staged[out / name] = stage_file(out / name, partial(_png, fig))
+                    finally:
+                        plt.close(fig)
+            except BaseException:
+                for tmp in staged.values():
+                    tmp.unlink(missing_ok=True)
+                raise
+            written = put_in_place(staged)
+            for name, _ in FIGURES if not runs else ():  # no game scored: an earlier report's would show another run
+                if (out / name).is_file() or (out / name).is_symlink():
+                    (out / name).unlink()
+    except BaseException:
+        for folder in made:  # the folders this report made, if still empty (its lock is gone by now)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     return written
 
 

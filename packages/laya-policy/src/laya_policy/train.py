@@ -934,8 +934,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
         # a process this call started is importing the script that makes the call (spawn runs it as
         # __mp_main__): unguarded, the call runs again there, and would find --out locked by its starter
         raise SystemExit(
-            "error: train() was called again in a training process it started, which imports the script "
-            'that calls it: put the call under `if __name__ == "__main__":`'
+            "error: train() was called while a process multiprocessing started imports the script that calls "
+            'it (each of --processes does): put the call under `if __name__ == "__main__":`'
         )
     cfg = resolve(cfg)
     out = Path(cfg.out)

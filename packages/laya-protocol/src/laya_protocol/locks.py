@@ -52,8 +52,12 @@ class FileLock:
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
         except OSError as e:
-            self.path.unlink(missing_ok=True)
-            os.close(fd)
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError:  # a file left behind is free once closed: the write's error is the one to say
+                pass
+            finally:
+                os.close(fd)
             raise OSError(e.errno, e.strerror, str(self.path)) from None
         self._fd = fd
 

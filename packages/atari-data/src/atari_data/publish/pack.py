@@ -54,6 +54,7 @@ from atari_data.schema import (
     json_schema,
 )
 from atari_data.threads import MAX_THREADS, frame_threads
+from laya_protocol.config import listed
 from laya_protocol.files import write_file, writing
 from laya_protocol.names import HUB_SPLITS
 
@@ -97,6 +98,9 @@ class PackConfig:
     png_level: int | None = 9
     threads: int | None = None  # re-compressing threads; None: one a core (atari_data.threads)
     summary: dict = field(default_factory=dict, init=False)
+
+    def __post_init__(self):
+        listed(self)
 
 
 def layout_rows(
