@@ -257,3 +257,28 @@ def test_doctor_keeps_out_of_a_datasets_cache_it_cannot_use(packed, tmp_path):
         [sys.executable, "-m", "atari_data.cli", "doctor", str(packed)], capture_output=True, text=True, env=env
     )
     assert done.returncode == 0 and "healthy" in done.stdout, done.stdout + done.stderr
+
+
+def test_epsilon_for_one_game_beside_the_others(tmp_path, capsys):
+    """--epsilon 0.3,Pong=0.5: each game's experts move at random with its own probability (the
+    quickstart's Pong reads and plays better at 0.5, Boxing worse: docs/learning-on-a-cpu.md)."""
+    root = tmp_path / "d"
+    base = ["generate", "--root", str(root), "--train-frames", "20", "--val-frames", "4", "--min-train-episodes", "1"]
+    base += ["--decision-cap", "20", "--baseline-episodes", "0"]
+    assert main([*base, "--games", "Pong,Freeway", "--epsilon", "0.3, pong=0.5"]) == 0
+    origins = {g: json.loads((root / "expert2f" / g / "meta.json").read_text())["origin"] for g in ("Pong", "Freeway")}
+    assert origins["Pong"].endswith(", epsilon 0.5") and origins["Freeway"].endswith(", epsilon 0.3"), origins
+    capsys.readouterr()
+    for value, said in (
+        ("Pong=2", "--epsilon: Pong=2.0: not a probability"),
+        ("0.3,Breakout=0.5", "--epsilon: Breakout=0.5: Breakout is not among --games"),
+        ("0.3,0.4", "--epsilon: 0.3,0.4: one probability for every game, then GAME=P for one"),
+        ("0.3,Pong=x", "--epsilon: Pong=x: expected a probability, or GAME=probability"),
+        ("0.3,Pongg=0.5", "--epsilon: unknown ALE v5 game 'Pongg'"),
+    ):
+        assert main([*base, "--root", str(tmp_path / "e"), "--games", "Pong", "--epsilon", value]) == 2, value
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {said}") and err.count("\n") == 1, (value, err)
+    doom = ["generate", "--platform", "vizdoom", "--root", str(tmp_path / "v"), "--epsilon", "0.3,Pong=0.5"]
+    assert main(doom) == 2
+    assert "--epsilon: one probability for ViZDoom" in capsys.readouterr().err

@@ -57,8 +57,9 @@ def test_quickstart_runs_every_stage_then_skips_them(tmp_path, capsys):
     assert json.loads((out / "stages" / "load.json").read_text())["rows"] == {"train": 40, "validation": 16}
     assert list(out.glob("*.gif")), "a video of the trained policy"
     meta = json.loads((out / "data" / "expert2f" / "Pong" / "meta.json").read_text())
-    assert meta["origin"].endswith(", epsilon 0.3"), "the experts played the data with the quickstart's epsilon"
-    assert "a uniform random one with probability 0.3" in report
+    # the quickstart's epsilon: 0.3, and Pong's 0.5 (docs/learning-on-a-cpu.md)
+    assert meta["origin"].endswith(", epsilon 0.5"), "the experts played the data with the quickstart's epsilon"
+    assert "a uniform random one with probability 0.3 (Pong 0.5)" in report
     assert "training.png" in _links(out)  # Pong's baselines at --cap 30 are 0 and 0: no figures to link
 
     assert main(["quickstart", "--out", str(out), *TOY]) == 0
@@ -204,6 +205,7 @@ def test_the_quickstart_runs_the_reference_cnn_through_the_same_stages(tmp_path,
     "flag, value",
     [
         ("--epsilon", "1.5"),
+        ("--epsilon", "Pong=2"),
         ("--train-frames", "0"),
         ("--games", "Nope"),
         ("--games", "Seaquest"),  # no built-in expert: found after the games before it were written

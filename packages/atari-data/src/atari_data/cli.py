@@ -133,9 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(g, GenerateConfig, skip=("epsilon",))
     g.add_argument(
         "--epsilon",
-        type=float,
-        help="probability of a uniform random move instead of the expert's "
-        f"(default {GenerateConfig.epsilon}; {DoomConfig.epsilon} for ViZDoom)",
+        metavar="P[,GAME=P...]",
+        help="probability of a uniform random move instead of the expert's, and a game's own after it "
+        f"(0.3,Pong=0.5) (default {GenerateConfig.epsilon}; {DoomConfig.epsilon} for ViZDoom)",
     )
     g.add_argument(
         "--platform",
@@ -398,12 +398,15 @@ def cmd_stats(a) -> int:
 
 
 def cmd_generate(a) -> int:
-    from atari_data.produce.generate import generate
+    from atari_data.produce.generate import generate, parse_epsilon
 
+    every, games = parse_epsilon(a.epsilon) if a.epsilon is not None else (None, {})
     if a.platform == "vizdoom":
         from atari_data.play.doom import generate_doom
 
-        epsilon = DoomConfig.epsilon if a.epsilon is None else a.epsilon
+        if games:
+            raise AtariDataError("one probability for ViZDoom, whose scenario is one game", field="--epsilon")
+        epsilon = DoomConfig.epsilon if every is None else every
         meta = generate_doom(
             DoomConfig(
                 root=a.root,
@@ -424,7 +427,7 @@ def cmd_generate(a) -> int:
                 f"frames without a monster: {meta['dropped'].get('no_monster', 0)}"
             )
         return 0
-    cfg = from_args(GenerateConfig, a, epsilon=GenerateConfig.epsilon if a.epsilon is None else a.epsilon)
+    cfg = from_args(GenerateConfig, a, epsilon=GenerateConfig.epsilon if every is None else every, game_epsilon=games)
     for game, meta in generate(cfg).items():
         if meta is None:
             print(f"{cfg.source}/{game}: already complete (use --force to redo)")

@@ -67,10 +67,11 @@ class QuickstartConfig:
     baseline_episodes: int = option(
         2, "expert and random episodes measured into meta.json; 0: normalise with laya-eval's reference table"
     )
-    epsilon: float = option(
-        0.3,
-        "probability of a uniform random move while the experts play the data (atari-data generate --epsilon; "
-        "whose default is the upstream recipe's): more of the states a student's own mistakes lead to "
+    epsilon: str = option(
+        "0.3,Pong=0.5",
+        "probability of a uniform random move while the experts play the data, and a game's own after it "
+        "(atari-data generate --epsilon, whose default is the upstream recipe's): more of the states a "
+        "student's own mistakes lead to; Pong's 0.5 read and played better on two seeds of three "
         "(docs/learning-on-a-cpu.md)",
     )
     model: str = option("tiny", "tiny, a Hub id, a local directory, or cnn (the reference student, not a VLM)")
@@ -253,6 +254,18 @@ class Quickstart:
 
         return {"games": sorted(generate(self.generate_config()))}
 
+    @property
+    def epsilon(self) -> tuple[float, dict[str, float]]:
+        """--epsilon as generate takes it: for every game, and each game's own. The default's own are
+        for the games played: the quickstart of Freeway alone has no Pong to give 0.5."""
+        from atari_data.produce.generate import GenerateConfig, parse_epsilon
+
+        every, games = parse_epsilon(self.cfg.epsilon)
+        if self.cfg.epsilon == QuickstartConfig.epsilon:
+            played = {g.lower() for g in self.cfg.games}
+            games = {g: p for g, p in games.items() if g.lower() in played}
+        return (GenerateConfig.epsilon if every is None else every), games
+
     def generate_config(self):
         from atari_data.produce.generate import GenerateConfig
 
@@ -266,7 +279,8 @@ class Quickstart:
             min_train_episodes=8,
             decision_cap=c.decision_cap,
             baseline_episodes=c.baseline_episodes,
-            epsilon=c.epsilon,
+            epsilon=self.epsilon[0],
+            game_epsilon=self.epsilon[1],
             seed=c.seed,
             workers=c.workers,
         )
@@ -367,13 +381,15 @@ class Quickstart:
                 greedy=not self.cfg.sample,  # as it was judged
             )
         from atari_data.layout.stats import stats_table
+        from atari_data.produce.generate import epsilon_text
 
         stats = stats_table(self.data)
         lines = [
             "# Quickstart report",
             "",
             "Built-in RAM experts played ALE v5 to make `expert2f` data, each move a uniform random one with "
-            f"probability {self.cfg.epsilon} (labels are the expert's own choice either way); it was validated, "
+            f"probability {epsilon_text(*self.epsilon)} (labels are the expert's own choice either way); it was "
+            "validated, "
             "packed, read back through `datasets.load_dataset`, used to train the policy, and the policy was "
             "judged by laya-eval "
             "against a uniform-random policy (same run). Normalised scores use, per game, the baseline named "

@@ -22,6 +22,7 @@ import numpy as np
 from atari_data.errors import AtariDataError
 from atari_data.layout import GameDir
 from atari_data.layout.writer import DEFAULT_CAPS, GameWriter, Step
+from atari_data.play.actions import resolve_game
 from atari_data.play.ale import AtariGame, Decision, episode_seed, play_episode
 from atari_data.play.experts import Expert, expert_id, is_planner, load_expert
 from atari_data.play.experts.base import check_holds, playable_games
@@ -32,7 +33,7 @@ from atari_data.produce.executors import ahead
 from atari_data.publish.repo import check_out_root
 from atari_data.schema import ALE_FRAME_FORMAT
 from atari_data.schema.types import INT64_MAX
-from laya_protocol.config import listed, option
+from laya_protocol.config import csv, listed, option
 from laya_protocol.names import score_key, scores_key
 from laya_protocol.protocol import BASELINE_CAP, DATA_DECISION_CAP, Protocol
 from laya_protocol.ray import EXECUTORS
@@ -73,6 +74,9 @@ class GenerateConfig:
     val_frames: int = option(DEFAULT_CAPS["val"], "val records per game at most")
     min_train_episodes: int = option(3, "play at least this many train episodes")
     epsilon: float = option(0.1, "probability of a uniform random move instead of the expert's")
+    game_epsilon: dict[str, float] = option(
+        factory=dict, cli=False, help="a game's own epsilon, in place of ``epsilon`` (--epsilon 0.3,Pong=0.5)"
+    )
     decision_cap: int | None = option(
         DATA_DECISION_CAP, "decisions per episode at most (the default is ALE v5's frame limit)"
     )
@@ -107,6 +111,45 @@ class GenerateConfig:
         check_budget(self.planner_frames)
         check_holds(self.expert)
         self.games = playable_games(self.expert, self.games)
+        own = {}
+        for name, p in self.game_epsilon.items():
+            game = resolve_game(name, "--epsilon")
+            if game not in self.games:
+                raise AtariDataError(f"{name}={p}: {game} is not among --games", field="--epsilon")
+            if not 0 <= p <= 1:
+                raise AtariDataError(f"{name}={p}: not a probability", field="--epsilon")
+            own[game] = p
+        self.game_epsilon = own
+
+    def epsilon_of(self, game: str) -> float:
+        """The probability of a random move while ``game``'s expert plays."""
+        return self.game_epsilon.get(game, self.epsilon)
+
+
+def parse_epsilon(text: str) -> tuple[float | None, dict[str, float]]:
+    """``--epsilon``: a probability for every game, and ``GAME=P`` for one (``0.3,Pong=0.5``); the
+    first None when only games are given. Game names are resolved by the config that takes them."""
+    every, games = None, {}
+    for part in csv(text):
+        name, eq, value = part.rpartition("=")
+        try:
+            p = float(value)
+        except ValueError:
+            raise AtariDataError(f"{part}: expected a probability, or GAME=probability", field="--epsilon") from None
+        if eq:
+            games[name.strip()] = p
+        elif every is None:
+            every = p
+        else:
+            raise AtariDataError(
+                f"{text}: one probability for every game, then GAME=P for one (0.3,Pong=0.5)", field="--epsilon"
+            )
+    return every, games
+
+
+def epsilon_text(every: float, games: dict[str, float]) -> str:
+    """``0.3 (Pong 0.5)``: the probabilities as a sentence gives them."""
+    return f"{every}" + (f" ({', '.join(f'{g} {p}' for g, p in games.items())})" if games else "")
 
 
 def check_probability(value: float, flag: str) -> None:
@@ -231,7 +274,7 @@ def episode_steps(cfg: GenerateConfig, game: AtariGame, expert: Expert, episode:
         expert,
         episode_seed(cfg.seed, game.game, episode),
         behaviour_rng(cfg.seed, game.game, episode),
-        epsilon_expert(cfg.epsilon),
+        epsilon_expert(cfg.epsilon_of(game.game)),
         cfg.decision_cap,
         replay=replay,
     )
@@ -412,7 +455,8 @@ def generate_game(cfg: GenerateConfig, game_name: str, progress=None) -> dict | 
         cfg.source,
         game_name,
         frame_format=ALE_FRAME_FORMAT,
-        origin=f"atari-data generate, expert {expert_id(cfg.expert, cfg.planner_frames)}, epsilon {cfg.epsilon}",
+        origin=f"atari-data generate, expert {expert_id(cfg.expert, cfg.planner_frames)}, "
+        f"epsilon {cfg.epsilon_of(game_name)}",
         license="MIT",
         frames=SOURCES[cfg.source],
         caps={"train": cfg.train_frames, "val": cfg.val_frames},
