@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import signal
@@ -40,10 +41,10 @@ def test_results_file_has_protocol_policy_games_and_summary(tmp_path):
     assert res["summary"]["counts"]["games"] == 2 and res["summary"]["all"]["iqm_ci95"]
 
 
-def test_a_report_of_a_run_not_finished_says_which_games_it_lacks(tmp_path, capsys):
-    """report of a results file while its run still played (or after it was stopped) read as final:
-    the same tables and summary as a finished run of the games scored so far. A run that extends a
-    file says so before its first new game; a rerun asked for fewer games finishes what it was asked."""
+@contextlib.contextmanager
+def _caught_waiting(tmp_path, games: list[str]):
+    """A results file of Pong, then a run extending it to ``games`` in a thread, caught waiting at
+    Breakout's reset until the block ends: (the file, the run's config)."""
     import threading
 
     results, go = tmp_path / "results.json", tmp_path / "go"
@@ -57,14 +58,29 @@ def test_a_report_of_a_run_not_finished_says_which_games_it_lacks(tmp_path, caps
         cap=30,
     )
     evaluate(cfg, progress=False)
-    cfg.games = ["Pong", "Freeway", "Breakout"]  # extended: Freeway, then Breakout, which waits
+    cfg.games = games
     playing = threading.Thread(target=evaluate, args=(cfg,), kwargs={"progress": False})
     playing.start()
     try:
-        deadline = time.monotonic() + 60
-        while "Freeway" not in json.loads(results.read_text())["games"]:
-            assert time.monotonic() < deadline, "Freeway was never written"
-            time.sleep(0.05)
+        yield results, cfg
+    finally:
+        go.touch()
+        playing.join(60)
+
+
+def _until(check, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_a_report_of_a_run_not_finished_says_which_games_it_lacks(tmp_path, capsys):
+    """report of a results file while its run still played (or after it was stopped) read as final:
+    the same tables and summary as a finished run of the games scored so far. A rerun asked for
+    fewer games finishes what it was asked."""
+    with _caught_waiting(tmp_path, ["Pong", "Freeway", "Breakout"]) as (results, cfg):
+        _until(lambda: "Freeway" in json.loads(results.read_text())["games"], "Freeway was never written")
         assert main(["report", str(results)]) == 0
         said = capsys.readouterr().out
         assert "Not finished: 1 game asked for is not yet scored (Breakout)" in said, said
@@ -72,9 +88,6 @@ def test_a_report_of_a_run_not_finished_says_which_games_it_lacks(tmp_path, caps
         compared.write_text(results.read_text())
         assert main(["compare", str(compared), str(results)]) == 0
         assert "Not finished: A, 1 game asked for is not yet scored (Breakout)" in capsys.readouterr().out
-    finally:
-        go.touch()
-        playing.join(60)
     assert main(["report", str(results)]) == 0
     assert "not yet scored" not in capsys.readouterr().out
     cfg.games = ["Pong"]  # a later run asked for less: done at once, and the file says it is finished
@@ -87,30 +100,9 @@ def test_a_report_of_a_run_not_finished_says_which_games_it_lacks(tmp_path, caps
 def test_an_extended_run_says_what_it_lacks_before_its_first_new_game(tmp_path):
     """The file is rewritten only after a game: a run stopped in its first new game left the file of
     the run before, which said it was finished."""
-    import threading
-
-    results, go = tmp_path / "results.json", tmp_path / "go"
-    cfg = RunConfig(
-        policy="tests.laya_eval.fake_policies:waits_on",
-        policy_kwargs={"game": "Breakout", "go": str(go)},
-        games=["Pong"],
-        out=str(results),
-        episodes=1,
-        random_episodes=0,
-        cap=30,
-    )
-    evaluate(cfg, progress=False)
-    cfg.games = ["Pong", "Breakout"]
-    playing = threading.Thread(target=evaluate, args=(cfg,), kwargs={"progress": False})
-    playing.start()
-    try:
-        deadline = time.monotonic() + 60
-        while json.loads(results.read_text()).get("pending") != ["Breakout"]:
-            assert time.monotonic() < deadline, "the file never said Breakout was asked for"
-            time.sleep(0.05)
-    finally:
-        go.touch()
-        playing.join(60)
+    with _caught_waiting(tmp_path, ["Pong", "Breakout"]) as (results, _):
+        pending = lambda: json.loads(results.read_text()).get("pending") == ["Breakout"]  # noqa: E731
+        _until(pending, "the file never said Breakout was asked for")
     assert json.loads(results.read_text())["pending"] == []
 
 
