@@ -275,6 +275,12 @@ def test_epsilon_for_one_game_beside_the_others(tmp_path, capsys):
         ("0.3,0.4", "--epsilon: 0.3,0.4: one probability for every game, then GAME=P for one"),
         ("0.3,Pong=x", "--epsilon: Pong=x: expected a probability, or GAME=probability"),
         ("0.3,Pongg=0.5", "--epsilon: unknown ALE v5 game 'Pongg'"),
+        # from an outside review: the last of two won in silence, a blank one was the default
+        ("0.3,pong=0.5,PONG=0.4", "--epsilon: Pong is given twice"),
+        ("0.3,Pong=0.5,Pong=0.4", "--epsilon: Pong is given twice"),
+        (" ", "--epsilon: ' ': expected a probability"),
+        ("0.3,=0.5", "--epsilon: =0.5: expected a probability, or GAME=probability"),
+        ("0.3,Pong=0.5=0.6", "--epsilon: Pong=0.5=0.6: expected a probability, or GAME=probability"),
     ):
         assert main([*base, "--root", str(tmp_path / "e"), "--games", "Pong", "--epsilon", value]) == 2, value
         err = capsys.readouterr().err

@@ -206,6 +206,7 @@ def test_the_quickstart_runs_the_reference_cnn_through_the_same_stages(tmp_path,
     [
         ("--epsilon", "1.5"),
         ("--epsilon", "Pong=2"),
+        ("--epsilon", "Freeway=0.5"),  # the toy plays Pong alone: no Freeway to give it
         ("--train-frames", "0"),
         ("--games", "Nope"),
         ("--games", "Seaquest"),  # no built-in expert: found after the games before it were written
@@ -265,3 +266,19 @@ def test_what_a_quickstart_folder_holds_is_read_as_untrusted(tmp_path):
         assert done, f"quickstart waited on {name}"
         code, err = got
         assert code == 2 and name.strip() in err, err
+
+
+def test_the_quickstarts_epsilon_is_one_text_every_form_of_it_compares_by():
+    """From an outside review: the default's Pong part was dropped for a quickstart without Pong only
+    when the flag was left out by typing it the same way; a number from Python failed on .split; only
+    a game's own gave the others generate's 0.1; and a run folder of the number 0.3 was refused as
+    another setting than the text '0.3'."""
+    from laya_policy.quickstart import QuickstartConfig, _compared
+
+    assert QuickstartConfig().epsilon == "0.3,Pong=0.5"
+    assert QuickstartConfig(games=["Freeway"]).epsilon == "0.3"
+    assert QuickstartConfig(epsilon=0.3, games=["Pong"]).epsilon == "0.3"
+    assert QuickstartConfig(epsilon="Pong=0.6").epsilon == "0.3,Pong=0.6"
+    assert _compared({"epsilon": 0.3, "seed": 0}) == _compared(
+        {"epsilon": QuickstartConfig(epsilon=0.3).epsilon, "seed": 0}
+    )

@@ -50,6 +50,8 @@ OUTPUTS = {
 }
 #: The report's video: a GIF, which a Markdown viewer shows inline.
 VIDEO = ".gif"
+#: The experts' random moves in the quickstart's data: 0.3, and 0.5 in Pong (docs/learning-on-a-cpu.md).
+EPSILON, PONG_EPSILON = 0.3, 0.5
 
 
 @dataclass
@@ -67,12 +69,13 @@ class QuickstartConfig:
     baseline_episodes: int = option(
         2, "expert and random episodes measured into meta.json; 0: normalise with laya-eval's reference table"
     )
-    epsilon: str = option(
-        "0.3,Pong=0.5",
-        "probability of a uniform random move while the experts play the data, and a game's own after it "
-        "(atari-data generate --epsilon, whose default is the upstream recipe's): more of the states a "
-        "student's own mistakes lead to; Pong's 0.5 read and played better on two seeds of three "
-        "(docs/learning-on-a-cpu.md)",
+    epsilon: str | None = option(
+        None,
+        "probability of a uniform random move while the experts play the data, and a game's own after it, "
+        f"P[,GAME=P...] (atari-data generate --epsilon; the others {EPSILON} when only games are given): more "
+        "of the states a student's own mistakes lead to; with Pong's at 0.5 the greedy median rose on two "
+        "seeds of three (docs/learning-on-a-cpu.md)",
+        shown=f"{EPSILON}, Pong {PONG_EPSILON} when Pong is played",
     )
     model: str = option("tiny", "tiny, a Hub id, a local directory, or cnn (the reference student, not a VLM)")
     image_size: int | None = option(
@@ -109,6 +112,15 @@ class QuickstartConfig:
 
     def __post_init__(self):
         listed(self)
+        from atari_data.produce.generate import epsilon_flag, parse_epsilon
+
+        # --epsilon as one text, the games' names as given: what settings.json holds and a rerun compares
+        if self.epsilon is None:  # Pong's own where Pong is played: the quickstart of Freeway has none
+            own = {"Pong": PONG_EPSILON} if "pong" in {g.lower() for g in self.games} else {}
+            self.epsilon = epsilon_flag(EPSILON, own)
+        else:
+            every, own = parse_epsilon(str(self.epsilon))
+            self.epsilon = epsilon_flag(EPSILON if every is None else every, own)
 
 
 class Quickstart:
@@ -254,22 +266,11 @@ class Quickstart:
 
         return {"games": sorted(generate(self.generate_config()))}
 
-    @property
-    def epsilon(self) -> tuple[float, dict[str, float]]:
-        """--epsilon as generate takes it: for every game, and each game's own. The default's own are
-        for the games played: the quickstart of Freeway alone has no Pong to give 0.5."""
+    def generate_config(self):
         from atari_data.produce.generate import GenerateConfig, parse_epsilon
 
-        every, games = parse_epsilon(self.cfg.epsilon)
-        if self.cfg.epsilon == QuickstartConfig.epsilon:
-            played = {g.lower() for g in self.cfg.games}
-            games = {g: p for g, p in games.items() if g.lower() in played}
-        return (GenerateConfig.epsilon if every is None else every), games
-
-    def generate_config(self):
-        from atari_data.produce.generate import GenerateConfig
-
         c = self.cfg
+        every, games = parse_epsilon(c.epsilon)  # __post_init__ wrote every game's
         return GenerateConfig(
             root=str(self.data),
             source=SOURCE,
@@ -279,8 +280,8 @@ class Quickstart:
             min_train_episodes=8,
             decision_cap=c.decision_cap,
             baseline_episodes=c.baseline_episodes,
-            epsilon=self.epsilon[0],
-            game_epsilon=self.epsilon[1],
+            epsilon=every,
+            game_epsilon=games,
             seed=c.seed,
             workers=c.workers,
         )
@@ -383,13 +384,15 @@ class Quickstart:
         from atari_data.layout.stats import stats_table
         from atari_data.produce.generate import epsilon_text
 
+        gen = self.generate_config()  # the probabilities as generate resolved them
+
         stats = stats_table(self.data)
         lines = [
             "# Quickstart report",
             "",
             "Built-in RAM experts played ALE v5 to make `expert2f` data, each move a uniform random one with "
-            f"probability {epsilon_text(*self.epsilon)} (labels are the expert's own choice either way); it was "
-            "validated, "
+            f"probability {epsilon_text(gen.epsilon, gen.game_epsilon)} (labels are the expert's own choice "
+            "either way); it was validated, "
             "packed, read back through `datasets.load_dataset`, used to train the policy, and the policy was "
             "judged by laya-eval "
             "against a uniform-random policy (same run). Normalised scores use, per game, the baseline named "
@@ -519,10 +522,14 @@ def _lock_error(message: str, path: str) -> ValueError:
 
 def _compared(settings):
     """Settings as two runs compare them: not the folder's own name (``qs``, ``./qs``, or moved, it is
-    the same run), nor --restart."""
-    return (
-        {k: v for k, v in settings.items() if k not in ("out", "restart")} if isinstance(settings, dict) else settings
-    )
+    the same run), nor --restart; an --epsilon written as a number (before a game could have its own)
+    as the text it is now."""
+    if not isinstance(settings, dict):
+        return settings
+    compared = {k: v for k, v in settings.items() if k not in ("out", "restart")}
+    if type(compared.get("epsilon")) in (int, float):
+        compared["epsilon"] = str(float(compared["epsilon"]))
+    return compared
 
 
 def _is_settings(made) -> bool:

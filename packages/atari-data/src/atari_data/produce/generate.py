@@ -92,7 +92,7 @@ class GenerateConfig:
     )
     force: bool = option(False, "rewrite games that are already complete")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         listed(self)
         check_out_root(self.root)
         check_counts(
@@ -111,14 +111,18 @@ class GenerateConfig:
         check_budget(self.planner_frames)
         check_holds(self.expert)
         self.games = playable_games(self.expert, self.games)
-        own = {}
+        if not isinstance(self.game_epsilon, dict):
+            raise AtariDataError("is not a mapping of games to probabilities", field="game_epsilon")
+        own: dict[str, float] = {}
         for name, p in self.game_epsilon.items():
-            game = resolve_game(name, "--epsilon")
+            game = resolve_game(str(name), "--epsilon")
             if game not in self.games:
                 raise AtariDataError(f"{name}={p}: {game} is not among --games", field="--epsilon")
-            if not 0 <= p <= 1:
+            if type(p) not in (int, float) or not 0 <= p <= 1:  # True is no probability, NaN fails the range
                 raise AtariDataError(f"{name}={p}: not a probability", field="--epsilon")
-            own[game] = p
+            if game in own:
+                raise AtariDataError(f"{game} is given twice", field="--epsilon")
+            own[game] = float(p) + 0.0  # -0.0 is 0.0: the origin it writes is the one a rerun compares
         self.game_epsilon = own
 
     def epsilon_of(self, game: str) -> float:
@@ -130,21 +134,33 @@ def parse_epsilon(text: str) -> tuple[float | None, dict[str, float]]:
     """``--epsilon``: a probability for every game, and ``GAME=P`` for one (``0.3,Pong=0.5``); the
     first None when only games are given. Game names are resolved by the config that takes them."""
     every, games = None, {}
-    for part in csv(text):
-        name, eq, value = part.rpartition("=")
+    parts = csv(str(text))
+    if not parts:
+        raise AtariDataError(f"{text!r}: expected a probability, or GAME=probability", field="--epsilon")
+    for part in parts:
+        name, eq, value = part.partition("=") if "=" in part else ("", "", part)
         try:
-            p = float(value)
+            if eq and not name.strip():
+                raise ValueError
+            p = float(value) + 0.0
         except ValueError:
             raise AtariDataError(f"{part}: expected a probability, or GAME=probability", field="--epsilon") from None
-        if eq:
-            games[name.strip()] = p
-        elif every is None:
-            every = p
-        else:
+        if not eq and every is not None:
             raise AtariDataError(
                 f"{text}: one probability for every game, then GAME=P for one (0.3,Pong=0.5)", field="--epsilon"
             )
+        if eq and name.strip() in games:
+            raise AtariDataError(f"{name.strip()} is given twice", field="--epsilon")
+        if eq:
+            games[name.strip()] = p
+        else:
+            every = p
     return every, games
+
+
+def epsilon_flag(every: float, games: dict[str, float]) -> str:
+    """The ``--epsilon`` text of a probability for every game and each game's own."""
+    return ",".join([f"{every}", *(f"{g}={p}" for g, p in games.items())])
 
 
 def epsilon_text(every: float, games: dict[str, float]) -> str:
