@@ -394,3 +394,11 @@ def test_a_lock_held_by_a_killed_process_is_free(tmp_path):
     assert (tmp_path / "synth" / ".Breakout.lock").exists(), "a killed holder leaves its file..."
     with writer(tmp_path) as w:  # ...but not its lock
         assert not w.complete
+
+
+def test_a_split_a_layout_does_not_have_is_named_with_those_it_has(layout_master):
+    """From a researcher's review: records("validation"), the Hub's name, said val's file was missing."""
+    game = list_games(layout_master, ["expert2f"])[0]
+    with pytest.raises(AtariDataError, match=r"'validation' is not a split of a layout \(train, val; the Hub names"):
+        next(game.records("validation"))
+    assert next(game.records("val"))["id"]

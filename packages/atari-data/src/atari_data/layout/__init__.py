@@ -27,6 +27,7 @@ from atari_data.errors import AtariDataError
 from atari_data.schema import GAME_RE, SOURCE_RE
 from laya_protocol.files import write_file, writing
 from laya_protocol.locks import FileLock as _FileLock
+from laya_protocol.names import HUB_SPLITS, SPLITS
 
 READY = "_READY"
 META = "meta.json"
@@ -37,7 +38,13 @@ EPISODE_KEYS = ("episode", "split", "seed", "moves", "decisions")
 
 
 def split_file_name(split: str) -> str:
-    """A split's records in a game folder: ``train.jsonl``, ``val.jsonl``."""
+    """A split's records in a game folder: ``train.jsonl``, ``val.jsonl``; another split is one line
+    naming them (the Hub's ``validation`` read as a missing file)."""
+    if split not in SPLITS:
+        raise AtariDataError(
+            f"{split!r} is not a split of a layout ({', '.join(SPLITS)}; the Hub names val {HUB_SPLITS['val']!r})",
+            field="split",
+        )
     return f"{split}.jsonl"
 
 
