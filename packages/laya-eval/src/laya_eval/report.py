@@ -227,7 +227,7 @@ def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     runs = [runs] if isinstance(runs, dict) else runs
-    made = [p for p in (Path(out_dir), *Path(out_dir).parents) if not p.exists()]  # deepest first
+    new_folders = [p for p in (Path(out_dir), *Path(out_dir).parents) if not p.exists()]  # deepest first
     out = out_folder(out_dir)
     text = markdown_all(runs)
     try:
@@ -245,16 +245,15 @@ def write_report(runs: dict | list[dict], out_dir: str | Path) -> list[Path]:
                         staged[out / name] = stage_file(out / name, partial(_png, fig))
                     finally:
                         plt.close(fig)
-            except BaseException:
-                for tmp in staged.values():
+                written = put_in_place(staged)
+            finally:
+                for tmp in staged.values():  # what was not put in place (renamed, a name is gone)
                     tmp.unlink(missing_ok=True)
-                raise
-            written = put_in_place(staged)
             for name, _ in FIGURES if not runs else ():  # no game scored: an earlier report's would show another run
                 if (out / name).is_file() or (out / name).is_symlink():
                     (out / name).unlink()
     except BaseException:
-        for folder in made:  # the folders this report made, if still empty (its lock is gone by now)
+        for folder in new_folders:  # the folders this report made, if still empty (its lock is gone by now)
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise

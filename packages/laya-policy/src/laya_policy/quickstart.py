@@ -111,9 +111,9 @@ class QuickstartConfig:
     restart: bool = option(False, "delete OUT, a quickstart's run folder (never another folder), and start over")
 
     def __post_init__(self):
-        listed(self)
         from atari_data.produce.generate import epsilon_flag, parse_epsilon
 
+        listed(self)
         # --epsilon as one text, the games' names as given: what settings.json holds and a rerun compares
         if self.epsilon is None:  # Pong's own where Pong is played: the quickstart of Freeway has none
             own = {"Pong": PONG_EPSILON} if "pong" in {g.lower() for g in self.games} else {}
@@ -528,7 +528,9 @@ def _compared(settings):
         return settings
     compared = {k: v for k, v in settings.items() if k not in ("out", "restart")}
     if type(compared.get("epsilon")) in (int, float):
-        compared["epsilon"] = str(float(compared["epsilon"]))
+        from atari_data.produce.generate import epsilon_flag
+
+        compared["epsilon"] = epsilon_flag(float(compared["epsilon"]), {})
     return compared
 
 

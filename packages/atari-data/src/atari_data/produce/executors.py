@@ -196,7 +196,8 @@ def _left_by_a_dead_pool(folder: Path) -> bool:
     regular file, nothing in it but notes) and no process holds its lock. The temporary folder is
     shared: anything else there is someone else's, and a FIFO opened for reading waits for a writer."""
     try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode) or os.lstat(folder).st_uid != os.getuid():
+        made = os.lstat(folder)
+        if not stat.S_ISDIR(made.st_mode) or made.st_uid != os.getuid():
             return False
         if any(name != HELD and not name.isdigit() for name in os.listdir(folder)):
             return False

@@ -56,6 +56,7 @@ class Doctor:
     _meta_cache: dict = field(default_factory=dict)
     _rules_cache: dict = field(default_factory=dict)
     _ids: dict = field(default_factory=dict)  # (source, split) -> {id: digest of its Parquet row}
+    _cache: str = field(default="", init=False)  # the datasets cache folder of this run (run sets it)
 
     def defect(self, file, fld: str, msg: str) -> None:
         self.defects.append(AtariDataError(msg, file=str(file), field=fld))
@@ -65,7 +66,8 @@ class Doctor:
         what was read may be two packs' (a healthy one was called broken)."""
         pin = FolderPin(self.folder) if self.folder.is_dir() and not self.folder.is_symlink() else None
         try:
-            self._examine()
+            with own_cache() as self._cache:  # datasets' lock files, out of a user's cache it may not use
+                self._examine()
             if pin is not None and not pin.same():
                 self.defects = [pin.replaced("checked", "run doctor", PACK_SWAPPER)]
         finally:
@@ -122,9 +124,8 @@ class Doctor:
             claimed.update(files[name])
             if files[name] & costly or strays:
                 continue
-            # a file that does not load is one defect line, not datasets' log too
-            with _quiet_datasets(), own_cache() as cache:
-                self._config(name, conf, infos.get(name, {}), cache)
+            with _quiet_datasets():  # a file that does not load is one defect line, not datasets' log too
+                self._config(name, conf, infos.get(name, {}))
         for name, held in files.items():  # a game config is only counted: its frames are its source's
             source, game = repo.split_config(name)
             outside = sorted(held - files.get(source, set())) if game is not None else []
@@ -164,7 +165,7 @@ class Doctor:
             self._meta_cache[source] = metas
         return self._meta_cache[source]
 
-    def _config(self, name: str, conf: dict, info: dict, cache: str) -> None:
+    def _config(self, name: str, conf: dict, info: dict) -> None:
         """A source config is read whole, every frame decoded; a game config ``<source>-<Game>`` is
         counted (its files are a subset of its source's, already decoded) and must hold only that game."""
         from datasets import load_dataset
@@ -186,7 +187,7 @@ class Doctor:
             n = 0
             try:
                 streaming()  # the command's end frees the readers (publish.teardown)
-                rows = load_dataset(str(self.folder), name, split=split, streaming=True, cache_dir=cache)
+                rows = load_dataset(str(self.folder), name, split=split, streaming=True, cache_dir=self._cache)
                 columns = list(rows.features or {})
                 if set(columns) - set(RECORD.names) or {"id", "image", "label"} - set(columns):
                     self.defect(self.folder / df["path"], "columns", f"{columns} are not the schema's fields")
