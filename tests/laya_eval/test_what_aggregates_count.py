@@ -223,3 +223,63 @@ def test_compares_unflagged_games_are_not_chosen_by_how_they_were_played(runs, t
     res = compare(str(paths[0]), str(paths[1]))
     assert res["unflagged"]["games"] == 1, "Pong: flagged for its normalised score, not for what it is"
     assert res["unflagged"]["p"] == pytest.approx(next(r["p"] for r in res["rows"] if r["game"] == "Pong"))
+
+
+def _entry(game, scores, expert, rnd, cap=CAP):
+    from laya_eval.baselines import Baseline
+    from laya_eval.evaluate import derived
+
+    b = Baseline(expert, rnd, "by hand", cap)
+    return {"game": game, "scores": scores, "baseline": b.to_dict(), **derived(game, scores, b, cap, rnd)}
+
+
+def test_a_game_whose_expert_scores_below_random_has_no_normalised_score():
+    """(expert - random) < 0 flips the sign: a policy 10 points above random scored -1 and halved the
+    "all" mean. Only Solaris was kept out, by name; the rule is the game's, whatever it is called."""
+    from laya_eval.evaluate import summarise
+
+    below = _entry("Qbert", [20.0] * 5, expert=0.0, rnd=10.0)
+    assert below["normalised"] is None and below["normalised_scores"] is None, below
+    assert below["beats_random"] and any("not above random" in f for f in below["flags"]), below
+    fine = _entry("Pong", [0.5, 1.0, 1.5], expert=2.0, rnd=0.0)
+    alone = summarise({"Pong": fine})
+    both = summarise({"Pong": fine, "Qbert": below})
+    assert both["all"] == alone["all"] and both["counts"]["with_normalised"] == 1, both
+
+
+def test_the_intervals_do_not_depend_on_the_order_games_finished_in():
+    """A Ray run records games in the order they finish: the same scores must give the same intervals."""
+    from laya_eval.evaluate import summarise
+
+    games = {
+        g: _entry(g, [float(i * k % 7) for i in range(6)], expert=6.0, rnd=0.0)
+        for k, g in enumerate(("Pong", "Breakout", "Boxing", "Freeway"), start=1)
+    }
+    backwards = dict(reversed(list(games.items())))
+    for kind in ("episode", "task"):
+        assert summarise(games, bootstrap=kind) == summarise(backwards, bootstrap=kind), kind
+
+
+def test_compare_gives_the_same_interval_whatever_order_the_files_hold_their_games_in(runs, tmp_path):
+    """Scores that vary within each game (the runs' own are near constant at this cap), so the draws'
+    order would show; A's file then holds the same games backwards."""
+    from laya_eval.baselines import Baseline
+    from laya_eval.evaluate import derived
+
+    paths = {}
+    for side, path, shift in (("a", runs[0], 0.0), ("b", runs[1], 1.0)):
+        doc = json.loads(path.read_text())
+        doc["settings"]["episodes"] = 9
+        for k, (name, g) in enumerate(doc["games"].items()):
+            g["scores"], g["steps"] = [shift + (k * i) % 5 + 0.5 * i for i in range(9)], []
+            b = Baseline(**g["baseline"])
+            g.update(derived(name, g["scores"], b, CAP, g["random"]["mean"]))
+        paths[side] = tmp_path / f"{side}.json"
+        paths[side].write_text(json.dumps(doc))
+        if side == "a":
+            doc["games"] = dict(reversed(list(doc["games"].items())))
+            paths["back"] = tmp_path / "back.json"
+            paths["back"].write_text(json.dumps(doc))
+    forth, back = compare(str(paths["a"]), str(paths["b"])), compare(str(paths["back"]), str(paths["b"]))
+    assert forth["p_ci95"][0] < forth["p_ci95"][1], forth  # the draws matter
+    assert [forth[k] for k in ("p", "p_ci95", "unflagged")] == [back[k] for k in ("p", "p_ci95", "unflagged")]

@@ -179,7 +179,9 @@ def disagreement(game: str, cap: int | None, extra: dict[str, list[Baseline]] | 
 
 
 def normalise(score: float, b: Baseline | None) -> float | None:
-    if b is None or b.expert is None or b.random is None or b.expert == b.random:
+    """(score - random) / (expert - random); None where the expert is not above random, whose
+    ratio's sign says nothing of skill (the game is flagged, and aggregates leave it out)."""
+    if b is None or b.expert is None or b.random is None or b.expert <= b.random:
         return None
     return (score - b.random) / (b.expert - b.random)
 

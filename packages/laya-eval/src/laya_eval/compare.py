@@ -52,7 +52,9 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
             field="games",
         )
     rows: list[dict[str, Any]] = []
-    pairs, unflagged, episodes = [], [], {}
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    unflagged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    episodes: dict[str, int] = {}
     left_out: dict[str, str] = {}
     for game in [g for g in ra["games"] if g in rb["games"]]:
         ga, gb = ra["games"][game], rb["games"][game]
@@ -78,9 +80,9 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
             if ga["excluded"] or gb["excluded"]:  # as the summary leaves it out
                 left_out[game] = next((f for f in ga["flags"] + gb["flags"] if f.startswith("excluded")), "excluded")
             else:
-                pair = (np.asarray(gb["scores"], float), np.asarray(ga["scores"], float))
-                pairs.append(pair)
-                unflagged += [] if row["flagged"] else [pair]
+                pairs[game] = (np.asarray(gb["scores"], float), np.asarray(ga["scores"], float))
+                if not row["flagged"]:
+                    unflagged[game] = pairs[game]
                 episodes[game] = min(len(ga["scores"]), len(gb["scores"]))
         rows.append(row)
     out: dict[str, Any] = {
@@ -105,9 +107,12 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
     return out
 
 
-def _improvement(pairs: list[tuple[np.ndarray, np.ndarray]], bootstrap: str) -> dict[str, Any]:
-    """P(B > A) over games given as (B's scores, A's scores), with its interval."""
-    xs, ys = [b for b, _ in pairs], [a for _, a in pairs]
+def _improvement(pairs: dict[str, tuple[np.ndarray, np.ndarray]], bootstrap: str) -> dict[str, Any]:
+    """P(B > A) over games given as (B's scores, A's scores) by name, with its interval. The bootstrap
+    draws them in name order, so the order a file holds its games in (a Ray run's is the order they
+    finished) does not move the interval."""
+    ordered = [pairs[game] for game in sorted(pairs)]
+    xs, ys = [b for b, _ in ordered], [a for _, a in ordered]
     return {
         "p": probability_of_improvement(xs, ys),
         "p_ci95": bootstrap_ci(probability_of_improvement, xs, ys, kind=bootstrap),

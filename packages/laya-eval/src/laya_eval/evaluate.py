@@ -277,7 +277,9 @@ def scored_sets(games: dict[str, dict]) -> dict[str, list[dict]]:
     games left out), ``unflagged`` those of them no flag marks as not skill. The summary and the
     report's figures take them from here (compare's P(B > A), on raw scores, leaves out the same
     failed and excluded games, and keeps its own unflagged set: see compare)."""
-    valued = [g for g in games.values() if not g.get("error") and not g["excluded"] and g["normalised"] is not None]
+    # by name: the bootstrap draws games in list order, and a Ray run records them as they finish
+    ordered = sorted(games.values(), key=lambda g: g["game"])
+    valued = [g for g in ordered if not g.get("error") and not g["excluded"] and g["normalised"] is not None]
     return {"all": valued, "unflagged": [g for g in valued if not g["flags"]]}
 
 
