@@ -89,3 +89,60 @@ def test_no_import_cycles(package):
         if m not in state:
             visit(m, [m])
     assert not cycles
+
+
+#: Imports a package makes without declaring their distribution, and why that is right.
+UNDECLARED = {
+    # touched only when the caller has already imported them, to quiet their bars
+    ("laya_protocol.bars", "datasets"): "already imported",
+    ("laya_protocol.bars", "huggingface_hub"): "already imported",
+    ("laya_protocol.bars", "transformers"): "already imported",
+    # joined only by a caller whose own `ray` extra installs it
+    ("laya_protocol.ray", "ray"): "the callers' extra",
+    # huggingface_hub's own HTTP client, whose errors it raises: its version is the Hub library's
+    ("atari_data.errors", "httpx2"): "huggingface_hub's client",
+    ("atari_data.play.experts.checkpoint", "httpx2"): "huggingface_hub's client",
+}
+
+
+def _declared(project_dir: Path, extra: str | None = None) -> set[str]:
+    """The distributions a package's pyproject declares (with ``extra``, that extra's), an extra of
+    one of ours (``laya-protocol[vizdoom]``) read as what that extra declares."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((project_dir / "pyproject.toml").read_text())["project"]
+    wanted = project.get("optional-dependencies", {}).get(extra, []) if extra else project.get("dependencies", [])
+    if extra is None:
+        wanted = wanted + [d for ds in project.get("optional-dependencies", {}).values() for d in ds]
+    out = set()
+    for requirement in wanted:
+        name, extras = re.match(r"([A-Za-z0-9_.-]+)(?:\[([^\]]*)\])?", requirement).groups()
+        name = name.lower().replace("_", "-")
+        out.add(name)
+        ours = name.replace("-", "_")
+        for e in (extras or "").split(","):
+            if e.strip() and ours in SRC:
+                out |= _declared(SRC[ours].parents[2], e.strip())
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_every_third_party_import_is_a_declared_dependency(package):
+    """An import that works only because another dependency pulls its distribution in (numpy under
+    ale-py) breaks the day that dependency drops it: each package declares what it imports itself."""
+    import sys
+    from importlib.metadata import packages_distributions
+
+    declared = _declared(SRC[package].parents[2]) | {p.replace("_", "-") for p in MAY_IMPORT}
+    providers = packages_distributions()
+    missing = set()
+    for module, path in _modules(package).items():
+        for name in _imports(path, module, top_level_only=False):
+            top = name.split(".")[0]
+            if not top or top in sys.stdlib_module_names or top in MAY_IMPORT or (module, top) in UNDECLARED:
+                continue
+            dists = {d.lower().replace("_", "-") for d in providers.get(top, [top])}
+            if not dists & declared:
+                missing.add(f"{module} imports {top} ({', '.join(sorted(dists))})")
+    assert not missing, "\n".join(sorted(missing))

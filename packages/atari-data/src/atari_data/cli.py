@@ -89,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check every ready game under ROOT (<root>/<source>/<Game>/...) against "
         "the frozen schema and its meta.json. Prints a summary table and exits 0 when "
         "valid; otherwise prints one line per defect (file:line: field: problem) and "
-        "exits 2. Games without _READY are listed as not ready, not as errors.",
+        "exits 2. Games without _READY are listed as not ready, not as errors; a root with no "
+        "ready game at all exits 2, as nothing was checked.",
     )
     _layout_selection(v)
     v.add_argument("--json", action="store_true", help="print the verdict, games and every defect as JSON")

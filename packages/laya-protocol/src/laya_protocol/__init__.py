@@ -9,6 +9,6 @@
 and two helpers every package needs the same: :mod:`laya_protocol.config` (flags from a config
 dataclass) and :mod:`laya_protocol.ray` (joining Ray).
 
-It depends on ale-py only, so the judge can share these facts without importing any
+It depends on ale-py and numpy only, so the judge can share these facts without importing any
 code it judges.
 """
