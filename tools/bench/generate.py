@@ -52,11 +52,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", default=".", help="where to write the temporary layout (default: here)")
     ap.add_argument("--repeats", type=int, default=3, help="timed rounds, each side once a round (default 3)")
     ap.add_argument(
-        "--smoke", action="store_true", help="100 records a game, one worker: checks the bench runs (the tests run it)"
+        "--smoke", action="store_true", help="100 records a game, two workers: checks the bench runs (the tests run it)"
     )
     args = ap.parse_args(argv)
     if args.smoke:
-        args.records, args.workers, args.episode_decisions, args.repeats = 100, 1, 100, 1
+        args.records, args.episode_decisions, args.repeats = 100, 100, 1  # two workers: the pool the full run times
     games = GAMES[: args.workers]
 
     # Each generate writes a layout of its own, kept to the end: deleting many files slows this disk's

@@ -91,10 +91,12 @@ def main(argv: list[str] | None = None) -> None:
             for f in files:
                 with Image.open(f) as im:
                     np.asarray(im)
+            return len(files) // 2
 
         def raw_ours():
             for f in files:
                 decode_png(f.read_bytes())
+            return len(files) // 2
 
         reused = [0]
 
@@ -108,28 +110,37 @@ def main(argv: list[str] | None = None) -> None:
                     decode_png(data)
                 last = image.read_bytes()
                 decode_png(last)
+            return len(files) // 2
 
         copied = Path(tmp) / "copied"
         urls_copied = sorted(str(p) for p in (copied / "webdataset" / "expert2f").glob("*/train-*.tar"))
 
         def helper(shards=urls):
-            for _ in records(shards, split=False):
-                pass
+            return sum(1 for _ in records(shards, split=False))
 
         def plain_webdataset(shards=urls):  # what a user would pick instead of the helper
             import webdataset as wds
 
+            count = 0
             for sample in wds.WebDataset(shards, shardshuffle=False).decode("rgb8"):
                 sample["png"], sample[f"{repo.PREV}.png"]
+                count += 1
+            return count
 
         def streaming(folder=out):
+            count = 0
             for r in load_dataset(str(folder), "expert2f", split="train", streaming=True):
                 np.asarray(r["image"]), np.asarray(r["prev_image"])
+                count += 1
+            return count
 
         sides = {"raw": raw, "ours": raw_ours, "helper": helper, "streaming": streaming, "once": raw_ours_once}
         sides |= {"plain": plain_webdataset, "helper copied": lambda: helper(urls_copied)}
         sides["streaming copied"] = lambda: streaming(copied)
-        seconds, _ = in_rounds(sides, args.repeats)
+        seconds, counts = in_rounds(sides, args.repeats)
+        short = {what: c for what, c in counts.items() if c != n}
+        if short:  # a reader that skipped a shard would read as fast
+            raise SystemExit(f"read other than {n} samples: {short}")
         t_raw, t_ours, t_wds, t_stream, t_once, t_plain_wds, t_wds_copied, t_stream_copied = (
             min(seconds[k]) for k in sides
         )
@@ -143,16 +154,21 @@ def main(argv: list[str] | None = None) -> None:
         packed_wds = sum(Path(u).stat().st_size for u in urls)
         packed_records = sum(g.meta()["train"]["records"] + g.meta()["val"]["records"] for g in games)
     print(f"{n} two-frame records (expert2f, Pong and Breakout); reads: best of {args.repeats} rounds")
-    print("| what | samples/s | ratio to raw PNG decode | goal |\n| --- | ---: | ---: | ---: |")
-    print(f"| raw PNG decode (2 frames a sample) | {n / t_raw:,.0f} | 1.00x | |")
-    print(f"| raw decode_png (what the helper uses) | {n / t_ours:,.0f} | {t_raw / t_ours:.2f}x | |")
+    # The goals are against raw PNG decoding of both frames, as they were set; the last column is
+    # against decoding only what the readers decode (a previous frame equal to the last frame once).
+    print(
+        "| what | samples/s | ratio to raw PNG decode | ratio to like decoding | goal |\n"
+        "| --- | ---: | ---: | ---: | ---: |"
+    )
+    print(f"| raw PNG decode (2 frames a sample) | {n / t_raw:,.0f} | 1.00x | | |")
+    print(f"| raw decode_png (what the helper uses) | {n / t_ours:,.0f} | {t_raw / t_ours:.2f}x | | |")
     print(
         f"| raw decode_png, a previous frame equal to the last frame not again ({reused[0]} of {n}, as the helper) "
-        f"| {n / t_once:,.0f} | {t_raw / t_once:.2f}x | |"
+        f"| {n / t_once:,.0f} | {t_raw / t_once:.2f}x | 1.00x | |"
     )
     print(
         f"| plain webdataset, .decode('rgb8') (what a user would pick) | {n / t_plain_wds:,.0f} "
-        f"| {t_raw / t_plain_wds:.2f}x | |"
+        f"| {t_raw / t_plain_wds:.2f}x | | |"
     )
     for what, t, goal in (
         (f"(a) WebDataset helper (frames at libdeflate {level})", t_wds, ">= 0.8x"),
@@ -160,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
         ("(a) WebDataset helper (frames copied, `--png-level keep`)", t_wds_copied, ""),
         ("(b) load_dataset streaming (frames copied)", t_stream_copied, ""),
     ):
-        print(f"| {what} | {n / t:,.0f} | {t_raw / t:.2f}x | {goal} |")
+        print(f"| {what} | {n / t:,.0f} | {t_raw / t:.2f}x | {t_once / t:.2f}x | {goal} |")
     print("\n| storage (train split) | bytes per record | ratio to layout | goal |\n| --- | ---: | ---: | ---: |")
     for what, b, goal in (
         ("layout (PNG files + JSONL line)", layout_bytes, ""),

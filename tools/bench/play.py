@@ -78,14 +78,16 @@ def _measure(args) -> None:
         warm = Protocol.ale_v5("Breakout", decision_cap=min(8, args.decisions))
         for laya in players.values():  # untimed: each side's first calls
             play(laya, "Breakout", warm, args.episodes, EVAL_SEED_BASE, greedy=False)
-        for _ in range(args.repeats):
-            for cache, laya in players.items():
+        for r in range(args.repeats):  # the machine's speed drifts: neither side always goes first
+            for cache, laya in list(players.items())[:: 1 if r % 2 == 0 else -1]:
+                before = (laya.cache.hits, laya.cache.misses) if cache else (0, 0)
                 t = time.perf_counter()
                 # sampled: the episodes diverge
                 ep = play(laya, "Breakout", proto, args.episodes, EVAL_SEED_BASE, greedy=False)
                 best[cache] = max(best[cache], sum(ep.steps) / (time.perf_counter() - t))
-                if cache:
-                    hit = laya.cache.hit_rate
+                if cache:  # this round's own, not the warm-up's and earlier rounds' with it
+                    hits, misses = laya.cache.hits - before[0], laya.cache.misses - before[1]
+                    hit = hits / max(1, hits + misses)
     rows = [(False, best[False], None), (True, best[True], hit)]
     base = rows[0][1]
     print(

@@ -108,7 +108,9 @@ def main(argv: list[str] | None = None) -> None:
         warm, _ = step_seconds(cfg)
         whole, wait = step_seconds(replace(cfg, steps=args.warmup + args.steps))
         flops = step_flops(replace(cfg, out=f"{tmp}/flops", steps=3))
-    steps_s = args.steps / max(whole - warm, 1e-9)
+    if whole <= warm:  # the rate is the difference of two runs: a drift that reverses it is no rate
+        raise SystemExit(f"the longer run ({whole:.2f} s) took no longer than the warm-up alone ({warm:.2f} s)")
+    steps_s = args.steps / (whole - warm)
     rate = matmul_rate(device, side, 3 if args.smoke else 20)
     limit = rate / flops
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU (smoke)"
