@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from laya_eval.baselines import FLAGGED
+from laya_eval.baselines import CAP_FLAG, FLAGGED
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import interval_warning, load_results, unfinished
+from laya_eval.report import md
 from laya_eval.stats import CONFIDENCE, bootstrap_ci, probability_of_improvement
 from laya_protocol.wording import counted
 
@@ -65,7 +66,10 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
                 file=path_b,
                 field=f"games.{game}.rom_md5",
             )
-        row: dict[str, Any] = {"game": game, "failed": "A" if ga.get("error") else "B" if gb.get("error") else None}
+        failed = [side for side, g in (("A", ga), ("B", gb)) if g.get("error")]
+        row: dict[str, Any] = {"game": game, "failed": " and ".join(failed) or None}
+        if failed:
+            left_out[game] = f"failed in {row['failed']}"
         if row["failed"] is None:
             same = ga.get("baseline") == gb.get("baseline")
             row.update(
@@ -77,6 +81,8 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
                 p=probability_of_improvement([gb["scores"]], [ga["scores"]]),
             )
             row["flagged"] = game in FLAGGED
+            # normalised against baselines measured at another cap than the runs': shown, and marked
+            row["other_cap"] = any(f.startswith(CAP_FLAG) for f in ga["flags"] + gb["flags"])
             if ga["excluded"] or gb["excluded"]:  # as the summary leaves it out
                 left_out[game] = next((f for f in ga["flags"] + gb["flags"] if f.startswith("excluded")), "excluded")
             else:
@@ -88,6 +94,7 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
     out: dict[str, Any] = {
         "a": path_a,
         "b": path_b,
+        "policies": {"A": ra["policy"]["spec"], "B": rb["policy"]["spec"]},
         "rows": rows,
         "bootstrap": bootstrap,
         "only_in": {
@@ -120,21 +127,37 @@ def _improvement(pairs: dict[str, tuple[np.ndarray, np.ndarray]], bootstrap: str
     }
 
 
+def decimals(a: float | None, b: float | None, fewest: int) -> int:
+    """The fewest decimals, from ``fewest`` up to 6, that show two different numbers as different."""
+    d = fewest
+    while a is not None and b is not None and a != b and d < 6 and round(a, d) == round(b, d):
+        d += 1
+    return d
+
+
 def markdown(result: dict) -> str:
-    lines = ["| game | A mean | B mean | B − A | P(B > A) | A normalised | B normalised | |"]
+    policies = result.get("policies", {})
+    lines = [
+        f"A: {md(result['a'])} ({md(policies.get('A', '?'))})",
+        f"B: {md(result['b'])} ({md(policies.get('B', '?'))})",
+    ]
+    lines += ["", "| game | A mean | B mean | B − A | P(B > A) | A normalised | B normalised | left out or marked |"]
     lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     differ = []
     for r in result["rows"]:
         if r["failed"]:
             lines.append(f"| {r['game']} | failed in {r['failed']} | | | | | | |")
             continue
-        mark = "excluded" if r["game"] in result["left_out"] else "flagged" if r["flagged"] else ""
-        fa, fb = ("—" if v is None else f"{v:.3f}" for v in (r["a_normalised"], r["b_normalised"]))
+        marks = ["excluded" if r["game"] in result["left_out"] else "flagged" if r["flagged"] else ""]
+        marks.append("normalised with baselines at another cap" if r.get("other_cap") else "")
+        d = decimals(r["a"], r["b"], 1)
+        na, nb = r["a_normalised"], r["b_normalised"]
+        fa, fb = ("—" if v is None else f"{v:.{decimals(na, nb, 3)}f}" for v in (na, nb))
         if not r["same_baseline"]:
             differ.append(r["game"])
         lines.append(
-            f"| {r['game']} | {r['a']:.1f} | {r['b']:.1f} | {r['b'] - r['a']:+.1f} | {r['p']:.3f} | {fa} | {fb} "
-            f"| {mark} |"
+            f"| {r['game']} | {r['a']:.{d}f} | {r['b']:.{d}f} | {r['b'] - r['a']:+.{d}f} | {r['p']:.3f} | {fa} "
+            f"| {fb} | {'; '.join(m for m in marks if m)} |"
         )
     if differ:
         lines.append(

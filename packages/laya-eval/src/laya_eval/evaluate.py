@@ -258,7 +258,7 @@ def derived(
     mean = float(x.mean())
     norm = normalise(mean, baseline)
     human = atari57().get(game)
-    if random_mean is None and baseline is not None:
+    if random_mean is None and baseline is not None and baseline.cap == cap:  # another cap's random is no bar
         random_mean = baseline.random
     return {
         "mean": mean,

@@ -13,6 +13,7 @@ A B --out DIR`` adds ``improvement.png``.
 from __future__ import annotations
 
 import contextlib
+import json
 from functools import partial
 from pathlib import Path
 
@@ -31,7 +32,7 @@ AGGREGATES = (
     ("median", "median normalised"),
     ("iqm", "IQM"),
     ("mean", "mean normalised"),
-    ("optimality_gap", "optimality gap"),
+    ("optimality_gap", "optimality gap (lower is better)"),
 )
 
 
@@ -75,6 +76,7 @@ def markdown(results: dict) -> str:
         + (f", laya-eval {md(results['laya_eval'])}" if results.get("laya_eval") else "")
         + (f", {md(results['date'])}" if results.get("date") else "")
         + ".",
+        _played(results),
         "",
         "| game | score (mean ± std) | random (this run) | expert / random baseline | normalised | "
         "human-normalised | flags |",
@@ -87,8 +89,9 @@ def markdown(results: dict) -> str:
         b = g["baseline"]
         base = f"{b['expert']:g} / {b['random']:g} (cap {b['cap'] or 'none'})" if b else "—"
         rnd = _fmt(g.get("random", {}).get("mean"), 1)
+        capped = f" ({g['capped']} of {len(g['scores'])} cut at the cap)" if g.get("capped") else ""
         lines.append(
-            f"| {g['game']} | {g['mean']:.1f} ± {g['std']:.1f} | {rnd} | {base} | {_fmt(g['normalised'])} | "
+            f"| {g['game']} | {g['mean']:.1f} ± {g['std']:.1f}{capped} | {rnd} | {base} | {_fmt(g['normalised'])} | "
             f"{_fmt(g['human_normalised'])} | {md('; '.join(g['flags']))} |"
         )
     sources: dict[str, list[str]] = {}
@@ -133,6 +136,20 @@ def markdown(results: dict) -> str:
     if sm.get("note"):
         lines.append(f"Note: {md(sm['note'])}.")
     return "\n".join(lines) + "\n"
+
+
+def _played(results: dict) -> str:
+    """What the scores rest on besides the protocol: the random episodes, the policy's arguments and
+    what it says it is, the baselines file."""
+    s, policy = results["settings"], results.get("policy") or {}
+    said = [f"{counted(s.get('random_episodes', 0), 'random episode')} a game in this run"]
+    if s.get("policy_kwargs"):
+        said.append(f"policy kwargs {md(json.dumps(s['policy_kwargs'], sort_keys=True))}")
+    if policy.get("identity"):
+        said.append(f"the policy says it is {md(json.dumps(policy['identity'], sort_keys=True))}")
+    if s.get("baselines"):
+        said.append(f"baselines from {md(s['baselines'])}")
+    return "; ".join(said) + "."
 
 
 def markdown_all(runs: list[dict]) -> str:
