@@ -97,3 +97,8 @@ def test_the_report_says_what_its_figures_rest_on(runs):
     assert "kwargs" not in head  # none were given
     row = next(line for line in text.splitlines() if line.startswith("| Pong |"))
     assert "(2 of 2 cut at the cap)" in row, row
+
+
+def test_the_report_says_what_human_normalised_scores_are_measured_against(runs):
+    text = report_markdown(load_results(runs[0]))
+    assert "Human-normalised: against the Atari-57" in text and "without sticky actions" in text, text

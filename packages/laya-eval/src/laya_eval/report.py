@@ -36,6 +36,13 @@ AGGREGATES = (
 )
 
 
+#: What the human-normalised column is measured against, said under every table that shows it.
+HUMAN_NOTE = (
+    "Human-normalised: against the Atari-57 random and professional-human scores, measured over whole "
+    "episodes without sticky actions, so a reference only, not this protocol's."
+)
+
+
 def _fmt(x, digits=3) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
@@ -100,6 +107,8 @@ def markdown(results: dict) -> str:
             sources.setdefault(md(g["baseline"].get("source") or "(not recorded)"), []).append(g["game"])
     if sources:
         lines += ["", "Baselines: " + "; ".join(f"{', '.join(games)}: {src}" for src, games in sources.items()) + "."]
+    if any(not g.get("error") and g.get("human_normalised") is not None for g in results["games"].values()):
+        lines.append(HUMAN_NOTE)
     sm = results["summary"]
     lines += ["", "| summary | all games with a normalised score | unflagged games |", "| --- | ---: | ---: |"]
     for key, label in AGGREGATES:
