@@ -102,3 +102,17 @@ def test_the_report_says_what_its_figures_rest_on(runs):
 def test_the_report_says_what_human_normalised_scores_are_measured_against(runs):
     text = report_markdown(load_results(runs[0]))
     assert "Human-normalised: against the Atari-57" in text and "without sticky actions" in text, text
+
+
+def test_compare_says_which_settings_of_play_differ_between_the_files(runs, tmp_path):
+    """Greedy against sampled play, or other seeds, is a different experiment: compare says so."""
+    doc = json.loads(runs[1].read_text())
+    doc["settings"]["greedy"], doc["settings"]["seed_base"] = False, 200000
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(doc))
+    text = compare_markdown(compare(str(runs[0]), str(b)))
+    line = next((x for x in text.splitlines() if x.startswith("Settings that differ")), "")
+    assert "greedy (A true, B false)" in line and "seed_base (A 100000, B 200000)" in line, text
+    assert not any(
+        x.startswith("Settings that differ") for x in compare_markdown(compare(*map(str, runs))).splitlines()
+    )

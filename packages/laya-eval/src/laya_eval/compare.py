@@ -13,6 +13,7 @@ not one experiment and are refused.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -95,6 +96,12 @@ def compare(path_a: str, path_b: str, bootstrap: str = "episode") -> dict:
         "a": path_a,
         "b": path_b,
         "policies": {"A": ra["policy"]["spec"], "B": rb["policy"]["spec"]},
+        # how each file's episodes were played, besides the protocol (checked above) and the policy
+        "settings_differ": {
+            k: (ra["settings"].get(k), rb["settings"].get(k))
+            for k in PLAY_SETTINGS
+            if ra["settings"].get(k) != rb["settings"].get(k)
+        },
         "rows": rows,
         "bootstrap": bootstrap,
         "only_in": {
@@ -125,6 +132,10 @@ def _improvement(pairs: dict[str, tuple[np.ndarray, np.ndarray]], bootstrap: str
         "p_ci95": bootstrap_ci(probability_of_improvement, xs, ys, kind=bootstrap),
         "games": len(pairs),
     }
+
+
+#: Settings that make two files other experiments when they differ (the protocol is checked apart).
+PLAY_SETTINGS = ("greedy", "seed_base", "episodes", "random_episodes", "action_set")
 
 
 def decimals(a: float | None, b: float | None, fewest: int) -> int:
@@ -182,6 +193,9 @@ def markdown(result: dict) -> str:
     gone += [f"{g} ({why})" for g, why in result["left_out"].items()]
     if gone:
         lines.append(f"Left out of P(B > A): {'; '.join(gone)}.")
+    if result.get("settings_differ"):
+        shown = (f"{k} (A {json.dumps(a)}, B {json.dumps(b)})" for k, (a, b) in result["settings_differ"].items())
+        lines.append(f"Settings that differ: {'; '.join(shown)}.")
     for side, said in result["unfinished"].items():
         lines.append(f"Not finished: {side}, {said}.")
     if result.get("warning"):
