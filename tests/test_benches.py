@@ -101,3 +101,6 @@ def test_sides_are_timed_in_rounds_of_alternating_order():
     calls.clear()
     timing.in_rounds(sides, 2, warm=False)
     assert calls == list("abc" + "cba")
+    calls.clear()  # an untimed step before every timed call (a disk flush), none before the warm calls
+    timing.in_rounds(sides, 1, before=lambda: calls.append("|"))
+    assert calls == list("abc" + "|a|b|c")

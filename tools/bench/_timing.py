@@ -18,17 +18,23 @@ from typing import Any
 
 
 def in_rounds(
-    sides: dict[str, Callable[[], Any]], rounds: int, warm: bool = True
+    sides: dict[str, Callable[[], Any]],
+    rounds: int,
+    warm: bool = True,
+    before: Callable[[], Any] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """(seconds of each side in each round, each side's last result). Rounds call the sides in the
     order of ``sides``, then in the reverse order, and so on; with ``warm``, each is called once
-    untimed first."""
+    untimed first. ``before`` runs, untimed, before every timed call (a disk flush, so no side pays
+    for the writes of the one before it)."""
     if rounds < 1:
         raise ValueError(f"rounds: {rounds}; at least one is timed")
     results = {what: run() for what, run in sides.items()} if warm else {}
     seconds: dict[str, list[float]] = {what: [] for what in sides}
     for r in range(rounds):
         for what, run in list(sides.items())[:: 1 if r % 2 == 0 else -1]:
+            if before is not None:
+                before()
             t = time.perf_counter()
             results[what] = run()
             seconds[what].append(time.perf_counter() - t)

@@ -84,10 +84,11 @@ def _measure(args) -> None:
                 t = time.perf_counter()
                 # sampled: the episodes diverge
                 ep = play(laya, "Breakout", proto, args.episodes, EVAL_SEED_BASE, greedy=False)
-                best[cache] = max(best[cache], sum(ep.steps) / (time.perf_counter() - t))
-                if cache:  # this round's own, not the warm-up's and earlier rounds' with it
+                rate = sum(ep.steps) / (time.perf_counter() - t)
+                if cache and rate > best[cache]:  # the best round's own, as its rate is
                     hits, misses = laya.cache.hits - before[0], laya.cache.misses - before[1]
                     hit = hits / max(1, hits + misses)
+                best[cache] = max(best[cache], rate)
     rows = [(False, best[False], None), (True, best[True], hit)]
     base = rows[0][1]
     print(

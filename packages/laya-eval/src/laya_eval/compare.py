@@ -139,9 +139,10 @@ PLAY_SETTINGS = ("greedy", "seed_base", "episodes", "random_episodes", "action_s
 
 
 def decimals(a: float | None, b: float | None, fewest: int) -> int:
-    """The fewest decimals, from ``fewest`` up to 6, that show two different numbers as different."""
+    """The fewest decimals, from ``fewest`` up to 6, that show two different numbers, and their
+    difference, as different (10.04 and 10.06 at one decimal read 10.0, 10.1 and +0.0)."""
     d = fewest
-    while a is not None and b is not None and a != b and d < 6 and round(a, d) == round(b, d):
+    while a is not None and b is not None and a != b and d < 6 and (round(a, d) == round(b, d) or round(b - a, d) == 0):
         d += 1
     return d
 

@@ -211,7 +211,7 @@ def _judged(
         "greedy": greedy,
         "tics_per_decision": TICS_PER_DECISION,
         "results": rows,
-        "normalised": (rows["policy"]["mean"] - rows["random"]["mean"]) / span if span and not error else None,
+        "normalised": (rows["policy"]["mean"] - rows["random"]["mean"]) / span if span > 0 and not error else None,
     }
     if error:
         results["error"] = error

@@ -266,7 +266,8 @@ def derived(
         "normalised": norm,
         "normalised_scores": [normalise(s, baseline) for s in scores] if norm is not None else None,
         "human_normalised": (mean - human[0]) / (human[1] - human[0]) if human else None,
-        "beats_random": bool(random_mean is not None and mean > random_mean),
+        # None: no random score at this run's cap to beat, which is not a loss to random
+        "beats_random": None if random_mean is None else bool(mean > random_mean),
         "flags": flags_for(game, norm, baseline, cap),
         "excluded": game in EXCLUDED,
     }
@@ -294,7 +295,8 @@ def summarise(games: dict[str, dict], seed: int = 0, bootstrap: str = "episode")
             "scored": len(ok),
             "with_normalised": len(valued),
             "unflagged": len(unflagged),
-            "beats_random": sum(g["beats_random"] for g in ok),
+            "beats_random": sum(g["beats_random"] is True for g in ok),
+            "random_unmeasured": sum(g["beats_random"] is None for g in ok),
         },
         "failed": sorted(g["game"] for g in games.values() if g.get("error")),
         "excluded": sorted(g["game"] for g in games.values() if g["excluded"]),
@@ -552,7 +554,7 @@ def _game_problem(name: str, g) -> str | None:
         ),
         "random": isinstance(rnd, dict) and (rnd.get("mean") is None or is_number(rnd.get("mean"), SCORE_LIMIT)),
         "excluded": type(g.get("excluded")) is bool,
-        "beats_random": type(g.get("beats_random")) is bool,
+        "beats_random": g.get("beats_random") is None or type(g.get("beats_random")) is bool,
         "flags": isinstance(g.get("flags"), list) and all(isinstance(f, str) for f in g["flags"]),
     }
     bad = [k for k, ok in checks.items() if not ok]
@@ -620,6 +622,9 @@ def _played_problem(g: dict, protocol: dict, settings: dict) -> tuple[str, str] 
         and all(type(n) is int and n >= 0 for n in steps)
     ):
         return "steps", "is not a count of decisions an episode"
+    capped = g.get("capped", 0)
+    if not (type(capped) is int and 0 <= capped <= settings["episodes"]):  # the report prints it
+        return "capped", "is not a count of this game's episodes the cap cut"
     actions = g.get("actions", {})
     if not (
         isinstance(actions, dict) and all(isinstance(k, str) and type(n) is int and n >= 0 for k, n in actions.items())
@@ -638,7 +643,8 @@ def _differs(key: str, given: Any, want: Any) -> tuple[str, str] | None:
         return None
     return key, (
         f"{json.dumps(given)[:60]} does not follow from the game's scores and baseline, which give "
-        f"{json.dumps(want)[:60]}: the file was edited, or written by another tool"
+        f"{json.dumps(want)[:60]}: the file was edited, written by another tool, or by an earlier laya-eval "
+        "whose rules differed (run it again with --restart)"
     )
 
 

@@ -38,8 +38,9 @@ AGGREGATES = (
 
 #: What the human-normalised column is measured against, said under every table that shows it.
 HUMAN_NOTE = (
-    "Human-normalised: against the Atari-57 random and professional-human scores, measured over whole "
-    "episodes without sticky actions, so a reference only, not this protocol's."
+    "Human-normalised: against the Atari-57 random and professional-human scores, measured with up to "
+    "108,000 frames an episode, 1-30 no-op starts and no sticky actions, so a reference only, not this "
+    "protocol's."
 )
 
 
@@ -131,7 +132,13 @@ def markdown(results: dict) -> str:
     }[iv["bootstrap"]]
     lines += [
         "",
-        f"Beats random in {n['beats_random']} of {counted(n['scored'], 'game')}. Games: {n['games']}, "
+        f"Beats random in {n['beats_random']} of {counted(n['scored'], 'game')}"
+        + (
+            f" ({n['random_unmeasured']} with no random score at this cap to beat)"
+            if n.get("random_unmeasured")
+            else ""
+        )
+        + f". Games: {n['games']}, "
         f"with a normalised score: {n['with_normalised']}, unflagged: {n['unflagged']}"
         + (f", failed: {', '.join(sm['failed'])}" if sm["failed"] else "")
         + (f", excluded: {', '.join(sm['excluded'])}" if sm["excluded"] else "")

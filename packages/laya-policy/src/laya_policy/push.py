@@ -181,10 +181,8 @@ def model_card(
                 lines.append(f"| {game} | failed | | | |")
                 continue
             norm = "—" if g.get("normalised") is None else f"{g['normalised']:.3f}"
-            lines.append(
-                f"| {game} | {g['mean']:.1f} | {norm} | {'yes' if g.get('beats_random') else 'no'} | "
-                f"{'; '.join(g.get('flags') or [])} |"
-            )
+            beat = {True: "yes", False: "no"}.get(g.get("beats_random"), "—")  # —: no random score to beat
+            lines.append(f"| {game} | {g['mean']:.1f} | {norm} | {beat} | {'; '.join(g.get('flags') or [])} |")
     else:
         lines.append("Not given (pass `--results` with a laya-eval results file).")
     lines += [
