@@ -19,6 +19,7 @@ import os
 import time
 
 import numpy as np
+from _timing import in_rounds
 
 from atari_data.play.ale import AtariGame, episode_seed, play_episode
 from atari_data.play.experts.planner import DEFAULT_FRAMES, Planner, sticky_free_emulator
@@ -70,16 +71,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{budget}, {args.decisions} decisions, one core, best of {args.rounds} rounds in alternating order")
         print("| game | raw ALE frames/s | planner frames/s | ratio | planner decisions/s | goal |")
         print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        frames = max(2_000, args.planner_frames * args.decisions // 2)  # raw stepping's, every game
         for game in args.games:
+            # the sides time themselves, so each keeps its rates of every round; in_rounds orders them
+            rates: dict[str, list[tuple[float, float]]] = {"raw": [], "planner": []}
             sides = {
-                "raw": lambda game=game: (raw_fps(game, max(2_000, args.planner_frames * args.decisions // 2)), 0.0),
-                "planner": lambda game=game: planner_rates(game, args.decisions, args.planner_frames),
+                "raw": lambda game=game, out=rates["raw"]: out.append((raw_fps(game, frames), 0.0)),
+                "planner": lambda game=game, out=rates["planner"]: out.append(
+                    planner_rates(game, args.decisions, args.planner_frames)
+                ),
             }
-            best = dict.fromkeys(sides, (0.0, 0.0))
-            for r in range(args.rounds):  # the machine's speed drifts: neither side always goes first
-                for what, run in list(sides.items())[:: 1 if r % 2 == 0 else -1]:
-                    best[what] = max(best[what], run())
-            raw, (fps, dps) = best["raw"][0], best["planner"]
+            in_rounds(sides, args.rounds, warm=False)
+            raw, (fps, dps) = max(rates["raw"])[0], max(rates["planner"])
             print(f"| {game} | {raw:,.0f} | {fps:,.0f} | {fps / raw:.2f}x | {dps:.2f} | >= 0.7x |", flush=True)
     finally:
         os.sched_setaffinity(0, cores)  # the caller's cores back (the tests run this in their own process)

@@ -138,21 +138,22 @@ def parse_epsilon(text: str) -> tuple[float | None, dict[str, float]]:
     if not parts:
         raise AtariDataError(f"{text!r}: expected a probability, or GAME=probability", field="--epsilon")
     for part in parts:
-        name, eq, value = part.partition("=") if "=" in part else ("", "", part)
+        name, eq, value = part.partition("=")
+        name, value = (name.strip(), value) if eq else ("", name)
         try:
-            if eq and not name.strip():
-                raise ValueError
             p = float(value) + 0.0
         except ValueError:
-            raise AtariDataError(f"{part}: expected a probability, or GAME=probability", field="--epsilon") from None
+            p = None
+        if p is None or (eq and not name):
+            raise AtariDataError(f"{part}: expected a probability, or GAME=probability", field="--epsilon")
         if not eq and every is not None:
             raise AtariDataError(
                 f"{text}: one probability for every game, then GAME=P for one (0.3,Pong=0.5)", field="--epsilon"
             )
-        if eq and name.strip() in games:
-            raise AtariDataError(f"{name.strip()} is given twice", field="--epsilon")
+        if name in games:
+            raise AtariDataError(f"{name} is given twice", field="--epsilon")
         if eq:
-            games[name.strip()] = p
+            games[name] = p
         else:
             every = p
     return every, games
