@@ -247,16 +247,26 @@ def test_polars_is_imported_in_one_place_only():
 def test_doctor_keeps_out_of_a_datasets_cache_it_cannot_use(packed, tmp_path):
     """From an outside review: with HF_HOME naming what cannot be a folder (a file here; /proc/x there),
     doctor called every config of a healthy repository broken, blaming its card; doctor reads
-    the files as they are now and needs no cache but lock files, which it keeps in a folder of its own."""
+    the files as they are now and needs no cache but lock files, which it keeps in a folder of its own.
+    Nor does it import torch, which `datasets` and webdataset import where it is installed (4-7 s of a
+    small CPU's time, for nothing a data tool uses); a caller who imports torch after finds both
+    libraries torch's as before."""
     import os
 
     (tmp_path / "not-a-folder").write_text("")
     env = {k: v for k, v in os.environ.items() if k != "HF_DATASETS_CACHE"}
     env["HF_HOME"] = str(tmp_path / "not-a-folder" / "hf")
+    doctor = (
+        "import sys; from atari_data.cli import main; code = main(sys.argv[1:]); print('torch' in sys.modules)\n"
+        "import datasets, torch, webdataset\n"
+        "print(datasets.config.TORCH_AVAILABLE, issubclass(webdataset.WebDataset, torch.utils.data.IterableDataset))\n"
+        "sys.exit(code)"
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "atari_data.cli", "doctor", str(packed)], capture_output=True, text=True, env=env
+        [sys.executable, "-c", doctor, "doctor", str(packed)], capture_output=True, text=True, env=env
     )
     assert done.returncode == 0 and "healthy" in done.stdout, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-2:] == ["False", "True True"], "doctor imported torch, or hid it from after"
 
 
 def test_epsilon_for_one_game_beside_the_others(tmp_path, capsys):

@@ -30,7 +30,7 @@ from atari_data.publish.card import checked_rows, data_files, read_card
 from atari_data.publish.replay import read_replay_game
 from atari_data.publish.shards import records, shape_text
 from atari_data.publish.tar import members
-from atari_data.publish.teardown import own_cache, streaming
+from atari_data.publish.teardown import own_cache, streaming, without_torch
 from atari_data.schema import (
     FRAME_FIELDS,
     GAME_RE,
@@ -66,7 +66,9 @@ class Doctor:
         what was read may be two packs' (a healthy one was called broken)."""
         pin = FolderPin(self.folder) if self.folder.is_dir() and not self.folder.is_symlink() else None
         try:
-            with own_cache() as self._cache:  # datasets' lock files, out of a user's cache it may not use
+            # datasets' lock files out of a user's cache it may not use; torch, which datasets and
+            # webdataset import where it is installed, left unimported: rows are checked, never trained on
+            with own_cache() as self._cache, without_torch():
                 self._examine()
             if pin is not None and not pin.same():
                 self.defects = [pin.replaced("checked", "run doctor", PACK_SWAPPER)]

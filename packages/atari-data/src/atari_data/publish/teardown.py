@@ -1,4 +1,4 @@
-"""Ending a command that streamed with `datasets` cleanly.
+"""Streaming with `datasets` in a command: cleanly ended, and without torch.
 
 A streamed `load_dataset` reads Parquet through pyarrow's dataset scanner, whose C++ threads
 belong to its iterators. If those iterators are only freed during interpreter teardown, after
@@ -8,11 +8,15 @@ Collecting them before the command returns joins the threads while Arrow is stil
 
 Only a command that streamed collects: a full collection costs ~0.2 s in a process with a large
 heap, and a program calling a CLI's `main` once per file would pay it every call.
+
+Where torch is installed, every streamed `load_dataset` imports it (to share the epoch with torch's
+data-loader workers): 4-7 s of a small CPU's time for a command that never hands a row to torch.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,3 +45,36 @@ def release_arrow_threads() -> None:
     if _streamed:
         _streamed = False
         gc.collect()
+
+
+class _NoTorch:
+    """A finder first in ``sys.meta_path`` that finds torch not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r} (atari-data leaves torch unimported here)", name=name)
+        return None
+
+
+@contextmanager
+def without_torch() -> Iterator[None]:
+    """Inside, torch reads as not installed, unless this process imported it already (then this costs
+    nothing and a caller may hand rows to it): `datasets` keeps an int epoch and webdataset binds its
+    own stand-ins for torch's classes. Webdataset first imported inside is dropped from
+    ``sys.modules`` on the way out, so an import after (a caller's, with torch) binds torch's."""
+    if "torch" in sys.modules:
+        yield
+        return
+    from datasets import config
+
+    had = {name for name in sys.modules if name.partition(".")[0] == "webdataset"}
+    finder = _NoTorch()
+    sys.meta_path.insert(0, finder)
+    before, config.TORCH_AVAILABLE = config.TORCH_AVAILABLE, False
+    try:
+        yield
+    finally:
+        config.TORCH_AVAILABLE = before
+        sys.meta_path.remove(finder)
+        for name in [n for n in sys.modules if n.partition(".")[0] == "webdataset" and n not in had]:
+            del sys.modules[name]
