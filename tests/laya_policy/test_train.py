@@ -343,7 +343,8 @@ UNGUARDED = """
 import sys
 from laya_policy.train import TrainConfig, train
 
-train(TrainConfig(data=sys.argv[1], out=sys.argv[2], steps=1, batch=2, image_size=64, evals=1, processes=2))
+config = dict(model="cnn", steps=1, batch=2, image_size=64, evals=1, processes=2)
+train(TrainConfig(data=sys.argv[1], out=sys.argv[2], **config))
 """
 
 
@@ -429,7 +430,7 @@ def test_a_process_started_by_processes_reports_bad_input_on_one_line(data, tmp_
     import sys
 
     argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--games", "Freeway"]
-    argv += ["--steps", "2", "--batch", "2", "--image-size", "64"]
+    argv += [*PROCESS_MODEL, "--steps", "2", "--batch", "2", "--image-size", "64"]
     done = subprocess.run(
         [sys.executable, "-m", "laya_policy.cli", *map(str, argv)], capture_output=True, text=True, timeout=600
     )
@@ -476,7 +477,7 @@ def interrupt_once_training():
 
 threading.Thread(target=interrupt_once_training, daemon=True).start()
 argv = ["train", "--data", sys.argv[2], "--out", str(out), "--steps", "100000", "--batch", "2", "--image-size", "64"]
-code = main([*argv, "--evals", "1"])
+code = main([*argv, "--evals", "1", "--model", "cnn"])
 print(code, signal.getsignal(signal.SIGINT) is signal.default_int_handler)
 """
 
@@ -607,7 +608,7 @@ def test_a_group_split_unevenly_over_the_processes_resumes_and_each_needs_a_reco
         # --passes sets the steps from the records: every process must count all of them, or with 4
         # and 3 records they planned 4 and 3 steps and the first waited for ever in its last all-reduce
         argv = ["train", "--data", root, "--out", tmp_path / "r", "--passes", "2", "--evals", "2"]
-        return [*map(str, argv), "--batch", "2", "--image-size", "64", *extra]
+        return [*map(str, argv), *PROCESS_MODEL, "--batch", "2", "--image-size", "64", *extra]
 
     def train_cli(*extra):
         cmd = [sys.executable, "-m", "laya_policy.cli", *train_argv(*extra)]
@@ -630,6 +631,12 @@ def test_a_group_split_unevenly_over_the_processes_resumes_and_each_needs_a_reco
     assert "Breakout has 1 training record" in lines[0], lines[0]
 
 
+# What the tests of processes (signals, groups, starters) train: the reference CNN. The process
+# machinery is the same for every model, and a CNN process starts without transformers' Idefics3
+# (5-6 s of a two-core machine's time a process, two or three processes a test).
+PROCESS_MODEL = ["--model", "cnn"]
+
+
 def _start_training(data, tmp_path, **popen):
     """``train --processes 2`` for as long as a test needs it, in a subprocess whose temporary folder
     is ``tmp_path/tmp`` (a starter killed with SIGKILL leaves its empty folder there, not in /tmp)."""
@@ -637,7 +644,7 @@ def _start_training(data, tmp_path, **popen):
     import sys
 
     argv = ["train", "--data", data, "--out", tmp_path / "r", "--processes", "2", "--steps", "100000"]
-    argv += ["--batch", "2", "--image-size", "64", "--evals", "1"]
+    argv += [*PROCESS_MODEL, "--batch", "2", "--image-size", "64", "--evals", "1"]
     (tmp_path / "tmp").mkdir()
     popen.setdefault("preexec_fn", as_from_a_terminal)  # the tests that start it deaf say so
     return subprocess.Popen(
