@@ -836,7 +836,8 @@ class _Hub:
     def client(self, repo_id: str, config: str, out="-", offline: bool = False) -> dict:
         """HUB_CLIENT's findings: AtariDataset's rows (or why it refused), then train's exit code and
         standard error when ``out`` is a folder."""
-        done = self.run("-c", HUB_CLIENT, repo_id, config, out, *TRAIN, offline=offline)
+        # the reference CNN: what is read is the subject, and its process starts without transformers
+        done = self.run("-c", HUB_CLIENT, repo_id, config, out, *TRAIN, "--model", "cnn", offline=offline)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
