@@ -262,6 +262,22 @@ def test_doctor_keeps_out_of_a_datasets_cache_it_cannot_use(packed, tmp_path):
         "print(datasets.config.TORCH_AVAILABLE, issubclass(webdataset.WebDataset, torch.utils.data.IterableDataset))\n"
         "sys.exit(code)"
     )
+    # two doctors at once in one process's threads: the first to end put torch back under the other
+    # (an outside review), which then called the healthy repository broken
+    threads = (
+        "import sys, threading; from pathlib import Path; from atari_data.publish.doctor import Doctor\n"
+        "both, said = threading.Barrier(2), []\n"
+        "def run(): both.wait(); said.append(Doctor(Path(sys.argv[1])).run().defects)\n"
+        "ts = [threading.Thread(target=run) for _ in range(2)]; [t.start() for t in ts]; [t.join() for t in ts]\n"
+        "import datasets; print(said, 'torch' in sys.modules, datasets.config.TORCH_AVAILABLE, len(sys.meta_path))"
+    )
+    together = subprocess.run([sys.executable, "-c", threads, str(packed)], capture_output=True, text=True, env=env)
+    before = subprocess.run(
+        [sys.executable, "-c", "import sys; print(len(sys.meta_path))"], capture_output=True, text=True
+    )
+    assert together.stdout.split() == ["[[],", "[]]", "False", "True", before.stdout.strip()], (
+        together.stdout + together.stderr[-2000:]
+    )
     done = subprocess.run(
         [sys.executable, "-c", doctor, "doctor", str(packed)], capture_output=True, text=True, env=env
     )

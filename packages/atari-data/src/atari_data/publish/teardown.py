@@ -18,8 +18,9 @@ from __future__ import annotations
 import gc
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 _streamed = False
 
@@ -48,7 +49,8 @@ def release_arrow_threads() -> None:
 
 
 class _NoTorch:
-    """A finder first in ``sys.meta_path`` that finds torch not installed."""
+    """A finder first in ``sys.meta_path``: an import of torch raises ModuleNotFoundError, as where it
+    is not installed."""
 
     def find_spec(self, name, path=None, target=None):
         if name == "torch" or name.startswith("torch."):
@@ -56,25 +58,44 @@ class _NoTorch:
         return None
 
 
+_hiding = threading.Lock()
+_depth = 0  # open without_torch() scopes that hide it (threads share what is hidden: one process, one torch)
+_saved: tuple[_NoTorch, bool, set[str]] | None = None
+
+
 @contextmanager
 def without_torch() -> Iterator[None]:
-    """Inside, torch reads as not installed, unless this process imported it already (then this costs
-    nothing and a caller may hand rows to it): `datasets` keeps an int epoch and webdataset binds its
-    own stand-ins for torch's classes. Webdataset first imported inside is dropped from
-    ``sys.modules`` on the way out, so an import after (a caller's, with torch) binds torch's."""
-    if "torch" in sys.modules:
-        yield
-        return
+    """Inside, torch is hidden from the whole process (every thread), unless it is not installed or
+    already imported (then this changes nothing, and a caller may hand rows to it): `datasets` keeps
+    an int epoch and webdataset binds its own stand-ins for torch's classes. When the last scope
+    open ends, webdataset first imported inside is dropped from ``sys.modules``, so an import after
+    (a caller's, with torch) binds torch's."""
+    global _depth, _saved
     from datasets import config
 
-    had = {name for name in sys.modules if name.partition(".")[0] == "webdataset"}
-    finder = _NoTorch()
-    sys.meta_path.insert(0, finder)
-    before, config.TORCH_AVAILABLE = config.TORCH_AVAILABLE, False
+    with _hiding:
+        hide = _depth > 0 or (config.TORCH_AVAILABLE and "torch" not in sys.modules)
+        if hide:
+            if _depth == 0:
+                finder = _NoTorch()
+                sys.meta_path.insert(0, finder)
+                _saved = (finder, config.TORCH_AVAILABLE, _webdataset_modules())
+                config.TORCH_AVAILABLE = False
+            _depth += 1
     try:
         yield
     finally:
-        config.TORCH_AVAILABLE = before
-        sys.meta_path.remove(finder)
-        for name in [n for n in sys.modules if n.partition(".")[0] == "webdataset" and n not in had]:
-            del sys.modules[name]
+        if hide:
+            with _hiding:
+                _depth -= 1
+                if _depth == 0 and _saved is not None:
+                    finder, config.TORCH_AVAILABLE, had = _saved
+                    _saved = None
+                    with suppress(ValueError):  # taken out by someone else
+                        sys.meta_path.remove(finder)
+                    for name in _webdataset_modules() - had:
+                        del sys.modules[name]
+
+
+def _webdataset_modules() -> set[str]:
+    return {name for name in sys.modules if name.partition(".")[0] == "webdataset"}
