@@ -50,6 +50,10 @@ def test_generate_and_pack_on_a_full_disk_say_so_on_one_line(tmp_path, pong_data
         10,
         "--baseline-episodes",
         0,
+        "--decision-cap",  # short episodes: records are written an episode at a time
+        60,
+        "--min-train-episodes",
+        1,
     )
     _one_line(done)
     assert not list(root.rglob("_READY")), "nothing marked ready"
@@ -190,15 +194,6 @@ def test_a_lock_whose_file_cannot_be_removed_is_still_released(tmp_path):
     again = FileLock(path, "out", lambda m, f: RuntimeError(m))
     again.release()
     assert not path.exists()
-
-
-@pytest.fixture(scope="module")
-def pong_data(tmp_path_factory):
-    from atari_data.produce.generate import GenerateConfig, generate_game
-
-    root = tmp_path_factory.mktemp("pong")
-    generate_game(GenerateConfig(root=str(root), train_frames=12, val_frames=4, baseline_episodes=0), "Pong")
-    return root
 
 
 @pytest.mark.parametrize(
