@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Generate expert2f data with the built-in experts, validate it, pack it, load it "
         "back through datasets.load_dataset, train the policy, evaluate it in laya-eval against random "
         "and the expert, and write OUT/report.md (data stats, training curve, evaluation table and "
-        "plots, a video). 10-18 minutes on two CPU cores, no downloads. A rerun skips finished "
+        "plots, a video). 10-25 minutes on two CPU cores, no downloads. A rerun skips finished "
         "stages and resumes an interrupted one.",
         epilog="examples:\n"
         "  laya-policy quickstart\n"
