@@ -60,7 +60,6 @@ def rom_id(game: str) -> str:
 
 
 @cache
-@cache  # loading a ROM takes 0.2 s, and validators, writers, experts and the judge each ask again
 def minimal_actions(game: str) -> tuple[str, ...]:
     """The game's minimal action set in ALE v5 order, as action names."""
     ale = ale_py.ALEInterface()

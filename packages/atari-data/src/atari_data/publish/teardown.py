@@ -58,9 +58,10 @@ class _NoTorch:
         return None
 
 
+_NO_TORCH = _NoTorch()
 _hiding = threading.Lock()
 _depth = 0  # open without_torch() scopes that hide it (threads share what is hidden: one process, one torch)
-_saved: tuple[_NoTorch, bool, set[str]] | None = None
+_had: set[str] = set()  # the webdataset modules imported before the first of them began
 
 
 @contextmanager
@@ -70,17 +71,16 @@ def without_torch() -> Iterator[None]:
     an int epoch and webdataset binds its own stand-ins for torch's classes. When the last scope
     open ends, webdataset first imported inside is dropped from ``sys.modules``, so an import after
     (a caller's, with torch) binds torch's."""
-    global _depth, _saved
+    global _depth, _had
     from datasets import config
 
     with _hiding:
         hide = _depth > 0 or (config.TORCH_AVAILABLE and "torch" not in sys.modules)
         if hide:
             if _depth == 0:
-                finder = _NoTorch()
-                sys.meta_path.insert(0, finder)
-                _saved = (finder, config.TORCH_AVAILABLE, _webdataset_modules())
-                config.TORCH_AVAILABLE = False
+                sys.meta_path.insert(0, _NO_TORCH)
+                _had = _webdataset_modules()
+                config.TORCH_AVAILABLE = False  # it was True: hiding starts only then
             _depth += 1
     try:
         yield
@@ -88,12 +88,11 @@ def without_torch() -> Iterator[None]:
         if hide:
             with _hiding:
                 _depth -= 1
-                if _depth == 0 and _saved is not None:
-                    finder, config.TORCH_AVAILABLE, had = _saved
-                    _saved = None
+                if _depth == 0:
+                    config.TORCH_AVAILABLE = True
                     with suppress(ValueError):  # taken out by someone else
-                        sys.meta_path.remove(finder)
-                    for name in _webdataset_modules() - had:
+                        sys.meta_path.remove(_NO_TORCH)
+                    for name in _webdataset_modules() - _had:
                         del sys.modules[name]
 
 
