@@ -8,50 +8,15 @@ image tokens per 512x512 image.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from atari_data.errors import cut_off
+from laya_policy.presets import PRESETS, TinySize
 from laya_protocol.errors import cause
 
-SMOLVLM = "HuggingFaceTB/SmolVLM-256M-Instruct"
 SPECIAL_TOKENS = ["<pad>", "<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"]
-
-
-@dataclass(frozen=True)
-class TinySize:
-    """The shapes of a random Idefics3 built here."""
-
-    image_size: int = 512
-    scale_factor: int = 4  # pixel shuffle: (image_size / 16)^2 / scale_factor^2 image tokens per frame
-    vision_hidden: int = 64
-    vision_layers: int = 2
-    vision_heads: int = 4
-    vision_intermediate: int = 128
-    text_hidden: int = 128
-    text_layers: int = 2
-    text_heads: int = 4
-    text_kv_heads: int = 4
-    text_intermediate: int = 256
-
-
-#: SmolVLM-256M's shapes (SigLIP base patch 16 at 512, a 30-layer 576-wide Llama) with random
-#: weights: what GPU benchmarks time without downloading anything.
-SMOLVLM_SHAPES = TinySize(
-    vision_hidden=768,
-    vision_layers=12,
-    vision_heads=12,
-    vision_intermediate=3072,
-    text_hidden=576,
-    text_layers=30,
-    text_heads=9,
-    text_kv_heads=3,
-    text_intermediate=1536,
-)
-PRESETS = {"tiny": TinySize(), "random-smolvlm": SMOLVLM_SHAPES}
-PRESET_IMAGE_SIZE = 128  # a preset's frame side when none is asked for: the tiny VLM's CPU budget
 
 
 def question_corpus() -> list[str]:
@@ -97,7 +62,7 @@ def tiny_tokenizer(vocab_size: int = 1024):
     return fast
 
 
-def tiny_config(tokenizer, size: TinySize = TinySize()):
+def tiny_config(tokenizer, size: TinySize = PRESETS["tiny"]):
     from transformers import Idefics3Config
 
     return Idefics3Config(

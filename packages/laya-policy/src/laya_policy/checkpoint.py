@@ -31,16 +31,16 @@ from atari_data.errors import cache_hint, cut_off
 from atari_data.layout import FolderPin, remove, set_aside, staged, swap_into_place
 from atari_data.publish.repo import HUB_REF_RE
 from laya_policy.backbone import download_hint, load_pretrained
-from laya_policy.cnn import FRAMES, INPUTS, MOTION, SIZES, NatureCNN
+from laya_policy.cnn import NatureCNN
 from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
+from laya_policy.presets import CNN, CNN_SIZES, FRAMES, INPUTS, MOTION, PRESETS
 from laya_protocol.errors import cause, signals_held
 from laya_protocol.files import Refused, parse_json, read_capped, writing
 
 CONFIG = "vlm_agent_config.json"
 FINAL = "final"  # the checkpoint a training run leaves in its folder
 BEST = "best"  # the checkpoint of its best evaluation, beside it
-CNN = "cnn"  # the backbone name of the reference CNN, and the stem of its weights file
 
 
 @dataclass
@@ -54,7 +54,7 @@ class AgentConfig:
     revision: str | None = None
     question_types: int = 1
     head_layers: int = 2
-    cnn_inputs: str = MOTION  # the reference CNN's input channels (laya_policy.cnn.INPUTS); a VLM does not use it
+    cnn_inputs: str = MOTION  # the reference CNN's input channels (laya_policy.presets.INPUTS); a VLM does not use it
 
 
 TEMPERATURES = (1e-3, 1e3)  # the choice temperature a checkpoint may carry: beyond it softmax under- or overflows
@@ -147,8 +147,6 @@ def on_hub(backbone: str, said: bool | None = None) -> bool:
     """Whether a backbone's name is the Hub id it was loaded from: ``said`` by the training.json of
     the checkpoint that holds it, where it says; else a name of the Hub's form that is no folder here.
     A preset, the CNN and a local copy's path are not (a card names no base model for them)."""
-    from laya_policy.backbone import PRESETS
-
     if backbone in PRESETS or backbone == CNN or not HUB_REF_RE.match(backbone):
         return False
     return said if isinstance(said, bool) else not Path(backbone).exists()
@@ -347,8 +345,8 @@ def load_config(path: str | Path) -> AgentConfig:
         )
     if cfg.cnn_inputs not in INPUTS:
         raise ValueError(f"{file}: cnn_inputs {cfg.cnn_inputs!r}: expected one of {', '.join(INPUTS)}")
-    if cfg.backbone == CNN and not SIZES[0] <= cfg.image_size <= SIZES[1]:  # checked before a layer is built
-        raise ValueError(f"{file}: image_size {cfg.image_size}: the cnn takes {SIZES[0]} to {SIZES[1]} pixels")
+    if cfg.backbone == CNN and not CNN_SIZES[0] <= cfg.image_size <= CNN_SIZES[1]:  # checked before a layer is built
+        raise ValueError(f"{file}: image_size {cfg.image_size}: the cnn takes {CNN_SIZES[0]} to {CNN_SIZES[1]} pixels")
     return cfg
 
 

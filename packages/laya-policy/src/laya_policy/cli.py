@@ -8,6 +8,7 @@ import sys
 
 from atari_data.publish.teardown import release_arrow_threads
 from laya_policy.errors import EXPECTED, GroupFailed, said
+from laya_policy.settings import QuickstartConfig, TrainConfig
 from laya_policy.video import MAX_DECISIONS
 from laya_protocol.bars import quiet_library_bars
 from laya_protocol.config import add_options, add_version, from_args
@@ -67,8 +68,6 @@ def build_parser() -> argparse.ArgumentParser:
         "  laya-policy train --data out/packed --sources expert2f --out runs/packed\n"
         "  torchrun --nproc-per-node 2 -m laya_policy.cli train --data data/atari --out runs/ddp",
     )
-    from laya_policy.train import TrainConfig
-
     add_options(t, TrainConfig)
 
     g = sub.add_parser(
@@ -109,8 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
     pu.add_argument("--revision", help="branch to push to (default main)")
     pu.add_argument("--dry-run", metavar="DIR", help="write the folder that would be uploaded to DIR and stop")
 
-    from laya_policy.quickstart import QuickstartConfig
-
     k = sub.add_parser(
         "quickstart",
         help="the whole pipeline on built-in defaults: data, training, evaluation, report",
@@ -134,13 +131,14 @@ def main(argv: list[str] | None = None) -> int:
     ctrl_c = None  # SIGINT's handler, while the way out ignores a second Ctrl-C
     args = None
     try:
-        args = build_parser().parse_args(argv)  # imports torch: a stop while it does is a stop too
+        args = build_parser().parse_args(argv)
         quiet_library_bars()
         if args.command == "play":
-            from laya_policy.play import LayaPolicy
             from laya_policy.video import check_video, record_episode
 
-            check_video(args.game, args.video, args.seed, args.max_decisions)  # before the checkpoint loads
+            check_video(args.game, args.video, args.seed, args.max_decisions)  # before torch and the checkpoint load
+            from laya_policy.play import LayaPolicy
+
             policy = LayaPolicy(args.model, device=args.device, cuda_graph=args.cuda_graph)
             summary = record_episode(
                 policy, args.game, args.video, seed=args.seed, max_decisions=args.max_decisions, greedy=not args.sample
@@ -150,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.command == "train":
             from laya_policy.checkpoint import FINAL
-            from laya_policy.train import TrainConfig, train
+            from laya_policy.train import train
 
             summary = train(from_args(TrainConfig, args))
             if summary:  # other ranks of a distributed run return nothing
@@ -196,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(push(args.checkpoint, args.repo, args.results, args.private, args.revision, args.license))
         if args.command == "quickstart":
-            from laya_policy.quickstart import Quickstart, QuickstartConfig
+            from laya_policy.quickstart import Quickstart
 
             quickstart = Quickstart(from_args(QuickstartConfig, args))
             quickstart.run()

@@ -20,25 +20,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from laya_policy.presets import CNN_IMAGE_SIZE, INPUTS, MOTION, MOTION_GAIN, check_size, takes_motion
 from laya_protocol.games import FULL_ACTIONS
 
 NEG_INF = float("-inf")
 LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601, the weights of ALE's own greyscale
-MOTION_GAIN = 4.0  # the motion channel's scale against the frame's (both are linear in the frames)
-MOTION, FRAMES = "motion", "frames"  # FRAMES: each frame as its own channel, the form of older checkpoints
-INPUTS = (MOTION, FRAMES)
-IMAGE_SIZE = 84  # the Nature CNN's frame side (Mnih et al., 2015)
-SIZES = (36, 256)  # the convolutions need 36 pixels; at 256 the 512-unit layer already holds 26M weights
-
-
-def takes_motion(inputs: str, frames: int) -> bool:
-    """Whether the input channels are the newest frame and its motion (else each frame as it is)."""
-    return inputs == MOTION and frames > 1
-
-
-def check_size(size: int) -> None:
-    if not SIZES[0] <= size <= SIZES[1]:
-        raise ValueError(f"--image-size {size}: the cnn takes {SIZES[0]} to {SIZES[1]} pixels")
 
 
 @dataclass
@@ -56,7 +42,7 @@ class NatureCNN(nn.Module):
     (the measurements: docs/learning-on-a-cpu.md, "Why Breakout stayed at its majority label"). A
     linear change of input, so the same functions are reachable: only how fast they are found differs."""
 
-    def __init__(self, frames: int = 2, image_size: int = IMAGE_SIZE, inputs: str = MOTION):
+    def __init__(self, frames: int = 2, image_size: int = CNN_IMAGE_SIZE, inputs: str = MOTION):
         super().__init__()
         check_size(image_size)
         if inputs not in INPUTS:

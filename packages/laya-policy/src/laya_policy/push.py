@@ -19,10 +19,8 @@ from pathlib import Path
 
 from atari_data.publish.repo import HUB_REF_RE
 from atari_data.schema import GAME_RE, SOURCE_RE
-from laya_policy.backbone import PRESETS
 from laya_policy.checkpoint import (
     BACKBONE,
-    CNN,
     CNN_WEIGHTS,
     CONFIG,
     HEAD,
@@ -35,8 +33,9 @@ from laya_policy.checkpoint import (
     on_hub,
     read_json_file,
 )
-from laya_policy.cnn import MOTION_GAIN, takes_motion
-from laya_policy.train import FREEZES, group_game
+from laya_policy.presets import CNN, MOTION_GAIN, PRESETS, takes_motion
+from laya_policy.settings import FREEZES
+from laya_policy.train import group_game
 from laya_protocol.errors import cause
 
 

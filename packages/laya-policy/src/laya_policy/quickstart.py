@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from atari_data.layout import write_atomic
 from atari_data.play.experts.builtin import BUILTIN
-from laya_policy.backbone import PRESET_IMAGE_SIZE
 from laya_policy.checkpoint import FILE_MAX, FINAL, read_json_file
-from laya_policy.cnn import IMAGE_SIZE as CNN_IMAGE_SIZE
-from laya_protocol.config import listed, option
+from laya_policy.settings import QuickstartConfig
 from laya_protocol.files import Refused, parse_json, read_capped
 from laya_protocol.locks import FileLock
 from laya_protocol.names import HUB_SPLITS
-from laya_protocol.protocol import EVAL_DECISION_CAP
 
 STAGES = ("generate", "validate", "pack", "load", "train", "evaluate", "report")
 #: The data's source: the built-in experts' two-frame records.
@@ -50,77 +47,6 @@ OUTPUTS = {
 }
 #: The report's video: a GIF, which a Markdown viewer shows inline.
 VIDEO = ".gif"
-#: The experts' random moves in the quickstart's data: 0.3, and 0.5 in Pong (docs/learning-on-a-cpu.md).
-EPSILON, PONG_EPSILON = 0.3, 0.5
-
-
-@dataclass
-class QuickstartConfig:
-    """The whole pipeline's settings; each field is one flag of `laya-policy quickstart`."""
-
-    out: str = option("runs/quickstart", "run folder")
-    games: list[str] = option(
-        help=f"comma-separated, among the built-in experts' games ({', '.join(sorted(BUILTIN))})",
-        factory=lambda: ["Freeway", "Boxing", "Breakout", "Pong"],
-    )
-    train_frames: int = option(5_000, "train records per game")
-    val_frames: int = option(200, "val records per game")
-    decision_cap: int = option(1_000, "decisions per generated episode (more, shorter episodes)")
-    baseline_episodes: int = option(
-        2, "expert and random episodes measured into meta.json; 0: normalise with laya-eval's reference table"
-    )
-    epsilon: str | None = option(
-        None,
-        "probability of a uniform random move while the experts play the data, and a game's own after it, "
-        f"P[,GAME=P...] (atari-data generate --epsilon; the others {EPSILON} when only games are given): more "
-        "of the states a student's own mistakes lead to; with Pong's at 0.5 the greedy median rose on two "
-        "seeds of three (docs/learning-on-a-cpu.md)",
-        shown=f"{EPSILON}, Pong {PONG_EPSILON} when Pong is played",
-    )
-    model: str = option("tiny", "tiny, a Hub id, a local directory, or cnn (the reference student, not a VLM)")
-    image_size: int | None = option(
-        None, "frame side in pixels", shown=f"the backbone's; {PRESET_IMAGE_SIZE} for tiny, {CNN_IMAGE_SIZE} for cnn"
-    )
-    batch: int = option(16, "training batch, per process")
-    processes: int | None = option(
-        None,
-        "data-parallel training processes (laya-policy train --processes), each with --batch: fixed, not one a core, "
-        "so the run is the same on any machine",
-        shown="2 on a CPU, 1 on a GPU",
-    )
-    steps: int = option(
-        5_000, "training steps: the schedule's length (12 minutes for tiny in two processes on two CPU cores)"
-    )
-    minutes: float = option(
-        60.0,
-        "a safety stop for training; the schedule follows --steps, so a run that finishes them (on a busy "
-        "machine too) gives the same weights",
-    )
-    episodes: int = option(5, "evaluation episodes per game")
-    sample: bool = option(
-        False,
-        "judge by drawing each move from the policy's probabilities (laya-eval --sample), not its top choice: "
-        "the tiny VLM's median moved either way across seeds, the CNN scored less "
-        "(docs/learning-on-a-cpu.md)",
-    )
-    cap: int = option(EVAL_DECISION_CAP, "evaluation decisions per episode at most (the protocol's)")
-    video_decisions: int = option(300, "decisions in the report's video")
-    device: str = option("cpu", "torch device")
-    workers: int = option(2, "generation processes")
-    seed: int = option(0, "seeds the data, the weights and the batches: the same seed, the same run")
-    restart: bool = option(False, "delete OUT, a quickstart's run folder (never another folder), and start over")
-
-    def __post_init__(self):
-        from atari_data.produce.generate import epsilon_flag, parse_epsilon
-
-        listed(self)
-        # --epsilon as one text, the games' names as given: what settings.json holds and a rerun compares
-        if self.epsilon is None:  # Pong's own where Pong is played: the quickstart of Freeway has none
-            own = {"Pong": PONG_EPSILON} if "pong" in {g.lower() for g in self.games} else {}
-            self.epsilon = epsilon_flag(EPSILON, own)
-        else:
-            every, own = parse_epsilon(str(self.epsilon))
-            self.epsilon = epsilon_flag(EPSILON if every is None else every, own)
 
 
 class Quickstart:

@@ -1,5 +1,6 @@
-"""Train the choice policy on atari-data records, durably. Reads top to bottom: the config, the
-data, the model and its optimiser, one step, evaluation, durability, then the loop in ``train``.
+"""Train the choice policy on atari-data records, durably. Reads top to bottom: the config checked
+and filled in (its fields are in laya_policy.settings, which the command line reads without torch),
+the data, the model and its optimiser, one step, evaluation, durability, then the loop in ``train``.
 
 A run lives in ``out``: ``state.pt`` (weights, optimiser, step, random states, per-group sample
 counts, best record, log, time spent) is written to a temporary name and renamed after every
@@ -33,10 +34,9 @@ from atari_data.layout import PACK_SWAPPER, FolderPin, fresh_file, list_games, p
 from atari_data.limits import check_torch_zip, open_regular
 from atari_data.publish.repo import data_kind
 from atari_data.schema import target_of
-from laya_policy.backbone import PRESET_IMAGE_SIZE, PRESETS, SMOLVLM, build_backbone, hub_reference
+from laya_policy.backbone import build_backbone, hub_reference
 from laya_policy.checkpoint import (
     BEST,
-    CNN,
     CONFIG,
     FINAL,
     HUB_REF_RE,
@@ -51,8 +51,7 @@ from laya_policy.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
-from laya_policy.cnn import IMAGE_SIZE as CNN_IMAGE_SIZE
-from laya_policy.cnn import INPUTS, MOTION, MOTION_GAIN, NatureCNN, check_size
+from laya_policy.cnn import NatureCNN
 from laya_policy.data import Example, load_examples
 from laya_policy.distributed import Distributed, check_device, launch, set_threads
 from laya_policy.imageprep import ImagePrep
@@ -66,133 +65,18 @@ from laya_policy.objectives import (
     nll,
     training_loss,
 )
+from laya_policy.presets import CNN, CNN_IMAGE_SIZE, MOTION, PRESET_IMAGE_SIZE, PRESETS, check_size
+from laya_policy.settings import DEFAULT_LRS, TrainConfig
 from laya_protocol import files
-from laya_protocol.config import listed, option
 from laya_protocol.errors import cause, signals_held
 from laya_protocol.files import writing
 from laya_protocol.games import FULL_ACTIONS
 from laya_protocol.locks import FileLock
 from laya_protocol.seeds import PLAY_CHECK_SEED_BASE
 
-#: (head, backbone) learning rates when none is given. A random preset trains everything: its head
-#: needs 1e-3 to move, and at 1e-3 its vision tower loses what the random features already tell apart.
-#: The reference CNN has no backbone: the head rate is the whole network's.
-DEFAULT_LRS: dict[str, tuple[float, float | None]] = {
-    "pretrained": (1e-4, 2e-5),
-    "tiny": (1e-3, 1e-4),
-    CNN: (5e-4, None),
-}
-
-
 #: A run folder's own files beside its checkpoints: the evaluations, one JSON line each; what the
 #: run did, written at its end; and where a cut-off run resumes from.
 LOG_FILE, SUMMARY_FILE, STATE_FILE = "log.jsonl", "summary.json", "state.pt"
-
-
-def _lrs(i: int) -> str:
-    return ", ".join(
-        f"{f'{pair[i]:.0e}'.replace('e-0', 'e-')} {kind}" for kind, pair in DEFAULT_LRS.items() if pair[i] is not None
-    )
-
-
-FREEZES = ("auto", "vision", "none")  # --freeze; a run records what auto resolved to (Setup.freeze)
-
-
-@dataclass
-class TrainConfig:
-    """What `laya-policy train` does; each field is one flag (``--field-name``)."""
-
-    data: str = option(help="an atari-data layout root, a packed repository folder (atari-data pack), or its Hub id")
-    out: str = option("runs/train", "run folder")
-    sources: list[str] | None = option(None, "comma-separated sources", shown="all")
-    games: list[str] | None = option(None, "comma-separated games", shown="all")
-    frames: int | None = option(None, "frames per record the model sees", choices=(1, 2), shown="--init-from's, else 2")
-    model: str | None = option(
-        None,
-        f"tiny (random weights, built here), a Hub id such as {SMOLVLM} (ORG/NAME@REVISION pins a branch, tag "
-        "or commit), a local directory, or cnn "
-        "(the reference student: a Nature-DQN-sized CNN, not a VLM; see laya_policy.cnn)",
-        shown="--init-from's backbone, else tiny",
-    )
-    init_from: str | None = option(None, "checkpoint to continue from (e.g. after a DAgger round)")
-    cnn_inputs: str | None = option(
-        None,
-        f"the cnn's input channels: the newest frame and its motion ({MOTION_GAIN:g}x the newest minus the "
-        "previous), or each frame as its own channel (the form before the motion input, for comparisons)",
-        choices=INPUTS,
-        shown=f"--init-from's, else {MOTION}",
-    )
-    image_size: int | None = option(
-        None,
-        "frame side in pixels",
-        shown=f"--init-from's, else the pretrained backbone's vision config, else {PRESET_IMAGE_SIZE} for a preset, "
-        f"{CNN_IMAGE_SIZE} for cnn",
-    )
-    preprocess: str | None = option(
-        None,
-        "device-side resize (gpu) or SmolVLM's processor",
-        choices=("gpu", "processor"),
-        shown="--init-from's, else gpu",
-    )
-    batch: int = option(16, "per process")
-    passes: float = option(4.0, "passes over the training records (sets the step count)")
-    steps: int | None = option(None, "an explicit step count instead of --passes")
-    max_minutes: float = option(
-        15.0,
-        "time budget, resumed runs included: the run stops early when it is spent (the learning-rate "
-        "schedule follows the step count alone, so a busy machine changes how far a run gets, not its curve)",
-    )
-    threads: int | None = option(None, "torch intra-op threads per process", shown="1 on a CPU, torch's own on a GPU")
-    processes: int = option(
-        1,
-        "data-parallel processes to start here, each with its own --batch (on a CPU one a core is the "
-        "fastest form measured); under torchrun leave it at 1",
-    )
-    screen_cache_mb: float = option(2048.0, "memory for screens kept resized (MiB); the rest are resized per use")
-    balance: str = option("game", "what sampling balances over", choices=("game", "game_source"))
-    freeze: str = option(
-        "auto",
-        "auto: the vision tower is frozen for a pretrained backbone, trained for tiny",
-        choices=FREEZES,
-    )
-    lr_head: float | None = option(None, "head learning rate", shown=_lrs(0))
-    lr_backbone: float | None = option(None, "backbone learning rate, scaled by sqrt(batch/16)", shown=_lrs(1))
-    spherical_weight: float = option(0.5, cli=False)
-    evals: int = option(4, "evaluations during the run")
-    eval_records: int = option(256, cli=False)
-    select_by: str = option(
-        "nll", "keep OUT/best by validation NLL or by a short play check in laya-eval", choices=("nll", "play")
-    )
-    state_minutes: float = option(2.0, cli=False)
-    seed: int = option(0, "seeds the weights a run starts from and the batches it draws")
-    device: str = option("cpu", "torch device, e.g. cuda")
-    restart: bool = option(False, "start over instead of resuming OUT/state.pt")
-    crash_at_step: int | None = option(None, "raise once at this step (to exercise resuming)")
-    calibrate_on: list[str] | None = option(
-        None,
-        "games whose val split fits the temperature (not trained on)",
-        shown="the training games' own held-out val episodes; ECE is reported on records the fit did not use "
-        "(other episodes; alternate records where a game has one)",
-    )
-
-    def __post_init__(self):
-        listed(self)
-
-    @property
-    def backbone(self) -> str:
-        """The backbone's name: ``model``, or the one the ``init_from`` checkpoint was built on."""
-        if self.model:  # resolve() sets it, so a resolved config reads no file
-            return self.model
-        return load_config(self.init_from).backbone if self.init_from else "tiny"
-
-    @property
-    def pretrained(self) -> bool:
-        return self.backbone not in PRESETS and self.backbone != CNN  # these start from random weights
-
-    @property
-    def kind(self) -> str:
-        """Which default learning rates apply: pretrained, tiny (any preset) or cnn."""
-        return CNN if self.backbone == CNN else "pretrained" if self.pretrained else "tiny"
 
 
 def resolve(cfg: TrainConfig) -> TrainConfig:
