@@ -124,3 +124,20 @@ print(len(commands), "torch" in sys.modules)
     assert done.returncode == 0, done.stderr[-2000:]
     count, torch = done.stdout.split()
     assert int(count) >= 2 and torch == "False", done.stdout
+
+
+def test_a_training_value_no_run_takes_is_refused_before_torch_loads(tmp_path):
+    """`laya-policy train --batch 0` answered after torch's import; the value needs no model to refuse."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+from laya_policy.cli import main
+code = main(["train", "--data", "d", "--out", "o", "--batch", "0"])
+print(code, "torch" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.stdout.split() == ["2", "False"], (done.stdout, done.stderr[-2000:])
+    assert done.stderr == "error: --batch 0: expected 1 or more\n"
+    assert not any(tmp_path.iterdir()), "nothing written"

@@ -147,10 +147,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{summary['game']}: {summary['decisions']} decisions, score {summary['score']:g} -> {summary['video']}"
             )
         if args.command == "train":
+            cfg = from_args(TrainConfig, args)
+            cfg.check()  # a value no run takes: refused before torch loads
             from laya_policy.checkpoint import FINAL
             from laya_policy.train import train
 
-            summary = train(from_args(TrainConfig, args))
+            summary = train(cfg)
             if summary:  # other ranks of a distributed run return nothing
                 rate = summary["samples_per_s"]  # 0 where this command trained no step: the run was finished
                 print(

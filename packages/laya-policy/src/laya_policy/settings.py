@@ -7,6 +7,8 @@ a refused flag answer at once rather than after torch's import.
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 
 from atari_data.play.experts.builtin import BUILTIN
@@ -121,6 +123,35 @@ class TrainConfig:
 
     def __post_init__(self):
         listed(self)
+
+    def check(self) -> None:
+        """Refuse a flag's value that no run takes: what needs no file, no model and no torch, so the
+        command line answers before it imports them."""
+        if not self.out.strip():  # an unset shell variable: the run's files would land among the user's own
+            raise ValueError("--out: is empty; give the folder to train in")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"--threads {self.threads}: expected 1 or more (leave it out for one per CPU process)")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"--steps {self.steps}: expected 1 or more (leave it out to use --passes)")
+        if self.processes > 1 and "WORLD_SIZE" in os.environ:
+            raise ValueError(f"--processes {self.processes}: torchrun started this process already; leave it out")
+        checks: tuple[tuple[str, object, bool, str], ...] = (
+            ("--batch", self.batch, self.batch >= 1, "1 or more"),
+            ("--processes", self.processes, self.processes >= 1, "1 or more"),
+            ("--evals", self.evals, self.evals >= 1, "1 or more"),
+            ("--passes", self.passes, self.passes > 0 and math.isfinite(self.passes), "a number above 0"),
+            ("--max-minutes", self.max_minutes, self.max_minutes > 0, "a number of minutes above 0"),  # NaN fails too
+            ("--lr-head", self.lr_head, self.lr_head is None or 0 < self.lr_head < math.inf, "a rate above 0"),
+            (
+                "--lr-backbone",
+                self.lr_backbone,
+                self.lr_backbone is None or 0 < self.lr_backbone < math.inf,
+                "a rate above 0",
+            ),
+        )
+        for flag, value, ok, what in checks:
+            if not ok:
+                raise ValueError(f"{flag} {value}: expected {what}")
 
     @property
     def backbone(self) -> str:

@@ -87,26 +87,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
 
     from laya_policy.backbone import pretrained_image_size
 
-    if not cfg.out.strip():  # an unset shell variable: the run's files would land among the user's own
-        raise ValueError("--out: is empty; give the folder to train in")
-    if cfg.threads is not None and cfg.threads < 1:
-        raise ValueError(f"--threads {cfg.threads}: expected 1 or more (leave it out for one per CPU process)")
-    if cfg.steps is not None and cfg.steps < 1:
-        raise ValueError(f"--steps {cfg.steps}: expected 1 or more (leave it out to use --passes)")
-    if cfg.processes > 1 and "WORLD_SIZE" in os.environ:
-        raise ValueError(f"--processes {cfg.processes}: torchrun started this process already; leave it out")
-    checks: tuple[tuple[str, object, bool, str], ...] = (
-        ("--batch", cfg.batch, cfg.batch >= 1, "1 or more"),
-        ("--processes", cfg.processes, cfg.processes >= 1, "1 or more"),
-        ("--evals", cfg.evals, cfg.evals >= 1, "1 or more"),
-        ("--passes", cfg.passes, cfg.passes > 0 and math.isfinite(cfg.passes), "a number above 0"),
-        ("--max-minutes", cfg.max_minutes, cfg.max_minutes > 0, "a number of minutes above 0"),  # NaN fails too
-        ("--lr-head", cfg.lr_head, cfg.lr_head is None or 0 < cfg.lr_head < math.inf, "a rate above 0"),
-        ("--lr-backbone", cfg.lr_backbone, cfg.lr_backbone is None or 0 < cfg.lr_backbone < math.inf, "a rate above 0"),
-    )
-    for flag, value, ok, what in checks:
-        if not ok:
-            raise ValueError(f"{flag} {value}: expected {what}")
+    cfg.check()
     check_device(cfg.device)
     if cfg.processes > 1 and cfg.device.startswith("cuda") and cfg.processes > torch.cuda.device_count():
         raise ValueError(
