@@ -126,18 +126,27 @@ print(len(commands), "torch" in sys.modules)
     assert int(count) >= 2 and torch == "False", done.stdout
 
 
-def test_a_training_value_no_run_takes_is_refused_before_torch_loads(tmp_path):
-    """`laya-policy train --batch 0` answered after torch's import; the value needs no model to refuse."""
+@pytest.mark.parametrize(
+    "argv,said",
+    [
+        (["train", "--data", "d", "--out", "o", "--batch", "0"], "--batch 0: expected 1 or more"),
+        (["push", "ckpt", "--repo", "me/a..b"], "--repo 'me/a..b' is a name the Hub refuses"),
+        (["push", "ckpt", "--repo", "me/x", "--license", "MIT License"], "--license 'MIT License': expected"),
+    ],
+)
+def test_a_value_no_run_takes_is_refused_before_torch_loads(argv, said, tmp_path):
+    """`laya-policy train --batch 0` and `push --repo me/a..b` answered after torch's import (~3.5 s on
+    two cores); neither value needs a model to refuse."""
     import subprocess
     import sys
 
-    script = """
+    script = f"""
 import sys
 from laya_policy.cli import main
-code = main(["train", "--data", "d", "--out", "o", "--batch", "0"])
+code = main({argv!r})
 print(code, "torch" in sys.modules)
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.stdout.split() == ["2", "False"], (done.stdout, done.stderr[-2000:])
-    assert done.stderr == "error: --batch 0: expected 1 or more\n"
+    assert done.stderr.startswith(f"error: {said}") and done.stderr.count("\n") == 1, done.stderr
     assert not any(tmp_path.iterdir()), "nothing written"

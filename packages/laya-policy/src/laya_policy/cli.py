@@ -8,7 +8,7 @@ import sys
 
 from atari_data.publish.teardown import release_arrow_threads
 from laya_policy.errors import EXPECTED, GroupFailed, said
-from laya_policy.settings import QuickstartConfig, TrainConfig
+from laya_policy.settings import QuickstartConfig, TrainConfig, check_push
 from laya_policy.video import MAX_DECISIONS
 from laya_protocol.bars import quiet_library_bars
 from laya_protocol.config import add_options, add_version, from_args
@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "push":
             from pathlib import Path
 
+            check_push(args.repo, args.revision, args.license)  # refused before torch loads
             from laya_policy.push import push, stage
 
             if args.dry_run:

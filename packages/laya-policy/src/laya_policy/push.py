@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from laya_policy.checkpoint import (
     read_json_file,
 )
 from laya_policy.presets import CNN, MOTION_GAIN, PRESETS, takes_motion
-from laya_policy.settings import FREEZES
+from laya_policy.settings import FREEZES, check_push
 from laya_policy.train import group_game
 from laya_protocol.errors import cause
 
@@ -59,9 +58,6 @@ def _group(name: str) -> bool:
 def _count(v) -> bool:
     return type(v) is int
 
-
-#: A license id as the Hub's card metadata takes one (apache-2.0, cc-by-4.0, other).
-LICENSE_RE = re.compile(r"[a-z0-9][a-z0-9.+-]*")
 
 #: What the card reads from training.json, as train writes it: a hand-edited file is refused by field.
 #: Each is checked for what it may hold, not only its type: the card writes it into Markdown and into
@@ -250,16 +246,10 @@ def stage(
     ``checkpoint_files``; no local path: see ``_public_json``) and its card. Everything is checked before a
     byte is written, and the folder is assembled beside ``out`` and renamed into place."""
     from atari_data.layout import staged
-    from atari_data.publish.repo import BRANCH_RE, BRANCH_RULE, hub_id_problem
     from laya_eval.evaluate import load_results
     from laya_protocol.files import writing
 
-    if problem := hub_id_problem(repo):  # before a repo is made: 'a..b', 'x--y' failed only at upload
-        raise ValueError(f"--repo {problem}; expected a Hub model id ORG/NAME")
-    if revision is not None and not BRANCH_RE.match(revision):
-        raise ValueError(f"--revision {revision!r}: expected a branch name ({BRANCH_RULE})")
-    if not LICENSE_RE.fullmatch(license):  # the card's metadata: the Hub takes an id, not prose
-        raise ValueError(f"--license {license!r}: expected a Hub license id such as apache-2.0, mit or other")
+    check_push(repo, revision, license)
     ckpt = checkpoint_folder(ckpt)
     files = checkpoint_files(ckpt)
     _, cfg = load_checkpoint(ckpt)  # what every player checks: refused here, not after the upload

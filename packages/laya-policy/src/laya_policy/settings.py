@@ -1,14 +1,16 @@
-"""The settings of `laya-policy train` and `laya-policy quickstart`, each field one flag.
+"""The settings of `laya-policy train` and `laya-policy quickstart`, each field one flag, and the
+rules for `push`'s flags.
 
-They live apart from the code that runs them (laya_policy.train, laya_policy.quickstart), which
-needs torch: the command line is parsed, and its help written, from these alone, so `--help` and
-a refused flag answer at once rather than after torch's import.
+They live apart from the code that runs them (laya_policy.train, laya_policy.quickstart,
+laya_policy.push), which needs torch: the command line is parsed, its help written and a value no
+run takes refused from these alone, at once rather than after torch's import.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 
 from atari_data.play.experts.builtin import BUILTIN
@@ -243,3 +245,19 @@ class QuickstartConfig:
         else:
             every, own = parse_epsilon(str(self.epsilon))
             self.epsilon = epsilon_flag(EPSILON if every is None else every, own)
+
+
+#: A license id as the Hub's card metadata takes one (apache-2.0, cc-by-4.0, other).
+LICENSE_RE = re.compile(r"[a-z0-9][a-z0-9.+-]*")
+
+
+def check_push(repo: str, revision: str | None, license: str) -> None:
+    """Refuse `push`'s flags the Hub would: before a repo is made ('a..b', 'x--y' failed only at upload)."""
+    from atari_data.publish.repo import BRANCH_RE, BRANCH_RULE, hub_id_problem
+
+    if problem := hub_id_problem(repo):
+        raise ValueError(f"--repo {problem}; expected a Hub model id ORG/NAME")
+    if revision is not None and not BRANCH_RE.match(revision):
+        raise ValueError(f"--revision {revision!r}: expected a branch name ({BRANCH_RULE})")
+    if not LICENSE_RE.fullmatch(license):  # the card's metadata: the Hub takes an id, not prose
+        raise ValueError(f"--license {license!r}: expected a Hub license id such as apache-2.0, mit or other")
