@@ -274,13 +274,15 @@ os._exit(0)
 def test_a_sigterm_while_the_state_is_written_ends_on_one_line_and_the_run_resumes(data, tmp_path):
     """A SIGTERM that landed inside torch.save broke its zip writer: a 30-line RuntimeError traceback
     ('unexpected pos'), exit 1. The state is written whole, then the stop is taken. Each run in a
-    process of its own: a stop arms a fallback that ends the process a minute later."""
+    process of its own: a stop arms a fallback that ends the process a minute later. The reference
+    CNN at 96 px: its state (25 MB, twice the tiny VLM's) gives the delays more of the write to land
+    in, and its processes start without transformers."""
     import subprocess
     import sys
 
     for delay in (0.0, 0.003, 0.006, 0.012):  # after the file appears: torch.save's zip writer is open by then
         out = tmp_path / f"run-{delay}"
-        argv = ["train", "--data", str(data), "--out", str(out), *TRAIN]
+        argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", *TRAIN, "--image-size", "96"]
         done = subprocess.run(
             [sys.executable, "-c", SIGTERM_WHILE_SAVING, str(delay), str(out), *argv],
             capture_output=True,
