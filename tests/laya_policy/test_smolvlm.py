@@ -24,8 +24,17 @@ def smolvlm(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def data(pong_data):
-    return pong_data
+def data(tmp_path_factory):
+    """Pong with 4 val records: at SmolVLM's widths and 512 px a record costs about 1.3 s of a CPU
+    core, and a run scores every val record for its calibration."""
+    from atari_data.produce.generate import GenerateConfig, generate_game
+
+    root = tmp_path_factory.mktemp("smol-data")
+    cfg = GenerateConfig(
+        root=str(root), train_frames=8, val_frames=4, min_train_episodes=1, decision_cap=10, baseline_episodes=0
+    )
+    generate_game(cfg, "Pong")
+    return root
 
 
 def config(data, out, smolvlm, **kw):
