@@ -101,9 +101,11 @@ def test_a_full_disk_names_the_frame_it_cut(tmp_path, pong_data):
 def test_the_judge_and_training_on_a_full_disk_say_so_on_one_line(tmp_path, pong_data):
     judge = ["run", "--policy", "random", "--games", "Pong", "--episodes", 1, "--cap", 50, "--random-episodes", 0]
     _one_line(_run("laya_eval.cli", *judge, "--out", tmp_path / "r.json", limit=2 << 10), "r.json")
-    train = ["train", "--data", pong_data, "--steps", 1, "--batch", 2, "--image-size", 64, "--evals", 1]
+    # the reference CNN: its process starts without transformers, and its files are as the VLM's
+    train = ["train", "--data", pong_data, "--model", "cnn", "--steps", 1, "--batch", 2, "--image-size", 64]
+    train += ["--evals", 1]
     _one_line(_run("laya_policy.cli", *train, "--out", tmp_path / "run"), "best")
-    # room for a checkpoint's files, not for state.pt (the weights and the optimiser's two moments)
+    # room for a checkpoint's files (2.4 MB), not for state.pt (7.3 MB: the weights and the optimiser's two moments)
     _one_line(_run("laya_policy.cli", *train, "--out", tmp_path / "run2", limit=3 << 20), "state.pt")
 
 

@@ -275,7 +275,7 @@ def test_a_sigterm_while_the_state_is_written_ends_on_one_line_and_the_run_resum
     """A SIGTERM that landed inside torch.save broke its zip writer: a 30-line RuntimeError traceback
     ('unexpected pos'), exit 1. The state is written whole, then the stop is taken. Each run in a
     process of its own: a stop arms a fallback that ends the process a minute later. The reference
-    CNN at 96 px: its state (25 MB, twice the tiny VLM's) gives the delays more of the write to land
+    CNN at 96 px: its state (26 MB, twice the tiny VLM's) gives the delays more of the write to land
     in, and its processes start without transformers."""
     import subprocess
     import sys
