@@ -24,6 +24,18 @@ def ckpt(tmp_path_factory):
     return path, policy
 
 
+@pytest.fixture(scope="module")
+def cnn_ckpt(tmp_path_factory):
+    """The reference CNN's checkpoint: for tests of the video writer, which any policy drives; a process
+    that plays it starts without transformers."""
+    from laya_policy.cnn import NatureCNN
+
+    torch.manual_seed(1)
+    path = tmp_path_factory.mktemp("ckpt") / "cnn"
+    save_checkpoint(NatureCNN(), AgentConfig(image_size=84, preprocess="gpu", frames=2, backbone="cnn"), path)
+    return path
+
+
 def test_checkpoint_round_trip_restores_the_same_logits(ckpt):
     path, original = ckpt
     loaded, cfg = load_checkpoint(path)
@@ -391,7 +403,7 @@ def test_a_policy_answering_nan_is_one_line_and_leaves_no_video(ckpt, tmp_path, 
 
 
 @pytest.mark.parametrize("suffix", [".gif", ".mp4"])
-def test_a_video_on_a_full_disk_is_one_line_naming_it_and_leaves_nothing(ckpt, tmp_path, suffix):
+def test_a_video_on_a_full_disk_is_one_line_naming_it_and_leaves_nothing(cnn_ckpt, tmp_path, suffix):
     """Past the file size limit (a full disk, as ulimit -f gives it) a GIF said 'File too large',
     naming no file, and left its temporary; an mp4 was reported written (exit 0) and did not play:
     ffmpeg had died unheard (from an outside review)."""
@@ -401,7 +413,7 @@ def test_a_video_on_a_full_disk_is_one_line_naming_it_and_leaves_nothing(ckpt, t
     import sys
 
     video = tmp_path / f"v{suffix}"
-    argv = ["play", "--model", str(ckpt[0]), "--game", "Pong", "--video", str(video), "--max-decisions", "60"]
+    argv = ["play", "--model", str(cnn_ckpt), "--game", "Pong", "--video", str(video), "--max-decisions", "60"]
 
     def small_files():
         resource.setrlimit(resource.RLIMIT_FSIZE, (8 << 10, 8 << 10))
