@@ -232,12 +232,13 @@ def test_push_to_a_branch_makes_it_and_the_card_names_it(ckpts, hub, tmp_path):
 
 def test_push_keeps_the_owners_visibility_and_never_pushes_private_work_to_a_public_repo(ckpts, hub):
     """Without --private the create request said "public", over an organisation's private default;
-    with it, an existing public repo took the upload without a word."""
-    vlm, _, _ = ckpts
-    assert hub.push(vlm, "--repo", "me/open").returncode == 0
+    with it, an existing public repo took the upload without a word. The CNN's checkpoint: visibility is
+    the repo's, whatever it holds, and its push process starts without transformers."""
+    _, cnn, _ = ckpts
+    assert hub.push(cnn, "--repo", "me/open").returncode == 0
     asked = [body for path, body in hub.server.created if path.endswith("/repos/create")]
     assert asked and all("private" not in b and "visibility" not in b for b in asked), asked
-    done = hub.push(vlm, "--repo", "me/open", "--private")
+    done = hub.push(cnn, "--repo", "me/open", "--private")
     assert done.returncode == 2 and "is public" in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
