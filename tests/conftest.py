@@ -73,18 +73,31 @@ def signals_left_as_found():
 
 
 @pytest.fixture(scope="session")
-def pong_data(tmp_path_factory):
-    """A small two-frame Pong layout from real ALE play, shared read-only (copy it to corrupt it)."""
+def small_pong(tmp_path_factory):
+    """Makes a small two-frame Pong layout from real ALE play: (name, train records, val records,
+    decisions an episode) -> its root. One episode a split, none for baselines."""
     from atari_data.produce.generate import GenerateConfig, generate_game
 
-    root = tmp_path_factory.mktemp("pong-data")
-    generate_game(
-        GenerateConfig(
-            root=str(root), train_frames=24, val_frames=8, min_train_episodes=1, decision_cap=40, baseline_episodes=0
-        ),
-        "Pong",
-    )
-    return root
+    def make(name: str, train: int, val: int, cap: int):
+        root = tmp_path_factory.mktemp(name)
+        cfg = GenerateConfig(
+            root=str(root),
+            train_frames=train,
+            val_frames=val,
+            min_train_episodes=1,
+            decision_cap=cap,
+            baseline_episodes=0,
+        )
+        generate_game(cfg, "Pong")
+        return root
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def pong_data(small_pong):
+    """The shared small Pong layout, read-only (copy it to corrupt it)."""
+    return small_pong("pong-data", train=24, val=8, cap=40)
 
 
 @pytest.fixture(scope="session")

@@ -169,10 +169,9 @@ def test_a_report_cut_by_a_full_disk_leaves_the_one_before_whole(tmp_path):
 
 def test_a_push_dry_run_on_a_full_disk_leaves_no_half_folder(tmp_path, pong_data):
     """A dry run cut by a full disk left a truncated head.safetensors and an empty training.json in
-    its folder, and the rerun was refused because the folder existed. The reference CNN's checkpoint:
-    it is staged by the same code as the VLM's, and its process starts without transformers."""
-    train = ["train", "--data", pong_data, "--model", "cnn", "--steps", 1, "--batch", 2, "--image-size", 64]
-    train += ["--evals", 1]
+    its folder, and the rerun was refused because the folder existed. The tiny VLM's checkpoint: files
+    are staged in sorted order, so the cut falls in backbone/model.safetensors, inside a subfolder."""
+    train = ["train", "--data", pong_data, "--steps", 1, "--batch", 2, "--image-size", 64, "--evals", 1]
     made = _run("laya_policy.cli", *train, "--out", tmp_path / "run", limit=1 << 30)
     assert made.returncode == 0, made.stderr[-3000:]
     push = ["push", tmp_path / "run" / "final", "--repo", "me/x", "--dry-run", tmp_path / "staged"]

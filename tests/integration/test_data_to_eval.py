@@ -36,6 +36,7 @@ def test_generated_baselines_normalise_an_evaluation(tmp_path):
         return evaluate(cfg, progress=False)["games"]["Pong"]
 
     g = judged(data, "r.json")
+    assert g["mean"] != b["random_score_cap4500"], "a score at random's normalises to 0 whatever the expert's"
     assert g["baseline"]["expert"] == b["expert_score_cap4500"] and g["baseline"]["cap"] == 4500
     assert str(data) in g["baseline"]["source"]
     expected = (g["mean"] - b["random_score_cap4500"]) / (b["expert_score_cap4500"] - b["random_score_cap4500"])

@@ -13,7 +13,8 @@ import pytest
 pytest.importorskip("vizdoom", reason="ViZDoom is an optional extra (atari-data[vizdoom])")
 
 from atari_data.cli import main as atari_data
-from laya_policy.train import TrainConfig, train
+from laya_policy.settings import TrainConfig
+from laya_policy.train import train
 
 
 def test_tiny_learns_where_the_monster_is(tmp_path):

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from laya_policy.cli import main
-from laya_policy.train import TrainConfig, train
+from laya_policy.settings import TrainConfig
+from laya_policy.train import train
 
 from ..atari_data.test_hostile_inputs import apply, edits
 from ..promises import check_promises, lock_held_elsewhere, returns_within
@@ -282,7 +283,8 @@ def test_a_sigterm_while_the_state_is_written_ends_on_one_line_and_the_run_resum
 
     for delay in (0.0, 0.003, 0.006, 0.012):  # after the file appears: torch.save's zip writer is open by then
         out = tmp_path / f"run-{delay}"
-        argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", *TRAIN, "--image-size", "96"]
+        argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", "--image-size", "96"]
+        argv += ["--steps", "1", "--batch", "2", "--evals", "1"]
         done = subprocess.run(
             [sys.executable, "-c", SIGTERM_WHILE_SAVING, str(delay), str(out), *argv],
             capture_output=True,

@@ -14,7 +14,8 @@ from atari_data.produce.generate import GenerateConfig, generate_game
 from laya_eval.evaluate import RunConfig, evaluate
 from laya_policy.cli import main
 from laya_policy.push import stage
-from laya_policy.train import TrainConfig, train
+from laya_policy.settings import TrainConfig
+from laya_policy.train import train
 
 from ..promises import check_promises
 from ..test_library_bars import bars_drawn
@@ -346,6 +347,23 @@ def test_a_repo_id_the_hub_would_refuse_is_refused_before_anything_is_made(ckpts
     done = hub.push(ckpts[0], "--repo", repo)
     assert done.returncode == 2 and "expected a Hub model id" in done.stderr, done.stderr
     assert not hub.server.created, "no repo made"
+
+
+@pytest.mark.parametrize(
+    "flags,said",
+    [
+        (("me/a..b", None, "mit"), "expected a Hub model id"),
+        (("me/x", "a b", "mit"), "--revision 'a b': expected a branch name"),
+        (("me/x", None, "MIT License"), "--license 'MIT License': expected a Hub license id"),
+    ],
+)
+def test_stage_from_python_refuses_what_the_hub_would(ckpts, tmp_path, flags, said):
+    """The command line checks these flags before torch loads; a caller of stage() or push() from
+    Python is refused the same way, before anything is written."""
+    repo, revision, license = flags
+    with pytest.raises(ValueError, match=said):
+        stage(ckpts[1], repo, tmp_path / "staged", license=license, revision=revision)
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_results_file_from_before_fingerprints_resumes_and_another_checkpoints_is_refused_before_play(

@@ -273,7 +273,8 @@ def test_the_quickstarts_epsilon_is_one_text_every_form_of_it_compares_by():
     when the flag was left out by typing it the same way; a number from Python failed on .split; only
     a game's own gave the others generate's 0.1; and a run folder of the number 0.3 was refused as
     another setting than the text '0.3'."""
-    from laya_policy.quickstart import QuickstartConfig, _compared
+    from laya_policy.quickstart import _compared
+    from laya_policy.settings import QuickstartConfig
 
     assert QuickstartConfig().epsilon == "0.3,Pong=0.5"
     assert QuickstartConfig(games=["Freeway"]).epsilon == "0.3"

@@ -13,7 +13,8 @@ from laya_policy.backbone import build_backbone
 from laya_policy.checkpoint import load_checkpoint
 from laya_policy.cli import main
 from laya_policy.inputs import draw
-from laya_policy.train import TrainConfig, build, logits_of, optimise, resolve, train
+from laya_policy.settings import TrainConfig
+from laya_policy.train import build, logits_of, optimise, resolve, train
 
 from .smolvlm_layout import checkpoint_logits, write_smolvlm
 
@@ -24,17 +25,10 @@ def smolvlm(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
+def data(small_pong):
     """Pong with 4 val records: at SmolVLM's widths and 512 px a record costs about 1.3 s of a CPU
     core, and a run scores every val record for its calibration."""
-    from atari_data.produce.generate import GenerateConfig, generate_game
-
-    root = tmp_path_factory.mktemp("smol-data")
-    cfg = GenerateConfig(
-        root=str(root), train_frames=8, val_frames=4, min_train_episodes=1, decision_cap=10, baseline_episodes=0
-    )
-    generate_game(cfg, "Pong")
-    return root
+    return small_pong("smol-data", train=8, val=4, cap=10)
 
 
 def config(data, out, smolvlm, **kw):
@@ -199,7 +193,8 @@ def test_train_save_reload_in_a_fresh_process_play_and_judge(data, smolvlm, tmp_
 
 REVISION_CLIENT = """
 import json, sys
-from laya_policy.train import TrainConfig, agent_config, build, resolve
+from laya_policy.settings import TrainConfig
+from laya_policy.train import agent_config, build, resolve
 s = build(resolve(TrainConfig(data=sys.argv[1], out=sys.argv[2], model=sys.argv[3], batch=2, steps=1)))
 cfg = agent_config(s)
 embed = s.model.backbone.text_model.embed_tokens.weight

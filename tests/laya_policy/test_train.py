@@ -6,7 +6,8 @@ import pytest
 from atari_data.produce.generate import GenerateConfig, generate_game
 from laya_eval.evaluate import RunConfig, evaluate
 from laya_policy.checkpoint import load_checkpoint
-from laya_policy.train import CrashForTesting, TrainConfig, lr_factor, train
+from laya_policy.settings import TrainConfig
+from laya_policy.train import CrashForTesting, lr_factor, train
 
 from ..processes import alive, as_from_a_terminal, deaf_to_ctrl_c, ended, spawned
 from ..promises import run_cli
@@ -343,7 +344,8 @@ def test_select_by_play_keeps_the_checkpoint_with_the_best_play_check(data, tmp_
 
 UNGUARDED = """
 import sys
-from laya_policy.train import TrainConfig, train
+from laya_policy.settings import TrainConfig
+from laya_policy.train import train
 
 config = dict(model="cnn", steps=1, batch=2, image_size=64, evals=1, processes=2)
 train(TrainConfig(data=sys.argv[1], out=sys.argv[2], **config))

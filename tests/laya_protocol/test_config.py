@@ -103,7 +103,7 @@ def test_a_list_given_from_python_as_one_string_is_the_flags_list(cls, required)
 
 @pytest.mark.parametrize("package", ["atari_data", "laya_eval", "laya_policy"])
 def test_each_command_line_is_read_and_explained_without_torch(package):
-    """`laya-policy --help` and every flag it refuses waited ~3.5 s on two cores for torch, which the
+    """`laya-policy --help` and every flag it refuses waited 3-4 s on two cores for torch, which the
     parser imported for TrainConfig's help: the settings now live apart from the code that trains.
     A fresh process builds each parser, asks every command's help, and must not have imported torch."""
     import subprocess
@@ -130,12 +130,14 @@ print(len(commands), "torch" in sys.modules)
     "argv,said",
     [
         (["train", "--data", "d", "--out", "o", "--batch", "0"], "--batch 0: expected 1 or more"),
+        (["train", "--data", "d", "--image-size", "100"], "--image-size 100: expected a positive multiple of 64"),
+        (["train", "--data", "d", "--model", "cnn", "--lr-backbone", "1e-4"], "--lr-backbone: the cnn has no backbone"),
         (["push", "ckpt", "--repo", "me/a..b"], "--repo 'me/a..b' is a name the Hub refuses"),
         (["push", "ckpt", "--repo", "me/x", "--license", "MIT License"], "--license 'MIT License': expected"),
     ],
 )
 def test_a_value_no_run_takes_is_refused_before_torch_loads(argv, said, tmp_path):
-    """`laya-policy train --batch 0` and `push --repo me/a..b` answered after torch's import (~3.5 s on
+    """`laya-policy train --batch 0` and `push --repo me/a..b` answered after torch's import (3-4 s on
     two cores); neither value needs a model to refuse."""
     import subprocess
     import sys

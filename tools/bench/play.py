@@ -25,10 +25,11 @@ import torch
 from transformers import Idefics3Model
 
 from laya_eval.runner import play
-from laya_policy.backbone import TinySize, tiny_config, tiny_tokenizer
+from laya_policy.backbone import tiny_config, tiny_tokenizer
 from laya_policy.checkpoint import AgentConfig, save_checkpoint
 from laya_policy.model import ChoicePolicy
 from laya_policy.play import LayaPolicy
+from laya_policy.presets import TinySize
 from laya_protocol.protocol import Protocol
 from laya_protocol.seeds import EVAL_SEED_BASE
 

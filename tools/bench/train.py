@@ -35,7 +35,8 @@ import tempfile
 from pathlib import Path
 
 from atari_data.produce.generate import GenerateConfig, generate_game
-from laya_policy.train import SUMMARY_FILE, TrainConfig, train
+from laya_policy.settings import TrainConfig
+from laya_policy.train import SUMMARY_FILE, train
 
 # Another job on the machine, as it usually is here: a second torch process at torch's default threads
 # (a test run, another experiment). A pure-Python loop does not show the OpenMP contention this measures.

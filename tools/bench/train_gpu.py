@@ -33,7 +33,8 @@ import torch
 from train import step_flops  # the training bench's FLOP count, beside this script
 
 from atari_data.produce.generate import GenerateConfig, generate_game
-from laya_policy.train import TrainConfig, train
+from laya_policy.settings import TrainConfig
+from laya_policy.train import train
 
 REFERENCE_A100_STEPS_S = 2.78
 

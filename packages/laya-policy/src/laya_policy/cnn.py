@@ -5,7 +5,7 @@ VLM's numbers are reported beside it (``laya-policy train --model cnn``). It tra
 loop, data, soft-target loss, calibration and checkpoint folder as the VLM, and laya-eval plays it
 through the same ``laya`` entry point, so both are judged the same way.
 
-The screens arrive as the VLM's do (resized on the device to ``image_size``, 84 by default, and
+The screens arrive as the VLM's do (resized on the device to ``image_size``, ``presets.CNN_IMAGE_SIZE`` by default, and
 normalised); the network turns each into luminance and, with two frames, feeds the newest frame and
 its motion (the newest minus the previous, times ``MOTION_GAIN``) as channels to the three
 convolutions of Mnih et al. (2015) and a 512-unit layer. It scores all 18 ALE

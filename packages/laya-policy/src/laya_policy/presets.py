@@ -1,6 +1,6 @@
 """What a policy is built from, by name, without torch: the VLM presets and SmolVLM's Hub id, and the
 reference CNN's name, inputs and frame sizes. The command line's options and help are written from
-these, so `laya-policy --help` and a refused flag answer before torch is imported (about 3.5 s on
+these, so `laya-policy --help` and a refused flag answer before torch is imported (3-4 s on
 two CPU cores); the modules that build the models import them from here.
 """
 

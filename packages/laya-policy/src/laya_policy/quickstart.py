@@ -245,7 +245,7 @@ class Quickstart:
         return train(self.train_config())
 
     def train_config(self):
-        from laya_policy.train import TrainConfig
+        from laya_policy.settings import TrainConfig
 
         c = self.cfg
         return TrainConfig(

@@ -23,6 +23,7 @@ from laya_policy.presets import (
     PRESET_IMAGE_SIZE,
     PRESETS,
     SMOLVLM,
+    check_size,
 )
 from laya_protocol.config import listed, option
 from laya_protocol.protocol import EVAL_DECISION_CAP
@@ -43,7 +44,7 @@ def _lrs(i: int) -> str:
     )
 
 
-FREEZES = ("auto", "vision", "none")  # --freeze; a run records what auto resolved to (Setup.freeze)
+FREEZES = ("auto", "vision", "none")  # --freeze; a run records what auto resolved to (train.Setup.freeze)
 
 
 @dataclass
@@ -127,8 +128,9 @@ class TrainConfig:
         listed(self)
 
     def check(self) -> None:
-        """Refuse a flag's value that no run takes: what needs no file, no model and no torch, so the
-        command line answers before it imports them."""
+        """Refuse a flag's value that no run takes, and one the model named by ``model`` does not take:
+        what needs no file and no torch, so the command line answers before it imports them. What a
+        checkpoint continued from decides (``init_from``) is checked when it is read (train.resolve)."""
         if not self.out.strip():  # an unset shell variable: the run's files would land among the user's own
             raise ValueError("--out: is empty; give the folder to train in")
         if self.threads is not None and self.threads < 1:
@@ -154,6 +156,27 @@ class TrainConfig:
         for flag, value, ok, what in checks:
             if not ok:
                 raise ValueError(f"{flag} {value}: expected {what}")
+        if self.init_from:
+            return
+        preset = PRESETS.get(self.model or "tiny")
+        if (
+            preset
+            and self.image_size is not None
+            and (self.image_size < 1 or self.image_size % (16 * preset.scale_factor))
+        ):
+            unit = 16 * preset.scale_factor
+            raise ValueError(
+                f"--image-size {self.image_size}: expected a positive multiple of {unit} for {self.model or 'tiny'} "
+                f"(16-pixel patches, merged {preset.scale_factor}x{preset.scale_factor} into one image token)"
+            )
+        if self.model == CNN:
+            if self.preprocess == "processor":
+                raise ValueError("--preprocess processor: the cnn reads the device-side resize only (gpu)")
+            if self.freeze == "vision" or self.lr_backbone is not None:
+                flag = "--freeze vision" if self.freeze == "vision" else "--lr-backbone"
+                raise ValueError(f"{flag}: the cnn has no backbone (it trains as one network at --lr-head)")
+            if self.image_size is not None:
+                check_size(self.image_size)
 
     @property
     def backbone(self) -> str:

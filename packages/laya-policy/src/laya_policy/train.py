@@ -65,7 +65,7 @@ from laya_policy.objectives import (
     nll,
     training_loss,
 )
-from laya_policy.presets import CNN, CNN_IMAGE_SIZE, MOTION, PRESET_IMAGE_SIZE, PRESETS, check_size
+from laya_policy.presets import CNN, CNN_IMAGE_SIZE, MOTION, PRESET_IMAGE_SIZE, PRESETS
 from laya_policy.settings import DEFAULT_LRS, TrainConfig
 from laya_protocol import files
 from laya_protocol.errors import cause, signals_held
@@ -95,13 +95,6 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         )
     if cfg.model and (Path(cfg.model) / CONFIG).is_file():  # a whole policy, not a backbone
         raise ValueError(f"--model {cfg.model}: is a laya-policy checkpoint; continue from it with --init-from")
-    preset = None if cfg.init_from else PRESETS.get(cfg.model or "tiny")  # a checkpoint's own size is checked below
-    if preset and cfg.image_size is not None and (cfg.image_size < 1 or cfg.image_size % (16 * preset.scale_factor)):
-        unit = 16 * preset.scale_factor
-        raise ValueError(
-            f"--image-size {cfg.image_size}: expected a positive multiple of {unit} for {cfg.model or 'tiny'} "
-            f"(16-pixel patches, merged {preset.scale_factor}x{preset.scale_factor} into one image token)"
-        )
     given = {
         "model": cfg.model,
         "frames": cfg.frames,
@@ -127,15 +120,9 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         return replace(cfg, **{k: ckpt[k] for k in given})
     cfg = replace(cfg, model=cfg.model or "tiny")
     size = PRESET_IMAGE_SIZE if cfg.image_size is None else cfg.image_size
-    if cfg.model == CNN:
+    if cfg.model == CNN:  # its flags were checked in cfg.check()
         cfg = replace(cfg, cnn_inputs=cfg.cnn_inputs or MOTION)
-        if cfg.preprocess == "processor":
-            raise ValueError("--preprocess processor: the cnn reads the device-side resize only (gpu)")
-        if cfg.freeze == "vision" or cfg.lr_backbone is not None:
-            flag = "--freeze vision" if cfg.freeze == "vision" else "--lr-backbone"
-            raise ValueError(f"{flag}: the cnn has no backbone (it trains as one network at --lr-head)")
         size = CNN_IMAGE_SIZE if cfg.image_size is None else cfg.image_size
-        check_size(size)
     if cfg.pretrained:
         if not (Path(cfg.backbone).is_dir() or HUB_REF_RE.match(cfg.backbone)):  # asked of no Hub, so at once
             raise ValueError(
