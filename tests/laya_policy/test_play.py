@@ -29,10 +29,11 @@ def cnn_ckpt(tmp_path_factory):
     """The reference CNN's checkpoint: for tests of the video writer, which any policy drives; a process
     that plays it starts without transformers."""
     from laya_policy.cnn import NatureCNN
+    from laya_policy.presets import CNN, CNN_IMAGE_SIZE
 
     torch.manual_seed(1)
     path = tmp_path_factory.mktemp("ckpt") / "cnn"
-    save_checkpoint(NatureCNN(), AgentConfig(image_size=84, preprocess="gpu", frames=2, backbone="cnn"), path)
+    save_checkpoint(NatureCNN(), AgentConfig(image_size=CNN_IMAGE_SIZE, preprocess="gpu", frames=2, backbone=CNN), path)
     return path
 
 

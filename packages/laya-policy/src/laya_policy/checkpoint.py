@@ -34,7 +34,7 @@ from laya_policy.backbone import download_hint, load_pretrained
 from laya_policy.cnn import NatureCNN
 from laya_policy.imageprep import INTERPOLATIONS
 from laya_policy.model import ChoicePolicy
-from laya_policy.presets import CNN, CNN_SIZES, FRAMES, INPUTS, MOTION, PRESETS
+from laya_policy.presets import CNN, FRAMES, INPUTS, MOTION, PRESETS, check_size
 from laya_protocol.errors import cause, signals_held
 from laya_protocol.files import Refused, parse_json, read_capped, writing
 
@@ -345,8 +345,8 @@ def load_config(path: str | Path) -> AgentConfig:
         )
     if cfg.cnn_inputs not in INPUTS:
         raise ValueError(f"{file}: cnn_inputs {cfg.cnn_inputs!r}: expected one of {', '.join(INPUTS)}")
-    if cfg.backbone == CNN and not CNN_SIZES[0] <= cfg.image_size <= CNN_SIZES[1]:  # checked before a layer is built
-        raise ValueError(f"{file}: image_size {cfg.image_size}: the cnn takes {CNN_SIZES[0]} to {CNN_SIZES[1]} pixels")
+    if cfg.backbone == CNN:  # checked before a layer is built
+        check_size(cfg.image_size, f"{file}: image_size")
     return cfg
 
 

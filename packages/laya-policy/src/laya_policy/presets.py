@@ -57,6 +57,7 @@ def takes_motion(inputs: str, frames: int) -> bool:
     return inputs == MOTION and frames > 1
 
 
-def check_size(size: int) -> None:
+def check_size(size: int, named: str = "--image-size") -> None:
+    """Refuse a CNN frame side outside ``CNN_SIZES``; ``named`` says where it was given."""
     if not CNN_SIZES[0] <= size <= CNN_SIZES[1]:
-        raise ValueError(f"--image-size {size}: the cnn takes {CNN_SIZES[0]} to {CNN_SIZES[1]} pixels")
+        raise ValueError(f"{named} {size}: the cnn takes {CNN_SIZES[0]} to {CNN_SIZES[1]} pixels")

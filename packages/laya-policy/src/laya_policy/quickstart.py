@@ -25,7 +25,7 @@ from pathlib import Path
 from atari_data.layout import write_atomic
 from atari_data.play.experts.builtin import BUILTIN
 from laya_policy.checkpoint import FILE_MAX, FINAL, read_json_file
-from laya_policy.settings import QuickstartConfig
+from laya_policy.settings import QuickstartConfig, TrainConfig
 from laya_protocol.files import Refused, parse_json, read_capped
 from laya_protocol.locks import FileLock
 from laya_protocol.names import HUB_SPLITS
@@ -245,8 +245,6 @@ class Quickstart:
         return train(self.train_config())
 
     def train_config(self):
-        from laya_policy.settings import TrainConfig
-
         c = self.cfg
         return TrainConfig(
             data=str(self.packed),

@@ -133,13 +133,16 @@ class TrainConfig:
         checkpoint continued from decides (``init_from``) is checked when it is read (train.resolve)."""
         if not self.out.strip():  # an unset shell variable: the run's files would land among the user's own
             raise ValueError("--out: is empty; give the folder to train in")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"--threads {self.threads}: expected 1 or more (leave it out for one per CPU process)")
-        if self.steps is not None and self.steps < 1:
-            raise ValueError(f"--steps {self.steps}: expected 1 or more (leave it out to use --passes)")
         if self.processes > 1 and "WORLD_SIZE" in os.environ:
             raise ValueError(f"--processes {self.processes}: torchrun started this process already; leave it out")
         checks: tuple[tuple[str, object, bool, str], ...] = (
+            (
+                "--threads",
+                self.threads,
+                self.threads is None or self.threads >= 1,
+                "1 or more (leave it out for one per CPU process)",
+            ),
+            ("--steps", self.steps, self.steps is None or self.steps >= 1, "1 or more (leave it out to use --passes)"),
             ("--batch", self.batch, self.batch >= 1, "1 or more"),
             ("--processes", self.processes, self.processes >= 1, "1 or more"),
             ("--evals", self.evals, self.evals >= 1, "1 or more"),
@@ -159,12 +162,8 @@ class TrainConfig:
         if self.init_from:
             return
         preset = PRESETS.get(self.model or "tiny")
-        if (
-            preset
-            and self.image_size is not None
-            and (self.image_size < 1 or self.image_size % (16 * preset.scale_factor))
-        ):
-            unit = 16 * preset.scale_factor
+        unit = 16 * preset.scale_factor if preset else 1  # a 16-pixel patch, merged scale x scale into a token
+        if preset and self.image_size is not None and (self.image_size < 1 or self.image_size % unit):
             raise ValueError(
                 f"--image-size {self.image_size}: expected a positive multiple of {unit} for {self.model or 'tiny'} "
                 f"(16-pixel patches, merged {preset.scale_factor}x{preset.scale_factor} into one image token)"
