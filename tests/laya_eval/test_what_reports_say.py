@@ -121,6 +121,22 @@ def test_compare_says_which_settings_of_play_differ_between_the_files(runs, tmp_
     )
 
 
+def test_compare_takes_a_file_without_later_settings_as_the_run_its_protocol_says(runs, tmp_path):
+    """A file an earlier laya-eval wrote has no settings.action_set: compare said "action_set (A null,
+    B "minimal")" for two runs of one protocol, whose action_set it had just checked agree."""
+    doc = json.loads(runs[1].read_text())
+    del doc["settings"]["action_set"]
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps(doc))
+    text = compare_markdown(compare(str(runs[0]), str(older)))
+    assert not any(x.startswith("Settings that differ") for x in text.splitlines()), text
+    del doc["settings"]["random_episodes"]  # what it did not record is said so, not as JSON's null
+    older.write_text(json.dumps(doc))
+    text = compare_markdown(compare(str(runs[0]), str(older)))
+    line = next((x for x in text.splitlines() if x.startswith("Settings that differ")), "")
+    assert line == "Settings that differ: random_episodes (A 1, B not recorded).", text
+
+
 def test_a_run_with_no_random_score_to_beat_does_not_read_as_losing_to_random(tmp_path):
     from laya_eval.evaluate import summarise
 

@@ -134,8 +134,9 @@ def _improvement(pairs: dict[str, tuple[np.ndarray, np.ndarray]], bootstrap: str
     }
 
 
-#: Settings that make two files other experiments when they differ (the protocol is checked apart).
-PLAY_SETTINGS = ("greedy", "seed_base", "episodes", "random_episodes", "action_set")
+#: Settings that make two files other experiments when they differ. The action set is the protocol's,
+#: checked apart (a file an earlier laya-eval wrote has none in its settings).
+PLAY_SETTINGS = ("greedy", "seed_base", "episodes", "random_episodes")
 
 
 def decimals(a: float | None, b: float | None, fewest: int) -> int:
@@ -145,6 +146,11 @@ def decimals(a: float | None, b: float | None, fewest: int) -> int:
     while a is not None and b is not None and a != b and d < 6 and (round(a, d) == round(b, d) or round(b - a, d) == 0):
         d += 1
     return d
+
+
+def _said(setting) -> str:
+    """A setting as its file holds it; one a file of an earlier laya-eval lacks is not recorded."""
+    return "not recorded" if setting is None else json.dumps(setting)
 
 
 def markdown(result: dict) -> str:
@@ -195,7 +201,7 @@ def markdown(result: dict) -> str:
     if gone:
         lines.append(f"Left out of P(B > A): {'; '.join(gone)}.")
     if result.get("settings_differ"):
-        shown = (f"{k} (A {json.dumps(a)}, B {json.dumps(b)})" for k, (a, b) in result["settings_differ"].items())
+        shown = (f"{k} (A {_said(a)}, B {_said(b)})" for k, (a, b) in result["settings_differ"].items())
         lines.append(f"Settings that differ: {'; '.join(shown)}.")
     for side, said in result["unfinished"].items():
         lines.append(f"Not finished: {side}, {said}.")

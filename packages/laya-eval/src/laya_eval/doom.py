@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from laya_eval import __version__
+from laya_eval.baselines import Baseline, normalise
 from laya_eval.batch import Batch, PolicyError, asked, choose
 from laya_eval.errors import EvalError
 from laya_eval.evaluate import close_policy, policy_identity, writable, write_results
@@ -191,7 +192,7 @@ def _judged(
             close_policy(policy)  # what it raises is a warning: the episodes are played
     finally:
         game.close()
-    span = rows["expert"]["mean"] - rows["random"]["mean"]
+    beside = Baseline(rows["expert"]["mean"], rows["random"]["mean"], "the expert and random, played beside it", None)
     import datetime
 
     import vizdoom
@@ -211,7 +212,7 @@ def _judged(
         "greedy": greedy,
         "tics_per_decision": TICS_PER_DECISION,
         "results": rows,
-        "normalised": (rows["policy"]["mean"] - rows["random"]["mean"]) / span if span > 0 and not error else None,
+        "normalised": None if error else normalise(rows["policy"]["mean"], beside),
     }
     if error:
         results["error"] = error
