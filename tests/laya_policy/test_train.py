@@ -55,6 +55,8 @@ def test_a_crashed_run_resumes_from_its_last_state_and_finishes(data, tmp_path):
     model, cfg = load_checkpoint(out / "final")
     assert cfg.image_size == 64 and cfg.frames == 2 and "choice" in cfg.temperatures
     assert (out / "best" / "vlm_agent_config.json").exists()
+    nlls = [e["nll"] for e in log]  # kept by the default rule, across the resume
+    assert summary["best"] == {"step": log[nlls.index(min(nlls))]["step"], "nll": min(nlls), "select_by": "nll"}
 
 
 def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights_whatever_optimiser_flags_it_saved(data, tmp_path):
@@ -340,6 +342,32 @@ def test_select_by_play_keeps_the_checkpoint_with_the_best_play_check(data, tmp_
     best = json.loads((out / "summary.json").read_text())["best"]
     assert best["select_by"] == "play" and best["play"] == max(scores)
     assert best["step"] == log[scores.index(max(scores))]["step"]
+    nlls = [e["nll"] for e in log]  # the rule's own cases: test_the_best_checkpoint_is_the_first_of_the_best_...
+    assert best["step"] != log[nlls.index(min(nlls))]["step"], "this run no longer tells play from the NLL"
+
+
+@pytest.mark.parametrize(
+    "select_by,values,kept",
+    [
+        ("play", [0.2, 0.5, 0.3], 1),  # neither the first nor the last
+        ("play", [0.5, 0.2, 0.5], 0),  # of equals, the first
+        ("play", [None, -0.1, None], 1),  # an evaluation without a score is never kept
+        ("play", [None, None], None),
+        ("nll", [0.9, 0.4, 0.6], 1),  # the lowest
+        ("nll", [0.4, 0.9, 0.4], 0),
+    ],
+)
+def test_the_best_checkpoint_is_the_first_of_the_best_evaluations(select_by, values, kept):
+    """The rule record() keeps best/ by, over evaluations in order (an outside review: the run below
+    has equal play scores, so it could not tell the rule from keeping the first)."""
+    from laya_policy.train import improves
+
+    best = None
+    for step, value in enumerate(values):
+        entry = {"step": step, "nll": value, "play": {"score": value}}
+        if improves(entry, best, select_by):
+            best = {"step": step, "nll": value, "play": value}
+    assert (best or {}).get("step") == kept
 
 
 UNGUARDED = """

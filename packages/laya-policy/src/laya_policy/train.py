@@ -488,6 +488,15 @@ def play_check(s: Setup, out: Path) -> dict:
     }
 
 
+def improves(entry: dict, best: dict | None, select_by: str) -> bool:
+    """Whether an evaluation's checkpoint replaces ``best``, the best so far: a higher play-check
+    score (an evaluation without one never does) or a lower validation NLL; of equals the first stays."""
+    if select_by == "play":
+        score = entry["play"]["score"]
+        return score is not None and (best is None or score > best["play"])
+    return best is None or entry["nll"] < best["nll"]
+
+
 def agent_config(s: Setup, temperature: float | None = None) -> AgentConfig:
     """What the checkpoint restores: a continued checkpoint's own fields (interpolation, head shape,
     revision), with this run's temperature (``final/``'s, fitted), or the one it started from (1, or
@@ -848,12 +857,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool) -> dict:
         with writing(out / LOG_FILE), open(out / LOG_FILE, "a", encoding="utf-8") as f:  # named, flush included
             f.write(json.dumps(entry) + "\n")
         print_eval(entry)
-        best = done["best"]
-        if cfg.select_by == "play":
-            better = entry["play"]["score"] is not None and (best is None or entry["play"]["score"] > best["play"])
-        else:
-            better = best is None or entry["nll"] < best["nll"]
-        if better:
+        if improves(entry, done["best"], cfg.select_by):
             done["best"] = {"step": entry["step"], "nll": entry["nll"], "select_by": cfg.select_by}
             if "play" in entry:
                 done["best"]["play"] = entry["play"]["score"]
