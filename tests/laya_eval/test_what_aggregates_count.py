@@ -58,19 +58,39 @@ def test_the_runs_hold_unflagged_flagged_and_excluded_games(runs):
     assert sm["counts"]["unflagged"] == 2, sm["counts"]
 
 
-def test_compare_says_which_games_it_left_out_and_keeps_excluded_and_flagged_games_apart(runs):
+def _rescored(path, into, moved: dict) -> str:
+    """A copy of a results file in which each game named in ``moved`` scored that value in every
+    episode: above or below all of A's, each P(B > A) is 1 or 0, so a game pooled where it should not
+    be moves the pooled P."""
+    from laya_eval.baselines import Baseline
+    from laya_eval.evaluate import derived
+
+    doc = json.loads(path.read_text())
+    for name, target in moved.items():
+        g = doc["games"][name]
+        g["scores"] = [target] * len(g["scores"])
+        g.update(derived(name, g["scores"], Baseline(**g["baseline"]), CAP, g.get("random", {}).get("mean")))
+    into.write_text(json.dumps(doc))
+    return str(into)
+
+
+def test_compare_says_which_games_it_left_out_and_keeps_excluded_and_flagged_games_apart(runs, tmp_path):
     a, b, _ = runs
-    res = compare(str(a), str(b))
+    held = load_results(a)["games"]
+    up = {g: max(held[g]["scores"]) + 1 for g in ("Pong", "Solaris")}  # B above A: P 1
+    b = _rescored(b, tmp_path / "b.json", {**up, "Tennis": min(held["Tennis"]["scores"]) - 1})  # below: P 0
+    res = compare(str(a), b)
     assert res["only_in"] == {"A": ["Breakout"], "B": []}, res["only_in"]
     assert res["left_out"] == {"Solaris": "excluded: the expert scores below random"}, res["left_out"]
     rows = {r["game"]: r for r in res["rows"]}
-    assert res["games"] == 2 and res["p"] == pytest.approx((rows["Pong"]["p"] + rows["Tennis"]["p"]) / 2)
-    assert res["unflagged"]["games"] == 1 and res["unflagged"]["p"] == pytest.approx(rows["Pong"]["p"])
+    assert [rows[g]["p"] for g in ("Pong", "Tennis", "Solaris")] == [1.0, 0.0, 1.0], rows
+    assert res["games"] == 2 and res["p"] == pytest.approx(0.5), "Pong and Tennis: not the excluded Solaris"
+    assert res["unflagged"]["games"] == 1 and res["unflagged"]["p"] == pytest.approx(1.0), "Pong: not flagged Tennis"
     text = compare_markdown(res)
     assert "Breakout (only in A)" in text and "Solaris (excluded" in text, text
     assert "Unflagged games: P(B > A) =" in text and "over 1 game " in text, text
     assert "too few" not in text, "the episode bootstrap needs no more games"
-    task = compare_markdown(compare(str(a), str(b), bootstrap="task"))
+    task = compare_markdown(compare(str(a), b, bootstrap="task"))
     assert "Warning: 2 games: too few to resample games meaningfully" in task, task
 
 
@@ -220,9 +240,11 @@ def test_compares_unflagged_games_are_not_chosen_by_how_they_were_played(runs, t
         paths.append(out)
     pong = load_results(paths[0])["games"]["Pong"]
     assert any(f.startswith("normalised score") for f in pong["flags"]), pong["flags"]
-    res = compare(str(paths[0]), str(paths[1]))
+    held = load_results(paths[0])["games"]
+    moved = {"Pong": max(held["Pong"]["scores"]) + 1, "Tennis": min(held["Tennis"]["scores"]) - 1}
+    res = compare(str(paths[0]), _rescored(paths[1], tmp_path / "b-moved.json", moved))  # P 1 and 0
     assert res["unflagged"]["games"] == 1, "Pong: flagged for its normalised score, not for what it is"
-    assert res["unflagged"]["p"] == pytest.approx(next(r["p"] for r in res["rows"] if r["game"] == "Pong"))
+    assert res["unflagged"]["p"] == pytest.approx(1.0), res["unflagged"]
 
 
 def _entry(game, scores, expert, rnd, cap=CAP):
