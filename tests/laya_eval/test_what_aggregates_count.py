@@ -119,9 +119,13 @@ def test_report_figures_draw_the_summarys_games_and_say_which(runs):
     fig = _aggregates(plt, [a])
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == ["random: all 3 games", "random: 2 unflagged games"], labels
-    for ax in fig.axes:  # the bars are the summary's, set by set
-        lefts = sorted(round(p.get_x(), 9) for p in ax.patches)
-        assert len(lefts) == 2, lefts
+    from laya_eval.report import AGGREGATES
+
+    sm = a["summary"]
+    for ax, (key, _) in zip(fig.axes, AGGREGATES, strict=True):  # the bars are the summary's, set by set
+        drawn = [(round(p.get_x(), 9), round(p.get_x() + p.get_width(), 9)) for p in ax.patches]
+        want = [tuple(round(v, 9) for v in sm[name][f"{key}_ci95"]) for name in ("all", "unflagged")]
+        assert drawn == want, (key, drawn, want)
     fig = _profile(plt, [a])
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert legend == ["random: all 3 games", "random: 2 unflagged games"], legend
