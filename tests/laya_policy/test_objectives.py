@@ -49,6 +49,9 @@ def test_accuracy_nll_and_ece_by_hand():
     # bins of width 1/15: conf 0.9 (correct), 0.6 (wrong), 0.7 (correct), 0.55 (wrong), each alone in its bin
     expected = (abs(1 - 0.9) + abs(0 - 0.6) + abs(1 - 0.7) + abs(0 - 0.55)) / 4
     assert expected_calibration_error(logits, labels) == pytest.approx(expected, abs=1e-6)
+    # two in one bin (0.90 right, 0.92 wrong): |0.5 - 0.91|, where per record it would be (0.10 + 0.92) / 2
+    shared = torch.log(torch.tensor([[0.9, 0.1], [0.92, 0.08]]))
+    assert expected_calibration_error(shared, torch.tensor([0, 1])) == pytest.approx(0.41, abs=1e-6)
 
 
 def test_temperature_fit_recovers_overconfidence():
