@@ -66,6 +66,10 @@ def test_builtin_expert_beats_random(tmp_path, game):
     game_ = AtariGame(game, gen.Protocol.ale_v5(game, decision_cap=1500))
     b = gen.measure_baselines(game_, load_expert("builtin", game), cfg)
     assert b["expert_score"] > b["random_score"] + 5, b
+    # each score is its episodes' mean, shown on scores that differ (one episode's mean is any of them)
+    assert any(len(set(b[f"{who}_scores"])) == 2 for who in ("expert", "random")), b
+    for who in ("expert", "random"):
+        assert b[f"{who}_score"] == pytest.approx(np.mean(b[f"{who}_scores"])), b
 
 
 def test_the_freeway_expert_waits_for_cars_and_beats_always_up():
