@@ -298,6 +298,7 @@ def test_a_sigterm_while_the_state_is_written_ends_on_one_line_and_the_run_resum
     import subprocess
     import sys
 
+    codes = []
     for delay in (0.0, 0.003, 0.006, 0.012):  # after the file appears: torch.save's zip writer is open by then
         out = tmp_path / f"run-{delay}"
         argv = ["train", "--data", str(data), "--out", str(out), "--model", "cnn", "--image-size", "96"]
@@ -312,6 +313,9 @@ def test_a_sigterm_while_the_state_is_written_ends_on_one_line_and_the_run_resum
         err = done.stderr
         assert code in (0, 143) and err.count("\n") == (code == 143), (delay, code, err[-3000:])  # 0: it missed
         assert main(argv) == 0, "the state resumes"
+        codes.append(code)
+    # all four landed inside the write when measured; none would leave the test checking nothing
+    assert 143 in codes, f"no SIGTERM landed inside a save: {codes}"
 
 
 def test_a_run_that_diverges_stops_on_one_line_and_writes_no_nan(data, tmp_path):
