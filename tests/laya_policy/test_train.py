@@ -1254,6 +1254,10 @@ def test_the_same_config_gives_the_same_weights_and_one_thread_by_default(data, 
     third = train(config(data, tmp_path / "c", steps=6, evals=1), progress=False)
     c = load_file(tmp_path / "c" / "final" / "head.safetensors")
     assert a.keys() == c.keys() and all(torch.equal(a[k], c[k]) for k in a), "same seed and threads: the same bytes"
+    from laya_policy.train import build, resolve
+
+    start = build(resolve(config(data, tmp_path / "start", steps=6, evals=1))).model.state_dict()
+    assert any(not torch.equal(start[k], a[k]) for k in a), "the same bytes because training moved them"
     assert third["screen_cache"]["hits"] > 0 and third["screen_cache"]["mb"] > 0
     assert third["screen_cache"]["reserved_mb"] >= third["screen_cache"]["mb"], "blocks hold what is kept"
 
