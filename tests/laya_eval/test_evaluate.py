@@ -1060,8 +1060,8 @@ def test_sigkill_mid_run_then_rerun_completes(tmp_path):
     assert done.returncode == 0, done.stderr
     final = load_results(out)
     assert final["games"].keys() == {"Pong", "Breakout", "Freeway"}
-    for game, g in partial["games"].items():
-        assert final["games"][game]["scores"] == g["scores"]
+    for game, g in partial["games"].items():  # kept, not played again: a replay scores alike but takes its own seconds
+        assert final["games"][game] == g, game
 
 
 @pytest.mark.slow
