@@ -202,7 +202,7 @@ def test_question_differs(layout, capsys):
     rec = lines(layout / P1 / "train.jsonl")[0]
     q = dict(rec["question"], instructions="Play well.")
     edit_record(layout, P1, question=q)
-    expect(layout, capsys, r"question: differs from atari_question")
+    expect(layout, capsys, r"question: differs from game_question")
 
 
 def test_source_and_game_must_match_the_folder(layout, capsys):

@@ -5,6 +5,7 @@ from atari_data.schema.questions import atari_question
 from laya_policy.backbone import build_backbone, image_tokens
 from laya_policy.imageprep import ImagePrep
 from laya_policy.model import ChoicePolicy
+from laya_policy.presets import PRESET_IMAGE_SIZE
 from laya_protocol.games import minimal_actions
 
 
@@ -18,8 +19,9 @@ def questions(*games):
 
 
 def test_tiny_backbone_is_offline_and_has_the_right_token_count():
-    backbone, tokenizer = build_backbone("tiny")
-    assert image_tokens(backbone) == 64  # (512 / 16)^2 / 4^2
+    backbone, tokenizer = build_backbone("tiny")  # at the frame side train gives a preset by default
+    assert image_tokens(backbone) == (PRESET_IMAGE_SIZE // 16) ** 2 // 4**2 == 4
+    assert image_tokens(build_backbone("tiny", image_size=512)[0]) == 64  # (512 / 16)^2 / 4^2
     assert tokenizer.decode(tokenizer("- FIRE: shoot\n").input_ids) == "- FIRE: shoot\n"
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from atari_data.errors import AtariDataError
 from atari_data.layout.writer import DEFAULT_CAPS
+from atari_data.meltingpot import lmdb
 from atari_data.play.doom import DoomConfig
 from atari_data.produce.executors import WorkerDied
 from atari_data.produce.generate import GenerateConfig
@@ -40,13 +41,17 @@ EXAMPLES = """examples:
 """
 
 
+#: Defects validate (by default) and doctor print before "... and N more defects".
+DEFECTS_SHOWN = 50
+
+
 @dataclass
 class ValidateConfig:
     root: str
     sources: list[str] | None = None
     games: list[str] | None = None
     images: bool = False
-    max_lines: int = 50
+    max_lines: int = DEFECTS_SHOWN
 
 
 def _default(cls, name):
@@ -128,7 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
             "complete game is skipped unless --force; an interrupted one is redone cleanly.",
             78,
         ),
-        epilog="episode numbers by role (laya_protocol.seeds):\n" + textwrap.indent(seeds.table(), "  "),
+        epilog=(
+            "episode numbers by role (laya_protocol.seeds): generate, DAgger and the baselines derive\n"
+            "an episode's seed from its number, --seed and the game; laya-eval and the play checks use\n"
+            "theirs as ALE seeds as they are:\n" + textwrap.indent(seeds.table(), "  ")
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_options(g, GenerateConfig, skip=("epsilon",))
@@ -283,10 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument(
         "--rows-per-shard",
         type=int,
-        default=500,
-        help="records per Parquet file and WebDataset shard (default %(default)s)",
+        default=lmdb.ROWS_PER_SHARD,
+        help="records per WebDataset shard (default %(default)s)",
     )
-    pl.add_argument("--name", default="meltingpot", help="the card's title (default %(default)s)")
+    pl.add_argument("--name", default=lmdb.CARD_NAME, help="the card's title (default %(default)s)")
     im = sub.add_parser(
         "import",
         help="convert a public dataset into the layout (jat, atari_head, frostbite_masks, playjev)",
@@ -531,10 +540,10 @@ def cmd_doctor(a) -> int:
         )
         return 2 if d.defects else 0
     if d.defects:
-        for e in d.defects[:50]:
+        for e in d.defects[:DEFECTS_SHOWN]:
             print(e.render())
-        if len(d.defects) > 50:
-            print(f"... and {len(d.defects) - 50} more defects")
+        if len(d.defects) > DEFECTS_SHOWN:
+            print(f"... and {len(d.defects) - DEFECTS_SHOWN} more defects")
         return 2
     for key, n in sorted(d.counts.items()):
         print(f"{key}: {n} rows")

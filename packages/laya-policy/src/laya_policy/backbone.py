@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from atari_data.errors import cut_off
-from laya_policy.presets import PRESETS, TinySize
+from laya_policy.presets import PRESET_IMAGE_SIZE, PRESETS, TinySize
 from laya_protocol.errors import cause
 
 SPECIAL_TOKENS = ["<pad>", "<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"]
@@ -92,9 +92,10 @@ def tiny_config(tokenizer, size: TinySize = PRESETS["tiny"]):
     )
 
 
-def build_backbone(name: str = "tiny", image_size: int = 512, seed: int = 0):
+def build_backbone(name: str = "tiny", image_size: int = PRESET_IMAGE_SIZE, seed: int = 0):
     """(Idefics3Model, tokenizer). ``tiny`` or ``random-smolvlm``: random weights, built here (see
-    PRESETS); otherwise a Hub id ORG/NAME[@REVISION] or a local directory."""
+    PRESETS) for frames of ``image_size`` (train's default for a preset); otherwise a Hub id
+    ORG/NAME[@REVISION] or a local directory, whose own config says its size."""
     from dataclasses import replace
 
     from transformers import Idefics3Model

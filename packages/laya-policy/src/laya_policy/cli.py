@@ -9,7 +9,7 @@ import sys
 from atari_data.publish.teardown import release_arrow_threads
 from laya_policy.errors import EXPECTED, GroupFailed, said
 from laya_policy.settings import QuickstartConfig, TrainConfig, check_push
-from laya_policy.video import MAX_DECISIONS
+from laya_policy.video import DECISIONS, MAX_DECISIONS
 from laya_protocol.bars import quiet_library_bars
 from laya_protocol.config import add_options, add_version, from_args
 from laya_protocol.errors import os_error_exit, stopped, terminations_raised
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument(
         "--max-decisions",
         type=int,
-        default=1000,
+        default=DECISIONS,
         help=f"decisions recorded at most: {', '.join(f'{n:,} for a {k}' for k, n in MAX_DECISIONS.items())} "
         "(default %(default)s)",
     )

@@ -276,7 +276,8 @@ class Quickstart:
             cap=c.cap,
             greedy=not c.sample,
             random_episodes=c.episodes,
-            baselines=str(self.data) if c.baseline_episodes else None,  # else laya-eval's reference table
+            # the data's baselines where measured at this cap (choose_baseline), else the reference table
+            baselines=str(self.data) if c.baseline_episodes else None,
             policy_kwargs={"device": c.device},
             out=str(self.eval_dir / RESULTS),
         )

@@ -213,7 +213,9 @@ class QuickstartConfig:
     val_frames: int = option(200, "val records per game")
     decision_cap: int = option(1_000, "decisions per generated episode (more, shorter episodes)")
     baseline_episodes: int = option(
-        2, "expert and random episodes measured into meta.json; 0: normalise with laya-eval's reference table"
+        2,
+        "expert and random episodes measured into meta.json at --decision-cap; the judge normalises with them "
+        "only when --cap is that cap too, else (and with 0) with laya-eval's reference table",
     )
     epsilon: str | None = option(
         None,

@@ -34,6 +34,7 @@ VIDEO_SUFFIXES = (".gif", ".mp4")
 #: The most decisions a video holds: an episode's (ALE stops at its frame limit), or a GIF's, whose
 #: frames Pillow keeps whole until it writes (320 x 420 bytes each: 0.6 GB at this many).
 MAX_DECISIONS = {".mp4": DATA_DECISION_CAP, ".gif": EVAL_DECISION_CAP}
+DECISIONS = 1_000  # what a video records unless asked: about a minute of play
 
 
 class _EpisodeOSError(Exception):
@@ -76,7 +77,7 @@ def record_episode(
     game: str,
     out: str | Path,
     seed: int = EVAL_SEED_BASE,
-    max_decisions: int = 1_000,
+    max_decisions: int = DECISIONS,
     greedy: bool = True,
     fps: int = 15,
 ) -> dict:

@@ -42,7 +42,7 @@ RANGES: tuple[tuple[str, int, str], ...] = (
     ("evaluation (laya-eval --seed-base)", EVAL_SEED_BASE, "+ i"),
     ("play checks while training (laya-policy)", PLAY_CHECK_SEED_BASE, "+ i"),
     (
-        "DAgger ALE seeds",
+        "DAgger episodes",
         DAGGER_EPISODES_FROM,
         f"+ {DAGGER_ROUND_STRIDE} * round + episode, round 1-{MAX_DAGGER_ROUND}",
     ),

@@ -127,7 +127,7 @@ class GameRules:
                 ("actions", f"{rec['actions']} differ from the game's action set (expected {self._actions_list})")
             )
         if rec["question"] != self.question:
-            out.append(("question", "differs from atari_question(game, actions)['action']"))
+            out.append(("question", "differs from game_question(game, actions, platform)['action']"))
         if rec["source"] != self.source:
             out.append(("source", f"{rec['source']!r} does not match the folder (expected {self.source!r})"))
         if rec["game"] != self.game:

@@ -402,8 +402,16 @@ def _npy(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+ROWS_PER_SHARD = 500  # records a WebDataset shard holds, by default
+CARD_NAME = "meltingpot"  # the card's title, by default
+
+
 def pack_lmdb(
-    src: str | Path, out: str | Path, rows_per_shard: int = 500, name: str = "meltingpot", force: bool = False
+    src: str | Path,
+    out: str | Path,
+    rows_per_shard: int = ROWS_PER_SHARD,
+    name: str = CARD_NAME,
+    force: bool = False,
 ) -> dict:
     """Every ``<src>/<game>/`` LMDB as WebDataset shards ``<out>/webdataset/meltingpot/<game>/train-NNNNNN.tar``
     plus ``<out>/README.md``; written beside ``out`` and swapped into place, one pack into ``out`` at

@@ -110,7 +110,7 @@ RECORD = _object(
             False,
             "probability over `actions` (an expert's policy); absent for human or one-hot data",
         ),
-        Field("question", QUESTION, True, 'exactly `atari_question(game, actions)["action"]`'),
+        Field("question", QUESTION, True, 'exactly `game_question(game, actions, platform)["action"]`'),
         Field("source", Str(pattern=SOURCE_RE), True, "the dataset source (`expert`, `expert2f`, `jat`, ...)"),
         Field("episode", Int(), True, "episode number, unique per (source, game); val and train disjoint"),
         Field("step", Int(), True, "decision index within the episode, from 0"),
