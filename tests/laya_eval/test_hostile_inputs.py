@@ -173,6 +173,7 @@ def test_run_with_hostile_baselines_is_one_line(tmp_path, meta):
         (lambda r: r.update(pending=["Pong"]), "pending"),  # scored, and not a failed game being retried
         # a file at odds with itself: cap-30 scores under a top-level cap of 4500 passed compare's check
         (lambda r: r["protocol"].update(decision_cap=4500), "protocol.decision_cap"),
+        (lambda r: r["settings"].update(action_set="full"), "protocol.action_set"),  # compare reads the protocol's
         (lambda r: r["games"]["Pong"]["protocol"].update(frameskip=5), "games.Pong.protocol"),
         (lambda r: r["games"]["Pong"].update(steps="lots"), "games.Pong.steps"),
         (lambda r: r["games"]["Pong"].update(actions=None), "games.Pong.actions"),

@@ -55,7 +55,7 @@ def test_a_crashed_run_resumes_from_its_last_state_and_finishes(data, tmp_path):
     model, cfg = load_checkpoint(out / "final")
     assert cfg.image_size == 64 and cfg.frames == 2 and "choice" in cfg.temperatures
     assert (out / "best" / "vlm_agent_config.json").exists()
-    nlls = [e["nll"] for e in log]  # kept by the default rule, across the resume
+    nlls = [e["nll"] for e in log]  # kept by the default rule (its cases: test_the_best_checkpoint_is_the_first_...)
     assert summary["best"] == {"step": log[nlls.index(min(nlls))]["step"], "nll": min(nlls), "select_by": "nll"}
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from atari_data.errors import AtariDataError
 from atari_data.layout.writer import DEFAULT_CAPS
 from atari_data.meltingpot import lmdb
-from atari_data.play.doom import DoomConfig
+from atari_data.play.doom import SEED_STRIDE, DoomConfig
 from atari_data.produce.executors import WorkerDied
 from atari_data.produce.generate import GenerateConfig
 from atari_data.produce.importing import SOURCES
@@ -134,9 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
             78,
         ),
         epilog=(
-            "episode numbers by role (laya_protocol.seeds): generate, DAgger and the baselines derive\n"
-            "an episode's seed from its number, --seed and the game; laya-eval and the play checks use\n"
-            "theirs as ALE seeds as they are:\n" + textwrap.indent(seeds.table(), "  ")
+            "episode numbers by role (laya_protocol.seeds). An ALE episode of generate, DAgger or the\n"
+            "baselines is seeded from its number, --seed and the game; a ViZDoom one with\n"
+            f"--seed * {SEED_STRIDE:,} + its number; laya-eval and the play checks use theirs as ALE seeds as\n"
+            "they are; imported rows are numbered only:\n" + textwrap.indent(seeds.table(), "  ")
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -444,7 +444,8 @@ assert set(_PROTOCOL_TYPES) == _PROTOCOL_FIELDS, "every field of Protocol has it
 
 def _protocol_problem(protocol: dict, settings: dict) -> tuple[str, str] | None:
     """(field, what is wrong) with a results file's protocol, or None: its fields as run writes them,
-    and the cap its settings say (compare checks protocols: a file at odds with itself passed)."""
+    and the cap and action set its settings say (compare checks protocols: a file at odds with itself
+    passed). A file from before settings held the action set says it in its protocol alone."""
     odd = sorted(set(protocol) ^ _PROTOCOL_FIELDS)
     if odd:
         return "protocol", f"holds {', '.join(repr(k)[:40] for k in odd[:3])}, not the fields run writes"
@@ -453,6 +454,8 @@ def _protocol_problem(protocol: dict, settings: dict) -> tuple[str, str] | None:
             return f"protocol.{key}", f"{protocol[key]!r:.60} is not as run writes it"
     if protocol["decision_cap"] != settings["cap"]:
         return "protocol.decision_cap", f"{protocol['decision_cap']} is not the settings' cap, {settings['cap']}"
+    if settings.get("action_set", protocol["action_set"]) != protocol["action_set"]:
+        return "protocol.action_set", f"{protocol['action_set']} is not the settings' {settings['action_set']}"
     return None
 
 

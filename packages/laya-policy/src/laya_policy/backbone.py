@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from atari_data.errors import cut_off
-from laya_policy.presets import PRESET_IMAGE_SIZE, PRESETS, TinySize
+from laya_policy.presets import PRESETS, TinySize
 from laya_protocol.errors import cause
 
 SPECIAL_TOKENS = ["<pad>", "<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"]
@@ -92,10 +92,10 @@ def tiny_config(tokenizer, size: TinySize = PRESETS["tiny"]):
     )
 
 
-def build_backbone(name: str = "tiny", image_size: int = PRESET_IMAGE_SIZE, seed: int = 0):
+def build_backbone(name: str = "tiny", image_size: int | None = None, seed: int = 0):
     """(Idefics3Model, tokenizer). ``tiny`` or ``random-smolvlm``: random weights, built here (see
-    PRESETS) for frames of ``image_size`` (train's default for a preset); otherwise a Hub id
-    ORG/NAME[@REVISION] or a local directory, whose own config says its size."""
+    PRESETS) for frames of ``image_size`` (by default the preset's, train's default); otherwise a Hub
+    id ORG/NAME[@REVISION] or a local directory, whose own config says its size."""
     from dataclasses import replace
 
     from transformers import Idefics3Model
@@ -103,7 +103,8 @@ def build_backbone(name: str = "tiny", image_size: int = PRESET_IMAGE_SIZE, seed
     if name in PRESETS:
         tokenizer = tiny_tokenizer()
         torch.manual_seed(seed)
-        return Idefics3Model(tiny_config(tokenizer, replace(PRESETS[name], image_size=image_size))), tokenizer
+        size = PRESETS[name] if image_size is None else replace(PRESETS[name], image_size=image_size)
+        return Idefics3Model(tiny_config(tokenizer, size)), tokenizer
     return load_pretrained(name)
 
 

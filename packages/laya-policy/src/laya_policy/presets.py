@@ -11,11 +11,14 @@ from dataclasses import dataclass
 SMOLVLM = "HuggingFaceTB/SmolVLM-256M-Instruct"
 
 
+PRESET_IMAGE_SIZE = 128  # a preset's frame side when none is asked for: the tiny VLM's CPU budget
+
+
 @dataclass(frozen=True)
 class TinySize:
     """The shapes of a random Idefics3 built here."""
 
-    image_size: int = 512
+    image_size: int = PRESET_IMAGE_SIZE
     scale_factor: int = 4  # pixel shuffle: (image_size / 16)^2 / scale_factor^2 image tokens per frame
     vision_hidden: int = 64
     vision_layers: int = 2
@@ -28,8 +31,9 @@ class TinySize:
     text_intermediate: int = 256
 
 
-#: SmolVLM-256M's shapes (SigLIP base patch 16 at 512, a 30-layer 576-wide Llama) with random
-#: weights: what GPU benchmarks time without downloading anything.
+#: SmolVLM-256M's shapes (SigLIP base with 16-pixel patches, a 30-layer 576-wide Llama) with random
+#: weights, at the preset frame side unless built for another (SmolVLM's own is 512): what GPU
+#: benchmarks time without downloading anything.
 SMOLVLM_SHAPES = TinySize(
     vision_hidden=768,
     vision_layers=12,
@@ -42,7 +46,6 @@ SMOLVLM_SHAPES = TinySize(
     text_intermediate=1536,
 )
 PRESETS = {"tiny": TinySize(), "random-smolvlm": SMOLVLM_SHAPES}
-PRESET_IMAGE_SIZE = 128  # a preset's frame side when none is asked for: the tiny VLM's CPU budget
 
 CNN = "cnn"  # the backbone name of the reference CNN (laya_policy.cnn), and the stem of its weights file
 MOTION_GAIN = 4.0  # the motion channel's scale against the frame's (both are linear in the frames)

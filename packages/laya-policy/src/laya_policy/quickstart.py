@@ -276,7 +276,7 @@ class Quickstart:
             cap=c.cap,
             greedy=not c.sample,
             random_episodes=c.episodes,
-            # the data's baselines where measured at this cap (choose_baseline), else the reference table
+            # the data's baselines beside the reference table: laya-eval's choose_baseline picks by cap
             baselines=str(self.data) if c.baseline_episodes else None,
             policy_kwargs={"device": c.device},
             out=str(self.eval_dir / RESULTS),

@@ -214,8 +214,10 @@ class QuickstartConfig:
     decision_cap: int = option(1_000, "decisions per generated episode (more, shorter episodes)")
     baseline_episodes: int = option(
         2,
-        "expert and random episodes measured into meta.json at --decision-cap; the judge normalises with them "
-        "only when --cap is that cap too, else (and with 0) with laya-eval's reference table",
+        "expert and random episodes measured into meta.json at --decision-cap (and at 4,500 decisions where it "
+        "reaches them) and given to the judge, which normalises with these where measured at its --cap, else with "
+        "laya-eval's reference table where that is, else with these, flagged as another cap; 0: the reference "
+        "table only",
     )
     epsilon: str | None = option(
         None,

@@ -1,7 +1,7 @@
 """The question a policy is asked each step: the single home of its wording.
 
 Training data and play ask exactly the same question, so everything that needs it imports
-:func:`atari_question`; nothing rewrites it.
+:func:`game_question` (:func:`atari_question` for ALE games); nothing rewrites it.
 """
 
 from __future__ import annotations
