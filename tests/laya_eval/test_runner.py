@@ -6,7 +6,7 @@ from laya_eval.runner import play
 from laya_protocol.games import minimal_actions
 from laya_protocol.protocol import Protocol
 
-from .fake_policies import Recorder, probs
+from .fake_policies import Recorder, brightest_column, probs
 
 
 def test_two_frame_rule_lockstep_batches_and_auto_fire():
@@ -32,13 +32,6 @@ def test_two_frame_rule_lockstep_batches_and_auto_fire():
     assert moved > 30, "the ball was launched by auto-FIRE and moves"
 
 
-class ByScreen:
-    """Each move a function of its screen alone: what an episode is shown decides how it plays."""
-
-    def __call__(self, batch):
-        return np.array([int(f[34:194:3, ::3].sum()) % len(batch.actions) for f in batch.frames])
-
-
 def test_same_seeds_same_scores_and_episode_independence():
     proto = Protocol.ale_v5("Pong", decision_cap=300)
     a = play(RandomPolicy(seed=3), "Pong", proto, 2, 100000)
@@ -47,11 +40,12 @@ def test_same_seeds_same_scores_and_episode_independence():
     # An episode is its seed's, however many play beside it; another seed base is other episodes (an
     # outside review: a runner that ignored the seed base passed the lines above on ALE's default seed).
     # Sticky moves draw from each episode's seed, so a policy that follows the screen shows both.
-    both = play(ByScreen(), "Pong", proto, 2, 100000)
-    alone = [play(ByScreen(), "Pong", proto, 1, seed) for seed in (100000, 100001)]
+    follows = brightest_column()
+    both = play(follows, "Pong", proto, 2, 100000)
+    alone = [play(follows, "Pong", proto, 1, seed) for seed in (100000, 100001)]
     assert both.scores == [e.scores[0] for e in alone] and both.steps == [e.steps[0] for e in alone]
     assert both.actions == {k: sum(e.actions[k] for e in alone) for k in both.actions}, "every move, not only the score"
-    assert both.actions != play(ByScreen(), "Pong", proto, 2, 200000).actions
+    assert both.actions != play(follows, "Pong", proto, 2, 200000).actions
 
 
 def test_game_over_ends_an_episode_before_the_cap():

@@ -154,13 +154,13 @@ def test_a_cnn_checkpoint_naming_a_frame_side_the_cnn_cannot_take_is_one_line(da
     layer is built (the 512-unit layer's weights grow with its square)."""
     import json
 
-    from laya_policy.checkpoint import AgentConfig, save_checkpoint
+    from laya_policy.checkpoint import CONFIG, AgentConfig, save_checkpoint
     from laya_policy.cnn import NatureCNN
 
     ckpt = tmp_path / "ckpt"
     save_checkpoint(NatureCNN(), AgentConfig(image_size=84, preprocess="gpu", frames=2, backbone="cnn"), ckpt)
-    config = json.loads((ckpt / "vlm_agent_config.json").read_text())
-    (ckpt / "vlm_agent_config.json").write_text(json.dumps({**config, "image_size": 300}))
+    config = json.loads((ckpt / CONFIG).read_text())
+    (ckpt / CONFIG).write_text(json.dumps({**config, "image_size": 300}))
     argv = ["train", "--data", data, "--out", tmp_path / "run", "--init-from", ckpt, "--steps", "1"]
     code, err = check_promises(main, argv, sandbox=tmp_path, target=tmp_path / "run")
     assert code == 2 and "vlm_agent_config.json: image_size 300: the cnn takes 36 to 256 pixels" in err, err

@@ -74,7 +74,7 @@ def tiny_config(tokenizer, size: TinySize = PRESETS["tiny"]):
             "num_hidden_layers": size.vision_layers,
             "num_attention_heads": size.vision_heads,
             "image_size": size.image_size,
-            "patch_size": 16,
+            "patch_size": size.patch_size,
         },
         text_config={
             "model_type": "llama",

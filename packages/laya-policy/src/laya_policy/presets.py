@@ -19,7 +19,8 @@ class TinySize:
     """The shapes of a random Idefics3 built here."""
 
     image_size: int = PRESET_IMAGE_SIZE
-    scale_factor: int = 4  # pixel shuffle: (image_size / 16)^2 / scale_factor^2 image tokens per frame
+    patch_size: int = 16  # SigLIP's, in pixels
+    scale_factor: int = 4  # pixel shuffle: (image_size / patch_size)^2 / scale_factor^2 image tokens per frame
     vision_hidden: int = 64
     vision_layers: int = 2
     vision_heads: int = 4
@@ -29,6 +30,11 @@ class TinySize:
     text_heads: int = 4
     text_kv_heads: int = 4
     text_intermediate: int = 256
+
+    @property
+    def token_side(self) -> int:
+        """The pixels one image token spans: a patch, merged scale x scale (what --image-size is a multiple of)."""
+        return self.patch_size * self.scale_factor
 
 
 #: SmolVLM-256M's shapes (SigLIP base with 16-pixel patches, a 30-layer 576-wide Llama) with random

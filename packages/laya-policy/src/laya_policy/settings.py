@@ -162,11 +162,11 @@ class TrainConfig:
         if self.init_from:
             return
         preset = PRESETS.get(self.model or "tiny")
-        unit = 16 * preset.scale_factor if preset else 1  # a 16-pixel patch, merged scale x scale into a token
-        if preset and self.image_size is not None and (self.image_size < 1 or self.image_size % unit):
+        if preset and self.image_size is not None and (self.image_size < 1 or self.image_size % preset.token_side):
             raise ValueError(
-                f"--image-size {self.image_size}: expected a positive multiple of {unit} for {self.model or 'tiny'} "
-                f"(16-pixel patches, merged {preset.scale_factor}x{preset.scale_factor} into one image token)"
+                f"--image-size {self.image_size}: expected a positive multiple of {preset.token_side} for "
+                f"{self.model or 'tiny'} ({preset.patch_size}-pixel patches, merged "
+                f"{preset.scale_factor}x{preset.scale_factor} into one image token)"
             )
         if self.model == CNN:
             if self.preprocess == "processor":
